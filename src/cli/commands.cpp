@@ -1,4 +1,6 @@
 // The subcommand table of `minfer`.
+#include "cli/commands.h"
+
 #include <cstdio>
 
 #include "cli/command.h"
@@ -12,6 +14,8 @@ int run_version(std::span<const std::string_view>) {
 
 std::span<const Command> commands() {
   static const Command kCommands[] = {
+      {"inspect", "print a GGUF file's metadata and tensor table", run_inspect},
+      {"synth", "write a synthetic GGUF model with a real shape", run_synth},
       {"version", "print the version", run_version},
   };
   return kCommands;
