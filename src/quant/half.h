@@ -1,7 +1,8 @@
 // IEEE binary16 (f16) and bfloat16 (bf16) <-> f32 conversions, bit-exact.
 //
 // Contract: every function is a pure, total function on bit patterns.
-//   - f16_to_f32 / bf16_to_f32 are exact (every f16 and bf16 value is an f32).
+//   - f16_to_f32 / bf16_to_f32 are exact (every f16 and bf16 value is an f32);
+//     f16_to_f32 quiets signalling NaNs, bf16_to_f32 is a plain bit shift.
 //   - f32_to_f16 rounds to nearest, ties to even; overflow gives +-inf;
 //     results below the f16 normal range become subnormals or signed zero.
 //   - f32_to_bf16 rounds to nearest, ties to even; overflow gives +-inf.
@@ -21,7 +22,12 @@ constexpr float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0x1f) {
+    // Signalling NaNs come out quiet, as from F16C, ARM FCVT and ggml's
+    // scalar path; inf has mant == 0 and stays inf.
+    const uint32_t quiet = mant != 0 ? 0x00400000u : 0u;
+    return std::bit_cast<float>(sign | 0x7f800000u | quiet | (mant << 13));
+  }
   if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
   // Subnormal or zero: mant * 2^-24 is exact in f32.
   const float magnitude = static_cast<float>(mant) * 0x1p-24f;
