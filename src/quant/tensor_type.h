@@ -64,7 +64,9 @@ const TypeTraits* find_type_traits(uint32_t raw_type);
 // The traits of a known type (always valid for an enumerator).
 const TypeTraits& type_traits(TensorType type);
 
-inline std::string_view type_name(TensorType type) { return type_traits(type).name; }
+inline std::string_view type_name(TensorType type) {
+  return type_traits(type).name;
+}
 
 // Parses a type name case-insensitively ("q4_k", "F16"); error names the input.
 Result<TensorType> parse_tensor_type(std::string_view name);

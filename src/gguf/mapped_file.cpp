@@ -1,0 +1,66 @@
+#include "gguf/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace minfer::gguf {
+namespace {
+
+Status errno_error(const std::string& path, const char* what, int err) {
+  return Status::error(path + ": cannot " + what + ": " + std::strerror(err));
+}
+
+// Closes the descriptor on every path out of open(); the mapping stays valid.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+MappedFile::~MappedFile() {
+  reset();
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void MappedFile::reset() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+Result<MappedFile> MappedFile::open(const std::string& path) {
+  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0) return errno_error(path, "open", errno);
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) return errno_error(path, "stat", errno);
+  if (!S_ISREG(st.st_mode)) return Status::error(path + ": not a regular file");
+  MappedFile out;
+  if (st.st_size == 0) return out;
+  void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd.fd, 0);
+  if (p == MAP_FAILED) return errno_error(path, "mmap", errno);
+  out.data_ = static_cast<const uint8_t*>(p);
+  out.size_ = static_cast<size_t>(st.st_size);
+  return out;
+}
+
+}  // namespace minfer::gguf
