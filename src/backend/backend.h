@@ -1,0 +1,79 @@
+// Backend: the seam between the graph machinery and one piece of hardware.
+//
+// A backend owns a pool of buffers (addressed by BufferId) and runs graph
+// nodes on them. The graph layer asks, in this order:
+//   - at build time: supports_op / supports_fused (capability queries; a "no"
+//     is not an error, it routes the node to the next backend in priority
+//     order) and has_weight (the all-weights gate of GPU backends);
+//   - once per graph build: alloc_buffer / alloc_fresh / free_buffer;
+//   - once per node per forward: execute_node. A GPU backend only encodes
+//     here; its work is submitted and waited for in synchronize(), which the
+//     scheduler calls at the end of each split (one submission per split);
+//   - at split boundaries and for inputs/outputs: read_host / write_host.
+//
+// Contracts every implementation keeps:
+//   - execute_node's output buffer may be the same buffer as one of its inputs
+//     (liveness reuse): in-place execution must be handled.
+//   - No silent fallback: a node the backend cannot run (missing weight, wrong
+//     metadata, unsupported type, a shape past a device limit) is an error
+//     naming the node and the tensor, never a quiet detour to another backend.
+//   - alloc_fresh never returns a recycled buffer (split-boundary staging must
+//     not clobber data still in flight within the same execute).
+//   - Errors are Status values; nothing here exits.
+// Threading: a backend is driven by one scheduler thread at a time; it may
+// use its own worker threads inside execute_node.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "graph/ir.h"
+
+namespace minfer::backend {
+
+using BufferId = int32_t;
+constexpr BufferId kNoBuffer = -1;
+
+// The persistent K and V regions of one layer (allocated once per session).
+struct KvPair {
+  BufferId k = kNoBuffer;
+  BufferId v = kNoBuffer;
+  graph::DType dtype = graph::DType::kF32;  // element type of the cache rows
+  int64_t n_ctx = 0;                        // rows each region holds
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;
+
+  // Can this backend run `node` (op, dtypes, weight types in its meta)?
+  virtual bool supports_op(const graph::Node& node) const = 0;
+  // Does it have a kernel for this fused op? Gates the fusion pass.
+  virtual bool supports_fused(graph::Op fused) const { return false; }
+  // Is this weight available to it? (CPU: every weight of the model.)
+  virtual bool has_weight(std::string_view name) const = 0;
+
+  virtual Result<BufferId> alloc_buffer(size_t bytes) = 0;
+  virtual Result<BufferId> alloc_fresh(size_t bytes) { return alloc_buffer(bytes); }
+  virtual void free_buffer(BufferId id) = 0;
+  virtual size_t buffer_size(BufferId id) const = 0;
+
+  // Runs (or, on a GPU, encodes) one node. `inputs` are the buffers of
+  // node.inputs in order; `kv` is the layer's cache for KV store / attention.
+  virtual Status execute_node(const graph::Node& node, std::span<const BufferId> inputs,
+                              BufferId out, const KvPair* kv) = 0;
+
+  virtual Status read_host(BufferId id, size_t offset, std::span<std::byte> dst) = 0;
+  virtual Status write_host(BufferId id, size_t offset, std::span<const std::byte> src) = 0;
+
+  // Waits until every node executed so far has finished (no-op on the CPU).
+  virtual Status synchronize() { return Status::ok(); }
+};
+
+}  // namespace minfer::backend

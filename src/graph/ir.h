@@ -1,0 +1,164 @@
+// The compute graph's intermediate representation: typed nodes, one per op.
+//
+// A Graph is built once per GraphParams by an architecture builder
+// (model/builders), rewritten by the fusion pass, assigned to backends, given
+// buffers by the allocator and executed by the scheduler. Nodes are stored in
+// execution order (every input precedes its user).
+//
+// Tensors are row-major with the row length first: shape {ne0, ne1} holds ne1
+// rows of ne0 elements (activations: {features, tokens}). Sizes are in bytes;
+// the IR is typed (f32, f16, i32) and no value travels as another type's bits.
+// Weights are not nodes: they are named (GGUF tensor names) in the node's
+// metadata and looked up by each backend in its own registry.
+//
+// Threading: a Graph is immutable once built; concurrent readers are fine.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "quant/tensor_type.h"
+
+namespace minfer::graph {
+
+enum class DType : uint8_t { kF32, kF16, kI32 };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+
+enum class Op : uint8_t {
+  kInput,        // graph input: token ids or positions (i32), filled by the runtime
+  kGetRows,      // rows of a weight (embedding lookup) or of an activation (tail rows)
+  kRmsNorm,      // x / rms(x) * weight, over rows (or per head: RmsNormMeta::group)
+  kMatMul,       // y = x W^T (+ bias)
+  kAdd,          // a + b (same shape)
+  kMul,          // a * b (same shape)
+  kScale,        // x * scalar
+  kRope,         // rotary position embedding over heads, positions from an input node
+  kKvStore,      // writes k and v rows into the layer's KV cache at their positions
+  kAttention,    // softmax(q K^T * scale + mask) V over the layer's KV cache
+  kSilu,         // x * sigmoid(x)
+  kGelu,         // tanh-approximated GELU
+  kSwiGLU,       // silu(gate) * up            (fusion of Mul(Silu(g), u))
+  kGeGLU,        // gelu(gate) * up            (fusion of Mul(Gelu(g), u))
+  kFusedQKV,     // decode: concat QKV matmul + bias + RoPE + KV store
+  kFusedQkvNorm, // decode: concat QKV matmul + per-head norms + RoPE + KV store
+  kFusedFFN,     // decode: concat gate|up matmul + SwiGLU
+  kCount,
+};
+
+const char* op_name(Op op);
+
+using NodeId = int32_t;
+constexpr NodeId kNoNode = -1;
+
+struct Shape {
+  std::array<int64_t, 2> ne{1, 1};  // ne[0] = row length
+  int64_t elements() const { return ne[0] * ne[1]; }
+  int64_t rows() const { return ne[1]; }
+  bool operator==(const Shape&) const = default;
+};
+
+enum class InputKind : uint8_t { kTokens, kPositions };
+
+struct InputMeta {
+  InputKind kind;
+};
+
+struct GetRowsMeta {
+  std::string weight;  // empty: gather rows of input 0; else rows of this weight by ids (input 0)
+  std::vector<int32_t> rows;  // activation gather: which rows, in order
+  float scale = 1.0f;         // multiply the gathered rows (gemma: sqrt(n_embd))
+};
+
+struct RmsNormMeta {
+  std::string weight;  // empty: no weight
+  float eps = 1e-6f;
+  int64_t group = 0;   // 0: normalize whole rows; else normalize each chunk of `group` elements
+};
+
+struct MatMulMeta {
+  std::string weight;  // [in_dim, out_dim] in GGUF order
+  std::string bias;    // optional [out_dim]
+  quant::TensorType weight_type = quant::TensorType::F32;
+  int64_t in_dim = 0, out_dim = 0;
+};
+
+struct ScaleMeta {
+  float scale = 1.0f;
+};
+
+enum class RopeMode : uint8_t { kNormal, kNeox };
+
+struct RopeMeta {
+  int64_t n_heads = 0, head_dim = 0, n_rot = 0;
+  RopeMode mode = RopeMode::kNeox;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  std::string freq_factors;  // optional weight of per-frequency divisors (llama 3 rope_freqs)
+};
+
+struct KvMeta {
+  int layer = 0;
+  int64_t n_head_kv = 0, head_dim = 0;
+};
+
+struct AttentionMeta {
+  int layer = 0;
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
+  float scale = 1.0f;
+  int64_t sliding_window = 0;  // 0: full causal attention
+};
+
+struct FusedQkvMeta {
+  std::string qkv_weight, q_bias, k_bias, v_bias, q_norm, k_norm;
+  quant::TensorType weight_type = quant::TensorType::F32;
+  int64_t in_dim = 0;
+  float norm_eps = 1e-6f;
+  RopeMeta rope;
+  KvMeta kv;
+};
+
+struct FusedFfnMeta {
+  std::string gate_up_weight;
+  quant::TensorType weight_type = quant::TensorType::F32;
+  int64_t in_dim = 0, n_ff = 0;
+};
+
+using NodeMeta = std::variant<std::monostate, InputMeta, GetRowsMeta, RmsNormMeta, MatMulMeta,
+                              ScaleMeta, RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta,
+                              FusedFfnMeta>;
+
+struct Node {
+  Op op = Op::kInput;
+  DType dtype = DType::kF32;
+  Shape shape;
+  std::vector<NodeId> inputs;
+  NodeMeta meta;
+  std::string name;  // for traces and errors: "blk.3.attn_q"
+  int layer = -1;    // transformer layer, -1 outside the layer stack
+
+  size_t bytes() const { return static_cast<size_t>(shape.elements()) * dtype_size(dtype); }
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  NodeId tokens = kNoNode;     // i32 [n_tokens]
+  NodeId positions = kNoNode;  // i32 [n_tokens]
+  NodeId logits = kNoNode;     // f32 [n_vocab, n_outputs]
+
+  NodeId add(Node n) {
+    nodes.push_back(std::move(n));
+    return static_cast<NodeId>(nodes.size() - 1);
+  }
+  const Node& at(NodeId id) const { return nodes[static_cast<size_t>(id)]; }
+  Node& at(NodeId id) { return nodes[static_cast<size_t>(id)]; }
+};
+
+// The names of every weight the graph reads (for the all-weights gate).
+std::vector<std::string> weights_read(const Graph& g);
+
+}  // namespace minfer::graph

@@ -1,0 +1,57 @@
+// Execution plan: which backend runs each node (assign), the splits (maximal
+// runs of consecutive nodes on one backend), and every node's buffer
+// (liveness-based reuse), built once per graph and reused for every forward
+// pass while the GraphParams match.
+//
+// Assign: each node goes to the first backend, in priority order, whose
+// supports_op says yes; a node nobody supports is an error naming it.
+// Allocation: a node's output gets a buffer of its backend that is free at
+// that point (its previous owner's last reader has run), or, for in-place
+// friendly ops, the buffer of an input that dies at this node. Graph inputs
+// and the logits are never shared. Each split gets fresh staging buffers
+// (alloc_fresh) for the values it reads from other backends. KV regions are
+// not planned here: they persist across plans (runtime::KvCache) and reach
+// the scheduler through a resolver.
+//
+// Ownership: a Plan holds buffer ids of the backends it was built with;
+// release() gives them back. Not thread-safe.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "graph/ir.h"
+
+namespace minfer::graph {
+
+struct Split {
+  int backend = 0;  // index into the backend list
+  size_t begin = 0, end = 0;  // node index range [begin, end)
+  // Values produced on other backends that this split reads: the producing
+  // node and the staging buffer in this split's backend.
+  std::vector<std::pair<NodeId, backend::BufferId>> staged;
+};
+
+struct Plan {
+  std::vector<int> node_backend;              // per node
+  std::vector<backend::BufferId> node_buffer; // per node, in its backend (kNoBuffer: no output)
+  std::vector<Split> splits;
+  std::vector<std::pair<int, backend::BufferId>> owned;  // (backend, buffer) to free
+  size_t planned_bytes = 0;                   // sum of the buffers allocated
+
+  // The buffer holding `id`'s value inside split `s` (staged copy if foreign).
+  backend::BufferId buffer_in_split(const Split& s, NodeId id) const;
+};
+
+Result<Plan> build_plan(const Graph& g, std::span<backend::Backend* const> backends);
+
+void release_plan(Plan& plan, std::span<backend::Backend* const> backends);
+
+// Human-readable split table and op x backend census (MINFER_GRAPH_TRACE=1).
+std::string describe_plan(const Graph& g, const Plan& plan,
+                          std::span<backend::Backend* const> backends);
+
+}  // namespace minfer::graph

@@ -1,0 +1,118 @@
+#include "graph/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+namespace minfer::graph {
+namespace {
+
+using backend::Backend;
+using backend::BufferId;
+
+Status write_input(const Graph& g, const Plan& plan, std::span<Backend* const> backends,
+                   NodeId id, std::span<const int32_t> values) {
+  if (id == kNoNode) return Status::ok();
+  const Node& n = g.at(id);
+  if (static_cast<int64_t>(values.size()) != n.shape.elements()) {
+    return Status::error("input '" + n.name + "' expects " + std::to_string(n.shape.elements()) +
+                         " values, got " + std::to_string(values.size()));
+  }
+  Backend* b = backends[static_cast<size_t>(plan.node_backend[static_cast<size_t>(id)])];
+  return b->write_host(plan.node_buffer[static_cast<size_t>(id)], 0,
+                       std::as_bytes(std::span(values)));
+}
+
+Status stage_inputs(const Graph& g, const Plan& plan, const Split& s,
+                    std::span<Backend* const> backends, std::vector<std::byte>& host) {
+  for (const auto& [node, staged] : s.staged) {
+    const auto src_backend = static_cast<size_t>(plan.node_backend[static_cast<size_t>(node)]);
+    const size_t bytes = g.at(node).bytes();
+    host.resize(bytes);
+    MINFER_RETURN_IF_ERROR(backends[src_backend]->read_host(
+        plan.node_buffer[static_cast<size_t>(node)], 0, std::span(host.data(), bytes)));
+    MINFER_RETURN_IF_ERROR(backends[static_cast<size_t>(s.backend)]->write_host(
+        staged, 0, std::span<const std::byte>(host.data(), bytes)));
+  }
+  return Status::ok();
+}
+
+Status run_node(const Graph& g, const Plan& plan, const Split& s, size_t i, Backend* b,
+                const KvResolver& kv, std::vector<BufferId>& in_ids) {
+  const Node& n = g.nodes[i];
+  in_ids.clear();
+  for (NodeId in : n.inputs) in_ids.push_back(plan.buffer_in_split(s, in));
+  const backend::KvPair* pair = nullptr;
+  if (n.op == Op::kKvStore || n.op == Op::kAttention || n.op == Op::kFusedQKV ||
+      n.op == Op::kFusedQkvNorm) {
+    pair = kv ? kv(s.backend, n.layer) : nullptr;
+    if (pair == nullptr) {
+      return Status::error("node '" + n.name + "': no KV cache for layer " +
+                           std::to_string(n.layer) + " on " + std::string(b->name()));
+    }
+  }
+  Status st = b->execute_node(n, in_ids, plan.node_buffer[i], pair);
+  if (!st) return st.with_context(std::string(b->name()) + " node '" + n.name + "'");
+  return Status::ok();
+}
+
+}  // namespace
+
+void OpProfile::add(const std::string& key, double seconds) {
+  auto& e = entries_[key];
+  e.count++;
+  e.seconds += seconds;
+}
+
+std::string OpProfile::table() const {
+  std::vector<std::pair<std::string, Entry>> rows(entries_.begin(), entries_.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double total = 0;
+  for (const auto& r : rows) total += r.second.seconds;
+  std::ostringstream out;
+  out << "op profile (" << total * 1e3 << " ms in ops):\n";
+  char line[160];
+  for (const auto& [key, e] : rows) {
+    std::snprintf(line, sizeof(line), "  %-28s %8lld calls %10.3f ms %6.1f%%\n", key.c_str(),
+                  static_cast<long long>(e.count), e.seconds * 1e3,
+                  total > 0 ? 100.0 * e.seconds / total : 0.0);
+    out << line;
+  }
+  return out.str();
+}
+
+Status execute(const Graph& g, const Plan& plan, std::span<Backend* const> backends,
+               const ForwardInputs& inputs, const KvResolver& kv, std::vector<float>& logits,
+               OpProfile* profile) {
+  MINFER_RETURN_IF_ERROR(write_input(g, plan, backends, g.tokens, inputs.tokens));
+  MINFER_RETURN_IF_ERROR(write_input(g, plan, backends, g.positions, inputs.positions));
+  std::vector<std::byte> host;
+  std::vector<BufferId> in_ids;
+  using Clock = std::chrono::steady_clock;
+  for (const Split& s : plan.splits) {
+    Backend* b = backends[static_cast<size_t>(s.backend)];
+    MINFER_RETURN_IF_ERROR(stage_inputs(g, plan, s, backends, host));
+    for (size_t i = s.begin; i < s.end; ++i) {
+      if (g.nodes[i].op == Op::kInput) continue;
+      const auto t0 = Clock::now();
+      MINFER_RETURN_IF_ERROR(run_node(g, plan, s, i, b, kv, in_ids));
+      if (profile != nullptr) {
+        MINFER_RETURN_IF_ERROR(b->synchronize());
+        const std::chrono::duration<double> dt = Clock::now() - t0;
+        profile->add(std::string(b->name()) + " " + op_name(g.nodes[i].op), dt.count());
+      }
+    }
+    MINFER_RETURN_IF_ERROR(b->synchronize());
+  }
+  if (g.logits == kNoNode) return Status::ok();
+  const Node& out = g.at(g.logits);
+  logits.resize(static_cast<size_t>(out.shape.elements()));
+  Backend* b = backends[static_cast<size_t>(plan.node_backend[static_cast<size_t>(g.logits)])];
+  return b->read_host(plan.node_buffer[static_cast<size_t>(g.logits)], 0,
+                      std::as_writable_bytes(std::span(logits)));
+}
+
+}  // namespace minfer::graph
