@@ -200,6 +200,18 @@ TEST_P(RoundTrip, RejectsRowsThatAreNotWholeBlocks) {
   EXPECT_FALSE(dequantize_row(type, q.data(), nullptr, block).is_ok());
 }
 
+// Any bit pattern is a valid encoding (NaN/inf scales just propagate); the
+// decoder must never fail or misbehave on file contents.
+TEST_P(RoundTrip, DequantizeAcceptsArbitraryBytes) {
+  const TensorType type = GetParam();
+  const int64_t n = std::max<int64_t>(block_of(type), 32) * 8;
+  std::vector<uint8_t> raw(*row_bytes(type, n));
+  std::mt19937 rng(static_cast<uint32_t>(type));
+  for (uint8_t& b : raw) b = static_cast<uint8_t>(rng());
+  std::vector<float> y(static_cast<size_t>(n));
+  EXPECT_TRUE(dequantize_row(type, raw.data(), y.data(), n).is_ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, RoundTrip, ::testing::ValuesIn(kTypes), name_of);
 
 TEST(Reference, CoverageOfTheTypeTable) {
