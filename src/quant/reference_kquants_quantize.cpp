@@ -9,9 +9,9 @@
 //      slightly clipped range often beats the full min..max range), and keeps
 //      the fit with the smallest squared error.
 //   2. The sub-block scales/offsets are quantized relative to the super-block's
-//      f16 d/dmin; each quantized pair is nudged by +-1 step if that lowers the
-//      block's error, and the elements are re-rounded against the scales the
-//      decoder will actually see.
+//      f16 d/dmin (a few candidate d/dmin are tried); each quantized pair is
+//      nudged by +-1 step if that lowers the block's error, and the elements
+//      are re-rounded against the scales the decoder will actually see.
 // The result minimizes unweighted squared error; it is not ggml's byte output.
 #include <array>
 #include <cmath>
@@ -141,23 +141,12 @@ Fit fit_symmetric(const float* x, int n, int nmax) {
   return best;
 }
 
-// Stage 2 for the affine formats: nsub sub-blocks of `len` elements, quantized
-// scales/mins in [0, smax], quants in [0, nmax]. Outputs the f16 d/dmin, the
-// integer scales/mins and the quants.
-void quantize_affine_superblock(const float* x, int nsub, int len, int nmax, int smax,
-                                uint16_t* d_out, uint16_t* dmin_out, int* sc, int* mn, int* q) {
-  Fit fits[16];
-  float max_scale = 0.0f;
-  float max_offset = 0.0f;
-  for (int j = 0; j < nsub; ++j) {
-    fits[j] = fit_affine(x + j * len, len, nmax);
-    max_scale = std::max(max_scale, fits[j].scale);
-    max_offset = std::max(max_offset, fits[j].offset);
-  }
-  *d_out = f32_to_f16(max_scale / static_cast<float>(smax));
-  *dmin_out = f32_to_f16(max_offset / static_cast<float>(smax));
-  const float d = f16_to_f32(*d_out);
-  const float dmin = f16_to_f32(*dmin_out);
+// Stage 2 for the affine formats, for one choice of the f16 super-block
+// scales d/dmin: integer sub-block scales/mins in [0, smax] (each nudged by one
+// step when that helps) and the quants. Returns the super-block's squared error.
+double assign_affine_superblock(const float* x, const Fit* fits, int nsub, int len, int nmax,
+                                int smax, float d, float dmin, int* sc, int* mn, int* q) {
+  double total = 0.0;
   for (int j = 0; j < nsub; ++j) {
     const int sc0 = d > 0.0f ? clamp_int(round_half_even(fits[j].scale / d), 0, smax) : 0;
     const int m0 = dmin > 0.0f ? clamp_int(round_half_even(fits[j].offset / dmin), 0, smax) : 0;
@@ -178,20 +167,51 @@ void quantize_affine_superblock(const float* x, int nsub, int len, int nmax, int
         }
       }
     }
+    total += best_err;
+  }
+  return total;
+}
+
+// Stage 2 for the affine formats: nsub sub-blocks of `len` elements. The
+// largest sub-block scale need not map to exactly smax: a slightly larger
+// super-block d trades resolution of the biggest scale for that of the rest
+// (and keeps small d out of the f16 subnormal range), so a few divisors are
+// tried and the best kept.
+void quantize_affine_superblock(const float* x, int nsub, int len, int nmax, int smax,
+                                uint16_t* d_out, uint16_t* dmin_out, int* sc, int* mn, int* q) {
+  Fit fits[16];
+  float max_scale = 0.0f;
+  float max_offset = 0.0f;
+  for (int j = 0; j < nsub; ++j) {
+    fits[j] = fit_affine(x + j * len, len, nmax);
+    max_scale = std::max(max_scale, fits[j].scale);
+    max_offset = std::max(max_offset, fits[j].offset);
+  }
+  double best_err = INFINITY;
+  int tsc[16], tmn[16], tq[kQK_K];
+  for (int ts = 0; ts < 4; ++ts) {
+    for (int tm = 0; tm < 4; ++tm) {
+      const uint16_t dh = f32_to_f16(max_scale / static_cast<float>(smax - ts));
+      const uint16_t mh = f32_to_f16(max_offset / static_cast<float>(smax - tm));
+      const double err = assign_affine_superblock(x, fits, nsub, len, nmax, smax, f16_to_f32(dh),
+                                                  f16_to_f32(mh), tsc, tmn, tq);
+      if (err < best_err) {
+        best_err = err;
+        *d_out = dh;
+        *dmin_out = mh;
+        std::copy(tsc, tsc + nsub, sc);
+        std::copy(tmn, tmn + nsub, mn);
+        std::copy(tq, tq + nsub * len, q);
+      }
+    }
   }
 }
 
-// Stage 2 for the symmetric formats: signed scales in [-smax, smax - 1].
-void quantize_symmetric_superblock(const float* x, int nsub, int len, int nmax, int smax,
-                                   uint16_t* d_out, int* sc, int* q) {
-  Fit fits[16];
-  float max = 0.0f;
-  for (int j = 0; j < nsub; ++j) {
-    fits[j] = fit_symmetric(x + j * len, len, nmax);
-    if (std::fabs(fits[j].scale) > std::fabs(max)) max = fits[j].scale;
-  }
-  *d_out = f32_to_f16(max / static_cast<float>(-smax));
-  const float d = f16_to_f32(*d_out);
+// Stage 2 for the symmetric formats for one f16 d: signed sub-block scales in
+// [-smax, smax - 1]. Returns the super-block's squared error.
+double assign_symmetric_superblock(const float* x, const Fit* fits, int nsub, int len, int nmax,
+                                   int smax, float d, int* sc, int* q) {
+  double total = 0.0;
   for (int j = 0; j < nsub; ++j) {
     const int s0 = d != 0.0f ? clamp_int(round_half_even(fits[j].scale / d), -smax, smax - 1) : 0;
     double best_err = INFINITY;
@@ -204,6 +224,39 @@ void quantize_symmetric_superblock(const float* x, int nsub, int len, int nmax, 
         sc[j] = s;
         std::copy(trial, trial + len, q + j * len);
       }
+    }
+    total += best_err;
+  }
+  return total;
+}
+
+// Stage 2 for the symmetric formats; candidate divisors as in the affine case.
+void quantize_symmetric_superblock(const float* x, int nsub, int len, int nmax, int smax,
+                                   uint16_t* d_out, int* sc, int* q) {
+  Fit fits[16];
+  float max = 0.0f;
+  for (int j = 0; j < nsub; ++j) {
+    fits[j] = fit_symmetric(x + j * len, len, nmax);
+    if (std::fabs(fits[j].scale) > std::fabs(max)) max = fits[j].scale;
+  }
+  // Divisors just below smax, plus coarse ones: when max / smax falls into the
+  // f16 subnormal range, d keeps more significant bits if the sub-block scales
+  // use a smaller integer range (matters for small weights in Q6_K).
+  int divisors[16];
+  int count = 0;
+  for (int t = 0; t < 8; ++t) divisors[count++] = smax - t;
+  for (int k = smax / 2; k >= 1; k /= 2) divisors[count++] = k;
+  double best_err = INFINITY;
+  int tsc[16], tq[kQK_K];
+  for (int t = 0; t < count; ++t) {
+    const uint16_t dh = f32_to_f16(max / static_cast<float>(-divisors[t]));
+    const double err =
+        assign_symmetric_superblock(x, fits, nsub, len, nmax, smax, f16_to_f32(dh), tsc, tq);
+    if (err < best_err) {
+      best_err = err;
+      *d_out = dh;
+      std::copy(tsc, tsc + nsub, sc);
+      std::copy(tq, tq + nsub * len, q);
     }
   }
 }

@@ -9,7 +9,8 @@ namespace minfer::quant {
 namespace {
 
 // Block geometry per type id (ggml's; checked against the gguf Python package's
-// GGML_QUANT_SIZES by tests/quant).
+// GGML_QUANT_SIZES by tests/quant, except Q8_1, where gguf-py still lists an
+// older 40-byte layout; ggml's in-memory block_q8_1 is 36 bytes).
 constexpr std::array kTypes = {
     TypeTraits{TensorType::F32, "F32", 1, 4},
     TypeTraits{TensorType::F16, "F16", 1, 2},

@@ -59,11 +59,14 @@ int64_t block_of(TensorType type) {
   return type_traits(type).block_size;
 }
 
-// Round-trip RMS error bounds on N(0, 1), 16384 elements, seed 1234. Measured
-// values (this implementation): F16 2.07e-4, BF16 1.66e-3, Q4_0 0.0861,
-// Q4_1 0.0779, Q5_0 0.0424, Q5_1 0.0375, Q8_0 0.00534, Q8_1 0.00534,
-// Q2_K 0.2599, Q3_K 0.1442, Q4_K 0.0698, Q5_K 0.0345, Q6_K 0.0165,
-// Q8_K 0.00699. The bounds add about 10% headroom; docs/QUANT.md lists them.
+// Round-trip RMS error bounds on N(0, 1), 16384 elements, seeds 1234 and 99.
+// Measured (seed 1234 / 99): F16 2.07e-4 / 2.10e-4, BF16 1.66e-3 / 1.67e-3,
+// Q4_0 0.0861 / 0.0860, Q4_1 0.0779 / 0.0781, Q5_0 0.0424 / 0.0430,
+// Q5_1 0.0375 / 0.0384, Q8_0 and Q8_1 0.00534 / 0.00536, Q2_K 0.2590 / 0.2618,
+// Q3_K 0.1440 / 0.1440, Q4_K 0.0695 / 0.0699, Q5_K 0.0340 / 0.0346,
+// Q6_K 0.0164 / 0.0167, Q8_K 0.00699 / 0.00694. The bounds add about 10%
+// headroom (docs/QUANT.md lists them); a result below 80% of the bound fails
+// too, so that an improvement prompts tightening the bound.
 double gaussian_bound(TensorType type) {
   switch (type) {
     case TensorType::F32:
@@ -129,7 +132,7 @@ TEST_P(RoundTrip, ZerosStayExactlyZero) {
 
 TEST_P(RoundTrip, ConstantRowsStayConstant) {
   // (Magnitudes whose block scale stays an f16 normal; see docs/QUANT.md.)
-  for (const float c : {0.7f, -0.7f, 3.0f, -0.05f}) {
+  for (const float c : {0.7f, -0.7f, 3.0f, -0.05f, -1e-3f}) {
     const std::vector<float> x(512, c);
     const auto y = round_trip(GetParam(), x);
     for (size_t i = 0; i < y.size(); ++i) {
@@ -195,6 +198,18 @@ TEST_P(RoundTrip, RejectsRowsThatAreNotWholeBlocks) {
   }
   EXPECT_FALSE(quantize_row(type, nullptr, q.data(), block).is_ok());
   EXPECT_FALSE(dequantize_row(type, q.data(), nullptr, block).is_ok());
+}
+
+// Any bit pattern is a valid encoding (NaN/inf scales just propagate); the
+// decoder must never fail or misbehave on file contents.
+TEST_P(RoundTrip, DequantizeAcceptsArbitraryBytes) {
+  const TensorType type = GetParam();
+  const int64_t n = std::max<int64_t>(block_of(type), 32) * 8;
+  std::vector<uint8_t> raw(*row_bytes(type, n));
+  std::mt19937 rng(static_cast<uint32_t>(type));
+  for (uint8_t& b : raw) b = static_cast<uint8_t>(rng());
+  std::vector<float> y(static_cast<size_t>(n));
+  EXPECT_TRUE(dequantize_row(type, raw.data(), y.data(), n).is_ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, RoundTrip, ::testing::ValuesIn(kTypes), name_of);
