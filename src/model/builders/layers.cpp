@@ -1,0 +1,132 @@
+#include "model/builders/layers.h"
+
+namespace minfer::model::builders {
+
+using graph::DType;
+using graph::Node;
+using graph::NodeId;
+using graph::Op;
+
+namespace {
+
+Node make(Op op, graph::Shape shape, std::vector<NodeId> inputs, std::string name, int layer) {
+  Node n;
+  n.op = op;
+  n.dtype = DType::kF32;
+  n.shape = shape;
+  n.inputs = std::move(inputs);
+  n.name = std::move(name);
+  n.layer = layer;
+  return n;
+}
+
+}  // namespace
+
+void LayerBuilder::inputs() {
+  const graph::Shape s{{p_.n_tokens, 1}};
+  Node tokens = make(Op::kInput, s, {}, "tokens", -1);
+  tokens.dtype = DType::kI32;
+  tokens.meta = graph::InputMeta{graph::InputKind::kTokens};
+  g_.tokens = add(std::move(tokens));
+  Node positions = make(Op::kInput, s, {}, "positions", -1);
+  positions.dtype = DType::kI32;
+  positions.meta = graph::InputMeta{graph::InputKind::kPositions};
+  g_.positions = add(std::move(positions));
+}
+
+Result<NodeId> LayerBuilder::embed(float scale) {
+  MINFER_ASSIGN_OR_RETURN(const WeightView* emb, w_.require("token_embd.weight"));
+  Node n = make(Op::kGetRows, {{hp_.n_embd, p_.n_tokens}}, {g_.tokens}, "embed", -1);
+  n.meta = graph::GetRowsMeta{emb->name, {}, scale};
+  return add(std::move(n));
+}
+
+Result<NodeId> LayerBuilder::norm(NodeId x, const std::string& weight, int64_t group, int layer) {
+  MINFER_ASSIGN_OR_RETURN(const WeightView* w, w_.require(weight));
+  const int64_t expected = group > 0 ? group : node(x).shape.ne[0];
+  if (w->row_length() != expected || w->dims.size() != 1) {
+    return Status::error("norm weight '" + weight + "' has " + std::to_string(w->row_length()) +
+                         " elements, expected " + std::to_string(expected));
+  }
+  Node n = make(Op::kRmsNorm, node(x).shape, {x}, weight, layer);
+  n.meta = graph::RmsNormMeta{weight, hp_.rms_eps, group};
+  return add(std::move(n));
+}
+
+Result<NodeId> LayerBuilder::matmul(NodeId x, const std::string& weight, const std::string& bias,
+                                    int layer) {
+  MINFER_ASSIGN_OR_RETURN(const WeightView* w, w_.require(weight));
+  const int64_t in = node(x).shape.ne[0];
+  if (w->dims.size() != 2 || w->row_length() != in) {
+    return Status::error("matmul weight '" + weight + "' has row length " +
+                         std::to_string(w->row_length()) + ", input has " + std::to_string(in));
+  }
+  if (!bias.empty()) MINFER_RETURN_IF_ERROR(w_.require(bias).status());
+  Node n = make(Op::kMatMul, {{w->dims[1], node(x).shape.ne[1]}}, {x}, weight, layer);
+  n.meta = graph::MatMulMeta{weight, bias, w->type, in, w->dims[1]};
+  return add(std::move(n));
+}
+
+NodeId LayerBuilder::rope(NodeId x, int64_t n_heads, int layer) {
+  Node n = make(Op::kRope, node(x).shape, {x, g_.positions}, node(x).name + ".rope", layer);
+  graph::RopeMeta m;
+  m.n_heads = n_heads;
+  m.head_dim = hp_.head_dim;
+  m.n_rot = hp_.n_rot;
+  m.mode = hp_.rope_mode;
+  m.freq_base = hp_.layer_rope_base(layer);
+  m.freq_scale = hp_.is_swa_layer(layer) ? 1.0f : hp_.rope_freq_scale;
+  if (hp_.has_rope_freqs) m.freq_factors = "rope_freqs.weight";
+  n.meta = m;
+  return add(std::move(n));
+}
+
+NodeId LayerBuilder::binary(Op op, NodeId a, NodeId b, int layer, const char* name) {
+  return add(make(op, node(a).shape, {a, b}, layer_name(layer, name), layer));
+}
+
+NodeId LayerBuilder::unary(Op op, NodeId x, int layer, const char* name) {
+  return add(make(op, node(x).shape, {x}, layer_name(layer, name), layer));
+}
+
+NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
+  // The store has no output value; attention takes it as an input so that it
+  // is ordered after the store.
+  Node store = make(Op::kKvStore, {{0, 0}}, {k, v, g_.positions}, layer_name(layer, "kv_store"),
+                    layer);
+  store.meta = graph::KvMeta{layer, hp_.n_head_kv, hp_.head_dim};
+  const NodeId stored = add(std::move(store));
+  Node attn = make(Op::kAttention, node(q).shape, {q, stored, g_.positions},
+                   layer_name(layer, "attention"), layer);
+  graph::AttentionMeta m;
+  m.layer = layer;
+  m.n_head = hp_.n_head;
+  m.n_head_kv = hp_.n_head_kv;
+  m.head_dim = hp_.head_dim;
+  m.scale = hp_.attn_scale;
+  m.sliding_window = hp_.is_swa_layer(layer) ? hp_.sliding_window : 0;
+  attn.meta = m;
+  return add(std::move(attn));
+}
+
+NodeId LayerBuilder::tail_rows(NodeId x) {
+  const int64_t n = node(x).shape.ne[1];
+  if (p_.n_outputs >= n) return x;
+  Node t = make(Op::kGetRows, {{node(x).shape.ne[0], p_.n_outputs}}, {x}, "output_rows", -1);
+  graph::GetRowsMeta m;
+  for (int64_t r = n - p_.n_outputs; r < n; ++r) m.rows.push_back(static_cast<int32_t>(r));
+  t.meta = std::move(m);
+  return add(std::move(t));
+}
+
+Result<NodeId> LayerBuilder::output(NodeId x) {
+  x = tail_rows(x);                                        // [n_embd, n_outputs]
+  MINFER_ASSIGN_OR_RETURN(x, norm(x, "output_norm.weight", 0, -1));
+  const std::string w = hp_.tied_output ? "token_embd.weight" : "output.weight";
+  MINFER_ASSIGN_OR_RETURN(NodeId logits, matmul(x, w, "", -1));  // [n_vocab, n_outputs]
+  g_.at(logits).name = "logits";
+  g_.logits = logits;
+  return logits;
+}
+
+}  // namespace minfer::model::builders

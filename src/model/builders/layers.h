@@ -1,0 +1,66 @@
+// Shared pieces of the transformer builders: each helper appends the nodes of
+// one step (with a shape comment) and returns the id of its output.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "graph/ir.h"
+#include "model/graph_params.h"
+#include "model/hparams.h"
+#include "model/weights.h"
+
+namespace minfer::model::builders {
+
+class LayerBuilder {
+ public:
+  LayerBuilder(const HParams& hp, const Weights& w, const GraphParams& p)
+      : hp_(hp), w_(w), p_(p) {}
+
+  graph::Graph take() { return std::move(g_); }
+  graph::Graph& graph() { return g_; }
+  const HParams& hp() const { return hp_; }
+  const GraphParams& params() const { return p_; }
+
+  // tokens, positions: i32 [n_tokens]
+  void inputs();
+  // x: f32 [n_embd, n_tokens] = token_embd rows (times `scale`)
+  Result<graph::NodeId> embed(float scale);
+  // RMSNorm over rows (group 0) or per head (group = head_dim), times weight.
+  Result<graph::NodeId> norm(graph::NodeId x, const std::string& weight, int64_t group, int layer);
+  // y: f32 [out, n] = x W^T (+ bias)
+  Result<graph::NodeId> matmul(graph::NodeId x, const std::string& weight,
+                               const std::string& bias, int layer);
+  graph::NodeId rope(graph::NodeId x, int64_t n_heads, int layer);
+  graph::NodeId binary(graph::Op op, graph::NodeId a, graph::NodeId b, int layer,
+                       const char* name);
+  graph::NodeId unary(graph::Op op, graph::NodeId x, int layer, const char* name);
+  // Stores k, v at the batch positions and attends over the layer's cache:
+  // f32 [q_dim, n_tokens].
+  graph::NodeId attention(graph::NodeId q, graph::NodeId k, graph::NodeId v, int layer);
+  // Keeps the last n_outputs rows: f32 [n, n_outputs].
+  graph::NodeId tail_rows(graph::NodeId x);
+  // logits: f32 [n_vocab, n_outputs] = norm(x) W_out^T
+  Result<graph::NodeId> output(graph::NodeId x);
+
+  std::string layer_name(int layer, const char* what) const {
+    return "blk." + std::to_string(layer) + "." + what;
+  }
+
+ private:
+  const graph::Node& node(graph::NodeId id) const { return g_.at(id); }
+  graph::NodeId add(graph::Node n) { return g_.add(std::move(n)); }
+
+  const HParams& hp_;
+  const Weights& w_;
+  const GraphParams& p_;
+  graph::Graph g_;
+};
+
+// The per-architecture forward passes.
+Result<graph::Graph> build_qwen2(const HParams& hp, const Weights& w, const GraphParams& p);
+Result<graph::Graph> build_qwen3(const HParams& hp, const Weights& w, const GraphParams& p);
+Result<graph::Graph> build_llama(const HParams& hp, const Weights& w, const GraphParams& p);
+Result<graph::Graph> build_gemma3(const HParams& hp, const Weights& w, const GraphParams& p);
+
+}  // namespace minfer::model::builders

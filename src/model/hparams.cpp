@@ -1,0 +1,171 @@
+#include "model/hparams.h"
+
+#include <cmath>
+
+#include "gguf/file.h"
+
+namespace minfer::model {
+namespace {
+
+Result<Arch> parse_arch(const std::string& name) {
+  if (name == "qwen2") return Arch::kQwen2;
+  if (name == "qwen3") return Arch::kQwen3;
+  if (name == "llama") return Arch::kLlama;
+  if (name == "gemma3") return Arch::kGemma3;
+  return Status::error("unsupported architecture '" + name +
+                       "' (supported: qwen2, qwen3, llama, gemma3)");
+}
+
+Result<int64_t> positive(const gguf::File& f, const std::string& key) {
+  MINFER_ASSIGN_OR_RETURN(uint32_t v, f.get_u32(key));
+  if (v == 0) return Status::error("key '" + key + "' is 0");
+  return static_cast<int64_t>(v);
+}
+
+// Tensor `name` must exist with exactly `dims`.
+Status expect_shape(const gguf::File& f, const std::string& name, std::vector<int64_t> dims) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) return Status::error("tensor '" + name + "' not found");
+  if (t->dims != dims) {
+    auto str = [](const std::vector<int64_t>& d) {
+      std::string s = "[";
+      for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+      return s + "]";
+    };
+    return Status::error("tensor '" + name + "' has shape " + str(t->dims) + ", expected " +
+                         str(dims) + " from the hyper-parameters");
+  }
+  return Status::ok();
+}
+
+Status check_shapes(const gguf::File& f, const HParams& h) {
+  MINFER_RETURN_IF_ERROR(expect_shape(f, "token_embd.weight", {h.n_embd, h.n_vocab}));
+  MINFER_RETURN_IF_ERROR(expect_shape(f, "output_norm.weight", {h.n_embd}));
+  if (!h.tied_output) {
+    MINFER_RETURN_IF_ERROR(expect_shape(f, "output.weight", {h.n_embd, h.n_vocab}));
+  }
+  for (int64_t i = 0; i < h.n_layer; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_norm.weight", {h.n_embd}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_q.weight", {h.n_embd, h.q_dim()}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_k.weight", {h.n_embd, h.kv_dim()}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_v.weight", {h.n_embd, h.kv_dim()}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_output.weight", {h.q_dim(), h.n_embd}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_norm.weight", {h.n_embd}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_gate.weight", {h.n_embd, h.n_ff}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_up.weight", {h.n_embd, h.n_ff}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_down.weight", {h.n_ff, h.n_embd}));
+    if (h.qkv_bias) {
+      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_q.bias", {h.q_dim()}));
+      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_k.bias", {h.kv_dim()}));
+      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_v.bias", {h.kv_dim()}));
+    }
+    if (h.qk_norm) {
+      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_q_norm.weight", {h.head_dim}));
+      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_k_norm.weight", {h.head_dim}));
+    }
+    if (h.gemma) {
+      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "post_attention_norm.weight", {h.n_embd}));
+      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "post_ffw_norm.weight", {h.n_embd}));
+    }
+  }
+  if (h.has_rope_freqs) {
+    MINFER_RETURN_IF_ERROR(expect_shape(f, "rope_freqs.weight", {h.n_rot / 2}));
+  }
+  return Status::ok();
+}
+
+Status read_common(const gguf::File& f, HParams& h) {
+  const std::string a = h.arch_name + ".";
+  MINFER_ASSIGN_OR_RETURN(h.n_embd, positive(f, a + "embedding_length"));
+  MINFER_ASSIGN_OR_RETURN(h.n_layer, positive(f, a + "block_count"));
+  MINFER_ASSIGN_OR_RETURN(h.n_head, positive(f, a + "attention.head_count"));
+  h.n_head_kv = h.n_head;
+  if (f.has(a + "attention.head_count_kv")) {
+    MINFER_ASSIGN_OR_RETURN(h.n_head_kv, positive(f, a + "attention.head_count_kv"));
+  }
+  if (h.n_head % h.n_head_kv != 0) {
+    return Status::error("key '" + a + "attention.head_count' (" + std::to_string(h.n_head) +
+                         ") is not a multiple of head_count_kv (" + std::to_string(h.n_head_kv) +
+                         ")");
+  }
+  MINFER_ASSIGN_OR_RETURN(h.n_ff, positive(f, a + "feed_forward_length"));
+  MINFER_ASSIGN_OR_RETURN(h.n_ctx_train, positive(f, a + "context_length"));
+  MINFER_ASSIGN_OR_RETURN(h.rms_eps, f.get_f32(a + "attention.layer_norm_rms_epsilon"));
+  if (!(h.rms_eps > 0.0f)) return Status::error("key '" + a + "attention.layer_norm_rms_epsilon' <= 0");
+  h.head_dim = h.n_embd / h.n_head;
+  if (f.has(a + "attention.key_length")) {
+    MINFER_ASSIGN_OR_RETURN(h.head_dim, positive(f, a + "attention.key_length"));
+  }
+  if (f.has(a + "attention.value_length")) {
+    MINFER_ASSIGN_OR_RETURN(int64_t v, positive(f, a + "attention.value_length"));
+    if (v != h.head_dim) {
+      return Status::error("key '" + a + "attention.value_length' (" + std::to_string(v) +
+                           ") differs from key_length (" + std::to_string(h.head_dim) +
+                           "): unsupported");
+    }
+  }
+  if (f.has(a + "rope.freq_base")) {
+    MINFER_ASSIGN_OR_RETURN(h.rope_freq_base, f.get_f32(a + "rope.freq_base"));
+  }
+  h.n_rot = h.head_dim;
+  if (f.has(a + "rope.dimension_count")) {
+    MINFER_ASSIGN_OR_RETURN(h.n_rot, positive(f, a + "rope.dimension_count"));
+    if (h.n_rot > h.head_dim || h.n_rot % 2 != 0) {
+      return Status::error("key '" + a + "rope.dimension_count' (" + std::to_string(h.n_rot) +
+                           ") must be even and <= head dim " + std::to_string(h.head_dim));
+    }
+  }
+  if (f.has(a + "rope.scaling.type")) {
+    MINFER_ASSIGN_OR_RETURN(std::string type, f.get_string(a + "rope.scaling.type"));
+    if (type == "linear") {
+      MINFER_ASSIGN_OR_RETURN(float factor, f.get_f32(a + "rope.scaling.factor"));
+      if (!(factor > 0.0f)) return Status::error("key '" + a + "rope.scaling.factor' <= 0");
+      h.rope_freq_scale = 1.0f / factor;
+    } else if (type != "none") {
+      return Status::error("key '" + a + "rope.scaling.type': '" + type + "' is not supported");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<HParams> load_hparams(const gguf::File& f) {
+  HParams h;
+  MINFER_ASSIGN_OR_RETURN(h.arch_name, f.get_string("general.architecture"));
+  MINFER_ASSIGN_OR_RETURN(h.arch, parse_arch(h.arch_name));
+  MINFER_RETURN_IF_ERROR(read_common(f, h));
+  const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
+  if (emb == nullptr || emb->dims.size() != 2) {
+    return Status::error("tensor 'token_embd.weight' missing or not 2-D");
+  }
+  h.n_vocab = emb->dims[1];
+  h.tied_output = f.find_tensor("output.weight") == nullptr;
+  switch (h.arch) {
+    case Arch::kQwen2: h.qkv_bias = true; break;
+    case Arch::kQwen3: h.qk_norm = true; break;
+    case Arch::kLlama:
+      h.rope_mode = graph::RopeMode::kNormal;
+      h.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
+      break;
+    case Arch::kGemma3: {
+      h.gemma = true;
+      h.qk_norm = true;
+      // Gemma 3 alternates five sliding-window layers with one global layer;
+      // the local layers use RoPE base 10000 (not stored in GGUF files).
+      h.swa_pattern = 6;
+      if (f.has("gemma3.attention.sliding_window_pattern")) {
+        MINFER_ASSIGN_OR_RETURN(h.swa_pattern, positive(f, "gemma3.attention.sliding_window_pattern"));
+      }
+      MINFER_ASSIGN_OR_RETURN(h.sliding_window, positive(f, "gemma3.attention.sliding_window"));
+      h.rope_freq_base_swa = 10000.0f;
+      break;
+    }
+  }
+  h.attn_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
+  MINFER_RETURN_IF_ERROR(check_shapes(f, h));
+  return h;
+}
+
+}  // namespace minfer::model

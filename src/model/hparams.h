@@ -1,0 +1,63 @@
+// Hyper-parameters of a transformer, read only from GGUF metadata.
+//
+// Contract: load_hparams() reads the `<arch>.*` keys of a supported
+// architecture (qwen2, qwen3, llama, gemma3), checks them for consistency
+// with each other and with the tensor shapes, and returns a plain value. A
+// missing key, a key of the wrong type, or an inconsistent value is an error
+// naming the key (and the file); an unsupported architecture is an error
+// naming it and listing the supported ones. Thread-safe (pure function).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "graph/ir.h"
+
+namespace minfer::gguf {
+class File;
+}
+
+namespace minfer::model {
+
+enum class Arch { kQwen2, kQwen3, kLlama, kGemma3 };
+
+struct HParams {
+  Arch arch = Arch::kLlama;
+  std::string arch_name;
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;  // of queries and keys (attention.key_length)
+  int64_t n_ff = 0;
+  int64_t n_ctx_train = 0;
+  float rms_eps = 1e-6f;
+  int64_t n_rot = 0;  // rotated dimensions per head
+  graph::RopeMode rope_mode = graph::RopeMode::kNeox;
+  float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;
+  bool has_rope_freqs = false;  // llama 3: rope_freqs.weight divides the frequencies
+  bool qkv_bias = false;
+  bool qk_norm = false;
+  bool tied_output = false;
+  bool gemma = false;          // embedding * sqrt(n_embd), post norms, GeGLU
+  float attn_scale = 0.0f;     // multiplies q.k (1/sqrt(head_dim) unless the family says otherwise)
+  int64_t sliding_window = 0;  // gemma3 local layers
+  int64_t swa_pattern = 0;     // every swa_pattern-th layer is global (0: none)
+  float rope_freq_base_swa = 10000.0f;
+
+  int64_t q_dim() const { return n_head * head_dim; }
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
+  bool is_swa_layer(int64_t layer) const {
+    return swa_pattern > 0 && sliding_window > 0 && (layer % swa_pattern) < swa_pattern - 1;
+  }
+  float layer_rope_base(int64_t layer) const {
+    return is_swa_layer(layer) ? rope_freq_base_swa : rope_freq_base;
+  }
+};
+
+Result<HParams> load_hparams(const gguf::File& file);
+
+}  // namespace minfer::model
