@@ -54,7 +54,39 @@ INPUTS = [
 ]
 
 
-def qwen2_gguf(src_dir, path):
+LONG_TEXT = (
+    "The quick brown fox jumps over the lazy dog. It's 2024-05-01T12:34:56Z; temperature=-3.5°C.\n"
+    "    def __init__(self, name: str = 'x') -> None:\n        self._name = name  # TODO(me): fix\n"
+    "東京は日本の首都です。Москва — столица России. 🤖🧠 e.g. naïve coöperation, ﬁ ligature, Ⅻ, ½.\n"
+)
+
+
+def random_inputs(n, seed=1234):
+    """Deterministic random mixes of the character classes pre-tokenizers care about."""
+    import random
+    rng = random.Random(seed)
+    pools = [
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", " ", "   ",
+        "\t", "\n", "\r\n", "\u00a0\u3000\u2009", ".,;:!?'\"()[]{}<>/\\|@#$%^&*-_=+~`",
+        "'s'S'll'LL're've'm'd't", "你好世界中文字符", "こんにちはカタカナ", "한국어", "ÄÖÜäöüßéèêñçø",
+        "абвгдеёжзАБВГД", "αβγδεΩ", "\u0301\u0308\u0303\u036f", "😀😁🚀👍🏽❤️‍🔥✅",
+        "١٢٣٤", "Ⅻ½²₃", "\u200b\u200d\ufeff", "<|im_start|>", "<|im_end|>", "<|endoftext|>",
+        "<start_of_turn>", "<end_of_turn>", "\n\n\n", "\t\t",
+    ]
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(1, 12)):
+            pool = rng.choice(pools)
+            if pool.startswith("<") and pool.endswith(">"):
+                parts.append(pool)
+            else:
+                parts.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 6))))
+        out.append("".join(parts))
+    return out
+
+
+def qwen2_gguf(src_dir, path, pre="qwen2"):
     """Vocab-only GGUF for the Qwen2 vocabulary, laid out like llama.cpp's converter."""
     vocab = json.load(open(os.path.join(src_dir, "vocab.json"), encoding="utf-8"))
     cfg = json.load(open(os.path.join(src_dir, "tokenizer_config.json"), encoding="utf-8"))
@@ -86,7 +118,7 @@ def qwen2_gguf(src_dir, path):
     w = gguf.GGUFWriter(path, "qwen2")
     add_min_hparams(w, "qwen2")
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
@@ -157,21 +189,24 @@ def finish(w):
     w.close()
 
 
-def cases_for(model_path, inputs):
+ALL_MODES = ((True, False), (True, True), (False, False), (False, True))
+
+
+def cases_for(model_path, inputs, modes=ALL_MODES):
+    """modes: (parse_special, add_special) pairs to record for every input."""
     llm = llama_cpp.Llama(model_path=model_path, vocab_only=True, verbose=False)
     out = []
     for text in inputs:
-        for parse_special in (True, False):
-            for add_special in (False, True):
-                ids = llm.tokenize(text.encode("utf-8"), add_bos=add_special, special=parse_special)
-                raw = llm.detokenize(ids, special=True)
-                case = {"text": text, "add_special": add_special, "parse_special": parse_special,
-                        "ids": ids}
-                try:
-                    case["detok"] = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    case["detok_hex"] = raw.hex()
-                out.append(case)
+        for parse_special, add_special in modes:
+            ids = llm.tokenize(text.encode("utf-8"), add_bos=add_special, special=parse_special)
+            raw = llm.detokenize(ids, special=True)
+            case = {"text": text, "add_special": add_special, "parse_special": parse_special,
+                    "ids": ids}
+            try:
+                case["detok"] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                case["detok_hex"] = raw.hex()
+            out.append(case)
     return out
 
 
@@ -192,7 +227,17 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         q = os.path.join(tmp, "qwen2-vocab.gguf")
         qwen2_gguf(args.qwen2_dir, q)
-        write_golden("qwen2", "Qwen2 vocabulary (vocab.json + merges.txt)", cases_for(q, INPUTS))
+        write_golden("qwen2", "Qwen2 vocabulary (vocab.json + merges.txt)",
+                     cases_for(q, INPUTS + [LONG_TEXT]))
+        write_golden("qwen2_random", "Qwen2 vocabulary, random inputs",
+                     cases_for(q, random_inputs(300), modes=((True, False), (False, False))))
+        for pre in ("llama-bpe", "default"):
+            p = os.path.join(tmp, f"qwen2-{pre}.gguf")
+            qwen2_gguf(args.qwen2_dir, p, pre=pre)
+            name = "qwen2_pre_" + pre.replace("-", "_")
+            write_golden(name, f"Qwen2 vocabulary with pre-tokenizer {pre}",
+                         cases_for(p, INPUTS + [LONG_TEXT] + random_inputs(150, seed=99),
+                                   modes=((True, False), (False, False))))
         s = os.path.join(tmp, "spm-small.gguf")
         spm_small_gguf(s)
         dump_gguf_vocab.write_dump(s, os.path.join(GOLDEN, "spm_small.vocab"))
@@ -201,7 +246,9 @@ def main():
         write_golden("spm_small", "hand-made SPM vocabulary (golden/spm_small.vocab)",
                      cases_for(s, spm_inputs))
     g = dump_gguf_vocab.gemma3_path()
-    write_golden("gemma3", "gemma-3-270m-q4_k_m.gguf", cases_for(g, INPUTS))
+    write_golden("gemma3", "gemma-3-270m-q4_k_m.gguf", cases_for(g, INPUTS + [LONG_TEXT]))
+    write_golden("gemma3_random", "gemma-3-270m-q4_k_m.gguf, random inputs",
+                 cases_for(g, random_inputs(300), modes=((True, False), (False, True))))
 
 
 if __name__ == "__main__":

@@ -114,6 +114,33 @@ TEST(Qwen2Golden, LlamaCppGoldens) {
   check_cases(qwen2(), *cases, "qwen2");
 }
 
+TEST(Qwen2Golden, RandomInputs) {
+  Result<std::vector<GoldenCase>> cases = testing::load_golden(kGolden + "/qwen2_random.json");
+  ASSERT_TRUE(cases.is_ok()) << cases.message();
+  check_cases(qwen2(), *cases, "qwen2_random");
+}
+
+// The Qwen2 vocabulary under the other pre-tokenizers exercises their regexes
+// (and Llama 3's whole-word lookup) against llama.cpp.
+void check_with_pre(const std::string& pre, const std::string& golden) {
+  HfVocabOptions options;
+  options.pre = pre;
+  Result<Vocab> v = load_hf_vocab(kQwen2Dir, options);
+  ASSERT_TRUE(v.is_ok()) << v.message();
+  Result<Tokenizer> tok = Tokenizer::create(std::move(v).value());
+  ASSERT_TRUE(tok.is_ok()) << tok.message();
+  Result<std::vector<GoldenCase>> cases = testing::load_golden(kGolden + "/" + golden + ".json");
+  ASSERT_TRUE(cases.is_ok()) << cases.message();
+  check_cases(*tok, *cases, golden.c_str());
+}
+
+TEST(Qwen2Golden, Llama3PreTokenizer) {
+  check_with_pre("llama-bpe", "qwen2_pre_llama_bpe");
+}
+TEST(Qwen2Golden, DefaultPreTokenizer) {
+  check_with_pre("default", "qwen2_pre_default");
+}
+
 TEST(SpmGolden, SmallHandMadeVocab) {
   Result<Vocab> v = testing::load_vocab_dump(kGolden + "/spm_small.vocab");
   ASSERT_TRUE(v.is_ok()) << v.message();
@@ -137,9 +164,12 @@ TEST(Gemma3Golden, RealVocab) {
   ASSERT_TRUE(v.is_ok()) << v.message();
   Result<Tokenizer> tok = Tokenizer::create(std::move(v).value());
   ASSERT_TRUE(tok.is_ok()) << tok.message();
-  Result<std::vector<GoldenCase>> cases = testing::load_golden(kGolden + "/gemma3.json");
-  ASSERT_TRUE(cases.is_ok()) << cases.message();
-  check_cases(*tok, *cases, "gemma3");
+  for (const char* name : {"gemma3", "gemma3_random"}) {
+    Result<std::vector<GoldenCase>> cases =
+        testing::load_golden(kGolden + "/" + std::string(name) + ".json");
+    ASSERT_TRUE(cases.is_ok()) << cases.message();
+    check_cases(*tok, *cases, name);
+  }
 }
 
 }  // namespace
