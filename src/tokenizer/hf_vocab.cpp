@@ -1,0 +1,204 @@
+#include "tokenizer/hf_vocab.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include "base/json.h"
+
+namespace minfer::tokenizer {
+
+namespace {
+
+struct AddedToken {
+  std::string content;
+  bool special = false;
+};
+
+Result<std::string> read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::error(path.string() + ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::error(path.string() + ": read error");
+  return ss.str();
+}
+
+// Parses a JSON file, or returns a null value when the file does not exist.
+Result<JsonValue> read_json(const std::filesystem::path& path, bool required) {
+  if (!required && !std::filesystem::exists(path)) return JsonValue();
+  MINFER_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  Result<JsonValue> v = parse_json(text);
+  if (!v) return v.status().with_context(path.string());
+  return v;
+}
+
+Result<int32_t> as_id(const JsonValue& v, const std::string& what) {
+  if (!v.is_int() || v.as_int() < 0 || v.as_int() >= INT32_MAX) {
+    return Status::error(what + ": expected a non-negative integer id");
+  }
+  return static_cast<int32_t>(v.as_int());
+}
+
+bool looks_special(const std::string& t) {
+  auto wraps = [&](std::string_view open, std::string_view close) {
+    return t.size() >= open.size() + close.size() && t.starts_with(open) && t.ends_with(close);
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wraps("<|", "|>") ||
+         wraps("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wraps("<unused", ">");
+}
+
+// Added tokens from added_tokens.json and tokenizer_config.json's
+// added_tokens_decoder (which also says whether a token is special).
+Status collect_added(const JsonValue& added_json, const JsonValue& config,
+                     std::map<int32_t, AddedToken>& added) {
+  if (added_json.is_object()) {
+    for (const auto& [content, idv] : added_json.members()) {
+      MINFER_ASSIGN_OR_RETURN(int32_t id, as_id(idv, "added_tokens.json \"" + content + "\""));
+      added[id].content = content;
+    }
+  }
+  const JsonValue* dec = config.find("added_tokens_decoder");
+  if (dec == nullptr || !dec->is_object()) return Status::ok();
+  for (const auto& [key, entry] : dec->members()) {
+    char* end = nullptr;
+    const long id = std::strtol(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || id < 0 || id >= INT32_MAX) {
+      return Status::error("tokenizer_config.json: added_tokens_decoder key \"" + key +
+                           "\" is not an id");
+    }
+    const JsonValue* content = entry.find("content");
+    if (content == nullptr || !content->is_string()) {
+      return Status::error("tokenizer_config.json: added token " + key + " has no content");
+    }
+    AddedToken& t = added[static_cast<int32_t>(id)];
+    t.content = content->as_string();
+    const JsonValue* special = entry.find("special");
+    t.special = special != nullptr && special->is_bool() && special->as_bool();
+  }
+  return Status::ok();
+}
+
+Status read_merges(const std::filesystem::path& path, std::vector<std::string>& merges) {
+  MINFER_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  std::istringstream in(text);
+  std::string line;
+  bool first = true;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (first && line.starts_with("#")) {
+      first = false;
+      continue;
+    }
+    first = false;
+    // Same tolerance as the GGUF converter: blank lines are skipped, a pair is
+    // any two whitespace-separated fields.
+    std::istringstream fields(line);
+    std::string a, b, extra;
+    if (!(fields >> a)) continue;
+    if (!(fields >> b) || (fields >> extra)) {
+      return Status::error(path.string() + ": malformed merge \"" + line + "\"");
+    }
+    merges.push_back(a + " " + b);
+  }
+  return Status::ok();
+}
+
+int32_t special_id(const JsonValue& config, const JsonValue& model_config, const std::string& typ,
+                   const std::unordered_map<std::string, int32_t>& ids) {
+  const JsonValue* e = config.find(typ + "_token");
+  const JsonValue* content = e;
+  if (e != nullptr && e->is_object()) content = e->find("content");
+  if (content != nullptr && content->is_string()) {
+    auto it = ids.find(content->as_string());
+    if (it != ids.end()) return it->second;
+  }
+  const JsonValue* id = model_config.find(typ + "_token_id");
+  if (id != nullptr && id->is_int() && id->as_int() >= 0 && id->as_int() < INT32_MAX) {
+    return static_cast<int32_t>(id->as_int());
+  }
+  return -1;
+}
+
+bool flag(const JsonValue& config, const std::string& key) {
+  const JsonValue* v = config.find(key);
+  return v != nullptr && v->is_bool() && v->as_bool();
+}
+
+}  // namespace
+
+Result<Vocab> load_hf_vocab(const std::string& dir, const HfVocabOptions& options) {
+  const std::filesystem::path root(dir);
+  MINFER_ASSIGN_OR_RETURN(JsonValue vocab_json, read_json(root / "vocab.json", true));
+  MINFER_ASSIGN_OR_RETURN(JsonValue added_json, read_json(root / "added_tokens.json", false));
+  MINFER_ASSIGN_OR_RETURN(JsonValue config, read_json(root / "tokenizer_config.json", false));
+  MINFER_ASSIGN_OR_RETURN(JsonValue model_config, read_json(root / "config.json", false));
+  if (!vocab_json.is_object()) return Status::error(dir + "/vocab.json: expected an object");
+
+  std::map<int32_t, std::string> by_id;
+  std::unordered_map<std::string, int32_t> ids;
+  for (const auto& [text, idv] : vocab_json.members()) {
+    MINFER_ASSIGN_OR_RETURN(int32_t id, as_id(idv, dir + "/vocab.json \"" + text + "\""));
+    if (!by_id.emplace(id, text).second) {
+      return Status::error(dir + "/vocab.json: id " + std::to_string(id) + " is used twice");
+    }
+    ids[text] = id;
+  }
+  std::map<int32_t, AddedToken> added;
+  MINFER_RETURN_IF_ERROR(collect_added(added_json, config, added).with_context(dir));
+  for (const auto& [id, tok] : added) {
+    // An added token that re-spells a vocab.json entry takes over that text.
+    auto old = ids.find(tok.content);
+    if (old != ids.end() && old->second != id) by_id.erase(old->second);
+    by_id[id] = tok.content;
+    ids[tok.content] = id;
+  }
+
+  int64_t n = by_id.empty() ? 0 : static_cast<int64_t>(by_id.rbegin()->first) + 1;
+  int64_t want = options.vocab_size;
+  const JsonValue* cfg_size = model_config.find("vocab_size");
+  if (want == 0 && cfg_size != nullptr && cfg_size->is_int()) want = cfg_size->as_int();
+  if (want != 0 && want < n) {
+    return Status::error(dir + ": vocab_size " + std::to_string(want) + " is smaller than the " +
+                         "highest token id + 1 (" + std::to_string(n) + ")");
+  }
+  n = std::max(n, want);
+
+  Vocab v;
+  v.model = "gpt2";
+  v.pre = options.pre;
+  if (v.pre.empty()) {
+    const JsonValue* cls = config.find("tokenizer_class");
+    v.pre = cls != nullptr && cls->is_string() && cls->as_string() == "Qwen2Tokenizer" ? "qwen2"
+                                                                                       : "default";
+  }
+  v.tokens.resize(static_cast<size_t>(n));
+  v.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::kUnused));
+  for (int64_t i = 0; i < n; ++i) {
+    auto it = by_id.find(static_cast<int32_t>(i));
+    if (it == by_id.end()) {
+      v.tokens[i] = "[PAD" + std::to_string(i) + "]";
+      continue;
+    }
+    v.tokens[i] = it->second;
+    auto a = added.find(static_cast<int32_t>(i));
+    TokenType t = TokenType::kNormal;
+    if (a != added.end()) {
+      t = a->second.special || looks_special(it->second) ? TokenType::kControl
+                                                         : TokenType::kUserDefined;
+    }
+    v.token_types[i] = static_cast<int32_t>(t);
+  }
+  MINFER_RETURN_IF_ERROR(read_merges(root / "merges.txt", v.merges));
+  v.bos_id = special_id(config, model_config, "bos", ids);
+  v.eos_id = special_id(config, model_config, "eos", ids);
+  v.unk_id = special_id(config, model_config, "unk", ids);
+  v.pad_id = special_id(config, model_config, "pad", ids);
+  v.add_bos = flag(config, "add_bos_token") && v.bos_id >= 0;
+  v.add_eos = flag(config, "add_eos_token") && v.eos_id >= 0;
+  return v;
+}
+
+}  // namespace minfer::tokenizer
