@@ -184,7 +184,7 @@ void write_hparams(gguf::Writer& w, const ModelShape& s, const QuantMix& mix) {
   }
 }
 
-Result<VocabData> make_vocab(const ModelShape& s, const SynthOptions& o) {
+Result<tokenizer::Vocab> make_vocab(const ModelShape& s, const SynthOptions& o) {
   switch (s.vocab) {
     case VocabKind::kQwen2: {
       const std::string dir =
@@ -215,10 +215,10 @@ Status synthesize(const SynthOptions& o, const SynthProgress& progress) {
   if (o.output_path.empty()) return Status::error("no output path given");
   if (o.n_parts < 1) return Status::error("part count " + std::to_string(o.n_parts) + " < 1");
 
-  MINFER_ASSIGN_OR_RETURN(VocabData vocab, make_vocab(shape, o));
+  MINFER_ASSIGN_OR_RETURN(tokenizer::Vocab vocab, make_vocab(shape, o));
   gguf::Writer writer;
   write_hparams(writer, shape, mix);
-  write_vocab(writer, vocab);
+  write_vocab(writer, vocab, "");
 
   const int n_threads = o.n_threads > 0
                             ? o.n_threads

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tokenizer/vocab.h"
 
 namespace minfer::gguf {
 class Writer;
@@ -20,32 +21,20 @@ class Writer;
 
 namespace minfer::model {
 
-struct VocabData {
-  std::string model;  // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SPM)
-  std::string pre;    // tokenizer.ggml.pre
-  std::vector<std::string> tokens;
-  std::vector<int32_t> types;   // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
-  std::vector<float> scores;    // SPM only
-  std::vector<std::string> merges;  // BPE only: "left right"
-  int32_t bos = -1, eos = -1, eot = -1, pad = -1, unk = -1;
-  bool add_bos = false;
-  bool add_space_prefix = false;
-  std::string chat_template;
-};
-
 // A byte-level BPE vocabulary of exactly n_vocab tokens: 256 byte symbols,
 // generated merges, then three control tokens at the end.
-Result<VocabData> make_synthetic_bpe(int n_vocab, const std::string& pre, uint64_t seed);
+Result<tokenizer::Vocab> make_synthetic_bpe(int n_vocab, const std::string& pre, uint64_t seed);
 
 // An SPM vocabulary of exactly n_vocab tokens: <pad> <eos> <bos> <unk>, 256 byte
 // tokens, printable ASCII pieces, then generated merged pieces with falling scores.
-Result<VocabData> make_synthetic_spm(int n_vocab, uint64_t seed);
+Result<tokenizer::Vocab> make_synthetic_spm(int n_vocab, uint64_t seed);
 
 // The real Qwen2 vocabulary from `dir` (vocab.json, merges.txt, added tokens),
 // padded to n_vocab with unused "[PADn]" tokens.
-Result<VocabData> load_qwen2_vocab(const std::string& dir, int n_vocab);
+Result<tokenizer::Vocab> load_qwen2_vocab(const std::string& dir, int n_vocab);
 
-// Writes the tokenizer.ggml.* keys.
-void write_vocab(gguf::Writer& writer, const VocabData& vocab);
+// Writes the tokenizer.ggml.* keys (and tokenizer.chat_template if non-empty).
+void write_vocab(gguf::Writer& writer, const tokenizer::Vocab& vocab,
+                 const std::string& chat_template);
 
 }  // namespace minfer::model
