@@ -1,0 +1,121 @@
+// Token sampler: picks the next token id from a row of logits.
+//
+// Contract: llama.cpp's parameter names and the order of its default sampler
+// chain, restricted to these stages:
+//   1. repetition penalty: every distinct token among the last repeat_last_n
+//      accepted tokens has its logit divided by repeat_penalty if the logit is
+//      > 0 and multiplied by it otherwise (1 = off; 0 = off, -1 = the whole
+//      history since the last reset());
+//   2. top-k: keep the k highest logits (0 = off; ties go to the lower id);
+//   3. top-p (nucleus): keep the smallest prefix of the tokens, highest
+//      probability first, whose probability sum reaches top_p; the token that
+//      crosses the threshold is kept, and so at least one is (1 = off);
+//   4. min-p: keep the tokens whose probability is >= min_p times the largest
+//      probability (0 = off);
+//   5. temperature: divide the logits by `temperature`;
+//   6. a seeded draw from the softmax of what is left.
+// Top-p and min-p see the probabilities before temperature, as in llama.cpp.
+// temperature <= 0 means greedy: the penalties still apply, then the highest
+// logit wins (ties go to the lowest id) and the random generator is not used;
+// otherwise every sample() call consumes exactly one random number.
+//
+// Logits: NaN counts as -inf; a -inf token can never be drawn. If any logit is
+// +inf (after the penalty), the +inf tokens share the probability equally and
+// every other token gets none. An empty row, or one where every logit is -inf
+// or NaN, is an error; so is a row of more than INT32_MAX entries. History
+// token ids outside the row are ignored.
+//
+// Reproducibility: the same seed and the same sequence of sample()/accept()
+// calls give the same tokens on every machine and compiler. The generator is
+// xoshiro256** seeded through splitmix64; exponentials are computed with
+// basic IEEE arithmetic only (no libm transcendental functions), and every sum
+// runs in an order fixed by the inputs (by id, or by logit then id), never by
+// the standard library's partial-sort internals.
+//
+// Cost: O(V) per call for a V-entry vocabulary, plus O(V log k) for top-k
+// (nth_element, then a sort of the k survivors); top-p without top-k sorts
+// only as long a prefix as it needs.
+//
+// Errors: create() rejects out-of-range parameters with a message naming the
+// parameter and its value; sample() and distribution() return errors as values.
+//
+// Threading: one Sampler per sequence; a Sampler is not thread-safe (sample()
+// advances its generator and reuses scratch memory). Distinct Samplers are
+// independent.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+
+namespace minfer::runtime {
+
+struct SamplerParams {
+  float temperature = 0.8f;     // <= 0: greedy
+  int top_k = 40;               // >= 0; 0 = off
+  float top_p = 0.95f;          // (0, 1]; 1 = off
+  float min_p = 0.05f;          // [0, 1]; 0 = off
+  float repeat_penalty = 1.0f;  // > 0; 1 = off
+  int repeat_last_n = 64;       // >= -1; 0 = off, -1 = whole history since reset()
+  uint64_t seed = 0;            // every value is a fixed, reproducible seed
+};
+
+// One surviving token of the chain and its final probability.
+struct TokenProb {
+  int32_t id;
+  float p;
+};
+
+class Sampler {
+ public:
+  // Validates the parameters: temperature not NaN or infinite, top_k >= 0,
+  // top_p in (0, 1], min_p in [0, 1], repeat_penalty finite and > 0,
+  // repeat_last_n >= -1.
+  static Result<Sampler> create(SamplerParams params);
+
+  // Runs the chain over `logits` (one entry per token id) and draws a token.
+  // Does not record it: call accept() with the token actually emitted.
+  Result<int32_t> sample(std::span<const float> logits);
+
+  // The distribution sample() would draw from now: the surviving tokens with
+  // their probabilities (summing to 1), highest first, ties by lower id. With
+  // temperature <= 0 it is the single greedy token with p = 1. Draws nothing.
+  Result<std::vector<TokenProb>> distribution(std::span<const float> logits) const;
+
+  // Appends a token to the history the repetition penalty looks at.
+  void accept(int32_t token);
+
+  // Clears the history and restarts the generator from the seed, so that the
+  // same calls afterwards give the same tokens as after create().
+  void reset();
+
+  const SamplerParams& params() const { return params_; }
+
+ private:
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+
+  explicit Sampler(SamplerParams params);
+
+  // Runs stages 1-4 into `cand`; with temperature <= 0, leaves only the
+  // greedy token. On success `cand` is non-empty.
+  Status filter(std::span<const float> logits, std::vector<Candidate>& cand) const;
+  // Stage 5: unnormalized weights exp((logit - max) / temperature) into
+  // `weights`, in the order of `cand`; returns their sum (>= 1).
+  double weigh(const std::vector<Candidate>& cand, std::vector<double>& weights) const;
+
+  uint64_t next_random();
+
+  SamplerParams params_;
+  uint64_t rng_[4];
+  std::deque<int32_t> history_;
+  std::vector<Candidate> scratch_;
+  std::vector<double> weights_;
+};
+
+}  // namespace minfer::runtime
