@@ -1,0 +1,101 @@
+#include "backend/cpu/matmul.h"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+#include "quant/reference.h"
+
+namespace minfer::cpu {
+namespace {
+
+// Output rows per task: enough that a task streams a sizeable slab of weights,
+// few enough that two threads still balance on small matrices.
+constexpr int64_t kRowsPerTask = 16;
+// Tokens that share one pass over a weight row, which is then still in L1.
+constexpr int64_t kTokenTile = 4;
+
+std::string dims(const MatmulWeight& w, int64_t n_tokens) {
+  return std::string(quant::type_name(w.type)) + " [" + std::to_string(w.rows) + " x " +
+         std::to_string(w.row_len) + "], " + std::to_string(n_tokens) + " tokens";
+}
+
+Result<size_t> validate(const MatmulWeight& w, const float* x, int64_t n_tokens, const float* y) {
+  if (w.rows < 0 || w.row_len < 0 || n_tokens < 0) {
+    return Status::error("matmul " + dims(w, n_tokens) + ": negative size");
+  }
+  MINFER_RETURN_IF_ERROR(
+      dot_args_ok(w.type, w.row_len).with_context("matmul " + dims(w, n_tokens)));
+  MINFER_ASSIGN_OR_RETURN(const uint64_t row_bytes, quant::row_bytes(w.type, w.row_len));
+  const size_t stride = w.row_stride == 0 ? static_cast<size_t>(row_bytes) : w.row_stride;
+  if (stride < row_bytes) {
+    return Status::error("matmul " + dims(w, n_tokens) + ": row stride " + std::to_string(stride) +
+                         " bytes is shorter than a row (" + std::to_string(row_bytes) + " bytes)");
+  }
+  const bool has_work = w.rows > 0 && n_tokens > 0;
+  if (has_work && (w.data == nullptr || y == nullptr || (w.row_len > 0 && x == nullptr))) {
+    return Status::error("matmul " + dims(w, n_tokens) + ": null buffer");
+  }
+  return stride;
+}
+
+// Converts every token row of x to `type` in scratch; x rows are row_len floats.
+Status convert_activations(quant::TensorType type, const float* x, int64_t n_tokens,
+                           int64_t row_len, size_t x_bytes, ThreadPool& pool,
+                           std::vector<uint8_t>& scratch) {
+  scratch.resize(static_cast<size_t>(n_tokens) * x_bytes);
+  std::atomic<int64_t> first_bad{n_tokens};
+  pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      if (!quant::quantize_row(type, x + t * row_len, scratch.data() + t * x_bytes, row_len)) {
+        int64_t cur = first_bad.load();
+        while (t < cur && !first_bad.compare_exchange_weak(cur, t)) {
+        }
+      }
+    }
+  });
+  const int64_t bad = first_bad.load();
+  if (bad == n_tokens) return Status::ok();
+  // Redo the failing row serially for its message.
+  return quant::quantize_row(type, x + bad * row_len, scratch.data() + bad * x_bytes, row_len)
+      .with_context("activation row " + std::to_string(bad));
+}
+
+}  // namespace
+
+Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+              std::vector<uint8_t>& scratch) {
+  return matmul(w, x, n_tokens, y, pool, scratch, active_isa());
+}
+
+Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+              std::vector<uint8_t>& scratch, Isa isa) {
+  MINFER_ASSIGN_OR_RETURN(const size_t w_stride, validate(w, x, n_tokens, y));
+  if (w.rows == 0 || n_tokens == 0) return Status::ok();
+  MINFER_ASSIGN_OR_RETURN(const quant::TensorType xt, vec_dot_type(w.type));
+  MINFER_ASSIGN_OR_RETURN(const uint64_t x_bytes, quant::row_bytes(xt, w.row_len));
+  const uint8_t* xq = reinterpret_cast<const uint8_t*>(x);
+  if (xt != quant::TensorType::F32) {
+    MINFER_RETURN_IF_ERROR(convert_activations(xt, x, n_tokens, w.row_len, x_bytes, pool, scratch)
+                               .with_context("matmul " + dims(w, n_tokens)));
+    xq = scratch.data();
+  }
+  const DotFn dot_fn = dot_kernel(w.type, isa);
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  const int64_t n_units = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+  pool.parallel_for(n_units, [&](int64_t begin, int64_t end, int) {
+    const int64_t r_end = std::min(w.rows, end * kRowsPerTask);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
+      const int64_t t_end = std::min(n_tokens, t0 + kTokenTile);
+      for (int64_t r = begin * kRowsPerTask; r < r_end; ++r) {
+        const uint8_t* w_row = wdata + static_cast<size_t>(r) * w_stride;
+        for (int64_t t = t0; t < t_end; ++t) {
+          y[t * w.rows + r] = dot_fn(w.row_len, w_row, xq + t * x_bytes);
+        }
+      }
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace minfer::cpu

@@ -1,0 +1,51 @@
+// y = x * W^T for one weight matrix in any CPU-supported encoding, with
+// llama.cpp's CPU numerics: each token row of x is first converted to the
+// weight's vec_dot_type (quant::quantize_row, bit-exact with ggml's activation
+// quantizers), then every output is one dot kernel call (backend/cpu/vec_dot.h).
+//
+// Contract:
+//   - W has `rows` rows (the output dim) of `row_len` elements (the input dim);
+//     row r starts at data + r * row_stride bytes (row_stride 0 means packed:
+//     quant::row_bytes(type, row_len)). x is [n_tokens][row_len] f32, y is
+//     [n_tokens][rows] f32, both dense and row-major. y must not overlap x or W.
+//   - scratch is caller-owned working memory for the converted activations;
+//     it is resized as needed and can be reused across calls to avoid
+//     allocations in the decode loop.
+//   - Errors (Status, nothing written to y is meaningful): a weight type without
+//     a dot kernel, row_len not a multiple of the type's block size, negative
+//     sizes, a row_stride shorter than a row, null buffers with non-zero sizes,
+//     and non-finite activations where the vec_dot_type is quantized (the
+//     message names the token). Messages name the type and dimensions.
+// Threading: parallel over blocks of output rows on `pool`; each call is
+// independent, but `scratch` must not be shared by concurrent calls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/thread_pool.h"
+#include "backend/cpu/vec_dot.h"
+#include "base/status.h"
+#include "quant/tensor_type.h"
+
+namespace minfer::cpu {
+
+struct MatmulWeight {
+  quant::TensorType type = quant::TensorType::F32;
+  int64_t rows = 0;     // output dim
+  int64_t row_len = 0;  // input dim
+  const void* data = nullptr;
+  size_t row_stride = 0;  // bytes between consecutive rows; 0 = packed
+};
+
+// Kernels of active_isa().
+Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+              std::vector<uint8_t>& scratch);
+
+// The same with the kernels of an explicit ISA (for A/B comparisons and tests);
+// an ISA the CPU lacks falls back to scalar.
+Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+              std::vector<uint8_t>& scratch, Isa isa);
+
+}  // namespace minfer::cpu

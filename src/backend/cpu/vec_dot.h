@@ -1,0 +1,58 @@
+// Dot products between one weight row and one activation row, on the raw
+// encoded blocks, with the numerics of ggml's CPU backend.
+//
+// Contract: as in llama.cpp, a matmul first converts each activation row to
+// the weight type's vec_dot_type (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1,
+// Q8_K for the K-quants, the weight's own type for F32/F16/BF16; use
+// quant::quantize_row) and then takes integer dot products block by block,
+// scaling each block sum by the two block scales.
+//   - The scalar kernels follow ggml's generic C code operation by operation
+//     (same integer sums, same float products, same accumulation order), so
+//     they agree with a ggml build without SIMD to the last bit.
+//   - The AVX2 kernels compute the same integer block sums but accumulate
+//     the scaled sums in 8-lane f32 vectors (as ggml's AVX2 code does); they
+//     differ from the scalar ones only by float rounding. F16/F32 mirror
+//     ggml's AVX2 ggml_vec_dot_f16/f32 exactly (4x8-lane accumulators).
+// A kernel trusts its arguments: n must be a non-negative multiple of the
+// type's block size (check with dot_args_ok or let matmul validate), both
+// rows must hold n elements, and rows need no alignment.
+// Kernel choice: the best ISA the CPU supports, unless MINFER_CPU_SCALAR=1
+// is set in the environment (read once, at first use), which forces scalar.
+// Threading: pure functions; safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "quant/tensor_type.h"
+
+namespace minfer::cpu {
+
+enum class Isa { kScalar, kAvx2 };
+
+// The instruction set whose kernels dot() uses (CPU features + env override).
+Isa active_isa();
+// Whether this CPU can run kernels of `isa` (AVX2 needs AVX2, FMA and F16C).
+bool isa_supported(Isa isa);
+std::string isa_name(Isa isa);
+
+// The activation encoding a dot product with `weight` rows expects. Errors
+// for types without a CPU dot kernel (the message names the type).
+Result<quant::TensorType> vec_dot_type(quant::TensorType weight);
+
+// w_row: n elements of `weight` type; x_row: n elements of vec_dot_type(weight).
+using DotFn = float (*)(int64_t n, const void* w_row, const void* x_row);
+
+// The kernel for `weight` in the given ISA, or nullptr if the type has no dot
+// kernel. Types without a kernel of that ISA get the scalar one.
+DotFn dot_kernel(quant::TensorType weight, Isa isa);
+
+// Ok if `weight` has a dot kernel and n is a non-negative multiple of its
+// block size; otherwise an error naming the type and n.
+Status dot_args_ok(quant::TensorType weight, int64_t n);
+
+// dot_kernel(weight, active_isa())(n, w_row, x_row). Preconditions as above.
+float dot(quant::TensorType weight, int64_t n, const void* w_row, const void* x_row);
+
+}  // namespace minfer::cpu

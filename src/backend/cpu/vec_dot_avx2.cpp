@@ -1,0 +1,251 @@
+// AVX2 + FMA + F16C dot kernels. Every function carries the target attribute
+// instead of the file being built with -mavx2, so nothing here (inline
+// helpers included) can leak AVX2 code into paths that run on older CPUs;
+// vec_dot.cpp only calls these after checking the CPU.
+//
+// The quantized kernels form the same exact integer block sums as the scalar
+// ones and differ only in how the scaled block sums are added up (8-lane f32
+// FMA accumulators). F32/F16 follow ggml's AVX2 reduction tree exactly.
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "backend/cpu/vec_dot_internal.h"
+#include "quant/blocks.h"
+#include "quant/half.h"
+
+#define MINFER_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace minfer::cpu::detail {
+namespace {
+
+using quant::f16_to_f32;
+using quant::kQK;
+using quant::kQK_K;
+
+MINFER_AVX2 inline float hsum_ps(__m256 v) {
+  __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+// ggml's GGML_F32x8_REDUCE: pairwise over the four accumulators, then the
+// two 128-bit halves, then two horizontal adds.
+MINFER_AVX2 inline float reduce4(__m256 s[4]) {
+  s[0] = _mm256_add_ps(s[0], s[2]);
+  s[1] = _mm256_add_ps(s[1], s[3]);
+  s[0] = _mm256_add_ps(s[0], s[1]);
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s[0]), _mm256_extractf128_ps(s[0], 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);
+  return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+// Eight int32 lanes of sum(x[i] * y[i]) over adjacent groups of four signed
+// bytes. maddubs needs an unsigned operand, so x's sign moves onto y; |x| <= 127
+// keeps every 16-bit pair sum below saturation.
+MINFER_AVX2 inline __m256i dot_i8(__m256i x, __m256i y) {
+  const __m256i ax = _mm256_sign_epi8(x, x);
+  const __m256i sy = _mm256_sign_epi8(y, x);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+}
+
+// The 32 nibbles of a 16-byte Q4 block in element order (low nibbles are
+// elements 0..15, high nibbles 16..31).
+MINFER_AVX2 inline __m256i unpack_nibbles(const uint8_t* qs) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(lo, 4), lo);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+// Byte i = 0xff where bit i of `bits` is set.
+MINFER_AVX2 inline __m256i expand_bits(uint32_t bits) {
+  const __m256i v = _mm256_set1_epi32(static_cast<int>(bits));
+  const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i mask = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i bytes = _mm256_and_si256(_mm256_shuffle_epi8(v, pick), mask);
+  return _mm256_cmpeq_epi8(bytes, mask);
+}
+
+MINFER_AVX2 inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+}  // namespace
+
+MINFER_AVX2 float dot_f32_avx2(int64_t n, const void* w, const void* x) {
+  const float* a = static_cast<const float*>(w);
+  const float* b = static_cast<const float*>(x);
+  const int64_t np = n & ~int64_t{31};
+  __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  for (int64_t i = 0; i < np; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      sum[j] =
+          _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), _mm256_loadu_ps(b + i + 8 * j), sum[j]);
+    }
+  }
+  float sumf = reduce4(sum);
+  for (int64_t i = np; i < n; ++i) sumf += a[i] * b[i];
+  return sumf;
+}
+
+MINFER_AVX2 float dot_f16_avx2(int64_t n, const void* w, const void* x) {
+  const uint16_t* a = static_cast<const uint16_t*>(w);
+  const uint16_t* b = static_cast<const uint16_t*>(x);
+  const int64_t np = n & ~int64_t{31};
+  __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  for (int64_t i = 0; i < np; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256 va =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i + 8 * j)));
+      const __m256 vb =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i + 8 * j)));
+      sum[j] = _mm256_fmadd_ps(va, vb, sum[j]);
+    }
+  }
+  double sumf = reduce4(sum);
+  for (int64_t i = np; i < n; ++i) {
+    sumf += static_cast<double>(f16_to_f32(a[i]) * f16_to_f32(b[i]));
+  }
+  return static_cast<float>(sumf);
+}
+
+MINFER_AVX2 float dot_q4_0_avx2(int64_t n, const void* w, const void* x) {
+  const auto* bw = static_cast<const uint8_t*>(w);
+  const auto* bx = static_cast<const uint8_t*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK; ++ib) {
+    const uint8_t* pw = bw + ib * sizeof(quant::BlockQ4_0);
+    const uint8_t* px = bx + ib * sizeof(quant::BlockQ8_0);
+    uint16_t dw, dx;
+    std::memcpy(&dw, pw, 2);
+    std::memcpy(&dx, px, 2);
+    const __m256i q = _mm256_sub_epi8(unpack_nibbles(pw + 2), _mm256_set1_epi8(8));
+    const __m256 s = _mm256_cvtepi32_ps(dot_i8(q, load256(px + 2)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32(dw) * f16_to_f32(dx)), s, acc);
+  }
+  return hsum_ps(acc);
+}
+
+MINFER_AVX2 float dot_q5_0_avx2(int64_t n, const void* w, const void* x) {
+  const auto* bw = static_cast<const uint8_t*>(w);
+  const auto* bx = static_cast<const uint8_t*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK; ++ib) {
+    const uint8_t* pw = bw + ib * sizeof(quant::BlockQ5_0);
+    const uint8_t* px = bx + ib * sizeof(quant::BlockQ8_0);
+    uint16_t dw, dx;
+    uint32_t qh;
+    std::memcpy(&dw, pw, 2);
+    std::memcpy(&qh, pw + 2, 4);
+    std::memcpy(&dx, px, 2);
+    const __m256i hi = _mm256_and_si256(expand_bits(qh), _mm256_set1_epi8(0x10));
+    const __m256i q =
+        _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(pw + 6), hi), _mm256_set1_epi8(16));
+    const __m256 s = _mm256_cvtepi32_ps(dot_i8(q, load256(px + 2)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32(dw) * f16_to_f32(dx)), s, acc);
+  }
+  return hsum_ps(acc);
+}
+
+MINFER_AVX2 float dot_q8_0_avx2(int64_t n, const void* w, const void* x) {
+  const auto* bw = static_cast<const uint8_t*>(w);
+  const auto* bx = static_cast<const uint8_t*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK; ++ib) {
+    const uint8_t* pw = bw + ib * sizeof(quant::BlockQ8_0);
+    const uint8_t* px = bx + ib * sizeof(quant::BlockQ8_0);
+    uint16_t dw, dx;
+    std::memcpy(&dw, pw, 2);
+    std::memcpy(&dx, px, 2);
+    const __m256 s = _mm256_cvtepi32_ps(dot_i8(load256(pw + 2), load256(px + 2)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32(dw) * f16_to_f32(dx)), s, acc);
+  }
+  return hsum_ps(acc);
+}
+
+MINFER_AVX2 float dot_q4_k_avx2(int64_t n, const void* w, const void* x) {
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0.0f;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const auto bw = load_block<quant::BlockQ4_K>(w, i);
+    const auto by = load_block<quant::BlockQ8_K>(x, i);
+    int sc[8];
+    int mn[8];
+    for (int j = 0; j < 4; ++j) {
+      sc[j] = bw.scales[j] & 63;
+      mn[j] = bw.scales[j + 4] & 63;
+      sc[j + 4] = (bw.scales[j + 8] & 0x0f) | ((bw.scales[j] >> 6) << 4);
+      mn[j + 4] = (bw.scales[j + 8] >> 4) | ((bw.scales[j + 4] >> 6) << 4);
+    }
+    int summ = 0;
+    for (int j = 0; j < 8; ++j) summ += mn[j] * (by.bsums[2 * j] + by.bsums[2 * j + 1]);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {  // 32 bytes of qs hold sub-blocks 2j (low) and 2j+1 (high)
+      const __m256i q4 = load256(bw.qs + 32 * j);
+      const __m256i lo = _mm256_and_si256(q4, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+      const __m256i plo = _mm256_maddubs_epi16(lo, load256(by.qs + 64 * j));
+      const __m256i phi = _mm256_maddubs_epi16(hi, load256(by.qs + 64 * j + 32));
+      sumi = _mm256_add_epi32(
+          sumi, _mm256_madd_epi16(plo, _mm256_set1_epi16(static_cast<int16_t>(sc[2 * j]))));
+      sumi = _mm256_add_epi32(
+          sumi, _mm256_madd_epi16(phi, _mm256_set1_epi16(static_cast<int16_t>(sc[2 * j + 1]))));
+    }
+    const float d = f16_to_f32(bw.d) * by.d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    acc_min += f16_to_f32(bw.dmin) * by.d * static_cast<float>(summ);
+  }
+  return hsum_ps(acc) - acc_min;
+}
+
+MINFER_AVX2 float dot_q6_k_avx2(int64_t n, const void* w, const void* x) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i two = _mm256_set1_epi8(3);
+  const __m256i k32 = _mm256_set1_epi8(32);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const auto bw = load_block<quant::BlockQ6_K>(w, i);
+    const auto by = load_block<quant::BlockQ8_K>(x, i);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {  // two halves of 128 elements
+      const __m256i ql0 = load256(bw.ql + 64 * h);
+      const __m256i ql1 = load256(bw.ql + 64 * h + 32);
+      const __m256i qh = load256(bw.qh + 32 * h);
+      // Quarter k holds elements 32k..32k+31 of this half.
+      const __m256i quarter[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, low4),
+                          _mm256_slli_epi16(_mm256_and_si256(qh, two), 4)),
+          _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const __m256i y = load256(by.qs + 128 * h + 32 * k);
+        // (q - 32) * y as q * y - 32 * y keeps maddubs' unsigned operand unsigned.
+        const __m256i p =
+            _mm256_sub_epi16(_mm256_maddubs_epi16(quarter[k], y), _mm256_maddubs_epi16(k32, y));
+        const int j = 8 * h + 2 * k;  // the scales of elements 0..15 and 16..31 of the quarter
+        const __m256i s =
+            _mm256_set_m128i(_mm_set1_epi16(bw.scales[j + 1]), _mm_set1_epi16(bw.scales[j]));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+      }
+    }
+    const float d = f16_to_f32(bw.d) * by.d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc);
+}
+
+}  // namespace minfer::cpu::detail
+
+#endif  // x86
