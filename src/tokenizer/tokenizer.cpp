@@ -136,7 +136,9 @@ Status build_ranks(const Vocab& v, const TokenMap& ids, TokenMap& ranks) {
     }
     const std::string left = m.substr(0, sp);
     const std::string right = m.substr(sp + 1);
-    if (!ids.count(left) || !ids.count(right) || !ids.count(left + right)) {
+    // The merged text need not be a token itself: llama.cpp then falls back to
+    // the pieces' bytes, and so does bpe_word().
+    if (!ids.contains(left) || !ids.contains(right)) {
       return Status::error("merge " + std::to_string(i) + " \"" + m +
                            "\" references a token that is not in the vocabulary");
     }
@@ -196,7 +198,7 @@ void Tokenizer::Impl::index_special_tokens() {
   // GGUF files rarely name an EOT token; chat models end turns with one of a
   // few well-known control tokens, earlier entries of kEogTexts preferred.
   for (size_t i = 0; i < std::size(kEogTexts); ++i) {
-    auto it = token_to_id.find(std::string(kEogTexts[i]));
+    auto it = token_to_id.find(kEogTexts[i]);
     if (it != token_to_id.end() && type(it->second) == TokenType::kControl) {
       eog[it->second] = true;
       if (eot < 0 && i < kEotCandidates) eot = it->second;
