@@ -129,73 +129,97 @@ bool flag(const JsonValue& config, const std::string& key) {
 
 }  // namespace
 
+namespace {
+
+// vocab.json plus the added tokens, as id -> text and text -> id.
+struct IdTable {
+  std::map<int32_t, std::string> by_id;
+  std::unordered_map<std::string, int32_t> ids;
+};
+
+Result<IdTable> build_id_table(const std::string& dir, const JsonValue& vocab_json,
+                               const std::map<int32_t, AddedToken>& added) {
+  if (!vocab_json.is_object()) return Status::error(dir + "/vocab.json: expected an object");
+  IdTable t;
+  for (const auto& [text, idv] : vocab_json.members()) {
+    MINFER_ASSIGN_OR_RETURN(int32_t id, as_id(idv, dir + "/vocab.json \"" + text + "\""));
+    if (!t.by_id.emplace(id, text).second) {
+      return Status::error(dir + "/vocab.json: id " + std::to_string(id) + " is used twice");
+    }
+    t.ids[text] = id;
+  }
+  for (const auto& [id, tok] : added) {
+    // An added token that re-spells a vocab.json entry takes over that text.
+    auto old = t.ids.find(tok.content);
+    if (old != t.ids.end() && old->second != id) t.by_id.erase(old->second);
+    t.by_id[id] = tok.content;
+    t.ids[tok.content] = id;
+  }
+  return t;
+}
+
+Result<int64_t> vocab_size(const std::string& dir, const IdTable& t, const JsonValue& model_config,
+                           const HfVocabOptions& options) {
+  const int64_t n = t.by_id.empty() ? 0 : static_cast<int64_t>(t.by_id.rbegin()->first) + 1;
+  int64_t want = options.vocab_size;
+  const JsonValue* cfg_size = model_config.find("vocab_size");
+  if (want == 0 && cfg_size != nullptr && cfg_size->is_int()) want = cfg_size->as_int();
+  if (want != 0 && want < n) {
+    return Status::error(dir + ": vocab_size " + std::to_string(want) +
+                         " is smaller than the highest token id + 1 (" + std::to_string(n) + ")");
+  }
+  return std::max(n, want);
+}
+
+void fill_tokens(const IdTable& t, const std::map<int32_t, AddedToken>& added, int64_t n,
+                 Vocab& v) {
+  v.tokens.resize(static_cast<size_t>(n));
+  v.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::kUnused));
+  for (int64_t i = 0; i < n; ++i) {
+    auto it = t.by_id.find(static_cast<int32_t>(i));
+    if (it == t.by_id.end()) {
+      v.tokens[i] = "[PAD" + std::to_string(i) + "]";
+      continue;
+    }
+    v.tokens[i] = it->second;
+    auto a = added.find(static_cast<int32_t>(i));
+    TokenType type = TokenType::kNormal;
+    if (a != added.end()) {
+      type = a->second.special || looks_special(it->second) ? TokenType::kControl
+                                                            : TokenType::kUserDefined;
+    }
+    v.token_types[i] = static_cast<int32_t>(type);
+  }
+}
+
+}  // namespace
+
 Result<Vocab> load_hf_vocab(const std::string& dir, const HfVocabOptions& options) {
   const std::filesystem::path root(dir);
   MINFER_ASSIGN_OR_RETURN(JsonValue vocab_json, read_json(root / "vocab.json", true));
   MINFER_ASSIGN_OR_RETURN(JsonValue added_json, read_json(root / "added_tokens.json", false));
   MINFER_ASSIGN_OR_RETURN(JsonValue config, read_json(root / "tokenizer_config.json", false));
   MINFER_ASSIGN_OR_RETURN(JsonValue model_config, read_json(root / "config.json", false));
-  if (!vocab_json.is_object()) return Status::error(dir + "/vocab.json: expected an object");
 
-  std::map<int32_t, std::string> by_id;
-  std::unordered_map<std::string, int32_t> ids;
-  for (const auto& [text, idv] : vocab_json.members()) {
-    MINFER_ASSIGN_OR_RETURN(int32_t id, as_id(idv, dir + "/vocab.json \"" + text + "\""));
-    if (!by_id.emplace(id, text).second) {
-      return Status::error(dir + "/vocab.json: id " + std::to_string(id) + " is used twice");
-    }
-    ids[text] = id;
-  }
   std::map<int32_t, AddedToken> added;
   MINFER_RETURN_IF_ERROR(collect_added(added_json, config, added).with_context(dir));
-  for (const auto& [id, tok] : added) {
-    // An added token that re-spells a vocab.json entry takes over that text.
-    auto old = ids.find(tok.content);
-    if (old != ids.end() && old->second != id) by_id.erase(old->second);
-    by_id[id] = tok.content;
-    ids[tok.content] = id;
-  }
-
-  int64_t n = by_id.empty() ? 0 : static_cast<int64_t>(by_id.rbegin()->first) + 1;
-  int64_t want = options.vocab_size;
-  const JsonValue* cfg_size = model_config.find("vocab_size");
-  if (want == 0 && cfg_size != nullptr && cfg_size->is_int()) want = cfg_size->as_int();
-  if (want != 0 && want < n) {
-    return Status::error(dir + ": vocab_size " + std::to_string(want) + " is smaller than the " +
-                         "highest token id + 1 (" + std::to_string(n) + ")");
-  }
-  n = std::max(n, want);
+  MINFER_ASSIGN_OR_RETURN(IdTable table, build_id_table(dir, vocab_json, added));
+  MINFER_ASSIGN_OR_RETURN(int64_t n, vocab_size(dir, table, model_config, options));
 
   Vocab v;
   v.model = "gpt2";
   v.pre = options.pre;
   if (v.pre.empty()) {
     const JsonValue* cls = config.find("tokenizer_class");
-    v.pre = cls != nullptr && cls->is_string() && cls->as_string() == "Qwen2Tokenizer" ? "qwen2"
-                                                                                       : "default";
+    const bool qwen2 = cls != nullptr && cls->is_string() && cls->as_string() == "Qwen2Tokenizer";
+    v.pre = qwen2 ? "qwen2" : "default";
   }
-  v.tokens.resize(static_cast<size_t>(n));
-  v.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::kUnused));
-  for (int64_t i = 0; i < n; ++i) {
-    auto it = by_id.find(static_cast<int32_t>(i));
-    if (it == by_id.end()) {
-      v.tokens[i] = "[PAD" + std::to_string(i) + "]";
-      continue;
-    }
-    v.tokens[i] = it->second;
-    auto a = added.find(static_cast<int32_t>(i));
-    TokenType t = TokenType::kNormal;
-    if (a != added.end()) {
-      t = a->second.special || looks_special(it->second) ? TokenType::kControl
-                                                         : TokenType::kUserDefined;
-    }
-    v.token_types[i] = static_cast<int32_t>(t);
-  }
+  fill_tokens(table, added, n, v);
   MINFER_RETURN_IF_ERROR(read_merges(root / "merges.txt", v.merges));
-  v.bos_id = special_id(config, model_config, "bos", ids);
-  v.eos_id = special_id(config, model_config, "eos", ids);
-  v.unk_id = special_id(config, model_config, "unk", ids);
-  v.pad_id = special_id(config, model_config, "pad", ids);
+  v.bos_id = special_id(config, model_config, "bos", table.ids);
+  v.eos_id = special_id(config, model_config, "eos", table.ids);
+  v.unk_id = special_id(config, model_config, "unk", table.ids);
+  v.pad_id = special_id(config, model_config, "pad", table.ids);
   v.add_bos = flag(config, "add_bos_token") && v.bos_id >= 0;
   v.add_eos = flag(config, "add_eos_token") && v.eos_id >= 0;
   return v;

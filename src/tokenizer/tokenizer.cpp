@@ -31,6 +31,13 @@ constexpr std::string_view kEogTexts[] = {
 };
 constexpr size_t kEotCandidates = 8;
 
+// Lets the maps be probed with a string_view without building a std::string.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
 std::string rank_key(std::string_view left, std::string_view right) {
   // 0xFF never occurs in UTF-8, so the key is unambiguous.
   std::string key;
@@ -47,8 +54,8 @@ struct Tokenizer::Impl {
   Vocab vocab;
   bool is_bpe = false;
   bool ignore_merges = false;
-  std::unordered_map<std::string, int32_t> token_to_id;
-  std::unordered_map<std::string, int32_t> ranks;
+  TokenMap token_to_id;
+  TokenMap ranks;
   std::vector<int32_t> special_ids;  // longest text first
   std::vector<bool> eog;
   int32_t eot = -1;                     // the vocabulary's, or detected from well-known texts
@@ -61,10 +68,11 @@ struct Tokenizer::Impl {
   }
   float score(int32_t id) const { return vocab.scores.empty() ? 0.0f : vocab.scores[id]; }
   int32_t lookup(std::string_view text) const {
-    auto it = token_to_id.find(std::string(text));
+    auto it = token_to_id.find(text);
     return it == token_to_id.end() ? -1 : it->second;
   }
 
+  void index_special_tokens();
   std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
   void bpe_fragment(std::string_view text, std::vector<int32_t>& out) const;
   void bpe_word(const std::string& word, std::vector<int32_t>& out) const;
@@ -116,8 +124,7 @@ Status validate_vocab(const Vocab& v) {
   return Status::ok();
 }
 
-Status build_ranks(const Vocab& v, const std::unordered_map<std::string, int32_t>& ids,
-                   std::unordered_map<std::string, int32_t>& ranks) {
+Status build_ranks(const Vocab& v, const TokenMap& ids, TokenMap& ranks) {
   ranks.reserve(v.merges.size());
   for (size_t i = 0; i < v.merges.size(); ++i) {
     const std::string& m = v.merges[i];
@@ -129,7 +136,9 @@ Status build_ranks(const Vocab& v, const std::unordered_map<std::string, int32_t
     }
     const std::string left = m.substr(0, sp);
     const std::string right = m.substr(sp + 1);
-    if (!ids.count(left) || !ids.count(right) || !ids.count(left + right)) {
+    // The merged text need not be a token itself: llama.cpp then falls back to
+    // the pieces' bytes, and so does bpe_word().
+    if (!ids.contains(left) || !ids.contains(right)) {
       return Status::error("merge " + std::to_string(i) + " \"" + m +
                            "\" references a token that is not in the vocabulary");
     }
@@ -172,35 +181,43 @@ Result<Tokenizer> Tokenizer::create(Vocab vocab_in) {
       impl->byte_ids[b] = id;
     }
   }
-  impl->eog.assign(vocab.tokens.size(), false);
-  impl->eot = vocab.eot_id;
-  // GGUF files rarely name an EOT token; chat models end turns with one of a
-  // few well-known control tokens, earlier entries of kEogTexts preferred.
-  for (size_t i = 0; i < std::size(kEogTexts); ++i) {
-    auto it = impl->token_to_id.find(std::string(kEogTexts[i]));
-    if (it != impl->token_to_id.end() && impl->type(it->second) == TokenType::kControl) {
-      impl->eog[it->second] = true;
-      if (impl->eot < 0 && i < kEotCandidates) impl->eot = it->second;
-    }
-  }
-  for (int32_t id : {vocab.eos_id, impl->eot}) {
-    if (id >= 0) impl->eog[id] = true;
-  }
-  for (int32_t id = 0; id < n; ++id) {
-    const TokenType t = impl->type(id);
-    if ((t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown) &&
-        !vocab.tokens[id].empty()) {
-      impl->special_ids.push_back(id);
-    }
-  }
-  std::stable_sort(impl->special_ids.begin(), impl->special_ids.end(), [&](int32_t a, int32_t b) {
-    return vocab.tokens[a].size() > vocab.tokens[b].size();
-  });
+  impl->index_special_tokens();
   return Tokenizer(std::move(impl));
 }
 
 // ---------------------------------------------------------------------------
 // special-token partition
+
+// End-of-generation ids and the tokens split out of raw text before
+// tokenization (control, user-defined and unknown ones), longest first, which
+// is the order that decides overlaps in llama.cpp.
+void Tokenizer::Impl::index_special_tokens() {
+  const int32_t n = static_cast<int32_t>(vocab.tokens.size());
+  eog.assign(vocab.tokens.size(), false);
+  eot = vocab.eot_id;
+  // GGUF files rarely name an EOT token; chat models end turns with one of a
+  // few well-known control tokens, earlier entries of kEogTexts preferred.
+  for (size_t i = 0; i < std::size(kEogTexts); ++i) {
+    auto it = token_to_id.find(kEogTexts[i]);
+    if (it != token_to_id.end() && type(it->second) == TokenType::kControl) {
+      eog[it->second] = true;
+      if (eot < 0 && i < kEotCandidates) eot = it->second;
+    }
+  }
+  for (int32_t id : {vocab.eos_id, eot}) {
+    if (id >= 0) eog[id] = true;
+  }
+  for (int32_t id = 0; id < n; ++id) {
+    const TokenType t = type(id);
+    if ((t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown) &&
+        !vocab.tokens[id].empty()) {
+      special_ids.push_back(id);
+    }
+  }
+  std::stable_sort(special_ids.begin(), special_ids.end(), [&](int32_t a, int32_t b) {
+    return vocab.tokens[a].size() > vocab.tokens[b].size();
+  });
+}
 
 std::vector<Fragment> Tokenizer::Impl::partition(std::string_view text, bool parse_special) const {
   std::vector<Fragment> frags;

@@ -20,12 +20,9 @@ int utf8_sequence_status(std::string_view s) {
     return 0;
   }
   for (int i = 1; i < len; ++i) {
-    if (static_cast<size_t>(i) >= s.size()) {
-      // A prefix is only "truncated" if what is there could still become valid.
-      if (len == 3 && i >= 2 && (cp < 0x20 || (cp >= 0x360 && cp < 0x380))) return 0;
-      if (len == 4 && i >= 2 && (cp < 0x10 || cp > 0x10F)) return 0;
-      return -len;
-    }
+    // The second-byte checks below have already run for any longer prefix, so
+    // a prefix that ends here could still become a valid sequence.
+    if (static_cast<size_t>(i) >= s.size()) return -len;
     if ((p[i] & 0xC0) != 0x80) return 0;
     cp = (cp << 6) | (p[i] & 0x3F);
     // Reject overlongs and surrogates as soon as the second byte shows them.
