@@ -1,0 +1,185 @@
+#include "backend/cpu/ops.h"
+
+#include <array>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "quant/half.h"
+
+// ggml's expressions are evaluated unfused; keep the compiler from contracting.
+#pragma clang fp contract(off)
+
+namespace minfer::cpu {
+namespace {
+
+// Constants of ggml's tanh-approximated GELU.
+constexpr float kGeluCoefA = 0.044715f;
+constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+
+float gelu_exact_f32(float x) {
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluCoefA * x * x)));
+}
+
+// GELU of every f16 value, rounded to f16: ggml's CPU evaluates GELU through
+// this table, so matching its results needs the same double rounding.
+const std::array<uint16_t, 65536>& gelu_table() {
+  static const auto* table = [] {
+    auto* t = new std::array<uint16_t, 65536>();
+    for (uint32_t i = 0; i < 65536; ++i) {
+      (*t)[i] = quant::f32_to_f16(gelu_exact_f32(quant::f16_to_f32(static_cast<uint16_t>(i))));
+    }
+    return t;
+  }();
+  return *table;
+}
+
+inline float gelu_one(float x, const std::array<uint16_t, 65536>& table) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return quant::f16_to_f32(table[quant::f32_to_f16(x)]);
+}
+
+inline float silu_one(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+
+void rms_norm_row(const float* x, const float* weight, int64_t dim, float eps, float* y) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < dim; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(dim));
+  const float s = 1.0f / std::sqrt(mean + eps);
+  if (weight != nullptr) {
+    for (int64_t i = 0; i < dim; ++i) y[i] = (x[i] * s) * weight[i];
+  } else {
+    for (int64_t i = 0; i < dim; ++i) y[i] = x[i] * s;
+  }
+}
+
+// cos/sin per rotated pair for one position (ggml_rope_cache_init with
+// ext_factor = 0 and attn_factor = 1).
+void rope_cache(float pos, int64_t n_rot, float freq_base, float freq_scale,
+                const float* freq_factors, std::vector<float>& cache) {
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+  float theta = pos;
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const float ff = freq_factors != nullptr ? freq_factors[i] : 1.0f;
+    const float t = freq_scale * (theta / ff);
+    cache[2 * i] = std::cos(t);
+    cache[2 * i + 1] = std::sin(t);
+    theta *= theta_scale;
+  }
+}
+
+void rope_head(const float* x, int64_t head_dim, int64_t n_rot, RopeMode mode,
+               const std::vector<float>& cache, float* y) {
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t i0 = mode == RopeMode::kNormal ? 2 * i : i;
+    const int64_t i1 = mode == RopeMode::kNormal ? 2 * i + 1 : i + half;
+    const float c = cache[2 * i];
+    const float s = cache[2 * i + 1];
+    const float x0 = x[i0];
+    const float x1 = x[i1];
+    y[i0] = x0 * c - x1 * s;
+    y[i1] = x0 * s + x1 * c;
+  }
+  for (int64_t i = n_rot; i < head_dim; ++i) y[i] = x[i];
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim, float eps,
+              float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) rms_norm_row(x + r * dim, weight, dim, eps, y + r * dim);
+}
+
+void rms_norm_heads(const float* x, const float* weight, int64_t n_tokens, int64_t n_heads,
+                    int64_t head_dim, float eps, float* y) {
+  rms_norm(x, weight, n_tokens * n_heads, head_dim, eps, y);
+}
+
+Status rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+            const int32_t* positions, float freq_base, float freq_scale, const float* freq_factors,
+            RopeMode mode, float* y) {
+  if (n_tokens < 0 || n_heads < 0 || head_dim < 0) {
+    return Status::error("rope: negative size (n_tokens " + std::to_string(n_tokens) +
+                         ", n_heads " + std::to_string(n_heads) + ", head_dim " +
+                         std::to_string(head_dim) + ")");
+  }
+  if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim) {
+    return Status::error("rope: n_rot " + std::to_string(n_rot) +
+                         " must be positive, even and at most head_dim " +
+                         std::to_string(head_dim));
+  }
+  if (!(freq_base > 0.0f)) {
+    return Status::error("rope: freq_base " + std::to_string(freq_base) + " must be positive");
+  }
+  if (n_tokens * n_heads > 0 && (x == nullptr || y == nullptr || positions == nullptr)) {
+    return Status::error("rope: null buffer");
+  }
+  std::vector<float> cache(static_cast<size_t>(n_rot));
+  const int64_t row = n_heads * head_dim;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    rope_cache(static_cast<float>(positions[t]), n_rot, freq_base, freq_scale, freq_factors, cache);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      rope_head(x + t * row + h * head_dim, head_dim, n_rot, mode, cache,
+                y + t * row + h * head_dim);
+    }
+  }
+  return Status::ok();
+}
+
+void silu(const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = silu_one(x[i]);
+}
+
+void gelu(const float* x, int64_t n, float* y) {
+  const auto& table = gelu_table();
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_one(x[i], table);
+}
+
+void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = silu_one(gate[i]) * up[i];
+}
+
+void geglu(const float* gate, const float* up, int64_t n, float* out) {
+  const auto& table = gelu_table();
+  for (int64_t i = 0; i < n; ++i) {
+    // ggml passes large inputs through unchanged, so x >= 10 gives x * up.
+    out[i] = gelu_one(gate[i], table) * up[i];
+  }
+}
+
+void add(const float* a, const float* b, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void mul(const float* a, const float* b, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+void scale(const float* x, int64_t n, float s, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+}
+
+void softmax(const float* x, int64_t n_rows, int64_t n, float scale_factor, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) {
+      yr[i] = xr[i] * scale_factor;
+      max = std::fmax(max, yr[i]);
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      yr[i] = std::exp(yr[i] - max);
+      sum += static_cast<double>(yr[i]);
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
+  }
+}
+
+}  // namespace minfer::cpu

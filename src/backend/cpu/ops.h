@@ -1,0 +1,94 @@
+// Row-wise f32 operators of the CPU backend, with the numerics of ggml's CPU
+// implementation (ggml-cpu/ops.cpp and vec.h).
+//
+// Contract: activations are dense row-major f32 [n_rows][dim]. Unless noted,
+// y may alias x (in-place), but must not partially overlap it. Functions
+// returning void trust their arguments (non-negative sizes, buffers of the
+// stated sizes); those returning Status validate shapes and report errors that
+// name the offending values. Numerics, per function:
+//   - rms_norm: sum of squares of f32 products accumulated in double, mean
+//     narrowed to f32, scale = 1/sqrtf(mean + eps), y = (x * scale) * w.
+//   - rope: ggml's rope cache: theta starts at the position, is multiplied by
+//     theta_scale = powf(base, -2/n_rot) per pair, divided by the pair's freq
+//     factor, times freq_scale; cosf/sinf in f32; dims past n_rot are copied.
+//   - gelu/geglu: ggml's GELU_FP16 path: x in (-10, 10) is rounded to f16 and
+//     looked up in a table of f16-rounded tanh-approximation values.
+//   - silu/swiglu: x / (1 + expf(-x)); softmax: expf(x*scale - max) summed in
+//     double, then multiplied by (float)(1/sum). ggml's AVX2 build uses its own
+//     vectorized expf for full 8-lane chunks, which can differ in the last ulp.
+//   - attention: ggml's flash-attention CPU path (see attention()).
+// Threading: pure functions on caller buffers; attention runs on `pool`.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/thread_pool.h"
+#include "base/status.h"
+
+namespace minfer::cpu {
+
+// y[r][i] = x[r][i] / rms(x[r]) * weight[i]; weight may be null (no multiply).
+void rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim, float eps,
+              float* y);
+
+// Per-head norm (Qwen3/Gemma3 q/k norms): x is [n_tokens][n_heads * head_dim],
+// each head_dim chunk is normalized on its own with the shared weight[head_dim].
+void rms_norm_heads(const float* x, const float* weight, int64_t n_tokens, int64_t n_heads,
+                    int64_t head_dim, float eps, float* y);
+
+enum class RopeMode {
+  kNormal,  // rotates adjacent pairs (x[2i], x[2i+1])
+  kNeox,    // rotates (x[i], x[i + n_rot/2])
+};
+
+// x, y: [n_tokens][n_heads * head_dim]; positions: [n_tokens]; freq_factors
+// (nullable): [n_rot / 2]. Errors: n_rot odd, non-positive or > head_dim,
+// negative sizes, non-positive freq_base.
+Status rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+            const int32_t* positions, float freq_base, float freq_scale, const float* freq_factors,
+            RopeMode mode, float* y);
+
+void silu(const float* x, int64_t n, float* y);
+void gelu(const float* x, int64_t n, float* y);
+// out = act(gate) * up; out may alias gate or up.
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
+void geglu(const float* gate, const float* up, int64_t n, float* out);
+void add(const float* a, const float* b, int64_t n, float* y);
+void mul(const float* a, const float* b, int64_t n, float* y);
+void scale(const float* x, int64_t n, float s, float* y);
+// Row-wise softmax of x * scale over rows of n elements.
+void softmax(const float* x, int64_t n_rows, int64_t n, float scale, float* y);
+
+enum class KvType { kF32, kF16 };
+
+struct AttentionShape {
+  int64_t n_tokens = 0;   // queries
+  int64_t n_kv = 0;       // cached keys/values; key j sits at position j
+  int64_t n_head = 0;     // query heads
+  int64_t n_head_kv = 0;  // key/value heads; must divide n_head
+  int64_t head_dim = 0;
+  float scale = 1.0f;          // applied to q.k, usually 1/sqrt(head_dim)
+  int64_t sliding_window = 0;  // 0: none; else key j is visible to a query at
+                               // position p only if p - j < sliding_window
+};
+
+// Causal multi-head attention over a KV cache, as llama.cpp's CPU flash
+// attention computes it:
+//   q: [n_tokens][n_head * head_dim] f32; k_cache, v_cache: [n_kv][n_head_kv *
+//   head_dim] of kv_type; positions: [n_tokens]; out: [n_tokens][n_head *
+//   head_dim] f32 (must not alias q). Query head h reads kv head
+//   h / (n_head / n_head_kv). Key j is visible to a query at position p iff
+//   j <= p and (sliding_window == 0 or p - j < sliding_window); masked keys
+//   are skipped. A query that sees no key gets zeros.
+// Numerics: the query row is converted to the cache type (f16 rounding for an
+// f16 cache) and K.Q is the F32/F16 dot kernel; then an online softmax in f32
+// (running max M, sum S, expf) whose weighted V sum is kept in f16 for an f16
+// cache (every update rounded to f16, as ggml does) and f32 otherwise; the
+// result is divided by S at the end.
+// Errors: non-positive head counts or head_dim, n_head not a multiple of
+// n_head_kv, negative n_tokens/n_kv/sliding_window, null buffers.
+Status attention(const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
+                 const int32_t* positions, const AttentionShape& shape, float* out,
+                 ThreadPool& pool);
+
+}  // namespace minfer::cpu

@@ -1,0 +1,225 @@
+// attention() from backend/cpu/ops.h: llama.cpp's CPU flash-attention loop
+// (ggml_compute_forward_flash_attn_ext_f16) for one query row and head at a
+// time, with an online softmax.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/ops.h"
+#include "backend/cpu/vec_dot.h"
+#include "quant/half.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MINFER_AVX2 __attribute__((target("avx2,fma,f16c")))
+#endif
+
+#pragma clang fp contract(off)
+
+namespace minfer::cpu {
+namespace {
+
+// ggml's vector helpers process chunks of 32 elements with FMA and the
+// remainder with separate multiply and add; both versions below do exactly
+// that, so the ISA never changes the result.
+constexpr int64_t kStep = 32;
+
+void mad_f32_scalar(int64_t n, float* y, const float* x, float v) {
+  const int64_t np = n & ~(kStep - 1);
+  for (int64_t i = 0; i < np; ++i) y[i] = std::fma(x[i], v, y[i]);
+  for (int64_t i = np; i < n; ++i) y[i] += x[i] * v;
+}
+
+void mad_f16_scalar(int64_t n, uint16_t* y, const uint16_t* x, float v) {
+  using quant::f16_to_f32;
+  using quant::f32_to_f16;
+  const int64_t np = n & ~(kStep - 1);
+  for (int64_t i = 0; i < np; ++i)
+    y[i] = f32_to_f16(std::fma(f16_to_f32(x[i]), v, f16_to_f32(y[i])));
+  for (int64_t i = np; i < n; ++i) y[i] = f32_to_f16(f16_to_f32(y[i]) + f16_to_f32(x[i]) * v);
+}
+
+void scale_f16_scalar(int64_t n, uint16_t* y, float v) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quant::f32_to_f16(quant::f16_to_f32(y[i]) * v);
+}
+
+#if defined(MINFER_AVX2)
+MINFER_AVX2 void mad_f32_avx2(int64_t n, float* y, const float* x, float v) {
+  const int64_t np = n & ~(kStep - 1);
+  const __m256 vv = _mm256_set1_ps(v);
+  for (int64_t i = 0; i < np; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), vv, _mm256_loadu_ps(y + i)));
+  }
+  for (int64_t i = np; i < n; ++i) y[i] += x[i] * v;
+}
+
+MINFER_AVX2 __m256 load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+MINFER_AVX2 void store_f16(uint16_t* p, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+MINFER_AVX2 void mad_f16_avx2(int64_t n, uint16_t* y, const uint16_t* x, float v) {
+  const int64_t np = n & ~(kStep - 1);
+  const __m256 vv = _mm256_set1_ps(v);
+  for (int64_t i = 0; i < np; i += 8)
+    store_f16(y + i, _mm256_fmadd_ps(load_f16(x + i), vv, load_f16(y + i)));
+  for (int64_t i = np; i < n; ++i) {
+    y[i] = quant::f32_to_f16(quant::f16_to_f32(y[i]) + quant::f16_to_f32(x[i]) * v);
+  }
+}
+
+MINFER_AVX2 void scale_f16_avx2(int64_t n, uint16_t* y, float v) {
+  const int64_t np = n & ~int64_t{7};
+  const __m256 vv = _mm256_set1_ps(v);
+  for (int64_t i = 0; i < np; i += 8) store_f16(y + i, _mm256_mul_ps(load_f16(y + i), vv));
+  for (int64_t i = np; i < n; ++i) y[i] = quant::f32_to_f16(quant::f16_to_f32(y[i]) * v);
+}
+#endif
+
+struct Kernels {
+  DotFn kq_dot;
+  void (*mad_f32)(int64_t, float*, const float*, float);
+  void (*mad_f16)(int64_t, uint16_t*, const uint16_t*, float);
+  void (*scale_f16)(int64_t, uint16_t*, float);
+};
+
+Kernels pick_kernels(KvType kv_type) {
+  const Isa isa = active_isa();
+  Kernels k{
+      dot_kernel(kv_type == KvType::kF16 ? quant::TensorType::F16 : quant::TensorType::F32, isa),
+      mad_f32_scalar, mad_f16_scalar, scale_f16_scalar};
+#if defined(MINFER_AVX2)
+  if (isa == Isa::kAvx2) {
+    k.mad_f32 = mad_f32_avx2;
+    k.mad_f16 = mad_f16_avx2;
+    k.scale_f16 = scale_f16_avx2;
+  }
+#endif
+  return k;
+}
+
+struct Scratch {
+  std::vector<uint16_t> q16;
+  std::vector<uint16_t> acc16;
+  std::vector<float> acc32;
+};
+
+struct HeadJob {
+  const float* q;    // this query row and head
+  const uint8_t* k;  // kv head's first element in row 0 of the cache
+  const uint8_t* v;
+  size_t kv_row_bytes;     // bytes between cache rows
+  int64_t j_begin, j_end;  // visible keys
+  float* out;
+};
+
+// One query head against its visible keys; see ops.h for the numerics.
+void attend(const HeadJob& job, const AttentionShape& s, KvType kv_type, const Kernels& k,
+            Scratch& scratch) {
+  const int64_t d = s.head_dim;
+  const bool f16 = kv_type == KvType::kF16;
+  const void* q_vec = job.q;
+  if (f16) {
+    for (int64_t i = 0; i < d; ++i) scratch.q16[i] = quant::f32_to_f16(job.q[i]);
+    q_vec = scratch.q16.data();
+    std::fill(scratch.acc16.begin(), scratch.acc16.end(), uint16_t{0});
+  } else {
+    std::fill(scratch.acc32.begin(), scratch.acc32.end(), 0.0f);
+  }
+  float m = -INFINITY;
+  float sum = 0.0f;
+  for (int64_t j = job.j_begin; j < job.j_end; ++j) {
+    const float sc = k.kq_dot(d, job.k + j * job.kv_row_bytes, q_vec) * s.scale;
+    const float m_old = m;
+    float ms = 1.0f;  // rescales what was accumulated when the max grows
+    float vs = 1.0f;  // this key's weight, expf(sc - m)
+    if (sc > m) {
+      m = sc;
+      ms = std::exp(m_old - m);
+      if (f16) {
+        k.scale_f16(d, scratch.acc16.data(), ms);
+      } else {
+        for (int64_t i = 0; i < d; ++i) scratch.acc32[i] *= ms;
+      }
+    } else {
+      vs = std::exp(sc - m);
+    }
+    const uint8_t* v_row = job.v + j * job.kv_row_bytes;
+    if (f16) {
+      k.mad_f16(d, scratch.acc16.data(), reinterpret_cast<const uint16_t*>(v_row), vs);
+    } else {
+      k.mad_f32(d, scratch.acc32.data(), reinterpret_cast<const float*>(v_row), vs);
+    }
+    sum = sum * ms + vs;
+  }
+  if (f16) {
+    for (int64_t i = 0; i < d; ++i) scratch.acc32[i] = quant::f16_to_f32(scratch.acc16[i]);
+  }
+  const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+  for (int64_t i = 0; i < d; ++i) job.out[i] = scratch.acc32[i] * inv;
+}
+
+Status validate(const float* q, const void* k_cache, const void* v_cache, const int32_t* positions,
+                const AttentionShape& s, const float* out) {
+  const std::string dims =
+      "n_tokens " + std::to_string(s.n_tokens) + ", n_kv " + std::to_string(s.n_kv) + ", n_head " +
+      std::to_string(s.n_head) + ", n_head_kv " + std::to_string(s.n_head_kv) + ", head_dim " +
+      std::to_string(s.head_dim) + ", window " + std::to_string(s.sliding_window);
+  if (s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 || s.n_tokens < 0 || s.n_kv < 0 ||
+      s.sliding_window < 0) {
+    return Status::error("attention: invalid shape (" + dims + ")");
+  }
+  if (s.n_head % s.n_head_kv != 0) {
+    return Status::error("attention: n_head is not a multiple of n_head_kv (" + dims + ")");
+  }
+  if (s.n_tokens > 0 && (q == nullptr || out == nullptr || positions == nullptr ||
+                         (s.n_kv > 0 && (k_cache == nullptr || v_cache == nullptr)))) {
+    return Status::error("attention: null buffer (" + dims + ")");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status attention(const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
+                 const int32_t* positions, const AttentionShape& shape, float* out,
+                 ThreadPool& pool) {
+  MINFER_RETURN_IF_ERROR(validate(q, k_cache, v_cache, positions, shape, out));
+  if (shape.n_kv == 0) {  // no key is visible to anyone
+    std::fill(out, out + shape.n_tokens * shape.n_head * shape.head_dim, 0.0f);
+    return Status::ok();
+  }
+  const Kernels kernels = pick_kernels(kv_type);
+  const size_t elem = kv_type == KvType::kF16 ? 2 : 4;
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  const int64_t q_row = shape.n_head * shape.head_dim;
+  const size_t kv_row_bytes = static_cast<size_t>(shape.n_head_kv * shape.head_dim) * elem;
+  pool.parallel_for(shape.n_tokens * shape.n_head, [&](int64_t begin, int64_t end, int) {
+    Scratch scratch{std::vector<uint16_t>(shape.head_dim), std::vector<uint16_t>(shape.head_dim),
+                    std::vector<float>(shape.head_dim)};
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t t = task / shape.n_head;
+      const int64_t h = task % shape.n_head;
+      const int64_t pos = positions[t];
+      int64_t j_begin = 0;
+      if (shape.sliding_window > 0) j_begin = std::max<int64_t>(0, pos - shape.sliding_window + 1);
+      const int64_t j_end = std::clamp<int64_t>(pos + 1, 0, shape.n_kv);
+      const size_t head_offset = static_cast<size_t>((h / group) * shape.head_dim) * elem;
+      const HeadJob job{q + t * q_row + h * shape.head_dim,
+                        static_cast<const uint8_t*>(k_cache) + head_offset,
+                        static_cast<const uint8_t*>(v_cache) + head_offset,
+                        kv_row_bytes,
+                        j_begin,
+                        std::max(j_begin, j_end),
+                        out + t * q_row + h * shape.head_dim};
+      attend(job, shape, kv_type, kernels, scratch);
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace minfer::cpu
