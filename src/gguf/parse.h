@@ -1,9 +1,11 @@
 // Internal to src/gguf: parses and validates one GGUF file held in memory.
 //
-// Contract: parse_part never reads outside `bytes` and never allocates more
-// than a small multiple of bytes.size(); any inconsistency is an error whose
-// message starts with `name`, then the field, then the offending value (see
-// file.h for the full list of checks). The returned TensorInfo::data pointers
+// Contract: parse_part never reads outside `bytes`, and every allocation is
+// bounded by the bytes actually present: counts are checked against the bytes
+// left before anything is reserved, so memory stays within about 100x
+// bytes.size() (the worst case is an array of u8, one Value per byte). Any
+// inconsistency is an error whose message starts with `name`, then the field,
+// then the offending value (see file.h for the full list of checks). The returned TensorInfo::data pointers
 // point into `bytes`, so they are valid while those bytes are.
 //
 // Threading: pure function of its inputs.
