@@ -14,6 +14,10 @@ int run_version(std::span<const std::string_view>) {
 
 std::span<const Command> commands() {
   static const Command kCommands[] = {
+      {"run", "generate text from a prompt", run_run},
+      {"chat", "talk with a model interactively", run_chat},
+      {"perplexity", "score a text file (llama-perplexity's method)", run_perplexity},
+      {"tokenize", "print the tokens of a text", run_tokenize},
       {"inspect", "print a GGUF file's metadata and tensor table", run_inspect},
       {"synth", "write a synthetic GGUF model with a real shape", run_synth},
       {"version", "print the version", run_version},

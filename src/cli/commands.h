@@ -9,5 +9,9 @@ namespace minfer::cli {
 int run_version(std::span<const std::string_view> args);
 int run_synth(std::span<const std::string_view> args);
 int run_inspect(std::span<const std::string_view> args);
+int run_run(std::span<const std::string_view> args);
+int run_chat(std::span<const std::string_view> args);
+int run_perplexity(std::span<const std::string_view> args);
+int run_tokenize(std::span<const std::string_view> args);
 
 }  // namespace minfer::cli

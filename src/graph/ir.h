@@ -104,6 +104,7 @@ struct RopeMeta {
 struct KvMeta {
   int layer = 0;
   int64_t n_head_kv = 0, head_dim = 0;
+  int64_t n_tokens = 0;  // rows of k and v to store
 };
 
 struct AttentionMeta {

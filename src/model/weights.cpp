@@ -59,12 +59,4 @@ Status Weights::concat_rows(const std::string& name, const std::vector<std::stri
   return add_derived(name, first->type, {first->row_length(), rows}, std::move(bytes));
 }
 
-uint64_t Weights::touch_all() const {
-  uint64_t sum = 0;
-  for (const auto& v : views_) {
-    for (size_t off = 0; off < v.nbytes; off += 4096) sum += v.data[off];
-  }
-  return sum;
-}
-
 }  // namespace minfer::model

@@ -54,10 +54,6 @@ class Weights {
   // Concatenates the rows of same-type, same-row-length tensors into `name`.
   Status concat_rows(const std::string& name, const std::vector<std::string>& parts);
 
-  // Reads every page once so first-use page faults happen at load, not in the
-  // first prompt. Returns a checksum so the reads cannot be optimized away.
-  uint64_t touch_all() const;
-
  private:
   void reindex();
   std::vector<WeightView> views_;

@@ -94,7 +94,7 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   // is ordered after the store.
   Node store = make(Op::kKvStore, {{0, 0}}, {k, v, g_.positions}, layer_name(layer, "kv_store"),
                     layer);
-  store.meta = graph::KvMeta{layer, hp_.n_head_kv, hp_.head_dim};
+  store.meta = graph::KvMeta{layer, hp_.n_head_kv, hp_.head_dim, p_.n_tokens};
   const NodeId stored = add(std::move(store));
   Node attn = make(Op::kAttention, node(q).shape, {q, stored, g_.positions},
                    layer_name(layer, "attention"), layer);

@@ -1,0 +1,80 @@
+// CpuBackend: runs every graph op on the host, with llama.cpp's CPU numerics
+// (activations quantized to the weight's vec_dot_type before each matmul;
+// DESIGN.md §3.7).
+//
+// Buffers are host allocations (64-byte aligned) addressed by id; read_host /
+// write_host are memcpys and synchronize() is a no-op. Weights are read in
+// place from the model's weight table (the mmap), looked up by name at
+// execute time. execute_node handles in-place aliasing of output and input.
+// Errors name the node and the tensor; nothing is handed to another backend.
+// Threading: one scheduler thread drives it; kernels run on its thread pool.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/thread_pool.h"
+#include "model/weights.h"
+
+namespace minfer::cpu {
+
+class CpuBackend final : public backend::Backend {
+ public:
+  // n_threads <= 0: one per hardware thread. `weights` must outlive the backend.
+  CpuBackend(const model::Weights& weights, int n_threads);
+
+  std::string_view name() const override { return "CPU"; }
+  bool supports_op(const graph::Node& node) const override;
+  bool supports_fused(graph::Op fused) const override;
+  bool has_weight(std::string_view name) const override;
+
+  Result<backend::BufferId> alloc_buffer(size_t bytes) override;
+  void free_buffer(backend::BufferId id) override;
+  size_t buffer_size(backend::BufferId id) const override;
+
+  Status execute_node(const graph::Node& node, std::span<const backend::BufferId> inputs,
+                      backend::BufferId out, const backend::KvPair* kv) override;
+
+  Status read_host(backend::BufferId id, size_t offset, std::span<std::byte> dst) override;
+  Status write_host(backend::BufferId id, size_t offset, std::span<const std::byte> src) override;
+
+  ThreadPool& pool() { return pool_; }
+
+  // What one op's kernel gets: the node, its input and output host pointers,
+  // and the layer's KV regions (null unless the op uses them).
+  struct Call {
+    const graph::Node& node;
+    std::span<const void* const> in;
+    void* out;
+    void* k_cache;
+    void* v_cache;
+    const backend::KvPair* kv;
+  };
+
+  // Op kernels, reached through the op table in cpu_backend.cpp.
+  Status run_matmul(const Call& c);
+  Status run_get_rows(const Call& c);
+  Status run_rms_norm(const Call& c);
+  Status run_rope(const Call& c);
+  Status run_kv_store(const Call& c);
+  Status run_attention(const Call& c);
+  Status run_elementwise(const Call& c);
+
+ private:
+  struct Buffer {
+    std::unique_ptr<std::byte[], void (*)(std::byte*)> data{nullptr, nullptr};
+    size_t size = 0;
+    bool live = false;
+  };
+  std::byte* ptr(backend::BufferId id) const;
+
+  const model::Weights& weights_;
+  ThreadPool pool_;
+  std::vector<Buffer> buffers_;
+  std::vector<uint8_t> scratch_;  // quantized activations for matmul
+  std::vector<float> staging_;    // matmul output when it aliases its input
+};
+
+}  // namespace minfer::cpu

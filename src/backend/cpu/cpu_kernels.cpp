@@ -1,0 +1,197 @@
+// The CPU backend's op kernels: unpack a node's metadata and buffers and call
+// the row-wise kernels of backend/cpu/{matmul,ops}.h.
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/ops.h"
+#include "quant/half.h"
+#include "quant/reference.h"
+
+namespace minfer::cpu {
+namespace {
+
+using graph::DType;
+using graph::Node;
+using graph::Op;
+
+Status fail(const Node& n, const std::string& what) {
+  return Status::error("node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what);
+}
+
+template <typename M>
+Result<const M*> meta(const Node& n) {
+  const M* m = std::get_if<M>(&n.meta);
+  if (m == nullptr) return fail(n, "missing metadata");
+  return m;
+}
+
+const float* f32(const void* p) { return static_cast<const float*>(p); }
+float* f32(void* p) { return static_cast<float*>(p); }
+
+}  // namespace
+
+Status CpuBackend::run_matmul(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, meta<graph::MatMulMeta>(c.node));
+  const model::WeightView* w = weights_.find(m->weight);
+  if (w == nullptr) return fail(c.node, "weight '" + m->weight + "' not found");
+  const int64_t n_tokens = c.node.shape.ne[1];
+  MatmulWeight mw{w->type, w->rows(), w->row_length(), w->data, 0};
+  if (mw.row_len != m->in_dim || mw.rows != m->out_dim) {
+    return fail(c.node, "weight '" + m->weight + "' shape differs from the node's metadata");
+  }
+  // The kernel must not write over its input: stage through scratch when the
+  // planner gave the output the input's buffer.
+  float* y = f32(c.out);
+  const bool aliased = c.out == c.in[0];
+  if (aliased) {
+    staging_.resize(static_cast<size_t>(n_tokens * m->out_dim));
+    y = staging_.data();
+  }
+  Status s = matmul(mw, f32(c.in[0]), n_tokens, y, pool_, scratch_);
+  if (!s) return fail(c.node, s.message());
+  if (!m->bias.empty()) {
+    const model::WeightView* b = weights_.find(m->bias);
+    if (b == nullptr) return fail(c.node, "bias '" + m->bias + "' not found");
+    for (int64_t t = 0; t < n_tokens; ++t) add(y + t * m->out_dim, f32(b->data), m->out_dim, y + t * m->out_dim);
+  }
+  if (aliased) std::memcpy(c.out, staging_.data(), staging_.size() * sizeof(float));
+  return Status::ok();
+}
+
+Status CpuBackend::run_get_rows(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::GetRowsMeta* m, meta<graph::GetRowsMeta>(c.node));
+  const int64_t width = c.node.shape.ne[0], n_rows = c.node.shape.ne[1];
+  float* out = f32(c.out);
+  if (m->weight.empty()) {  // gather rows of an activation (may be in place: rows ascend)
+    const float* x = f32(c.in[0]);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      std::memmove(out + r * width, x + static_cast<int64_t>(m->rows[static_cast<size_t>(r)]) * width,
+                   static_cast<size_t>(width) * sizeof(float));
+    }
+    return Status::ok();
+  }
+  const model::WeightView* w = weights_.find(m->weight);
+  if (w == nullptr) return fail(c.node, "weight '" + m->weight + "' not found");
+  const auto* ids = static_cast<const int32_t*>(c.in[0]);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    if (ids[r] < 0 || ids[r] >= w->rows()) {
+      return fail(c.node, "token id " + std::to_string(ids[r]) + " outside [0, " +
+                              std::to_string(w->rows()) + ")");
+    }
+    const uint8_t* row = w->data + static_cast<size_t>(ids[r]) * w->row_bytes();
+    MINFER_RETURN_IF_ERROR(quant::dequantize_row(w->type, row, out + r * width, width));
+    if (m->scale != 1.0f) scale(out + r * width, width, m->scale, out + r * width);
+  }
+  return Status::ok();
+}
+
+Status CpuBackend::run_rms_norm(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::RmsNormMeta* m, meta<graph::RmsNormMeta>(c.node));
+  const float* w = nullptr;
+  if (!m->weight.empty()) {
+    const model::WeightView* v = weights_.find(m->weight);
+    if (v == nullptr) return fail(c.node, "weight '" + m->weight + "' not found");
+    w = f32(v->data);
+  }
+  const int64_t dim = c.node.shape.ne[0], rows = c.node.shape.ne[1];
+  if (m->group > 0) {
+    if (dim % m->group != 0) return fail(c.node, "row length not a multiple of the group");
+    rms_norm_heads(f32(c.in[0]), w, rows, dim / m->group, m->group, m->eps, f32(c.out));
+  } else {
+    rms_norm(f32(c.in[0]), w, rows, dim, m->eps, f32(c.out));
+  }
+  return Status::ok();
+}
+
+Status CpuBackend::run_rope(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::RopeMeta* m, meta<graph::RopeMeta>(c.node));
+  const float* factors = nullptr;
+  if (!m->freq_factors.empty()) {
+    const model::WeightView* v = weights_.find(m->freq_factors);
+    if (v == nullptr) return fail(c.node, "weight '" + m->freq_factors + "' not found");
+    factors = f32(v->data);
+  }
+  const RopeMode mode = m->mode == graph::RopeMode::kNeox ? RopeMode::kNeox : RopeMode::kNormal;
+  Status s = rope(f32(c.in[0]), c.node.shape.ne[1], m->n_heads, m->head_dim, m->n_rot,
+                  static_cast<const int32_t*>(c.in[1]), m->freq_base, m->freq_scale, factors,
+                  mode, f32(c.out));
+  return s ? s : fail(c.node, s.message());
+}
+
+Status CpuBackend::run_kv_store(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::KvMeta* m, meta<graph::KvMeta>(c.node));
+  if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
+    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+  }
+  const int64_t row = m->n_head_kv * m->head_dim;
+  const auto* pos = static_cast<const int32_t*>(c.in[2]);
+  const int64_t n = c.kv->n_ctx;
+  const float* k = f32(c.in[0]);
+  const float* v = f32(c.in[1]);
+  for (int64_t t = 0; t < m->n_tokens; ++t) {
+    if (pos[t] < 0 || pos[t] >= n) {
+      return fail(c.node, "position " + std::to_string(pos[t]) + " outside the cache of " +
+                              std::to_string(n) + " rows");
+    }
+    const size_t dst = static_cast<size_t>(pos[t]) * static_cast<size_t>(row);
+    if (c.kv->dtype == DType::kF16) {
+      auto* kc = static_cast<uint16_t*>(c.k_cache) + dst;
+      auto* vc = static_cast<uint16_t*>(c.v_cache) + dst;
+      for (int64_t i = 0; i < row; ++i) {
+        kc[i] = quant::f32_to_f16(k[t * row + i]);
+        vc[i] = quant::f32_to_f16(v[t * row + i]);
+      }
+    } else {
+      std::memcpy(static_cast<float*>(c.k_cache) + dst, k + t * row, row * sizeof(float));
+      std::memcpy(static_cast<float*>(c.v_cache) + dst, v + t * row, row * sizeof(float));
+    }
+  }
+  return Status::ok();
+}
+
+Status CpuBackend::run_attention(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::AttentionMeta* m, meta<graph::AttentionMeta>(c.node));
+  if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
+    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+  }
+  AttentionShape shape;
+  shape.n_tokens = c.node.shape.ne[1];
+  const auto* pos = static_cast<const int32_t*>(c.in[2]);
+  int64_t n_kv = 0;  // keys up to the furthest query position are visible
+  for (int64_t t = 0; t < shape.n_tokens; ++t) n_kv = std::max<int64_t>(n_kv, pos[t] + 1);
+  if (n_kv > c.kv->n_ctx) return fail(c.node, "position past the KV cache");
+  shape.n_kv = n_kv;
+  shape.n_head = m->n_head;
+  shape.n_head_kv = m->n_head_kv;
+  shape.head_dim = m->head_dim;
+  shape.scale = m->scale;
+  shape.sliding_window = m->sliding_window;
+  const KvType type = c.kv->dtype == DType::kF16 ? KvType::kF16 : KvType::kF32;
+  if (c.out == c.in[0]) return fail(c.node, "output aliases the query buffer");
+  Status s = attention(f32(c.in[0]), c.k_cache, c.v_cache, type, pos, shape, f32(c.out), pool_);
+  return s ? s : fail(c.node, s.message());
+}
+
+Status CpuBackend::run_elementwise(const Call& c) {
+  const int64_t n = c.node.shape.elements();
+  float* y = f32(c.out);
+  switch (c.node.op) {
+    case Op::kAdd: add(f32(c.in[0]), f32(c.in[1]), n, y); break;
+    case Op::kMul: mul(f32(c.in[0]), f32(c.in[1]), n, y); break;
+    case Op::kScale: {
+      MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, meta<graph::ScaleMeta>(c.node));
+      scale(f32(c.in[0]), n, m->scale, y);
+      break;
+    }
+    case Op::kSilu: silu(f32(c.in[0]), n, y); break;
+    case Op::kGelu: gelu(f32(c.in[0]), n, y); break;
+    case Op::kSwiGLU: swiglu(f32(c.in[0]), f32(c.in[1]), n, y); break;
+    case Op::kGeGLU: geglu(f32(c.in[0]), f32(c.in[1]), n, y); break;
+    default: return fail(c.node, "not an elementwise op");
+  }
+  return Status::ok();
+}
+
+}  // namespace minfer::cpu

@@ -1,0 +1,103 @@
+// `minfer chat`: an interactive conversation on stdin/stdout, in the model's
+// built-in chat format. The KV cache is kept between turns: each turn
+// evaluates only the tokens that differ from what the cache already holds.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "runtime/chat_format.h"
+#include "runtime/generate.h"
+
+namespace minfer::cli {
+namespace {
+
+Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
+                 const tokenizer::Tokenizer& tok, const std::string& text,
+                 std::vector<int32_t>& in_cache, int64_t n_predict, std::string& reply) {
+  auto ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  if (!ids) return ids.status().with_context("message");
+  size_t common = 0;
+  while (common < in_cache.size() && common < ids->size() && in_cache[common] == (*ids)[common]) {
+    ++common;
+  }
+  if (common == ids->size()) --common;  // always evaluate at least one token
+  session.truncate(static_cast<int64_t>(common));
+  in_cache.assign(ids->begin(), ids->begin() + static_cast<int64_t>(common));
+  std::span<const int32_t> fresh(ids->data() + common, ids->size() - common);
+  const int64_t room = session.n_ctx() - static_cast<int64_t>(ids->size());
+  if (room < 1) return Status::error("the conversation no longer fits in the context (-c)");
+  tokenizer::Detokenizer detok(tok, /*render_special=*/false);
+  sampler.reset();
+  std::vector<int32_t> generated;
+  auto stats = runtime::generate(session, sampler, fresh, std::min(n_predict, room), [&](int32_t t) {
+    generated.push_back(t);
+    const std::string piece = detok.push(t);
+    reply += piece;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  const std::string rest = detok.flush();
+  reply += rest;
+  std::printf("%s\n", rest.c_str());
+  if (!stats) return stats.status();
+  in_cache.insert(in_cache.end(), fresh.begin(), fresh.end());
+  // The last generated token was sampled but not evaluated.
+  if (!generated.empty()) generated.pop_back();
+  in_cache.insert(in_cache.end(), generated.begin(), generated.end());
+  session.truncate(static_cast<int64_t>(in_cache.size()));
+  return Status::ok();
+}
+
+Status run(const ArgParser& p) {
+  MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 512));
+  if (n_predict <= 0) return Status::error("-n must be positive");
+  MINFER_ASSIGN_OR_RETURN(runtime::SamplerParams sp, sampler_params(p));
+  MINFER_ASSIGN_OR_RETURN(runtime::Sampler sampler, runtime::Sampler::create(sp));
+  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096));
+  MINFER_ASSIGN_OR_RETURN(auto model, load_model(p));
+  so.n_ctx = std::min<int64_t>(so.n_ctx, model->hparams().n_ctx_train);
+  MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
+  const auto format = runtime::pick_chat_format(model->hparams(), model->tokenizer());
+  std::fprintf(stderr, "chat format: %s, seed %llu. Type a message; an empty line or EOF ends.\n",
+               runtime::chat_format_name(format), static_cast<unsigned long long>(sp.seed));
+  std::vector<runtime::ChatMessage> messages;
+  if (auto sys = p.get("--system")) messages.push_back({"system", *sys});
+  std::vector<int32_t> in_cache;
+  std::string line;
+  while (true) {
+    std::printf("> ");
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line) || line.empty()) break;
+    messages.push_back({"user", line});
+    std::string reply;
+    MINFER_RETURN_IF_ERROR(chat_turn(*session, sampler, model->tokenizer(),
+                                     runtime::render_chat(format, messages), in_cache, n_predict,
+                                     reply));
+    messages.push_back({"assistant", reply});
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+int run_chat(std::span<const std::string_view> args) {
+  ArgParser p("chat", "-m MODEL.gguf [options]");
+  add_model_options(p);
+  p.option("--system", "TEXT", "system message");
+  p.option("-n,--n-predict", "N", "most tokens per reply (512)");
+  add_sampling_options(p);
+  if (Status s = p.parse(args); !s) {
+    std::fprintf(stderr, "minfer chat: %s\n\n%s", s.message().c_str(), p.usage().c_str());
+    return 2;
+  }
+  if (p.help_requested()) {
+    std::printf("%s", p.usage().c_str());
+    return 0;
+  }
+  return report("chat", run(p));
+}
+
+}  // namespace minfer::cli

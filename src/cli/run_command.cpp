@@ -1,0 +1,84 @@
+// `minfer run`: generate text from a prompt, streaming tokens to stdout and
+// timings to stderr.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "runtime/generate.h"
+
+namespace minfer::cli {
+namespace {
+
+Status run(const ArgParser& p) {
+  MINFER_ASSIGN_OR_RETURN(std::string prompt, read_prompt(p));
+  MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 128));
+  if (n_predict <= 0) {
+    return Status::error("-n " + std::to_string(n_predict) + ": the number of tokens to "
+                         "generate must be positive");
+  }
+  MINFER_ASSIGN_OR_RETURN(runtime::SamplerParams sp, sampler_params(p));
+  MINFER_ASSIGN_OR_RETURN(runtime::Sampler sampler, runtime::Sampler::create(sp));
+  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096));
+  MINFER_ASSIGN_OR_RETURN(auto model, load_model(p));
+  so.n_ctx = std::min<int64_t>(so.n_ctx, model->hparams().n_ctx_train);
+  const tokenizer::Tokenizer& tok = model->tokenizer();
+  auto tokens = tok.encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (!tokens) return tokens.status().with_context("prompt");
+  if (static_cast<int64_t>(tokens->size()) >= so.n_ctx) {
+    return Status::error("the prompt has " + std::to_string(tokens->size()) +
+                         " tokens, more than the context of " + std::to_string(so.n_ctx) +
+                         " allows (raise it with -c)");
+  }
+  MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
+  std::fprintf(stderr, "seed: %llu, context: %lld, prompt: %zu tokens\n",
+               static_cast<unsigned long long>(sp.seed), static_cast<long long>(so.n_ctx),
+               tokens->size());
+  tokenizer::Detokenizer detok(tok, /*render_special=*/false);
+  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  std::fflush(stdout);
+  const int64_t budget = std::min<int64_t>(n_predict, so.n_ctx - static_cast<int64_t>(tokens->size()));
+  auto stats = runtime::generate(*session, sampler, *tokens, budget, [&](int32_t t) {
+    const std::string text = detok.push(t);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  const std::string rest = detok.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::printf("\n");
+  if (!stats) return stats.status();
+  const auto& s = *stats;
+  std::fprintf(stderr, "prompt: %lld tokens in %.2f s (%.1f t/s); generation: %lld tokens in "
+               "%.2f s (%.1f t/s)%s\n",
+               static_cast<long long>(s.prompt_tokens), s.prompt_seconds,
+               s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0,
+               static_cast<long long>(s.generated), s.generation_seconds,
+               s.generation_seconds > 0 ? s.generated / s.generation_seconds : 0.0,
+               budget < n_predict ? " (stopped at the context limit)" : "");
+  if (!session->op_profile().empty()) {
+    std::fprintf(stderr, "%s", session->op_profile().table().c_str());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+int run_run(std::span<const std::string_view> args) {
+  ArgParser p("run", "-m MODEL.gguf -p PROMPT [-n N] [options]");
+  add_model_options(p);
+  p.option("-p,--prompt", "TEXT", "prompt text");
+  p.option("-f,--file", "FILE", "read the prompt from FILE");
+  p.option("-n,--n-predict", "N", "tokens to generate (128)");
+  add_sampling_options(p);
+  if (Status s = p.parse(args); !s) {
+    std::fprintf(stderr, "minfer run: %s\n\n%s", s.message().c_str(), p.usage().c_str());
+    return 2;
+  }
+  if (p.help_requested()) {
+    std::printf("%s", p.usage().c_str());
+    return 0;
+  }
+  return report("run", run(p));
+}
+
+}  // namespace minfer::cli

@@ -1,0 +1,85 @@
+// Session: one sequence's inference state over a Model — the backends, the KV
+// cache and the graph cache — and the forward pass.
+//
+// eval(tokens, n_outputs) runs one batch at positions n_past .. n_past+n-1,
+// appends its keys/values to the cache and returns the logits of the last
+// n_outputs tokens ([n_outputs][n_vocab], valid until the next eval). A batch
+// is one graph; the graph and its plan are reused while GraphParams match
+// (every decode step after the first), rebuilt otherwise. Batches longer than
+// max_batch are split. Exceeding the context is an error that says by how much.
+//
+// Levers: MINFER_GRAPH_TRACE=1 prints each new plan (splits, op census);
+// MINFER_OP_PROFILE=1 collects per-op times (op_profile()).
+// Threading: one Session per sequence, driven by one thread.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "graph/plan.h"
+#include "graph/scheduler.h"
+#include "model/graph_params.h"
+#include "model/model.h"
+#include "runtime/kv_cache.h"
+
+namespace minfer::runtime {
+
+struct SessionOptions {
+  int64_t n_ctx = 4096;
+  int n_threads = 0;  // 0: all hardware threads
+  graph::DType kv_type = graph::DType::kF32;
+  int64_t max_batch = 512;
+};
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> create(const model::Model& model,
+                                                 const SessionOptions& options);
+  ~Session();
+
+  Result<std::span<const float>> eval(std::span<const int32_t> tokens, int64_t n_outputs = 1);
+
+  int64_t n_past() const { return n_past_; }
+  int64_t n_ctx() const { return options_.n_ctx; }
+  // Forgets the sequence (the cache contents become unreachable).
+  void reset() { n_past_ = 0; }
+  // Keeps only the first n tokens of the sequence (n <= n_past()); later
+  // evals overwrite the rest of the cache.
+  void truncate(int64_t n) { n_past_ = std::min(n, n_past_); }
+  const model::Model& model() const { return model_; }
+  const graph::OpProfile& op_profile() const { return profile_; }
+  int64_t graph_builds() const { return graph_builds_; }
+
+ private:
+  Session(const model::Model& model, const SessionOptions& options)
+      : model_(model), options_(options) {}
+  Status eval_batch(std::span<const int32_t> tokens, int64_t n_outputs, float* out);
+  Status prepare(const model::GraphParams& params);
+
+  const model::Model& model_;
+  SessionOptions options_;
+  std::vector<std::unique_ptr<backend::Backend>> owned_backends_;
+  std::vector<backend::Backend*> backends_;
+  KvCache kv_;
+  int64_t n_past_ = 0;
+
+  // The graph cache: the last built graph and plan, keyed by its params.
+  std::optional<model::GraphParams> cached_params_;
+  graph::Graph graph_;
+  graph::Plan plan_;
+  int64_t graph_builds_ = 0;
+
+  std::vector<int32_t> positions_;
+  std::vector<float> batch_logits_;
+  std::vector<float> logits_;
+  graph::OpProfile profile_;
+  bool profiling_ = false;
+  bool tracing_ = false;
+};
+
+}  // namespace minfer::runtime
