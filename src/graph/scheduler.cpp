@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <vector>
 
@@ -58,6 +59,22 @@ Status run_node(const Graph& g, const Plan& plan, const Split& s, size_t i, Back
   return Status::ok();
 }
 
+// MINFER_TRACE=<dir>: every node's output as raw bytes, for diffing two paths.
+Status trace_node(const Graph& g, const Plan& plan, Backend* b, size_t i, const char* dir) {
+  const Node& n = g.nodes[i];
+  if (n.bytes() == 0) return Status::ok();
+  MINFER_RETURN_IF_ERROR(b->synchronize());
+  std::vector<std::byte> host(n.bytes());
+  MINFER_RETURN_IF_ERROR(b->read_host(plan.node_buffer[i], 0, host));
+  char path[512];
+  std::snprintf(path, sizeof(path), "%s/%04zu_%s_%s.bin", dir, i, n.name.c_str(), op_name(n.op));
+  FILE* f = std::fopen(path, "wb");
+  if (f == nullptr) return Status::error(std::string("MINFER_TRACE: cannot write ") + path);
+  std::fwrite(host.data(), 1, host.size(), f);
+  std::fclose(f);
+  return Status::ok();
+}
+
 }  // namespace
 
 void OpProfile::add(const std::string& key, double seconds) {
@@ -92,6 +109,7 @@ Status execute(const Graph& g, const Plan& plan, std::span<Backend* const> backe
   std::vector<std::byte> host;
   std::vector<BufferId> in_ids;
   using Clock = std::chrono::steady_clock;
+  const char* trace_dir = std::getenv("MINFER_TRACE");
   for (const Split& s : plan.splits) {
     Backend* b = backends[static_cast<size_t>(s.backend)];
     MINFER_RETURN_IF_ERROR(stage_inputs(g, plan, s, backends, host));
@@ -99,6 +117,9 @@ Status execute(const Graph& g, const Plan& plan, std::span<Backend* const> backe
       if (g.nodes[i].op == Op::kInput) continue;
       const auto t0 = Clock::now();
       MINFER_RETURN_IF_ERROR(run_node(g, plan, s, i, b, kv, in_ids));
+      if (trace_dir != nullptr && *trace_dir) {
+        MINFER_RETURN_IF_ERROR(trace_node(g, plan, b, i, trace_dir));
+      }
       if (profile != nullptr) {
         MINFER_RETURN_IF_ERROR(b->synchronize());
         const std::chrono::duration<double> dt = Clock::now() - t0;

@@ -170,7 +170,7 @@ Status CpuBackend::execute_node(const Node& node, std::span<const BufferId> inpu
   if (node.op >= Op::kCount || entry(node.op).run == nullptr || !supports_op(node)) {
     return Status::error(node_error(node, "not supported by the CPU backend"));
   }
-  std::array<const void*, 4> in{};
+  std::array<const void*, 6> in{};
   if (inputs.size() > in.size()) return Status::error(node_error(node, "too many inputs"));
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] == backend::kNoBuffer) continue;  // an input with no value (KV store)

@@ -168,6 +168,15 @@ Status CpuBackend::run_attention(const Call& c) {
   shape.head_dim = m->head_dim;
   shape.scale = m->scale;
   shape.sliding_window = m->sliding_window;
+  // The batch's own keys/values (inputs 3 and 4) at full precision when the
+  // batch's positions are consecutive.
+  bool consecutive = shape.n_tokens > 0;
+  for (int64_t t = 1; t < shape.n_tokens && consecutive; ++t) consecutive = pos[t] == pos[0] + t;
+  if (consecutive && c.in.size() >= 5 && c.in[3] != nullptr && c.in[4] != nullptr) {
+    shape.batch_k = f32(c.in[3]);
+    shape.batch_v = f32(c.in[4]);
+    shape.batch_first = pos[0];
+  }
   const KvType type = c.kv->dtype == DType::kF16 ? KvType::kF16 : KvType::kF32;
   if (c.out == c.in[0]) return fail(c.node, "output aliases the query buffer");
   Status s = attention(f32(c.in[0]), c.k_cache, c.v_cache, type, pos, shape, f32(c.out), pool_);

@@ -70,6 +70,14 @@ struct AttentionShape {
   float scale = 1.0f;          // applied to q.k, usually 1/sqrt(head_dim)
   int64_t sliding_window = 0;  // 0: none; else key j is visible to a query at
                                // position p only if p - j < sliding_window
+  // Optional: the batch's own keys and values in f32 ([n_batch][n_head_kv *
+  // head_dim], position batch_first + row). Keys at positions >= batch_first
+  // are read from here instead of the cache, so a prompt attends to itself at
+  // full precision whatever the cache type (llama.cpp's prompt logits do not
+  // change with the cache type either; docs/PARITY.md).
+  const float* batch_k = nullptr;
+  const float* batch_v = nullptr;
+  int64_t batch_first = 0;
 };
 
 // Causal multi-head attention over a KV cache, as llama.cpp's CPU flash
@@ -82,8 +90,8 @@ struct AttentionShape {
 //   are skipped. A query that sees no key gets zeros.
 // Numerics: the query row is converted to the cache type (f16 rounding for an
 // f16 cache) and K.Q is the F32/F16 dot kernel; then an online softmax in f32
-// (running max M, sum S, expf) whose weighted V sum is kept in f16 for an f16
-// cache (every update rounded to f16, as ggml does) and f32 otherwise; the
+// (running max M, sum S, expf) whose weighted V sum is f32; an f16 V row is
+// converted to f32 as it is accumulated (as llama.cpp does); the
 // result is divided by S at the end.
 // Errors: non-positive head counts or head_dim, n_head not a multiple of
 // n_head_kv, negative n_tokens/n_kv/sliding_window, null buffers.

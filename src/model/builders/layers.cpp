@@ -91,12 +91,13 @@ NodeId LayerBuilder::unary(Op op, NodeId x, int layer, const char* name) {
 
 NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   // The store has no output value; attention takes it as an input so that it
-  // is ordered after the store.
+  // is ordered after the store. Attention also reads the batch's own k and v,
+  // which it uses at full precision for the batch's positions.
   Node store = make(Op::kKvStore, {{0, 0}}, {k, v, g_.positions}, layer_name(layer, "kv_store"),
                     layer);
   store.meta = graph::KvMeta{layer, hp_.n_head_kv, hp_.head_dim, p_.n_tokens};
   const NodeId stored = add(std::move(store));
-  Node attn = make(Op::kAttention, node(q).shape, {q, stored, g_.positions},
+  Node attn = make(Op::kAttention, node(q).shape, {q, stored, g_.positions, k, v},
                    layer_name(layer, "attention"), layer);
   graph::AttentionMeta m;
   m.layer = layer;
