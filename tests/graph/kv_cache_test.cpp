@@ -14,12 +14,14 @@ namespace {
 using testing::Forward;
 using testing::tiny_model;
 
-// Rounds every value in an f32 KV cache to f16 precision in place.
-void round_cache_to_f16(backend::Backend& b, const runtime::KvCache& kv, int64_t n_layer) {
-  for (int64_t il = 0; il < n_layer; ++il) {
+// Rounds the first n_rows rows of an f32 KV cache to f16 precision in place
+// (the rows past them were never written).
+void round_cache_to_f16(backend::Backend& b, const runtime::KvCache& kv, const model::HParams& hp,
+                        int64_t n_rows) {
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
     const backend::KvPair* p = kv.layer(il);
     for (backend::BufferId id : {p->k, p->v}) {
-      std::vector<float> v(b.buffer_size(id) / sizeof(float));
+      std::vector<float> v(static_cast<size_t>(n_rows * hp.kv_dim()));
       ASSERT_TRUE(b.read_host(id, 0, std::as_writable_bytes(std::span(v))).is_ok());
       for (float& x : v) x = quant::f16_to_f32(quant::f32_to_f16(x));
       ASSERT_TRUE(b.write_host(id, 0, std::as_bytes(std::span(v))).is_ok());
@@ -49,7 +51,7 @@ TEST(KvCacheTest, F16CacheEqualsF32CacheOfRoundedValues) {
       EXPECT_LE(testing::max_abs_diff(a, b), 1e-6f) << "batch of " << batch.size();
       // While the unrounded f32 cache does differ once decode steps read it.
       if (batch.size() == 1) EXPECT_GT(testing::max_abs_diff(r, b), 0.0f);
-      round_cache_to_f16(c32, f32.kv, m.hparams().n_layer);
+      round_cache_to_f16(c32, f32.kv, m.hparams(), f32.n_past);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <ostream>
 #include <set>
 #include <utility>
 #include <vector>
@@ -23,6 +24,11 @@ struct Config {
   std::string shape;
   std::string claims;  // "matmul" or "elementwise"
 };
+
+// Without it gtest prints the struct's raw bytes, padding included.
+void PrintTo(const Config& c, std::ostream* os) {
+  *os << c.shape << "/" << c.claims;
+}
 
 std::string config_name(const ::testing::TestParamInfo<Config>& info) {
   std::string s = info.param.shape + "_" + info.param.claims;
