@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -93,6 +94,11 @@ Result<std::string> read_prompt(const ArgParser& p) {
   if (text && file) return Status::error("give either -p TEXT or -f FILE, not both");
   if (text) return *text;
   if (!file) return Status::error("no prompt given (-p TEXT or -f FILE)");
+  // A directory opens as a stream that reads nothing: it would pass for an empty prompt.
+  std::error_code ec;
+  if (std::filesystem::is_directory(*file, ec)) {
+    return Status::error("prompt file '" + *file + "' is a directory");
+  }
   std::ifstream in(*file, std::ios::binary);
   if (!in) return Status::error("cannot read prompt file '" + *file + "'");
   std::ostringstream ss;

@@ -85,6 +85,12 @@ struct SlotPool {
     busy[static_cast<size_t>(best)] = true;
     return best;
   }
+  // A slot no earlier node had; its tenant lives to the end, so no later one gets it either.
+  int take_unshared(size_t bytes) {
+    size.push_back(bytes);
+    busy.push_back(true);
+    return static_cast<int>(size.size() - 1);
+  }
 };
 
 std::vector<size_t> last_uses(const Graph& g) {
@@ -125,19 +131,26 @@ Result<Plan> build_plan(const Graph& g, std::span<Backend* const> backends) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     const int b = plan.node_backend[i];
-    if (n.bytes() == 0) continue;
-    // In place: take over input 0's slot if it dies here, on this backend, same size.
-    if (in_place_friendly(n.op) && !n.inputs.empty()) {
-      const auto in = static_cast<size_t>(n.inputs[0]);
-      if (last[in] == i && plan.node_backend[in] == b && holds[in] &&
-          g.nodes[in].bytes() == n.bytes() && static_cast<NodeId>(in) != g.tokens &&
-          static_cast<NodeId>(in) != g.positions) {
-        node_slot[i] = node_slot[in];
-        holds[in] = false;
+    // A node without a value (KV store) takes no slot, but the values dying at
+    // it must still be released below.
+    if (n.bytes() > 0) {
+      const bool unshared = static_cast<NodeId>(i) == g.logits ||
+                            static_cast<NodeId>(i) == g.tokens ||
+                            static_cast<NodeId>(i) == g.positions;
+      if (unshared) node_slot[i] = pools[static_cast<size_t>(b)].take_unshared(n.bytes());
+      // In place: take over input 0's slot if it dies here, on this backend, same size.
+      if (!unshared && in_place_friendly(n.op) && !n.inputs.empty()) {
+        const auto in = static_cast<size_t>(n.inputs[0]);
+        if (last[in] == i && plan.node_backend[in] == b && holds[in] &&
+            g.nodes[in].bytes() == n.bytes() && static_cast<NodeId>(in) != g.tokens &&
+            static_cast<NodeId>(in) != g.positions) {
+          node_slot[i] = node_slot[in];
+          holds[in] = false;
+        }
       }
+      if (node_slot[i] < 0) node_slot[i] = pools[static_cast<size_t>(b)].take(n.bytes());
+      holds[i] = true;
     }
-    if (node_slot[i] < 0) node_slot[i] = pools[static_cast<size_t>(b)].take(n.bytes());
-    holds[i] = true;
     for (NodeId d : dying_at[i]) {
       const auto di = static_cast<size_t>(d);
       if (holds[di]) {

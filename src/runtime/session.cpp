@@ -73,13 +73,6 @@ Status Session::eval_batch(std::span<const int32_t> tokens, int64_t n_outputs, f
   MINFER_RETURN_IF_ERROR(prepare(params));
   positions_.resize(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) positions_[i] = static_cast<int32_t>(n_past_ + i);
-  const int64_t n_vocab = model_.hparams().n_vocab;
-  for (int32_t t : tokens) {
-    if (t < 0 || t >= n_vocab) {
-      return Status::error("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                           std::to_string(n_vocab) + ")");
-    }
-  }
   const int kv_backend = [&] {
     for (size_t b = 0; b < backends_.size(); ++b) {
       if (backends_[b] == kv_.owner()) return static_cast<int>(b);
@@ -110,6 +103,13 @@ Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens, in
                          std::to_string(options_.n_ctx) + " (raise it with -c)");
   }
   const int64_t n_vocab = model_.hparams().n_vocab;
+  // Checked before the first batch runs, so a refused eval leaves the sequence unchanged.
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= n_vocab) {
+      return Status::error("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                           std::to_string(n_vocab) + ")");
+    }
+  }
   logits_.resize(static_cast<size_t>(n_outputs * n_vocab));
   // Batches of at most max_batch tokens; each yields the outputs that fall in it.
   for (int64_t start = 0; start < n; start += options_.max_batch) {

@@ -48,9 +48,9 @@ class Session {
   int64_t n_ctx() const { return options_.n_ctx; }
   // Forgets the sequence (the cache contents become unreachable).
   void reset() { n_past_ = 0; }
-  // Keeps only the first n tokens of the sequence (n <= n_past()); later
-  // evals overwrite the rest of the cache.
-  void truncate(int64_t n) { n_past_ = std::min(n, n_past_); }
+  // Keeps only the first n tokens of the sequence (n <= n_past(); n < 0 keeps
+  // none); later evals overwrite the rest of the cache.
+  void truncate(int64_t n) { n_past_ = std::clamp<int64_t>(n, 0, n_past_); }
   const model::Model& model() const { return model_; }
   const graph::OpProfile& op_profile() const { return profile_; }
   int64_t graph_builds() const { return graph_builds_; }

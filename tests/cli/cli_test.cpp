@@ -1,0 +1,408 @@
+// The `minfer` binary end to end: bad input never crashes and always gives a
+// message that names what was wrong, with a non-zero exit; the good paths
+// (inspect, tokenize, run, perplexity) print what they promise and are
+// reproducible when seeded.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gguf/writer.h"
+#include "model/synth.h"
+
+namespace minfer::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int code = -1;  // exit status; 128 + signal number when the process was killed
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Shell-quotes one argument.
+std::string q(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("minfer_cli_test_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    model::SynthOptions o;
+    o.shape = "tiny-qwen2";
+    o.quant = "Q8_0";
+    o.seed = 11;
+    o.output_path = (dir_ / "tiny.gguf").string();
+    o.n_threads = 2;
+    const Status st = model::synthesize(o);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  static fs::path path(const std::string& name) { return dir_ / name; }
+  static std::string model() { return q(path("tiny.gguf").string()); }
+
+  // Runs `minfer ARGS`, capturing stdout and stderr separately. Asserts the
+  // process exited by itself: a status past 127 from the shell, or a signal,
+  // is a crash.
+  static Outcome minfer(const std::string& args) {
+    Outcome r;
+    const fs::path err = path("stderr.txt");
+    const std::string cmd = q(MINFER_BINARY) + " " + args + " 2>" + q(err.string());
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (pipe == nullptr) {
+      ADD_FAILURE() << "popen failed: " << cmd;
+      return r;
+    }
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+    const int status = pclose(pipe);
+    if (WIFEXITED(status)) {
+      r.code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      r.code = 128 + WTERMSIG(status);
+    }
+    r.err = read_file(err);
+    EXPECT_GE(r.code, 0) << cmd;
+    EXPECT_LT(r.code, 128) << "crashed: " << cmd << "\n" << r.err;
+    return r;
+  }
+
+  // A failure: non-zero exit, the command's prefix, and `needle` in stderr.
+  static void expect_error(const Outcome& r, const std::string& command,
+                           const std::string& needle) {
+    EXPECT_NE(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("minfer " + command + ": "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in:\n"
+                                                     << r.err;
+  }
+
+  static void write(const std::string& name, const std::string& bytes) {
+    std::ofstream out(path(name), std::ios::binary);
+    out << bytes;
+  }
+
+  static inline fs::path dir_;
+};
+
+TEST_F(CliTest, MissingModelFile) {
+  const std::string missing = path("no_such_model.gguf").string();
+  const Outcome r = minfer("run -m " + q(missing) + " -p hi");
+  expect_error(r, "run", "'" + missing + "'");
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_EQ(r.code, 1);
+}
+
+TEST_F(CliTest, NoModelGiven) {
+  const Outcome r = minfer("run -p hi");
+  expect_error(r, "run", "no model given (-m FILE.gguf)");
+}
+
+TEST_F(CliTest, TextFileIsNotGguf) {
+  write("notes.txt", "hello, this is not a model\n");
+  const Outcome r = minfer("run -m " + q(path("notes.txt").string()) + " -p hi");
+  expect_error(r, "run", "notes.txt");
+  EXPECT_NE(r.err.find("not a GGUF file"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, EmptyFileIsNotGguf) {
+  write("empty.gguf", "");
+  const Outcome r = minfer("run -m " + q(path("empty.gguf").string()) + " -p hi");
+  expect_error(r, "run", "empty.gguf");
+}
+
+TEST_F(CliTest, UnsupportedArchitecture) {
+  gguf::Writer w;
+  w.set_string("general.architecture", "mamba");
+  w.set_u32("mamba.block_count", 2);
+  ASSERT_TRUE(w.add_tensor("token_embd.weight", quant::TensorType::F32, {32, 4},
+                           std::vector<uint8_t>(32 * 4 * 4, 0))
+                  .is_ok());
+  ASSERT_TRUE(w.write(path("mamba.gguf").string()).is_ok());
+  const Outcome r = minfer("run -m " + q(path("mamba.gguf").string()) + " -p hi");
+  expect_error(r, "run", "unsupported architecture 'mamba'");
+  EXPECT_NE(r.err.find("mamba.gguf"), std::string::npos) << r.err;
+  // inspect reads any GGUF, whatever its architecture.
+  const Outcome i = minfer("inspect " + q(path("mamba.gguf").string()));
+  EXPECT_EQ(i.code, 0) << i.err;
+  EXPECT_NE(i.out.find("\"mamba\""), std::string::npos) << i.out;
+}
+
+TEST_F(CliTest, TruncatedGguf) {
+  const std::string whole = read_file(path("tiny.gguf"));
+  ASSERT_GT(whole.size(), 100000u);
+  // Cut inside the metadata, and inside the tensor data.
+  for (size_t keep : {size_t{1000}, whole.size() / 2}) {
+    SCOPED_TRACE(keep);
+    write("cut.gguf", whole.substr(0, keep));
+    const Outcome r = minfer("run -m " + q(path("cut.gguf").string()) + " -p hi");
+    expect_error(r, "run", "cut.gguf");
+    const Outcome i = minfer("inspect " + q(path("cut.gguf").string()));
+    expect_error(i, "inspect", "cut.gguf");
+    EXPECT_EQ(i.out, "");
+  }
+}
+
+TEST_F(CliTest, PromptLongerThanContext) {
+  const Outcome r =
+      minfer("run -m " + model() + " -c 8 -n 4 -p 'the quick brown fox jumps over the lazy dog'");
+  expect_error(r, "run", "more than the context of 8 allows");
+  EXPECT_NE(r.err.find("the prompt has "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("-c"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, InvalidUtf8Prompt) {
+  write("bad_prompt.txt", "\xff\xfe hello");
+  const Outcome r = minfer("run -m " + model() + " -n 4 -f " + q(path("bad_prompt.txt").string()));
+  expect_error(r, "run", "invalid UTF-8");
+  EXPECT_NE(r.err.find("prompt"), std::string::npos) << r.err;
+  // Invalid bytes after valid text: the offset is reported.
+  write("bad_tail.txt", "abc\xc3");
+  const Outcome t = minfer("tokenize -m " + model() + " -f " + q(path("bad_tail.txt").string()));
+  expect_error(t, "tokenize", "invalid UTF-8");
+  EXPECT_NE(t.err.find("3"), std::string::npos) << t.err;
+}
+
+TEST_F(CliTest, MissingPromptFile) {
+  const std::string missing = path("nowhere.txt").string();
+  const Outcome r = minfer("run -m " + model() + " -f " + q(missing));
+  expect_error(r, "run", "cannot read prompt file '" + missing + "'");
+}
+
+TEST_F(CliTest, PromptFileIsADirectory) {
+  const std::string d = dir_.string();
+  for (const char* command : {"run", "tokenize", "perplexity"}) {
+    const Outcome r = minfer(std::string(command) + " -m " + model() + " -f " + q(d));
+    expect_error(r, command, "prompt file '" + d + "' is a directory");
+  }
+}
+
+// A GGUF of a supported architecture whose hyper-parameters are missing: the
+// error names the missing key.
+TEST_F(CliTest, MissingHyperParameter) {
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  ASSERT_TRUE(
+      w.add_tensor("t", quant::TensorType::F32, {32}, std::vector<uint8_t>(128, 0)).is_ok());
+  ASSERT_TRUE(w.write(path("bare.gguf").string()).is_ok());
+  const Outcome r = minfer("run -m " + q(path("bare.gguf").string()) + " -p hi");
+  expect_error(r, "run", "bare.gguf");
+  EXPECT_NE(r.err.find("llama."), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, NonPositiveTokenCount) {
+  for (const char* n : {"0", "-5"}) {
+    const Outcome r = minfer("run -m " + model() + " -p hi -n " + n);
+    expect_error(r, "run",
+                 std::string("-n ") + n + ": the number of tokens to generate must be positive");
+  }
+  const Outcome r = minfer("run -m " + model() + " -p hi -n lots");
+  expect_error(r, "run", "'lots' is not an integer");
+}
+
+TEST_F(CliTest, UnknownFlag) {
+  const Outcome r = minfer("run -m " + model() + " -p hi --frobnicate 3");
+  expect_error(r, "run", "unknown option '--frobnicate'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("usage: minfer run"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, MissingFlagValue) {
+  for (const char* flag : {"-n", "-c", "-m", "--temp"}) {
+    const Outcome r = minfer(std::string("run -p hi ") + flag);
+    expect_error(r, "run", std::string("option '") + flag + "' needs a value");
+    EXPECT_EQ(r.code, 2);
+  }
+}
+
+TEST_F(CliTest, BadOptionValues) {
+  Outcome r = minfer("run -m " + model() + " -p hi -c 0");
+  expect_error(r, "run", "--ctx-size 0 must be > 0");
+  r = minfer("run -m " + model() + " -p hi --cache-type q3");
+  expect_error(r, "run", "cache type 'q3' is not supported");
+  r = minfer("run -m " + model() + " -p hi --top-p 2");
+  expect_error(r, "run", "top_p = 2");
+  r = minfer("run -m " + model() + " -p hi --temp warm");
+  expect_error(r, "run", "'warm' is not a number");
+}
+
+TEST_F(CliTest, UnknownCommand) {
+  const Outcome r = minfer("frobnicate");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate'"), std::string::npos) << r.err;
+  const Outcome none = minfer("");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("usage: minfer <command>"), std::string::npos) << none.err;
+}
+
+TEST_F(CliTest, InspectGoodFile) {
+  const Outcome r = minfer("inspect " + model());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("GGUF v3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("general.architecture"), std::string::npos);
+  EXPECT_NE(r.out.find("\"qwen2\""), std::string::npos);
+  EXPECT_NE(r.out.find("token_embd.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("totals: "), std::string::npos);
+}
+
+TEST_F(CliTest, InspectJsonParses) {
+  for (const char* extra : {"", " --full"}) {
+    const fs::path json = path("inspect.json");
+    const Outcome r =
+        minfer(std::string("inspect --json") + extra + " " + model() + " >" + q(json.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string check =
+        "python3 -c 'import json,sys; d=json.loads(sys.stdin.buffer.read().decode(\"utf-8\")); "
+        "t={x[\"name\"] for x in d[\"tensors\"]}; "
+        "m={x[\"key\"]: x[\"value\"] for x in d[\"metadata\"]}; "
+        "assert \"token_embd.weight\" in t, t; "
+        "assert m[\"general.architecture\"] == \"qwen2\", m; "
+        "assert d[\"totals\"][\"tensors\"] == len(d[\"tensors\"]); print(\"ok\")' <" +
+        q(json.string()) + " 2>&1";
+    FILE* pipe = popen(check.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::array<char, 4096> buf{};
+    std::string text;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) text.append(buf.data(), n);
+    const int status = pclose(pipe);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+    EXPECT_EQ(text, "ok\n") << "inspect --json" << extra;
+  }
+}
+
+// Metadata strings are bytes: control characters and invalid UTF-8 must still
+// come out as JSON that parses.
+TEST_F(CliTest, InspectJsonEscapesOddStrings) {
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", std::string("tab\there \x01 del\x7f bad\xff\xfe end"));
+  w.set_string("general.description", "quote \" backslash \\ newline \n é ✓");
+  ASSERT_TRUE(
+      w.add_tensor("t", quant::TensorType::F32, {32}, std::vector<uint8_t>(128, 0)).is_ok());
+  ASSERT_TRUE(w.write(path("odd.gguf").string()).is_ok());
+  const fs::path json = path("odd.json");
+  const Outcome r =
+      minfer("inspect --json " + q(path("odd.gguf").string()) + " >" + q(json.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string check =
+      "python3 -c 'import json,sys; d=json.loads(sys.stdin.buffer.read().decode(\"utf-8\")); "
+      "m={x[\"key\"]: x[\"value\"] for x in d[\"metadata\"]}; "
+      "print(m[\"general.description\"]); print(json.dumps(m[\"general.name\"]))' <" +
+      q(json.string()) + " 2>&1";
+  FILE* pipe = popen(check.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::array<char, 4096> buf{};
+  std::string text;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) text.append(buf.data(), n);
+  const int status = pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text << read_file(json);
+  EXPECT_EQ(text,
+            "quote \" backslash \\ newline \n é ✓\n"
+            "\"tab\\there \\u0001 del\\u007f bad\\ufffd\\ufffd end\"\n");
+}
+
+TEST_F(CliTest, InspectBadFiles) {
+  Outcome r = minfer("inspect " + q(path("absent.gguf").string()));
+  expect_error(r, "inspect", "absent.gguf");
+  write("notes2.txt", "plain text");
+  r = minfer("inspect --json " + q(path("notes2.txt").string()));
+  expect_error(r, "inspect", "not a GGUF file");
+  EXPECT_EQ(r.out, "") << "no partial JSON on error";
+  r = minfer("inspect");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("expected one FILE, got 0"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, TokenizeIds) {
+  const Outcome r = minfer("tokenize -m " + model() + " -p 'hello world' --ids");
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_GE(r.out.size(), 3u);
+  EXPECT_EQ(r.out.front(), '[');
+  EXPECT_EQ(r.out.substr(r.out.size() - 2), "]\n");
+  // [a, b, ...]: integers separated by ", ".
+  std::istringstream items(r.out.substr(1, r.out.size() - 3));
+  std::string item;
+  int count = 0;
+  while (std::getline(items, item, ',')) {
+    if (count > 0) {
+      ASSERT_EQ(item.front(), ' ') << r.out;
+      item = item.substr(1);
+    }
+    ASSERT_FALSE(item.empty()) << r.out;
+    for (char c : item) ASSERT_TRUE(c >= '0' && c <= '9') << r.out;
+    ++count;
+  }
+  EXPECT_GE(count, 2) << r.out;
+  // Same ids as the one-per-line form.
+  const Outcome lines = minfer("tokenize -m " + model() + " -p 'hello world' --show-count");
+  ASSERT_EQ(lines.code, 0) << lines.err;
+  EXPECT_NE(lines.out.find("Total number of tokens: " + std::to_string(count)), std::string::npos)
+      << lines.out;
+}
+
+TEST_F(CliTest, GreedyRunIsReproducible) {
+  const std::string args = "run -m " + model() + " -p 'Once upon a time' -n 12 --temp 0 -t 2";
+  const Outcome a = minfer(args);
+  const Outcome b = minfer(args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(a.out.rfind("Once upon a time", 0), 0u) << a.out;
+  EXPECT_GT(a.out.size(), std::string("Once upon a time\n").size()) << "nothing generated";
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.err.find("generation: 12 tokens"), std::string::npos) << a.err;
+}
+
+TEST_F(CliTest, SeededSamplingIsReproducible) {
+  const std::string args =
+      "run -m " + model() + " -p 'Once upon a time' -n 12 --seed 5 --temp 1 -t 2";
+  const Outcome a = minfer(args);
+  const Outcome b = minfer(args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.err.find("seed: 5,"), std::string::npos) << a.err;
+}
+
+TEST_F(CliTest, Perplexity) {
+  const std::string text = std::string(MINFER_SOURCE_DIR) + "/tests/data/text.txt";
+  const Outcome r = minfer("perplexity -m " + model() + " -f " + q(text) + " -c 64 --chunks 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t at = r.out.find("\nFinal estimate: PPL = ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.rfind("[1]", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("[3]"), std::string::npos) << r.out;
+  // The estimate is a finite positive number: a random model over a 512-token
+  // vocabulary scores in the hundreds, never beyond the vocabulary size by far.
+  const double ppl = std::stod(r.out.substr(at + std::string("\nFinal estimate: PPL = ").size()));
+  EXPECT_GT(ppl, 1.0);
+  EXPECT_LT(ppl, 5000.0);
+  // Too short a text: names both counts.
+  const Outcome s = minfer("perplexity -m " + model() + " -p 'too short' -c 64");
+  expect_error(s, "perplexity", "need at least 64 tokens for one chunk of 64");
+}
+
+}  // namespace
+}  // namespace minfer::cli

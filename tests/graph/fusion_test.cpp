@@ -1,0 +1,241 @@
+// The fusion pass on real graphs: Mul(Silu(g), u) -> SwiGLU and
+// Mul(Gelu(g), u) -> GeGLU exactly when the backend that would run both nodes
+// claims the fused op; MINFER_NO_FUSE_GLU=1; dead-node removal and id
+// renumbering.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph_testutil.h"
+
+namespace minfer::graph {
+namespace {
+
+using testing::PartialBackend;
+using testing::tiny_model;
+
+int count(const Graph& g, Op op) {
+  int c = 0;
+  for (const Node& n : g.nodes) c += n.op == op;
+  return c;
+}
+
+NodeId find(const Graph& g, const std::string& name) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].name == name) return static_cast<NodeId>(i);
+  }
+  return kNoNode;
+}
+
+Graph unfused(const model::Model& m, int64_t n_tokens = 3) {
+  model::GraphParams params;
+  params.n_tokens = n_tokens;
+  auto g = model::build_graph(m.hparams(), m.weights(), params);
+  EXPECT_TRUE(g.is_ok()) << g.message();
+  return g ? std::move(*g) : Graph{};
+}
+
+// Every id in the graph points at a node before its user (execution order),
+// and the graph's named inputs and output are where they say.
+void check_well_formed(const Graph& g) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (NodeId in : g.nodes[i].inputs) {
+      ASSERT_GE(in, 0) << "node " << i << " '" << g.nodes[i].name << "'";
+      ASSERT_LT(static_cast<size_t>(in), i) << "node " << i << " '" << g.nodes[i].name << "'";
+    }
+  }
+  ASSERT_NE(g.tokens, kNoNode);
+  ASSERT_NE(g.positions, kNoNode);
+  ASSERT_NE(g.logits, kNoNode);
+  EXPECT_EQ(g.at(g.tokens).name, "tokens");
+  EXPECT_EQ(g.at(g.positions).name, "positions");
+  EXPECT_EQ(g.at(g.logits).name, "logits");
+  EXPECT_EQ(static_cast<size_t>(g.logits), g.nodes.size() - 1);
+}
+
+struct Arch {
+  std::string shape;
+  Op act, fused;
+  const char* act_name;
+};
+
+const std::vector<Arch>& archs() {
+  static const std::vector<Arch> kArchs = {
+      {"tiny-qwen2", Op::kSilu, Op::kSwiGLU, "ffn_silu"},
+      {"tiny-qwen3", Op::kSilu, Op::kSwiGLU, "ffn_silu"},
+      {"tiny-llama", Op::kSilu, Op::kSwiGLU, "ffn_silu"},
+      {"tiny-gemma3", Op::kGelu, Op::kGeGLU, "ffn_gelu"},
+  };
+  return kArchs;
+}
+
+TEST(FusionTest, GluFusedOnCpuAndGraphRenumbered) {
+  for (const Arch& a : archs()) {
+    SCOPED_TRACE(a.shape);
+    const model::Model& m = tiny_model(a.shape);
+    const int n_layer = static_cast<int>(m.hparams().n_layer);
+    cpu::CpuBackend cpu(m.weights(), 1);
+    std::vector<backend::Backend*> backends = {&cpu};
+    const Graph before = unfused(m);
+    Graph g = before;
+    ASSERT_EQ(count(g, a.act), n_layer);
+    EXPECT_EQ(fuse(g, backends), n_layer);
+    EXPECT_EQ(count(g, a.act), 0);
+    EXPECT_EQ(count(g, a.fused), n_layer);
+    EXPECT_EQ(count(g, Op::kMul), 0);
+    EXPECT_EQ(g.nodes.size(), before.nodes.size() - static_cast<size_t>(n_layer));
+    check_well_formed(g);
+    // The fused node reads the gate and up projections directly, keeps the
+    // name of the Mul it replaced, and its reader follows the renumbering.
+    for (int il = 0; il < n_layer; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      const NodeId glu = find(g, p + "ffn_glu");
+      ASSERT_NE(glu, kNoNode);
+      EXPECT_EQ(g.at(glu).op, a.fused);
+      ASSERT_EQ(g.at(glu).inputs.size(), 2u);
+      EXPECT_EQ(g.at(g.at(glu).inputs[0]).name, p + "ffn_gate.weight");
+      EXPECT_EQ(g.at(g.at(glu).inputs[1]).name, p + "ffn_up.weight");
+      const NodeId down = find(g, p + "ffn_down.weight");
+      ASSERT_NE(down, kNoNode);
+      EXPECT_EQ(g.at(down).inputs, std::vector<NodeId>{glu});
+      EXPECT_EQ(find(g, p + a.act_name), kNoNode);
+    }
+    // Every other node survives with its inputs, renamed to the new ids.
+    std::map<std::string, std::vector<std::string>> want, got;
+    for (const Node& n : before.nodes) {
+      if (n.op == a.act || n.op == Op::kMul) continue;
+      for (NodeId in : n.inputs) want[n.name].push_back(before.at(in).name);
+    }
+    for (const Node& n : g.nodes) {
+      if (n.op == a.fused) continue;
+      for (NodeId in : n.inputs) got[n.name].push_back(g.at(in).name);
+    }
+    EXPECT_EQ(got, want);
+  }
+}
+
+TEST(FusionTest, OnlyWhenTheAssignedBackendClaimsTheFusedOp) {
+  const model::Model& m = tiny_model("tiny-qwen2");
+  const int n_layer = static_cast<int>(m.hparams().n_layer);
+  cpu::CpuBackend cpu(m.weights(), 1);
+  const std::set<Op> elementwise = testing::elementwise_ops();
+
+  {  // The partial backend runs Silu and Mul but has no SwiGLU kernel: no fusion,
+     // even though the CPU behind it would have one.
+    PartialBackend partial(m.weights(), elementwise, /*fused=*/{});
+    std::vector<backend::Backend*> backends = {&partial, &cpu};
+    Graph g = unfused(m);
+    EXPECT_EQ(fuse(g, backends), 0);
+    EXPECT_EQ(count(g, Op::kSwiGLU), 0);
+  }
+  {  // It claims SwiGLU: fused, and the fused node is assigned to it.
+    PartialBackend partial(m.weights(), elementwise, {Op::kSwiGLU});
+    std::vector<backend::Backend*> backends = {&partial, &cpu};
+    Graph g = unfused(m);
+    EXPECT_EQ(fuse(g, backends), n_layer);
+    auto plan = build_plan(g, backends);
+    ASSERT_TRUE(plan.is_ok()) << plan.message();
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (g.nodes[i].op == Op::kSwiGLU) EXPECT_EQ(plan->node_backend[i], 0) << g.nodes[i].name;
+    }
+    release_plan(*plan, backends);
+  }
+  {  // Silu and Mul land on different backends: no fusion.
+    PartialBackend partial(m.weights(), {Op::kMul, Op::kSwiGLU}, {Op::kSwiGLU});
+    std::vector<backend::Backend*> backends = {&partial, &cpu};
+    Graph g = unfused(m);
+    EXPECT_EQ(fuse(g, backends), 0);
+    EXPECT_EQ(count(g, Op::kSilu), n_layer);
+  }
+  {  // GeGLU is not SwiGLU: a backend claiming only GeGLU does not fuse qwen2.
+    PartialBackend partial(m.weights(), elementwise, {Op::kGeGLU});
+    std::vector<backend::Backend*> backends = {&partial, &cpu};
+    Graph g = unfused(m);
+    EXPECT_EQ(fuse(g, backends), 0);
+  }
+}
+
+TEST(FusionTest, EnvVarTurnsThePassOff) {
+  const model::Model& m = tiny_model("tiny-gemma3");
+  cpu::CpuBackend cpu(m.weights(), 1);
+  std::vector<backend::Backend*> backends = {&cpu};
+  const Graph before = unfused(m);
+  for (const char* off : {"1", "yes"}) {
+    ASSERT_EQ(setenv("MINFER_NO_FUSE_GLU", off, 1), 0);
+    Graph g = before;
+    EXPECT_EQ(fuse(g, backends), 0) << "MINFER_NO_FUSE_GLU=" << off;
+    EXPECT_EQ(g.nodes.size(), before.nodes.size());
+    EXPECT_EQ(count(g, Op::kGelu), static_cast<int>(m.hparams().n_layer));
+  }
+  // "0" and empty mean on.
+  for (const char* on : {"0", ""}) {
+    ASSERT_EQ(setenv("MINFER_NO_FUSE_GLU", on, 1), 0);
+    Graph g = before;
+    EXPECT_EQ(fuse(g, backends), static_cast<int>(m.hparams().n_layer))
+        << "MINFER_NO_FUSE_GLU='" << on << "'";
+  }
+  unsetenv("MINFER_NO_FUSE_GLU");
+}
+
+// Fused and unfused graphs compute the same logits on the CPU (the fused
+// kernel is the same arithmetic).
+TEST(FusionTest, FusedLogitsMatchUnfused) {
+  for (const Arch& a : archs()) {
+    SCOPED_TRACE(a.shape);
+    const model::Model& m = tiny_model(a.shape);
+    cpu::CpuBackend cpu_a(m.weights(), 1), cpu_b(m.weights(), 1);
+    auto fused = testing::Forward::make(m, {&cpu_a}, 0);
+    auto plain = testing::Forward::make(m, {&cpu_b}, 0);
+    const std::vector<int32_t> tokens = {3, 99, 4, 200};
+    const std::vector<float> x = fused.run(m, tokens);
+    ASSERT_EQ(setenv("MINFER_NO_FUSE_GLU", "1", 1), 0);
+    const std::vector<float> y = plain.run(m, tokens);
+    unsetenv("MINFER_NO_FUSE_GLU");
+    EXPECT_LE(testing::max_abs_diff(x, y), 1e-5f);
+  }
+}
+
+TEST(FusionTest, RemoveDeadNodesKeepsSideEffectsAndRenumbers) {
+  // tokens, positions, a dead chain, a KV store nobody reads (kept: it writes
+  // the cache), and the logits.
+  Graph g;
+  auto node = [](Op op, std::vector<NodeId> in, std::string name) {
+    Node n;
+    n.op = op;
+    n.shape = {{4, 2}};
+    n.inputs = std::move(in);
+    n.name = std::move(name);
+    return n;
+  };
+  Node tok = node(Op::kInput, {}, "tokens");
+  tok.dtype = DType::kI32;
+  g.tokens = g.add(tok);
+  const NodeId dead0 = g.add(node(Op::kGetRows, {g.tokens}, "dead0"));
+  Node pos = node(Op::kInput, {}, "positions");
+  pos.dtype = DType::kI32;
+  g.positions = g.add(pos);
+  const NodeId x = g.add(node(Op::kGetRows, {g.tokens}, "x"));
+  g.add(node(Op::kSilu, {dead0}, "dead1"));
+  Node store = node(Op::kKvStore, {x, x, g.positions}, "store");
+  store.shape = {{0, 0}};
+  g.add(store);
+  g.logits = g.add(node(Op::kScale, {x}, "logits"));
+  g.add(node(Op::kAdd, {g.logits, x}, "dead_after_logits"));
+
+  remove_dead_nodes(g);
+  std::vector<std::string> names;
+  for (const Node& n : g.nodes) names.push_back(n.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"tokens", "positions", "x", "store", "logits"}));
+  EXPECT_EQ(g.tokens, 0);
+  EXPECT_EQ(g.positions, 1);
+  EXPECT_EQ(g.logits, 4);
+  EXPECT_EQ(g.at(2).inputs, std::vector<NodeId>{0});
+  EXPECT_EQ(g.at(3).inputs, (std::vector<NodeId>{2, 2, 1}));
+  EXPECT_EQ(g.at(4).inputs, std::vector<NodeId>{2});
+}
+
+}  // namespace
+}  // namespace minfer::graph
