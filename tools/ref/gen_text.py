@@ -21,6 +21,14 @@ PROMPTS = [
     "The village sat high in the mountains, and for most of its history",
     "It rained all day in the little coastal town, so I spent the morning",
     "A bicycle stays upright while it moves for a reason that surprises many people.",
+    "The old library on the corner of Main Street had not changed in forty years,",
+    "To make a good cup of tea, start with fresh water and",
+    "The first time I saw the ocean, I was nine years old and",
+    "Clouds form when warm air rises and cools, and the water vapour in it",
+    "The market opened at dawn, and the fishermen were the first to arrive",
+    "Learning to play the piano as an adult is different from learning as a child because",
+    "The river that runs through the valley has shaped the lives of the farmers",
+    "When the power went out across the city that winter evening,",
 ]
 
 

