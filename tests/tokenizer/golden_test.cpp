@@ -1,5 +1,8 @@
 // Checks the tokenizers against llama.cpp: its own Qwen2 test vectors, and the
 // goldens tools/gen_tokenizer_goldens.py recorded from llama.cpp.
+#include "gguf/file.h"
+#include "test_models.h"
+#include "tokenizer/gguf_vocab.h"
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -151,16 +154,14 @@ TEST(SpmGolden, SmallHandMadeVocab) {
   check_cases(*tok, *cases, "spm_small");
 }
 
-// The Gemma 3 vocabulary (262k tokens) is too large to commit; it is dumped
-// from the installed model package with
-//   python3 tools/dump_gguf_vocab.py --gemma3-270m build/gemma3-270m.vocab
-// and this test runs when that file (or $MINFER_GEMMA3_VOCAB) exists.
+// The real Gemma 3 vocabulary (262k tokens), read from the model file by our
+// GGUF reader.
 TEST(Gemma3Golden, RealVocab) {
-  const char* env = std::getenv("MINFER_GEMMA3_VOCAB");
-  const std::string path =
-      env != nullptr ? env : std::string(MINFER_SOURCE_DIR) + "/build/gemma3-270m.vocab";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
-  Result<Vocab> v = testing::load_vocab_dump(path);
+  const std::string path = minfer::testing::gemma3_model_path();
+  ASSERT_FALSE(path.empty()) << minfer::testing::kMissingGemma3;
+  auto file = gguf::File::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.message();
+  Result<Vocab> v = vocab_from_gguf(**file);
   ASSERT_TRUE(v.is_ok()) << v.message();
   Result<Tokenizer> tok = Tokenizer::create(std::move(v).value());
   ASSERT_TRUE(tok.is_ok()) << tok.message();
