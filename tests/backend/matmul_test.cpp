@@ -44,7 +44,7 @@ std::vector<float> naive(const Problem& p, const std::vector<uint8_t>& w,
   return y;
 }
 
-TEST(Matmul, EqualsPerRowDotsForEveryTypeThreadCountAndIsa) {
+TEST(cpu_Matmul, EqualsPerRowDotsForEveryTypeThreadCountAndIsa) {
   const TensorType types[] = {
       TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
       TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
@@ -72,7 +72,7 @@ TEST(Matmul, EqualsPerRowDotsForEveryTypeThreadCountAndIsa) {
   }
 }
 
-TEST(Matmul, ApproximatesFloatMatmul) {
+TEST(cpu_Matmul, ApproximatesFloatMatmul) {
   const Problem p{TensorType::Q8_0, 64, 256, 3};
   const auto wf = random_floats(p.rows * p.in_dim, 11);
   const auto w = encode(p.type, wf);
@@ -93,7 +93,7 @@ TEST(Matmul, ApproximatesFloatMatmul) {
   }
 }
 
-TEST(Matmul, HonoursRowStride) {
+TEST(cpu_Matmul, HonoursRowStride) {
   const Problem p{TensorType::Q4_0, 5, 64, 2};
   const auto w = make_weights(p, 3);
   const size_t row = *quant::row_bytes(p.type, p.in_dim);
@@ -112,7 +112,7 @@ TEST(Matmul, HonoursRowStride) {
   EXPECT_EQ(a, b);
 }
 
-TEST(Matmul, ErrorsNameTypeAndDims) {
+TEST(cpu_Matmul, ErrorsNameTypeAndDims) {
   ThreadPool pool(1);
   std::vector<uint8_t> scratch;
   std::vector<uint8_t> w(4096);
