@@ -53,16 +53,16 @@ bool find_kernels(TensorType weight, Kernels* out) {
       *out = {TensorType::Q8_0, dot_q8_0_scalar, MINFER_X86(dot_q8_0_avx2)};
       return true;
     case TensorType::Q2_K:
-      *out = {TensorType::Q8_K, dot_q2_k_scalar, nullptr};
+      *out = {TensorType::Q8_K, dot_q2_k_scalar, MINFER_X86(dot_q2_k_avx2)};
       return true;
     case TensorType::Q3_K:
-      *out = {TensorType::Q8_K, dot_q3_k_scalar, nullptr};
+      *out = {TensorType::Q8_K, dot_q3_k_scalar, MINFER_X86(dot_q3_k_avx2)};
       return true;
     case TensorType::Q4_K:
       *out = {TensorType::Q8_K, dot_q4_k_scalar, MINFER_X86(dot_q4_k_avx2)};
       return true;
     case TensorType::Q5_K:
-      *out = {TensorType::Q8_K, dot_q5_k_scalar, nullptr};
+      *out = {TensorType::Q8_K, dot_q5_k_scalar, MINFER_X86(dot_q5_k_avx2)};
       return true;
     case TensorType::Q6_K:
       *out = {TensorType::Q8_K, dot_q6_k_scalar, MINFER_X86(dot_q6_k_avx2)};

@@ -271,6 +271,133 @@ MINFER_AVX2 float dot_q6_k_avx2(int64_t n, const void* w, const void* x) {
   return hsum_ps(acc);
 }
 
+// 0xff in byte l where bit `bit` of byte l of `bytes` is set.
+MINFER_AVX2 inline __m256i bit_set(__m256i bytes, int bit) {
+  const __m256i mask = _mm256_set1_epi8(static_cast<char>(1 << bit));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, mask), mask);
+}
+
+// 0x10 in byte l where bit `bit` of qh[l] is set: the fifth bit of Q5_K quants.
+MINFER_AVX2 inline __m256i high_bit16(__m256i qh, int bit) {
+  return _mm256_and_si256(bit_set(qh, bit), _mm256_set1_epi8(0x10));
+}
+
+MINFER_AVX2 float dot_q5_k_avx2(int64_t n, const void* w, const void* x) {
+  using quant::BlockQ5_K;
+  using quant::BlockQ8_K;
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0.0f;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const uint8_t* pw = static_cast<const uint8_t*>(w) + i * sizeof(BlockQ5_K);
+    const uint8_t* px = static_cast<const uint8_t*>(x) + i * sizeof(BlockQ8_K);
+    const uint8_t* qs = pw + offsetof(BlockQ5_K, qs);
+    const uint8_t* q8 = px + offsetof(BlockQ8_K, qs);
+    const __m256i qh = load256(pw + offsetof(BlockQ5_K, qh));
+    float yd;
+    std::memcpy(&yd, px + offsetof(BlockQ8_K, d), 4);
+    int16_t sc[8];
+    const int summ =
+        q4k_scales(pw + offsetof(BlockQ5_K, scales), px + offsetof(BlockQ8_K, bsums), sc);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q4 = load256(qs + 32 * j);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q4, low4), high_bit16(qh, 2 * j));
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4),
+                                         high_bit16(qh, 2 * j + 1));
+      const __m256i plo = _mm256_maddubs_epi16(lo, load256(q8 + 64 * j));
+      const __m256i phi = _mm256_maddubs_epi16(hi, load256(q8 + 64 * j + 32));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * j])));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * j + 1])));
+    }
+    const float d = half_at(pw + offsetof(BlockQ5_K, d)) * yd;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    acc_min += half_at(pw + offsetof(BlockQ5_K, dmin)) * yd * static_cast<float>(summ);
+  }
+  return hsum_ps(acc) - acc_min;
+}
+
+// Sum over the 32 elements of one (half, shift) slice of a Q2_K/Q3_K block:
+// q (unsigned, 2-3 bits) times y, each 16-element half weighted by its scale.
+MINFER_AVX2 inline __m256i scaled_slice(__m256i q, __m256i y, int16_t scale_lo, int16_t scale_hi) {
+  const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scale_hi), _mm_set1_epi16(scale_lo));
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), s);
+}
+
+MINFER_AVX2 float dot_q2_k_avx2(int64_t n, const void* w, const void* x) {
+  using quant::BlockQ2_K;
+  using quant::BlockQ8_K;
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0.0f;
+  const __m256i two_bits = _mm256_set1_epi8(3);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const uint8_t* pw = static_cast<const uint8_t*>(w) + i * sizeof(BlockQ2_K);
+    const uint8_t* px = static_cast<const uint8_t*>(x) + i * sizeof(BlockQ8_K);
+    const uint8_t* scales = pw + offsetof(BlockQ2_K, scales);
+    int16_t bsums[16];
+    std::memcpy(bsums, px + offsetof(BlockQ8_K, bsums), sizeof(bsums));
+    int summs = 0;
+    for (int j = 0; j < 16; ++j) summs += bsums[j] * (scales[j] >> 4);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q2 = load256(pw + offsetof(BlockQ2_K, qs) + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * k), two_bits);
+        const __m256i y = load256(px + offsetof(BlockQ8_K, qs) + 128 * h + 32 * k);
+        const int g = 8 * h + 2 * k;
+        sumi = _mm256_add_epi32(sumi, scaled_slice(q, y, scales[g] & 0x0f, scales[g + 1] & 0x0f));
+      }
+    }
+    float yd;
+    std::memcpy(&yd, px + offsetof(BlockQ8_K, d), 4);
+    const float dall = yd * half_at(pw + offsetof(BlockQ2_K, d));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
+    acc_min += yd * half_at(pw + offsetof(BlockQ2_K, dmin)) * static_cast<float>(summs);
+  }
+  return hsum_ps(acc) - acc_min;
+}
+
+MINFER_AVX2 float dot_q3_k_avx2(int64_t n, const void* w, const void* x) {
+  using quant::BlockQ3_K;
+  using quant::BlockQ8_K;
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i two_bits = _mm256_set1_epi8(3);
+  const __m256i four = _mm256_set1_epi8(4);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const uint8_t* pw = static_cast<const uint8_t*>(w) + i * sizeof(BlockQ3_K);
+    const uint8_t* px = static_cast<const uint8_t*>(x) + i * sizeof(BlockQ8_K);
+    const uint8_t* packed = pw + offsetof(BlockQ3_K, scales);
+    int16_t sc[16];
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (packed[j % 8] >> (4 * (j / 8))) & 0x0f;
+      const int hi = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+      sc[j] = static_cast<int16_t>((lo | (hi << 4)) - 32);
+    }
+    const __m256i hmask = load256(pw + offsetof(BlockQ3_K, hmask));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q2 = load256(pw + offsetof(BlockQ3_K, qs) + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        // q + 4 = low bits + 4 * high bit is unsigned; the 4 * y term is taken back below.
+        const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * k), two_bits);
+        const __m256i biased =
+            _mm256_or_si256(lo, _mm256_and_si256(bit_set(hmask, 4 * h + k), four));
+        const __m256i y = load256(px + offsetof(BlockQ8_K, qs) + 128 * h + 32 * k);
+        const int g = 8 * h + 2 * k;
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+        const __m256i p =
+            _mm256_sub_epi16(_mm256_maddubs_epi16(biased, y), _mm256_maddubs_epi16(four, y));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+      }
+    }
+    float yd;
+    std::memcpy(&yd, px + offsetof(BlockQ8_K, d), 4);
+    const float d = half_at(pw + offsetof(BlockQ3_K, d)) * yd;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc);
+}
+
 }  // namespace minfer::cpu::detail
 
 #endif  // x86

@@ -37,7 +37,10 @@ float dot_f16_avx2(int64_t n, const void* w, const void* x);
 float dot_q4_0_avx2(int64_t n, const void* w, const void* x);
 float dot_q5_0_avx2(int64_t n, const void* w, const void* x);
 float dot_q8_0_avx2(int64_t n, const void* w, const void* x);
+float dot_q2_k_avx2(int64_t n, const void* w, const void* x);
+float dot_q3_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q4_k_avx2(int64_t n, const void* w, const void* x);
+float dot_q5_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q6_k_avx2(int64_t n, const void* w, const void* x);
 
 }  // namespace minfer::cpu::detail
