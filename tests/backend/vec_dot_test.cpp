@@ -149,10 +149,10 @@ TEST(cpu_VecDot, Avx2AgreesWithScalar) {
 
 // Extreme but legal operands: all quants at their extremes must not saturate
 // the 16-bit pair sums of the AVX2 kernels.
-TEST(cpu_VecDot, Avx2ExtremeValuesMatchScalarExactlyInIntegerPart) {
+TEST(cpu_VecDot, Avx2ExtremeQuantsDoNotSaturate) {
   if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
-  for (TensorType type :
-       {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
+                          TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
     SCOPED_TRACE(std::string(quant::type_name(type)));
     const int64_t n = 512;
     std::vector<float> wv(n), xv(n);
