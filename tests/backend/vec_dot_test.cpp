@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "backend/backend_testutil.h"
+#include "backend/cpu/vec_dot_internal.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 
@@ -166,6 +168,16 @@ TEST(cpu_VecDot, Avx2ExtremeQuantsDoNotSaturate) {
     const float b = dot_kernel(type, Isa::kAvx2)(n, w.data(), x.data());
     EXPECT_NEAR(a, b, 1e-4 * (1.0 + std::fabs(a)));
   }
+}
+
+TEST(cpu_VecDot, ScalarEnvVarForcesScalarKernels) {
+  EXPECT_EQ(detail::choose_isa(true, nullptr), Isa::kAvx2);
+  EXPECT_EQ(detail::choose_isa(true, ""), Isa::kAvx2);
+  EXPECT_EQ(detail::choose_isa(true, "0"), Isa::kAvx2);
+  EXPECT_EQ(detail::choose_isa(true, "1"), Isa::kScalar);
+  EXPECT_EQ(detail::choose_isa(false, nullptr), Isa::kScalar);
+  const char* env = std::getenv("MINFER_CPU_SCALAR");
+  EXPECT_EQ(active_isa(), detail::choose_isa(isa_supported(Isa::kAvx2), env));
 }
 
 TEST(cpu_VecDot, ZeroLengthIsZero) {

@@ -91,18 +91,20 @@ bool cpu_has_avx2() {
 #endif
 }
 
-Isa detect_isa() {
-  const char* force_scalar = std::getenv("MINFER_CPU_SCALAR");
-  if (force_scalar != nullptr && std::strcmp(force_scalar, "0") != 0 && force_scalar[0] != '\0') {
-    return Isa::kScalar;
-  }
-  return cpu_has_avx2() ? Isa::kAvx2 : Isa::kScalar;
-}
-
 }  // namespace
 
+namespace detail {
+Isa choose_isa(bool cpu_has_avx2, const char* force_scalar_env) {
+  if (force_scalar_env != nullptr && force_scalar_env[0] != '\0' &&
+      std::strcmp(force_scalar_env, "0") != 0) {
+    return Isa::kScalar;
+  }
+  return cpu_has_avx2 ? Isa::kAvx2 : Isa::kScalar;
+}
+}  // namespace detail
+
 Isa active_isa() {
-  static const Isa isa = detect_isa();
+  static const Isa isa = detail::choose_isa(cpu_has_avx2(), std::getenv("MINFER_CPU_SCALAR"));
   return isa;
 }
 

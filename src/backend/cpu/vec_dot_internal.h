@@ -7,7 +7,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/vec_dot.h"
+
 namespace minfer::cpu::detail {
+
+// The ISA dot() uses, given CPU support and the value of MINFER_CPU_SCALAR
+// (nullptr when unset; any value other than "" and "0" forces scalar).
+Isa choose_isa(bool cpu_has_avx2, const char* force_scalar_env);
 
 template <typename Block>
 inline Block load_block(const void* row, int64_t i) {
