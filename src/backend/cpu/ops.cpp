@@ -8,7 +8,9 @@
 #include "quant/half.h"
 
 // ggml's expressions are evaluated unfused; keep the compiler from contracting.
+#if defined(__clang__)
 #pragma clang fp contract(off)
+#endif
 
 namespace minfer::cpu {
 namespace {
