@@ -72,6 +72,20 @@ TEST(cpu_Matmul, EqualsPerRowDotsForEveryTypeThreadCountAndIsa) {
   }
 }
 
+TEST(cpu_Matmul, LongPromptSplitsOverTokensToo) {
+  const Problem p{TensorType::Q4_K, 40, 256, 150};  // several token blocks per row block
+  const auto w = make_weights(p, 5);
+  const auto x = random_floats(p.in_dim * p.n_tokens, 6);
+  const auto expected = naive(p, w, x, active_isa());
+  ThreadPool pool(2);
+  std::vector<uint8_t> scratch;
+  std::vector<float> y(expected.size());
+  ASSERT_TRUE(
+      matmul({p.type, p.rows, p.in_dim, w.data(), 0}, x.data(), p.n_tokens, y.data(), pool, scratch)
+          .is_ok());
+  EXPECT_EQ(y, expected);
+}
+
 TEST(cpu_Matmul, ApproximatesFloatMatmul) {
   const Problem p{TensorType::Q8_0, 64, 256, 3};
   const auto wf = random_floats(p.rows * p.in_dim, 11);
