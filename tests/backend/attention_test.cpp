@@ -101,7 +101,7 @@ void run_case(KvType type, int64_t n_head, int64_t n_head_kv, int64_t head_dim, 
   EXPECT_LE(worst, tol);
 }
 
-TEST(Attention, MatchesDoubleReferenceAcrossShapes) {
+TEST(cpu_Attention, MatchesDoubleReferenceAcrossShapes) {
   for (KvType type : {KvType::kF32, KvType::kF16}) {
     for (int64_t hd : {64, 128, 256}) {
       run_case(type, 4, 4, hd, 0, 5, 0, 1);    // plain multi-head, prefill from empty
@@ -111,7 +111,7 @@ TEST(Attention, MatchesDoubleReferenceAcrossShapes) {
   }
 }
 
-TEST(Attention, SlidingWindowMasksOldKeys) {
+TEST(cpu_Attention, SlidingWindowMasksOldKeys) {
   for (KvType type : {KvType::kF32, KvType::kF16}) {
     run_case(type, 8, 1, 64, 40, 6, 16, 2);
     run_case(type, 4, 1, 256, 3, 10, 4, 1);  // window smaller than the prompt
@@ -119,7 +119,7 @@ TEST(Attention, SlidingWindowMasksOldKeys) {
   }
 }
 
-TEST(Attention, WindowOneReturnsOwnValue) {
+TEST(cpu_Attention, WindowOneReturnsOwnValue) {
   AttentionShape s{2, 2, 1, 1, 64, 0.125f, 1};
   const auto q = random_floats(2 * 64, 1);
   const Cache c = make_cache(2 * 64, 2, KvType::kF32);
@@ -131,7 +131,7 @@ TEST(Attention, WindowOneReturnsOwnValue) {
   for (int i = 0; i < 128; ++i) EXPECT_EQ(out[i], c.v[i]);
 }
 
-TEST(Attention, QueryWithoutVisibleKeysGetsZeros) {
+TEST(cpu_Attention, QueryWithoutVisibleKeysGetsZeros) {
   AttentionShape s{1, 4, 2, 1, 64, 0.125f, 0};
   const auto q = random_floats(2 * 64, 1);
   const Cache c = make_cache(4 * 64, 2, KvType::kF32);
@@ -143,7 +143,7 @@ TEST(Attention, QueryWithoutVisibleKeysGetsZeros) {
   for (float f : out) EXPECT_EQ(f, 0.0f);
 }
 
-TEST(Attention, ThreadCountDoesNotChangeResults) {
+TEST(cpu_Attention, ThreadCountDoesNotChangeResults) {
   AttentionShape s{7, 30, 8, 1, 128, 0.09f, 0};
   const auto q = random_floats(7 * 8 * 128, 3);
   const Cache c = make_cache(30 * 128, 4, KvType::kF16);
@@ -159,7 +159,7 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
   EXPECT_EQ(a, b);
 }
 
-TEST(Attention, RejectsBadShapes) {
+TEST(cpu_Attention, RejectsBadShapes) {
   ThreadPool pool(1);
   float buf[64] = {};
   const int32_t pos = 0;

@@ -44,7 +44,7 @@ std::vector<float> naive(const Problem& p, const std::vector<uint8_t>& w,
   return y;
 }
 
-TEST(Matmul, EqualsPerRowDotsForEveryTypeThreadCountAndIsa) {
+TEST(cpu_Matmul, EqualsPerRowDotsForEveryTypeThreadCountAndIsa) {
   const TensorType types[] = {
       TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
       TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
@@ -72,7 +72,21 @@ TEST(Matmul, EqualsPerRowDotsForEveryTypeThreadCountAndIsa) {
   }
 }
 
-TEST(Matmul, ApproximatesFloatMatmul) {
+TEST(cpu_Matmul, LongPromptSplitsOverTokensToo) {
+  const Problem p{TensorType::Q4_K, 40, 256, 150};  // several token blocks per row block
+  const auto w = make_weights(p, 5);
+  const auto x = random_floats(p.in_dim * p.n_tokens, 6);
+  const auto expected = naive(p, w, x, active_isa());
+  ThreadPool pool(2);
+  std::vector<uint8_t> scratch;
+  std::vector<float> y(expected.size());
+  ASSERT_TRUE(
+      matmul({p.type, p.rows, p.in_dim, w.data(), 0}, x.data(), p.n_tokens, y.data(), pool, scratch)
+          .is_ok());
+  EXPECT_EQ(y, expected);
+}
+
+TEST(cpu_Matmul, ApproximatesFloatMatmul) {
   const Problem p{TensorType::Q8_0, 64, 256, 3};
   const auto wf = random_floats(p.rows * p.in_dim, 11);
   const auto w = encode(p.type, wf);
@@ -93,7 +107,7 @@ TEST(Matmul, ApproximatesFloatMatmul) {
   }
 }
 
-TEST(Matmul, HonoursRowStride) {
+TEST(cpu_Matmul, HonoursRowStride) {
   const Problem p{TensorType::Q4_0, 5, 64, 2};
   const auto w = make_weights(p, 3);
   const size_t row = *quant::row_bytes(p.type, p.in_dim);
@@ -112,7 +126,7 @@ TEST(Matmul, HonoursRowStride) {
   EXPECT_EQ(a, b);
 }
 
-TEST(Matmul, ErrorsNameTypeAndDims) {
+TEST(cpu_Matmul, ErrorsNameTypeAndDims) {
   ThreadPool pool(1);
   std::vector<uint8_t> scratch;
   std::vector<uint8_t> w(4096);

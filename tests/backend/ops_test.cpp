@@ -14,7 +14,7 @@ namespace {
 
 using testing::random_floats;
 
-TEST(RmsNorm, MatchesDoublePrecision) {
+TEST(cpu_RmsNorm, MatchesDoublePrecision) {
   const int64_t rows = 3, dim = 4096;
   const auto x = random_floats(rows * dim, 1, 3.0f);
   const auto w = random_floats(dim, 2);
@@ -33,7 +33,7 @@ TEST(RmsNorm, MatchesDoublePrecision) {
   }
 }
 
-TEST(RmsNorm, InPlaceAndPerHeadAgree) {
+TEST(cpu_RmsNorm, InPlaceAndPerHeadAgree) {
   const int64_t tokens = 2, heads = 3, hd = 128;
   const auto x = random_floats(tokens * heads * hd, 3);
   const auto w = random_floats(hd, 4);
@@ -60,7 +60,7 @@ std::vector<double> rope_ref(const float* x, int64_t hd, int64_t n_rot, int32_t 
   return y;
 }
 
-TEST(Rope, MatchesDoublePrecisionForBothModes) {
+TEST(cpu_Rope, MatchesDoublePrecisionForBothModes) {
   const int64_t heads = 2;
   const std::vector<int32_t> positions = {0, 1, 17, 500, 3000};
   const int64_t tokens = static_cast<int64_t>(positions.size());
@@ -96,7 +96,7 @@ TEST(Rope, MatchesDoublePrecisionForBothModes) {
   }
 }
 
-TEST(Rope, RejectsBadRotationDims) {
+TEST(cpu_Rope, RejectsBadRotationDims) {
   std::vector<float> x(64), y(64);
   const int32_t pos = 0;
   for (int64_t n_rot : {0, 3, 66}) {
@@ -111,7 +111,7 @@ double gelu_ref(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * x * (1.0 + 0.044715 * x * x)));
 }
 
-TEST(Activations, GeluFollowsTheF16Table) {
+TEST(cpu_Activations, GeluFollowsTheF16Table) {
   const auto x = random_floats(10000, 6, 4.0f);
   std::vector<float> y(x.size());
   gelu(x.data(), static_cast<int64_t>(x.size()), y.data());
@@ -130,7 +130,7 @@ TEST(Activations, GeluFollowsTheF16Table) {
   EXPECT_EQ(out[2], 25.0f);
 }
 
-TEST(Activations, GluVariantsAndElementwise) {
+TEST(cpu_Activations, GluVariantsAndElementwise) {
   const int64_t n = 1000;
   const auto a = random_floats(n, 7, 3.0f);
   const auto b = random_floats(n, 8);
@@ -153,7 +153,7 @@ TEST(Activations, GluVariantsAndElementwise) {
   }
 }
 
-TEST(Softmax, MatchesDoublePrecision) {
+TEST(cpu_Softmax, MatchesDoublePrecision) {
   const int64_t rows = 4, n = 333;
   const auto x = random_floats(rows * n, 9, 5.0f);
   std::vector<float> y(x.size());

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "backend/backend_testutil.h"
+#include "backend/cpu/vec_dot_internal.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 
@@ -23,7 +25,7 @@ constexpr TensorType kWeightTypes[] = {
     TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
     TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
 
-TEST(VecDotType, MatchesGgmlTypeTraits) {
+TEST(cpu_VecDotType, MatchesGgmlTypeTraits) {
   const std::pair<TensorType, TensorType> expected[] = {
       {TensorType::F32, TensorType::F32},   {TensorType::F16, TensorType::F16},
       {TensorType::BF16, TensorType::BF16}, {TensorType::Q4_0, TensorType::Q8_0},
@@ -39,7 +41,7 @@ TEST(VecDotType, MatchesGgmlTypeTraits) {
   }
 }
 
-TEST(VecDotType, UnsupportedTypeIsAnErrorNamingIt) {
+TEST(cpu_VecDotType, UnsupportedTypeIsAnErrorNamingIt) {
   const auto got = vec_dot_type(TensorType::IQ2_XXS);
   ASSERT_FALSE(got.is_ok());
   EXPECT_NE(got.message().find("IQ2_XXS"), std::string::npos) << got.message();
@@ -116,7 +118,7 @@ std::vector<int64_t> lengths_for(TensorType type) {
   return {block, 3 * block, 4096};
 }
 
-TEST(VecDot, ScalarKernelsMatchDequantizedReference) {
+TEST(cpu_VecDot, ScalarKernelsMatchDequantizedReference) {
   uint32_t seed = 1;
   for (TensorType type : kWeightTypes) {
     for (int64_t n : lengths_for(type))
@@ -124,7 +126,7 @@ TEST(VecDot, ScalarKernelsMatchDequantizedReference) {
   }
 }
 
-TEST(VecDot, Avx2KernelsMatchDequantizedReference) {
+TEST(cpu_VecDot, Avx2KernelsMatchDequantizedReference) {
   if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
   uint32_t seed = 100;
   for (TensorType type : kWeightTypes) {
@@ -132,7 +134,7 @@ TEST(VecDot, Avx2KernelsMatchDequantizedReference) {
   }
 }
 
-TEST(VecDot, Avx2AgreesWithScalar) {
+TEST(cpu_VecDot, Avx2AgreesWithScalar) {
   if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
   uint32_t seed = 500;
   for (TensorType type : kWeightTypes) {
@@ -149,10 +151,10 @@ TEST(VecDot, Avx2AgreesWithScalar) {
 
 // Extreme but legal operands: all quants at their extremes must not saturate
 // the 16-bit pair sums of the AVX2 kernels.
-TEST(VecDot, Avx2ExtremeValuesMatchScalarExactlyInIntegerPart) {
+TEST(cpu_VecDot, Avx2ExtremeQuantsDoNotSaturate) {
   if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
-  for (TensorType type :
-       {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
+                          TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
     SCOPED_TRACE(std::string(quant::type_name(type)));
     const int64_t n = 512;
     std::vector<float> wv(n), xv(n);
@@ -168,7 +170,17 @@ TEST(VecDot, Avx2ExtremeValuesMatchScalarExactlyInIntegerPart) {
   }
 }
 
-TEST(VecDot, ZeroLengthIsZero) {
+TEST(cpu_VecDot, ScalarEnvVarForcesScalarKernels) {
+  EXPECT_EQ(detail::choose_isa(true, nullptr), Isa::kAvx2);
+  EXPECT_EQ(detail::choose_isa(true, ""), Isa::kAvx2);
+  EXPECT_EQ(detail::choose_isa(true, "0"), Isa::kAvx2);
+  EXPECT_EQ(detail::choose_isa(true, "1"), Isa::kScalar);
+  EXPECT_EQ(detail::choose_isa(false, nullptr), Isa::kScalar);
+  const char* env = std::getenv("MINFER_CPU_SCALAR");
+  EXPECT_EQ(active_isa(), detail::choose_isa(isa_supported(Isa::kAvx2), env));
+}
+
+TEST(cpu_VecDot, ZeroLengthIsZero) {
   for (TensorType type : kWeightTypes) {
     EXPECT_EQ(dot_kernel(type, Isa::kScalar)(0, nullptr, nullptr), 0.0f);
     if (isa_supported(Isa::kAvx2))

@@ -14,6 +14,8 @@ namespace {
 constexpr int64_t kRowsPerTask = 16;
 // Tokens that share one pass over a weight row, which is then still in L1.
 constexpr int64_t kTokenTile = 4;
+// Tokens per task: a task's weight rows stay in L2 while it walks its tokens.
+constexpr int64_t kTokensPerTask = 64;
 
 std::string dims(const MatmulWeight& w, int64_t n_tokens) {
   return std::string(quant::type_name(w.type)) + " [" + std::to_string(w.rows) + " x " +
@@ -82,15 +84,23 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
   }
   const DotFn dot_fn = dot_kernel(w.type, isa);
   const auto* wdata = static_cast<const uint8_t*>(w.data);
-  const int64_t n_units = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
-  pool.parallel_for(n_units, [&](int64_t begin, int64_t end, int) {
-    const int64_t r_end = std::min(w.rows, end * kRowsPerTask);
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
-      const int64_t t_end = std::min(n_tokens, t0 + kTokenTile);
-      for (int64_t r = begin * kRowsPerTask; r < r_end; ++r) {
-        const uint8_t* w_row = wdata + static_cast<size_t>(r) * w_stride;
-        for (int64_t t = t0; t < t_end; ++t) {
-          y[t * w.rows + r] = dot_fn(w.row_len, w_row, xq + t * x_bytes);
+  // Tasks are (row block, token block) pairs, row-block major, so a decode
+  // step splits over rows and a long prompt over tokens as well.
+  const int64_t row_blocks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+  const int64_t token_blocks = (n_tokens + kTokensPerTask - 1) / kTokensPerTask;
+  pool.parallel_for(row_blocks * token_blocks, [&](int64_t begin, int64_t end, int) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t r_begin = (task / token_blocks) * kRowsPerTask;
+      const int64_t r_end = std::min(w.rows, r_begin + kRowsPerTask);
+      const int64_t t_begin = (task % token_blocks) * kTokensPerTask;
+      const int64_t t_end = std::min(n_tokens, t_begin + kTokensPerTask);
+      for (int64_t t0 = t_begin; t0 < t_end; t0 += kTokenTile) {
+        const int64_t tile_end = std::min(t_end, t0 + kTokenTile);
+        for (int64_t r = r_begin; r < r_end; ++r) {
+          const uint8_t* w_row = wdata + static_cast<size_t>(r) * w_stride;
+          for (int64_t t = t0; t < tile_end; ++t) {
+            y[t * w.rows + r] = dot_fn(w.row_len, w_row, xq + t * x_bytes);
+          }
         }
       }
     }

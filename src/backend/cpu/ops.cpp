@@ -5,10 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/vec_math.h"
 #include "quant/half.h"
 
 // ggml's expressions are evaluated unfused; keep the compiler from contracting.
+#if defined(__clang__)
 #pragma clang fp contract(off)
+#endif
 
 namespace minfer::cpu {
 namespace {
@@ -38,10 +41,6 @@ inline float gelu_one(float x, const std::array<uint16_t, 65536>& table) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;
   return quant::f16_to_f32(table[quant::f32_to_f16(x)]);
-}
-
-inline float silu_one(float x) {
-  return x / (1.0f + std::exp(-x));
 }
 
 void rms_norm_row(const float* x, const float* weight, int64_t dim, float eps, float* y) {
@@ -131,7 +130,7 @@ Status rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
 }
 
 void silu(const float* x, int64_t n, float* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = silu_one(x[i]);
+  detail::silu_f32(x, n, y, active_isa());
 }
 
 void gelu(const float* x, int64_t n, float* y) {
@@ -140,7 +139,7 @@ void gelu(const float* x, int64_t n, float* y) {
 }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = silu_one(gate[i]) * up[i];
+  detail::swiglu_f32(gate, up, n, out, active_isa());
 }
 
 void geglu(const float* gate, const float* up, int64_t n, float* out) {
@@ -172,11 +171,7 @@ void softmax(const float* x, int64_t n_rows, int64_t n, float scale_factor, floa
       yr[i] = xr[i] * scale_factor;
       max = std::fmax(max, yr[i]);
     }
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      yr[i] = std::exp(yr[i] - max);
-      sum += static_cast<double>(yr[i]);
-    }
+    const double sum = detail::softmax_exp_f32(yr, n, max, yr, active_isa());
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
   }

@@ -13,9 +13,10 @@
 //     factor, times freq_scale; cosf/sinf in f32; dims past n_rot are copied.
 //   - gelu/geglu: ggml's GELU_FP16 path: x in (-10, 10) is rounded to f16 and
 //     looked up in a table of f16-rounded tanh-approximation values.
-//   - silu/swiglu: x / (1 + expf(-x)); softmax: expf(x*scale - max) summed in
-//     double, then multiplied by (float)(1/sum). ggml's AVX2 build uses its own
-//     vectorized expf for full 8-lane chunks, which can differ in the last ulp.
+//   - silu/swiglu: x / (1 + exp(-x)); softmax: exp(x*scale - max) summed in
+//     double, then multiplied by (float)(1/sum). exp is ggml's own vector
+//     expf for whole chunks of 8 elements and libm's expf for the rest,
+//     exactly as in ggml's x86 AVX2+FMA build (backend/cpu/vec_math.h).
 //   - attention: ggml's flash-attention CPU path (see attention()).
 // Threading: pure functions on caller buffers; attention runs on `pool`.
 #pragma once

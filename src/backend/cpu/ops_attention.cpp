@@ -15,7 +15,9 @@
 #define MINFER_AVX2 __attribute__((target("avx2,fma,f16c")))
 #endif
 
+#if defined(__clang__)
 #pragma clang fp contract(off)
+#endif
 
 namespace minfer::cpu {
 namespace {

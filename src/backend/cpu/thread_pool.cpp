@@ -56,15 +56,18 @@ void ThreadPool::run(int64_t n_tasks, void* ctx, Trampoline call) {
   }
   std::lock_guard<std::mutex> call_lock(call_mutex_);
   const uint64_t gen = (generation_.load(std::memory_order_relaxed) + 1) & kGenerationMask;
-  ctx_.store(ctx, std::memory_order_relaxed);
-  call_.store(call, std::memory_order_relaxed);
-  n_tasks_.store(n_tasks, std::memory_order_relaxed);
+  // Retire the previous job before touching its fields: a worker still
+  // looking at it reads the fields below only after this store (all
+  // seq_cst), so its claim attempt fails instead of taking a task of the new
+  // job under the old generation.
+  claim_.store(gen << kIndexBits);
+  ctx_.store(ctx);
+  call_.store(call);
+  n_tasks_.store(n_tasks);
   // Several chunks per thread so a thread that lost its core to another
   // process does not hold up the whole call.
-  chunk_.store(std::max<int64_t>(1, n_tasks / (static_cast<int64_t>(num_threads_) * 4)),
-               std::memory_order_relaxed);
-  done_.store(0, std::memory_order_relaxed);
-  claim_.store(gen << kIndexBits, std::memory_order_relaxed);
+  chunk_.store(std::max<int64_t>(1, n_tasks / (static_cast<int64_t>(num_threads_) * 4)));
+  done_.store(0);
   generation_.store(gen);  // seq_cst: publishes the job, pairs with sleepers_
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(wake_mutex_);
@@ -84,17 +87,16 @@ void ThreadPool::run(int64_t n_tasks, void* ctx, Trampoline call) {
 void ThreadPool::work_on_job(uint64_t gen, int thread) {
   tls_task_thread = thread;
   for (;;) {
-    uint64_t c = claim_.load(std::memory_order_acquire);
+    uint64_t c = claim_.load();
     int64_t begin = 0;
     int64_t end = 0;
     for (;;) {
       if ((c >> kIndexBits) != gen) break;  // a newer job: ours is fully claimed
-      const int64_t n = n_tasks_.load(std::memory_order_relaxed);
+      const int64_t n = n_tasks_.load();
       begin = static_cast<int64_t>(c & kIndexMask);
       if (begin >= n) break;
-      end = std::min(n, begin + chunk_.load(std::memory_order_relaxed));
-      if (claim_.compare_exchange_weak(c, (gen << kIndexBits) | static_cast<uint64_t>(end),
-                                       std::memory_order_acq_rel)) {
+      end = std::min(n, begin + chunk_.load());
+      if (claim_.compare_exchange_weak(c, (gen << kIndexBits) | static_cast<uint64_t>(end))) {
         break;
       }
       end = 0;
@@ -102,8 +104,8 @@ void ThreadPool::work_on_job(uint64_t gen, int thread) {
     if (end <= begin) break;
     // A successful claim pins the job: the caller cannot return, and so cannot
     // publish a new job, before this range is counted in done_.
-    call_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), begin, end, thread);
-    const int64_t n = n_tasks_.load(std::memory_order_relaxed);
+    call_.load()(ctx_.load(), begin, end, thread);
+    const int64_t n = n_tasks_.load();
     if (done_.fetch_add(end - begin, std::memory_order_acq_rel) + (end - begin) == n &&
         thread != 0) {
       std::lock_guard<std::mutex> lock(done_mutex_);

@@ -53,16 +53,16 @@ bool find_kernels(TensorType weight, Kernels* out) {
       *out = {TensorType::Q8_0, dot_q8_0_scalar, MINFER_X86(dot_q8_0_avx2)};
       return true;
     case TensorType::Q2_K:
-      *out = {TensorType::Q8_K, dot_q2_k_scalar, nullptr};
+      *out = {TensorType::Q8_K, dot_q2_k_scalar, MINFER_X86(dot_q2_k_avx2)};
       return true;
     case TensorType::Q3_K:
-      *out = {TensorType::Q8_K, dot_q3_k_scalar, nullptr};
+      *out = {TensorType::Q8_K, dot_q3_k_scalar, MINFER_X86(dot_q3_k_avx2)};
       return true;
     case TensorType::Q4_K:
       *out = {TensorType::Q8_K, dot_q4_k_scalar, MINFER_X86(dot_q4_k_avx2)};
       return true;
     case TensorType::Q5_K:
-      *out = {TensorType::Q8_K, dot_q5_k_scalar, nullptr};
+      *out = {TensorType::Q8_K, dot_q5_k_scalar, MINFER_X86(dot_q5_k_avx2)};
       return true;
     case TensorType::Q6_K:
       *out = {TensorType::Q8_K, dot_q6_k_scalar, MINFER_X86(dot_q6_k_avx2)};
@@ -91,18 +91,20 @@ bool cpu_has_avx2() {
 #endif
 }
 
-Isa detect_isa() {
-  const char* force_scalar = std::getenv("MINFER_CPU_SCALAR");
-  if (force_scalar != nullptr && std::strcmp(force_scalar, "0") != 0 && force_scalar[0] != '\0') {
-    return Isa::kScalar;
-  }
-  return cpu_has_avx2() ? Isa::kAvx2 : Isa::kScalar;
-}
-
 }  // namespace
 
+namespace detail {
+Isa choose_isa(bool cpu_has_avx2, const char* force_scalar_env) {
+  if (force_scalar_env != nullptr && force_scalar_env[0] != '\0' &&
+      std::strcmp(force_scalar_env, "0") != 0) {
+    return Isa::kScalar;
+  }
+  return cpu_has_avx2 ? Isa::kAvx2 : Isa::kScalar;
+}
+}  // namespace detail
+
 Isa active_isa() {
-  static const Isa isa = detect_isa();
+  static const Isa isa = detail::choose_isa(cpu_has_avx2(), std::getenv("MINFER_CPU_SCALAR"));
   return isa;
 }
 

@@ -8,11 +8,15 @@
 // scaling each block sum by the two block scales.
 //   - The scalar kernels follow ggml's generic C code operation by operation
 //     (same integer sums, same float products, same accumulation order), so
-//     they agree with a ggml build without SIMD to the last bit.
+//     they reproduce a non-SIMD ggml build bit for bit (neither contracting
+//     products into FMAs).
 //   - The AVX2 kernels compute the same integer block sums but accumulate
-//     the scaled sums in 8-lane f32 vectors (as ggml's AVX2 code does); they
-//     differ from the scalar ones only by float rounding. F16/F32 mirror
+//     the scaled block sums in 8-lane f32 vectors, as ggml's AVX2 code does
+//     (not necessarily in the same order); they differ from the scalar ones
+//     only by float rounding. F16/F32 mirror
 //     ggml's AVX2 ggml_vec_dot_f16/f32 exactly (4x8-lane accumulators).
+// AVX2 kernels exist for F32, F16, Q4_0, Q5_0, Q8_0 and Q2_K..Q6_K; BF16, Q4_1
+// and Q5_1 always use the scalar kernel.
 // A kernel trusts its arguments: n must be a non-negative multiple of the
 // type's block size (check with dot_args_ok or let matmul validate), both
 // rows must hold n elements, and rows need no alignment.

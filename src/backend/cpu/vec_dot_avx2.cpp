@@ -10,6 +10,7 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "backend/cpu/vec_dot_internal.h"
@@ -70,6 +71,14 @@ MINFER_AVX2 inline __m256i expand_bits(uint32_t bits) {
   return _mm256_cmpeq_epi8(bytes, mask);
 }
 
+// The scales are f16; F16C converts them exactly, like quant::f16_to_f32 but
+// without its branches.
+MINFER_AVX2 inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
 MINFER_AVX2 inline __m256i load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
@@ -115,132 +124,283 @@ MINFER_AVX2 float dot_f16_avx2(int64_t n, const void* w, const void* x) {
   return static_cast<float>(sumf);
 }
 
-MINFER_AVX2 float dot_q4_0_avx2(int64_t n, const void* w, const void* x) {
-  const auto* bw = static_cast<const uint8_t*>(w);
-  const auto* bx = static_cast<const uint8_t*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t ib = 0; ib < n / kQK; ++ib) {
-    const uint8_t* pw = bw + ib * sizeof(quant::BlockQ4_0);
-    const uint8_t* px = bx + ib * sizeof(quant::BlockQ8_0);
-    uint16_t dw, dx;
-    std::memcpy(&dw, pw, 2);
-    std::memcpy(&dx, px, 2);
-    const __m256i q = _mm256_sub_epi8(unpack_nibbles(pw + 2), _mm256_set1_epi8(8));
-    const __m256 s = _mm256_cvtepi32_ps(dot_i8(q, load256(px + 2)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32(dw) * f16_to_f32(dx)), s, acc);
+// acc + d_w * d_x * (integer dot of one 32-element block), for each format.
+MINFER_AVX2 inline __m256 q4_0_block(const uint8_t* pw, const uint8_t* px, __m256 acc) {
+  const __m256i q = _mm256_sub_epi8(unpack_nibbles(pw + 2), _mm256_set1_epi8(8));
+  const __m256 s = _mm256_cvtepi32_ps(dot_i8(q, load256(px + 2)));
+  return _mm256_fmadd_ps(_mm256_set1_ps(half_at(pw) * half_at(px)), s, acc);
+}
+
+MINFER_AVX2 inline __m256 q5_0_block(const uint8_t* pw, const uint8_t* px, __m256 acc) {
+  uint32_t qh;
+  std::memcpy(&qh, pw + 2, 4);
+  const __m256i hi = _mm256_and_si256(expand_bits(qh), _mm256_set1_epi8(0x10));
+  const __m256i q =
+      _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(pw + 6), hi), _mm256_set1_epi8(16));
+  const __m256 s = _mm256_cvtepi32_ps(dot_i8(q, load256(px + 2)));
+  return _mm256_fmadd_ps(_mm256_set1_ps(half_at(pw) * half_at(px)), s, acc);
+}
+
+MINFER_AVX2 inline __m256 q8_0_block(const uint8_t* pw, const uint8_t* px, __m256 acc) {
+  const __m256 s = _mm256_cvtepi32_ps(dot_i8(load256(pw + 2), load256(px + 2)));
+  return _mm256_fmadd_ps(_mm256_set1_ps(half_at(pw) * half_at(px)), s, acc);
+}
+
+// Sums the blocks of a 32-element format against Q8_0. Two accumulators (even
+// and odd blocks) halve the FMA latency chain that otherwise bounds the loop.
+template <size_t kWeightBlock, __m256 (*kBlock)(const uint8_t*, const uint8_t*, __m256)>
+MINFER_AVX2 inline float sum_q8_0_blocks(int64_t n, const void* w, const void* x) {
+  const auto* pw = static_cast<const uint8_t*>(w);
+  const auto* px = static_cast<const uint8_t*>(x);
+  constexpr size_t kXBlock = sizeof(quant::BlockQ8_0);
+  const int64_t nb = n / kQK;
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  int64_t ib = 0;
+  for (; ib + 1 < nb; ib += 2) {
+    acc0 = kBlock(pw + ib * kWeightBlock, px + ib * kXBlock, acc0);
+    acc1 = kBlock(pw + (ib + 1) * kWeightBlock, px + (ib + 1) * kXBlock, acc1);
   }
-  return hsum_ps(acc);
+  if (ib < nb) acc0 = kBlock(pw + ib * kWeightBlock, px + ib * kXBlock, acc0);
+  return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+MINFER_AVX2 float dot_q4_0_avx2(int64_t n, const void* w, const void* x) {
+  return sum_q8_0_blocks<sizeof(quant::BlockQ4_0), q4_0_block>(n, w, x);
 }
 
 MINFER_AVX2 float dot_q5_0_avx2(int64_t n, const void* w, const void* x) {
-  const auto* bw = static_cast<const uint8_t*>(w);
-  const auto* bx = static_cast<const uint8_t*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t ib = 0; ib < n / kQK; ++ib) {
-    const uint8_t* pw = bw + ib * sizeof(quant::BlockQ5_0);
-    const uint8_t* px = bx + ib * sizeof(quant::BlockQ8_0);
-    uint16_t dw, dx;
-    uint32_t qh;
-    std::memcpy(&dw, pw, 2);
-    std::memcpy(&qh, pw + 2, 4);
-    std::memcpy(&dx, px, 2);
-    const __m256i hi = _mm256_and_si256(expand_bits(qh), _mm256_set1_epi8(0x10));
-    const __m256i q =
-        _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(pw + 6), hi), _mm256_set1_epi8(16));
-    const __m256 s = _mm256_cvtepi32_ps(dot_i8(q, load256(px + 2)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32(dw) * f16_to_f32(dx)), s, acc);
-  }
-  return hsum_ps(acc);
+  return sum_q8_0_blocks<sizeof(quant::BlockQ5_0), q5_0_block>(n, w, x);
 }
 
 MINFER_AVX2 float dot_q8_0_avx2(int64_t n, const void* w, const void* x) {
-  const auto* bw = static_cast<const uint8_t*>(w);
-  const auto* bx = static_cast<const uint8_t*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t ib = 0; ib < n / kQK; ++ib) {
-    const uint8_t* pw = bw + ib * sizeof(quant::BlockQ8_0);
-    const uint8_t* px = bx + ib * sizeof(quant::BlockQ8_0);
-    uint16_t dw, dx;
-    std::memcpy(&dw, pw, 2);
-    std::memcpy(&dx, px, 2);
-    const __m256 s = _mm256_cvtepi32_ps(dot_i8(load256(pw + 2), load256(px + 2)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32(dw) * f16_to_f32(dx)), s, acc);
+  return sum_q8_0_blocks<sizeof(quant::BlockQ8_0), q8_0_block>(n, w, x);
+}
+
+// Q4_K's eight (scale, min) pairs, and the sum over sub-blocks of
+// min * (sum of the activation quants), from the Q8_K block's bsums.
+MINFER_AVX2 inline int q4k_scales(const uint8_t* packed, const uint8_t* bsums, int16_t sc[8]) {
+  int summ = 0;
+  for (int j = 0; j < 8; ++j) {
+    int scale, min;
+    if (j < 4) {
+      scale = packed[j] & 63;
+      min = packed[j + 4] & 63;
+    } else {
+      scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
+      min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+    }
+    int16_t b[2];
+    std::memcpy(b, bsums + 4 * j, 4);
+    sc[j] = static_cast<int16_t>(scale);
+    summ += min * (b[0] + b[1]);
   }
-  return hsum_ps(acc);
+  return summ;
 }
 
 MINFER_AVX2 float dot_q4_k_avx2(int64_t n, const void* w, const void* x) {
+  using quant::BlockQ4_K;
+  using quant::BlockQ8_K;
   __m256 acc = _mm256_setzero_ps();
   float acc_min = 0.0f;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const auto bw = load_block<quant::BlockQ4_K>(w, i);
-    const auto by = load_block<quant::BlockQ8_K>(x, i);
-    int sc[8];
-    int mn[8];
-    for (int j = 0; j < 4; ++j) {
-      sc[j] = bw.scales[j] & 63;
-      mn[j] = bw.scales[j + 4] & 63;
-      sc[j + 4] = (bw.scales[j + 8] & 0x0f) | ((bw.scales[j] >> 6) << 4);
-      mn[j + 4] = (bw.scales[j + 8] >> 4) | ((bw.scales[j + 4] >> 6) << 4);
-    }
-    int summ = 0;
-    for (int j = 0; j < 8; ++j) summ += mn[j] * (by.bsums[2 * j] + by.bsums[2 * j + 1]);
+    const uint8_t* pw = static_cast<const uint8_t*>(w) + i * sizeof(BlockQ4_K);
+    const uint8_t* px = static_cast<const uint8_t*>(x) + i * sizeof(BlockQ8_K);
+    const uint8_t* qs = pw + offsetof(BlockQ4_K, qs);
+    const uint8_t* q8 = px + offsetof(BlockQ8_K, qs);
+    float yd;
+    std::memcpy(&yd, px + offsetof(BlockQ8_K, d), 4);
+    int16_t sc[8];
+    const int summ =
+        q4k_scales(pw + offsetof(BlockQ4_K, scales), px + offsetof(BlockQ8_K, bsums), sc);
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {  // 32 bytes of qs hold sub-blocks 2j (low) and 2j+1 (high)
-      const __m256i q4 = load256(bw.qs + 32 * j);
+      const __m256i q4 = load256(qs + 32 * j);
       const __m256i lo = _mm256_and_si256(q4, low4);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-      const __m256i plo = _mm256_maddubs_epi16(lo, load256(by.qs + 64 * j));
-      const __m256i phi = _mm256_maddubs_epi16(hi, load256(by.qs + 64 * j + 32));
-      sumi = _mm256_add_epi32(
-          sumi, _mm256_madd_epi16(plo, _mm256_set1_epi16(static_cast<int16_t>(sc[2 * j]))));
-      sumi = _mm256_add_epi32(
-          sumi, _mm256_madd_epi16(phi, _mm256_set1_epi16(static_cast<int16_t>(sc[2 * j + 1]))));
+      const __m256i plo = _mm256_maddubs_epi16(lo, load256(q8 + 64 * j));
+      const __m256i phi = _mm256_maddubs_epi16(hi, load256(q8 + 64 * j + 32));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * j])));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * j + 1])));
     }
-    const float d = f16_to_f32(bw.d) * by.d;
+    const float d = half_at(pw + offsetof(BlockQ4_K, d)) * yd;
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    acc_min += f16_to_f32(bw.dmin) * by.d * static_cast<float>(summ);
+    acc_min += half_at(pw + offsetof(BlockQ4_K, dmin)) * yd * static_cast<float>(summ);
   }
   return hsum_ps(acc) - acc_min;
 }
 
-MINFER_AVX2 float dot_q6_k_avx2(int64_t n, const void* w, const void* x) {
-  __m256 acc = _mm256_setzero_ps();
+// The 6-bit quants of quarter k (elements 32k..32k+31) of a 128-element half.
+MINFER_AVX2 inline __m256i q6_quarter(__m256i ql0, __m256i ql1, __m256i qh, int k) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i two = _mm256_set1_epi8(3);
+  const __m256i two_bits = _mm256_set1_epi8(3);
+  const __m256i ql = k % 2 == 0 ? ql0 : ql1;
+  const __m256i lo =
+      k < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+  __m256i hi = qh;
+  if (k == 1) hi = _mm256_srli_epi16(qh, 2);
+  if (k == 2) hi = _mm256_srli_epi16(qh, 4);
+  if (k == 3) hi = _mm256_srli_epi16(qh, 6);
+  return _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hi, two_bits), 4));
+}
+
+MINFER_AVX2 float dot_q6_k_avx2(int64_t n, const void* w, const void* x) {
+  using quant::BlockQ6_K;
+  using quant::BlockQ8_K;
+  __m256 acc = _mm256_setzero_ps();
   const __m256i k32 = _mm256_set1_epi8(32);
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const auto bw = load_block<quant::BlockQ6_K>(w, i);
-    const auto by = load_block<quant::BlockQ8_K>(x, i);
+    const uint8_t* pw = static_cast<const uint8_t*>(w) + i * sizeof(BlockQ6_K);
+    const uint8_t* px = static_cast<const uint8_t*>(x) + i * sizeof(BlockQ8_K);
+    const auto* scales = reinterpret_cast<const int8_t*>(pw + offsetof(BlockQ6_K, scales));
+    const uint8_t* q8 = px + offsetof(BlockQ8_K, qs);
     __m256i sumi = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {  // two halves of 128 elements
-      const __m256i ql0 = load256(bw.ql + 64 * h);
-      const __m256i ql1 = load256(bw.ql + 64 * h + 32);
-      const __m256i qh = load256(bw.qh + 32 * h);
-      // Quarter k holds elements 32k..32k+31 of this half.
-      const __m256i quarter[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, low4),
-                          _mm256_slli_epi16(_mm256_and_si256(qh, two), 4)),
-          _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4)),
-      };
+      const __m256i ql0 = load256(pw + offsetof(BlockQ6_K, ql) + 64 * h);
+      const __m256i ql1 = load256(pw + offsetof(BlockQ6_K, ql) + 64 * h + 32);
+      const __m256i qh = load256(pw + offsetof(BlockQ6_K, qh) + 32 * h);
       for (int k = 0; k < 4; ++k) {
-        const __m256i y = load256(by.qs + 128 * h + 32 * k);
+        const __m256i y = load256(q8 + 128 * h + 32 * k);
         // (q - 32) * y as q * y - 32 * y keeps maddubs' unsigned operand unsigned.
-        const __m256i p =
-            _mm256_sub_epi16(_mm256_maddubs_epi16(quarter[k], y), _mm256_maddubs_epi16(k32, y));
+        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q6_quarter(ql0, ql1, qh, k), y),
+                                           _mm256_maddubs_epi16(k32, y));
         const int j = 8 * h + 2 * k;  // the scales of elements 0..15 and 16..31 of the quarter
         const __m256i s =
-            _mm256_set_m128i(_mm_set1_epi16(bw.scales[j + 1]), _mm_set1_epi16(bw.scales[j]));
+            _mm256_set_m128i(_mm_set1_epi16(scales[j + 1]), _mm_set1_epi16(scales[j]));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
       }
     }
-    const float d = f16_to_f32(bw.d) * by.d;
+    float yd;
+    std::memcpy(&yd, px + offsetof(BlockQ8_K, d), 4);
+    const float d = half_at(pw + offsetof(BlockQ6_K, d)) * yd;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc);
+}
+
+// 0xff in byte l where bit `bit` of byte l of `bytes` is set.
+MINFER_AVX2 inline __m256i bit_set(__m256i bytes, int bit) {
+  const __m256i mask = _mm256_set1_epi8(static_cast<char>(1 << bit));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, mask), mask);
+}
+
+// 0x10 in byte l where bit `bit` of qh[l] is set: the fifth bit of Q5_K quants.
+MINFER_AVX2 inline __m256i high_bit16(__m256i qh, int bit) {
+  return _mm256_and_si256(bit_set(qh, bit), _mm256_set1_epi8(0x10));
+}
+
+MINFER_AVX2 float dot_q5_k_avx2(int64_t n, const void* w, const void* x) {
+  using quant::BlockQ5_K;
+  using quant::BlockQ8_K;
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0.0f;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const uint8_t* pw = static_cast<const uint8_t*>(w) + i * sizeof(BlockQ5_K);
+    const uint8_t* px = static_cast<const uint8_t*>(x) + i * sizeof(BlockQ8_K);
+    const uint8_t* qs = pw + offsetof(BlockQ5_K, qs);
+    const uint8_t* q8 = px + offsetof(BlockQ8_K, qs);
+    const __m256i qh = load256(pw + offsetof(BlockQ5_K, qh));
+    float yd;
+    std::memcpy(&yd, px + offsetof(BlockQ8_K, d), 4);
+    int16_t sc[8];
+    const int summ =
+        q4k_scales(pw + offsetof(BlockQ5_K, scales), px + offsetof(BlockQ8_K, bsums), sc);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q4 = load256(qs + 32 * j);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q4, low4), high_bit16(qh, 2 * j));
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4),
+                                         high_bit16(qh, 2 * j + 1));
+      const __m256i plo = _mm256_maddubs_epi16(lo, load256(q8 + 64 * j));
+      const __m256i phi = _mm256_maddubs_epi16(hi, load256(q8 + 64 * j + 32));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * j])));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * j + 1])));
+    }
+    const float d = half_at(pw + offsetof(BlockQ5_K, d)) * yd;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    acc_min += half_at(pw + offsetof(BlockQ5_K, dmin)) * yd * static_cast<float>(summ);
+  }
+  return hsum_ps(acc) - acc_min;
+}
+
+// Sum over the 32 elements of one (half, shift) slice of a Q2_K/Q3_K block:
+// q (unsigned, 2-3 bits) times y, each 16-element half weighted by its scale.
+MINFER_AVX2 inline __m256i scaled_slice(__m256i q, __m256i y, int16_t scale_lo, int16_t scale_hi) {
+  const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scale_hi), _mm_set1_epi16(scale_lo));
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), s);
+}
+
+MINFER_AVX2 float dot_q2_k_avx2(int64_t n, const void* w, const void* x) {
+  using quant::BlockQ2_K;
+  using quant::BlockQ8_K;
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0.0f;
+  const __m256i two_bits = _mm256_set1_epi8(3);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const uint8_t* pw = static_cast<const uint8_t*>(w) + i * sizeof(BlockQ2_K);
+    const uint8_t* px = static_cast<const uint8_t*>(x) + i * sizeof(BlockQ8_K);
+    const uint8_t* scales = pw + offsetof(BlockQ2_K, scales);
+    int16_t bsums[16];
+    std::memcpy(bsums, px + offsetof(BlockQ8_K, bsums), sizeof(bsums));
+    int summs = 0;
+    for (int j = 0; j < 16; ++j) summs += bsums[j] * (scales[j] >> 4);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q2 = load256(pw + offsetof(BlockQ2_K, qs) + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * k), two_bits);
+        const __m256i y = load256(px + offsetof(BlockQ8_K, qs) + 128 * h + 32 * k);
+        const int g = 8 * h + 2 * k;
+        sumi = _mm256_add_epi32(sumi, scaled_slice(q, y, scales[g] & 0x0f, scales[g + 1] & 0x0f));
+      }
+    }
+    float yd;
+    std::memcpy(&yd, px + offsetof(BlockQ8_K, d), 4);
+    const float dall = yd * half_at(pw + offsetof(BlockQ2_K, d));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
+    acc_min += yd * half_at(pw + offsetof(BlockQ2_K, dmin)) * static_cast<float>(summs);
+  }
+  return hsum_ps(acc) - acc_min;
+}
+
+MINFER_AVX2 float dot_q3_k_avx2(int64_t n, const void* w, const void* x) {
+  using quant::BlockQ3_K;
+  using quant::BlockQ8_K;
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i two_bits = _mm256_set1_epi8(3);
+  const __m256i four = _mm256_set1_epi8(4);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const uint8_t* pw = static_cast<const uint8_t*>(w) + i * sizeof(BlockQ3_K);
+    const uint8_t* px = static_cast<const uint8_t*>(x) + i * sizeof(BlockQ8_K);
+    const uint8_t* packed = pw + offsetof(BlockQ3_K, scales);
+    int16_t sc[16];
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (packed[j % 8] >> (4 * (j / 8))) & 0x0f;
+      const int hi = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+      sc[j] = static_cast<int16_t>((lo | (hi << 4)) - 32);
+    }
+    const __m256i hmask = load256(pw + offsetof(BlockQ3_K, hmask));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q2 = load256(pw + offsetof(BlockQ3_K, qs) + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        // q + 4 = low bits + 4 * high bit is unsigned; the 4 * y term is taken back below.
+        const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * k), two_bits);
+        const __m256i biased =
+            _mm256_or_si256(lo, _mm256_and_si256(bit_set(hmask, 4 * h + k), four));
+        const __m256i y = load256(px + offsetof(BlockQ8_K, qs) + 128 * h + 32 * k);
+        const int g = 8 * h + 2 * k;
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+        const __m256i p =
+            _mm256_sub_epi16(_mm256_maddubs_epi16(biased, y), _mm256_maddubs_epi16(four, y));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+      }
+    }
+    float yd;
+    std::memcpy(&yd, px + offsetof(BlockQ8_K, d), 4);
+    const float d = half_at(pw + offsetof(BlockQ3_K, d)) * yd;
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return hsum_ps(acc);

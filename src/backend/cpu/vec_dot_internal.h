@@ -7,7 +7,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/vec_dot.h"
+
 namespace minfer::cpu::detail {
+
+// The ISA dot() uses, given CPU support and the value of MINFER_CPU_SCALAR
+// (nullptr when unset; any value other than "" and "0" forces scalar).
+Isa choose_isa(bool cpu_has_avx2, const char* force_scalar_env);
 
 template <typename Block>
 inline Block load_block(const void* row, int64_t i) {
@@ -37,7 +43,10 @@ float dot_f16_avx2(int64_t n, const void* w, const void* x);
 float dot_q4_0_avx2(int64_t n, const void* w, const void* x);
 float dot_q5_0_avx2(int64_t n, const void* w, const void* x);
 float dot_q8_0_avx2(int64_t n, const void* w, const void* x);
+float dot_q2_k_avx2(int64_t n, const void* w, const void* x);
+float dot_q3_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q4_k_avx2(int64_t n, const void* w, const void* x);
+float dot_q5_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q6_k_avx2(int64_t n, const void* w, const void* x);
 
 }  // namespace minfer::cpu::detail

@@ -10,7 +10,9 @@
 #include "quant/half.h"
 
 // A fused multiply-add would round differently from ggml's generic build.
+#if defined(__clang__)
 #pragma clang fp contract(off)
+#endif
 
 namespace minfer::cpu::detail {
 namespace {
