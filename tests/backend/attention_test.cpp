@@ -94,11 +94,55 @@ void run_case(KvType type, int64_t n_head, int64_t n_head_kv, int64_t head_dim, 
       attention(q.data(), c.k_ptr(type), c.v_ptr(type), type, pos.data(), s, out.data(), pool)
           .is_ok());
   const auto ref = reference(q, c, pos, s);
-  // f16 caches round q to f16 and keep the running V sum in f16.
-  const double tol = type == KvType::kF16 ? 1e-2 : 5e-6;
+  // The reference reads the same (f16-rounded) cache values; the query stays
+  // f32 and the V sum is accumulated in f32 for both cache types.
+  const double tol = 5e-6;
   double worst = 0.0;
   for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::fabs(out[i] - ref[i]));
   EXPECT_LE(worst, tol);
+}
+
+// The batch's own keys and values (AttentionShape::batch_k/v) are read at f32
+// for the batch's positions, while earlier positions come from the f16 cache:
+// the result equals the reference over a cache whose batch rows are exact.
+TEST(cpu_Attention, BatchRowsAtFullPrecision) {
+  const int64_t n_head = 8, n_head_kv = 2, hd = 64, n_past = 20, n_tokens = 6;
+  const int64_t row = n_head_kv * hd;
+  AttentionShape s;
+  s.n_tokens = n_tokens;
+  s.n_kv = n_past + n_tokens;
+  s.n_head = n_head;
+  s.n_head_kv = n_head_kv;
+  s.head_dim = hd;
+  s.scale = 0.125f;
+  const auto q = random_floats(n_tokens * n_head * hd, 5, 2.0f);
+  Cache c = make_cache(s.n_kv * row, 7, KvType::kF16);  // every row f16-rounded
+  const auto exact_k = random_floats(n_tokens * row, 9);
+  const auto exact_v = random_floats(n_tokens * row, 10);
+  Cache expected = c;  // the reference sees exact values for the batch rows
+  std::copy(exact_k.begin(), exact_k.end(), expected.k.begin() + n_past * row);
+  std::copy(exact_v.begin(), exact_v.end(), expected.v.begin() + n_past * row);
+  s.batch_k = exact_k.data();
+  s.batch_v = exact_v.data();
+  s.batch_first = n_past;
+  std::vector<int32_t> pos(n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) pos[t] = static_cast<int32_t>(n_past + t);
+  ThreadPool pool(2);
+  std::vector<float> out(q.size(), NAN);
+  ASSERT_TRUE(attention(q.data(), c.k_ptr(KvType::kF16), c.v_ptr(KvType::kF16), KvType::kF16,
+                        pos.data(), s, out.data(), pool)
+                  .is_ok());
+  const auto ref = reference(q, expected, pos, s);
+  double worst = 0.0;
+  for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::fabs(out[i] - ref[i]));
+  EXPECT_LE(worst, 5e-6);
+  // And it differs from reading the rounded cache rows (the option matters).
+  s.batch_k = s.batch_v = nullptr;
+  std::vector<float> cached(q.size(), NAN);
+  ASSERT_TRUE(attention(q.data(), c.k_ptr(KvType::kF16), c.v_ptr(KvType::kF16), KvType::kF16,
+                        pos.data(), s, cached.data(), pool)
+                  .is_ok());
+  EXPECT_NE(cached, out);
 }
 
 TEST(cpu_Attention, MatchesDoubleReferenceAcrossShapes) {
