@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -235,6 +236,12 @@ struct Forward {
     return logits;
   }
 };
+
+inline float max_abs(std::span<const float> a) {
+  float m = 0.0f;
+  for (float x : a) m = std::max(m, std::fabs(x));
+  return m;
+}
 
 inline float max_abs_diff(std::span<const float> a, std::span<const float> b) {
   EXPECT_EQ(a.size(), b.size());

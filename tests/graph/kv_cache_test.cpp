@@ -30,25 +30,34 @@ void round_cache_to_f16(backend::Backend& b, const runtime::KvCache& kv, const m
 }
 
 // The f16 KV cache against an f32 cache whose rows are rounded to f16 after
-// every step: any difference left is a bug in the f16 store or read path, not
-// rounding (which the Q8_0 activations downstream amplify to a few percent of
-// the logits, so comparing with an unrounded f32 cache says little).
+// every step. A batch of 64 tokens or more reads its own keys at full
+// precision and earlier rows widened from f16 (all sums in f32), so it must
+// match bit for bit: any difference is a bug in the f16 store or read path,
+// not rounding. Smaller batches take llama.cpp's half-precision row path
+// (query and V sum in f16 too), checked here for closeness only.
 TEST(KvCacheTest, F16CacheEqualsF32CacheOfRoundedValues) {
   for (const std::string& shape : testing::tiny_shapes()) {
     SCOPED_TRACE(shape);
     const model::Model& m = tiny_model(shape);
     cpu::CpuBackend c32(m.weights(), 1), c16(m.weights(), 1), craw(m.weights(), 1);
-    Forward f32 = Forward::make(m, {&c32}, 0, 64, DType::kF32);
-    Forward f16 = Forward::make(m, {&c16}, 0, 64, DType::kF16);
-    Forward raw = Forward::make(m, {&craw}, 0, 64, DType::kF32);
-    const std::vector<std::vector<int32_t>> batches = {{1, 45, 300, 12, 7, 480}, {17}, {230}, {4}};
+    Forward f32 = Forward::make(m, {&c32}, 0, 256, DType::kF32);
+    Forward f16 = Forward::make(m, {&c16}, 0, 256, DType::kF16);
+    Forward raw = Forward::make(m, {&craw}, 0, 256, DType::kF32);
+    std::vector<int32_t> first, second;
+    for (int i = 0; i < 70; ++i) first.push_back((i * 37 + 1) % 500);
+    for (int i = 0; i < 64; ++i) second.push_back((i * 11 + 5) % 500);
+    const std::vector<std::vector<int32_t>> batches = {first, second, {17}, {230}};
     for (const auto& batch : batches) {
       const std::vector<float> a = f32.run(m, batch);
       const std::vector<float> b = f16.run(m, batch);
       const std::vector<float> r = raw.run(m, batch);
-      // Bit for bit: the f16 path differs from f32 only by the rounding of
-      // the stored rows (dot products and sums run in f32 on both paths).
-      EXPECT_LE(testing::max_abs_diff(a, b), 1e-6f) << "batch of " << batch.size();
+      if (batch.size() >= 64) {
+        // Bit for bit: the f16 path differs from f32 only by the rounding of
+        // the stored rows (dot products and sums run in f32 on both paths).
+        EXPECT_LE(testing::max_abs_diff(a, b), 1e-6f) << "batch of " << batch.size();
+      } else {
+        EXPECT_LE(testing::max_abs_diff(a, b), 0.05f * testing::max_abs(a)) << "batch of 1";
+      }
       // While the unrounded f32 cache does differ once decode steps read it.
       if (batch.size() == 1) EXPECT_GT(testing::max_abs_diff(r, b), 0.0f);
       round_cache_to_f16(c32, f32.kv, m.hparams(), f32.n_past);

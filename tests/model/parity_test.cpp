@@ -75,19 +75,41 @@ void check_perplexity(const std::string& name) {
   auto r = runtime::perplexity(**session, *tokens, 512, -1);
   ASSERT_TRUE(r.is_ok()) << r.message();
   const double want = entry->find("ln_ppl")->as_double();
-  std::printf("%s: ln PPL %.5f (PPL %.4f), llama.cpp %.5f (PPL %.4f), delta %+.5f over %lld chunks\n",
-              name.c_str(), r->mean_nll, r->ppl, want, std::exp(want), r->mean_nll - want,
-              static_cast<long long>(r->chunks));
+  std::printf(
+      "%s: ln PPL %.5f (PPL %.4f), llama.cpp %.5f (PPL %.4f), delta %+.5f over %lld chunks\n",
+      name.c_str(), r->mean_nll, r->ppl, want, std::exp(want), r->mean_nll - want,
+      static_cast<long long>(r->chunks));
   EXPECT_EQ(r->chunks, entry->find("chunks")->as_int());
   EXPECT_LE(std::fabs(r->mean_nll - want), 0.003) << name;
   fs::remove_all(dir);
 }
 
-TEST(Parity, Qwen25_05B_Q4_0) { check_perplexity("qwen2.5-0.5b-Q4_0"); }
-TEST(Parity, Qwen25_05B_Q8_0) { check_perplexity("qwen2.5-0.5b-Q8_0"); }
-TEST(Parity, Qwen3_06B_Q8_0) { check_perplexity("qwen3-0.6b-Q8_0"); }
-TEST(Parity, Qwen3_06B_Q4_K) { check_perplexity("qwen3-0.6b-Q4_K"); }
-TEST(Parity, Gemma3_270M_Q4_K_M) { check_perplexity("gemma3-270m-Q4_K_M"); }
+TEST(Parity, Qwen25_05B_Q4_0) {
+  check_perplexity("qwen2.5-0.5b-Q4_0");
+}
+TEST(Parity, Qwen25_05B_Q8_0) {
+  check_perplexity("qwen2.5-0.5b-Q8_0");
+}
+TEST(Parity, Qwen3_06B_Q8_0) {
+  check_perplexity("qwen3-0.6b-Q8_0");
+}
+TEST(Parity, Qwen3_06B_Q4_K) {
+  check_perplexity("qwen3-0.6b-Q4_K");
+}
+TEST(Parity, Gemma3_270M_Q4_K_M) {
+  check_perplexity("gemma3-270m-Q4_K_M");
+}
+
+// Greedy decoding follows llama.cpp's choices token for token until llama.cpp
+// itself faces a near tie. Exact equality over 32 tokens cannot be promised:
+// with 8-bit activations a last-bit difference in any kernel moves Gemma 3's
+// logits by ~0.2 RMS (our own scalar and AVX2 kernels differ that much;
+// docs/ARCHITECTURE.md), and llama.cpp's best and second-best logits come
+// within 0.05 of each other within 32 steps on most prompts (the golden
+// records its margin at every step). So the test fails if we choose
+// differently at any step before llama.cpp's margin has once dropped below
+// kNearTie, and prints how far each continuation matches.
+constexpr double kNearTie = 0.5;
 
 TEST(Parity, Gemma3GreedyMatchesLlamaCpp) {
   const std::string path = testing::gemma3_model_path();
@@ -101,8 +123,14 @@ TEST(Parity, Gemma3GreedyMatchesLlamaCpp) {
     auto ids = (*model)->tokenizer().encode(prompt, true, true);
     ASSERT_TRUE(ids.is_ok()) << ids.message();
     std::vector<int32_t> want_prompt, want;
-    for (const auto& v : c.find("prompt_ids")->items()) want_prompt.push_back(static_cast<int32_t>(v.as_int()));
+    std::vector<double> margins;
+    for (const auto& v : c.find("prompt_ids")->items()) {
+      want_prompt.push_back(static_cast<int32_t>(v.as_int()));
+    }
     for (const auto& v : c.find("ids")->items()) want.push_back(static_cast<int32_t>(v.as_int()));
+    for (const auto& v : c.find("margins")->items()) margins.push_back(v.as_double());
+    ASSERT_EQ(margins.size(), want.size());
+    if (want.empty()) continue;
     EXPECT_EQ(*ids, want_prompt) << prompt;
     runtime::SessionOptions so;
     so.n_ctx = 512;
@@ -120,7 +148,18 @@ TEST(Parity, Gemma3GreedyMatchesLlamaCpp) {
                                   return true;
                                 });
     ASSERT_TRUE(st.is_ok()) << st.message();
-    EXPECT_EQ(got, want) << "greedy continuation of '" << prompt << "' differs from llama.cpp's";
+    size_t same = 0;
+    while (same < got.size() && same < want.size() && got[same] == want[same]) ++same;
+    double min_margin = 1e9;  // llama.cpp's smallest margin up to the first difference
+    for (size_t i = 0; i <= same && i < margins.size(); ++i)
+      min_margin = std::min(min_margin, margins[i]);
+    std::printf("greedy '%s': %zu/%zu tokens as llama.cpp; its smallest margin up to there %.3f\n",
+                prompt.c_str(), same, want.size(), min_margin);
+    if (same < want.size()) {
+      EXPECT_LT(min_margin, kNearTie)
+          << "greedy continuation of '" << prompt << "' leaves llama.cpp's at token " << same
+          << " although llama.cpp's margins were all >= " << kNearTie << " up to there";
+    }
   }
 }
 

@@ -220,13 +220,14 @@ const Tolerance kF32{1e-5, 1e-6, 1e-10, 1.0};
 // kl 7.9e-8 (emulating the table in the reference brings rel to 1.2e-4; the
 // rest is inputs that land on the other side of an f16 rounding boundary).
 const Tolerance kF32Gelu{1.5e-3, 5e-4, 1e-6, 1.0};
-// F32 weights, f16 KV cache: keys and values read back from the cache, and the
-// query, are rounded to f16 (batch keys stay f32, so the one-batch mode equals
-// the f32-cache result). Measured rel 3.7e-4, dp 1.3e-4 (gemma3), kl 9.2e-8.
-const Tolerance kF32KvF16{1.5e-3, 5e-4, 1e-6, 1.0};
+// F32 weights, f16 KV cache: batches under 64 tokens (every mode here) take
+// llama.cpp's half-precision row path: keys, values and the query rounded to
+// f16 and the V sum kept in f16 (backend/cpu/ops.h). Measured rel 1.05e-3,
+// dp 6.3e-4 (gemma3), kl 1.24e-6.
+const Tolerance kF32KvF16{5e-3, 2.5e-3, 5e-6, 1.0};
 // F16 weights: the engine rounds activations to f16 before each F16 dot.
-// Measured rel 5.1e-4, dp 4.1e-4 (gemma3 with f16 KV), kl 4.2e-7.
-const Tolerance kF16{2e-3, 2e-3, 4e-6, 1.0};
+// Measured rel 8.0e-4, dp 4.1e-4 (gemma3 with f16 KV), kl 1.0e-6.
+const Tolerance kF16{3e-3, 2e-3, 5e-6, 1.0};
 // Q8_0 weights: the reference multiplies the exact dequantized weights by f32
 // activations; the engine quantizes activations to Q8_0 blocks (32 values, one
 // f16 scale: ~0.4% relative error each) as llama.cpp does. Measured rel

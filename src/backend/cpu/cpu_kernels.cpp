@@ -27,8 +27,12 @@ Result<const M*> meta(const Node& n) {
   return m;
 }
 
-const float* f32(const void* p) { return static_cast<const float*>(p); }
-float* f32(void* p) { return static_cast<float*>(p); }
+const float* f32(const void* p) {
+  return static_cast<const float*>(p);
+}
+float* f32(void* p) {
+  return static_cast<float*>(p);
+}
 
 }  // namespace
 
@@ -54,7 +58,8 @@ Status CpuBackend::run_matmul(const Call& c) {
   if (!m->bias.empty()) {
     const model::WeightView* b = weights_.find(m->bias);
     if (b == nullptr) return fail(c.node, "bias '" + m->bias + "' not found");
-    for (int64_t t = 0; t < n_tokens; ++t) add(y + t * m->out_dim, f32(b->data), m->out_dim, y + t * m->out_dim);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      add(y + t * m->out_dim, f32(b->data), m->out_dim, y + t * m->out_dim);
   }
   if (aliased) std::memcpy(c.out, staging_.data(), staging_.size() * sizeof(float));
   return Status::ok();
@@ -67,7 +72,8 @@ Status CpuBackend::run_get_rows(const Call& c) {
   if (m->weight.empty()) {  // gather rows of an activation (may be in place: rows ascend)
     const float* x = f32(c.in[0]);
     for (int64_t r = 0; r < n_rows; ++r) {
-      std::memmove(out + r * width, x + static_cast<int64_t>(m->rows[static_cast<size_t>(r)]) * width,
+      std::memmove(out + r * width,
+                   x + static_cast<int64_t>(m->rows[static_cast<size_t>(r)]) * width,
                    static_cast<size_t>(width) * sizeof(float));
     }
     return Status::ok();
@@ -115,8 +121,8 @@ Status CpuBackend::run_rope(const Call& c) {
   }
   const RopeMode mode = m->mode == graph::RopeMode::kNeox ? RopeMode::kNeox : RopeMode::kNormal;
   Status s = rope(f32(c.in[0]), c.node.shape.ne[1], m->n_heads, m->head_dim, m->n_rot,
-                  static_cast<const int32_t*>(c.in[1]), m->freq_base, m->freq_scale, factors,
-                  mode, f32(c.out));
+                  static_cast<const int32_t*>(c.in[1]), m->freq_base, m->freq_scale, factors, mode,
+                  f32(c.out));
   return s ? s : fail(c.node, s.message());
 }
 
@@ -168,9 +174,14 @@ Status CpuBackend::run_attention(const Call& c) {
   shape.head_dim = m->head_dim;
   shape.scale = m->scale;
   shape.sliding_window = m->sliding_window;
-  // The batch's own keys/values (inputs 3 and 4) at full precision when the
-  // batch's positions are consecutive.
-  bool consecutive = shape.n_tokens > 0;
+  // llama.cpp's CPU attention switches numerics at 64 queries: smaller
+  // batches (decoding) take a per-row path in half precision for f16 caches;
+  // larger ones a tiled f32 path. We follow the same split: small batches use
+  // the half-precision rows, large ones read the batch's own keys/values
+  // (inputs 3 and 4) at full precision when the positions are consecutive.
+  constexpr int64_t kTiledFromQueries = 64;
+  shape.half_precision_rows = shape.n_tokens < kTiledFromQueries;
+  bool consecutive = shape.n_tokens >= kTiledFromQueries;
   for (int64_t t = 1; t < shape.n_tokens && consecutive; ++t) consecutive = pos[t] == pos[0] + t;
   if (consecutive && c.in.size() >= 5 && c.in[3] != nullptr && c.in[4] != nullptr) {
     shape.batch_k = f32(c.in[3]);
@@ -187,18 +198,31 @@ Status CpuBackend::run_elementwise(const Call& c) {
   const int64_t n = c.node.shape.elements();
   float* y = f32(c.out);
   switch (c.node.op) {
-    case Op::kAdd: add(f32(c.in[0]), f32(c.in[1]), n, y); break;
-    case Op::kMul: mul(f32(c.in[0]), f32(c.in[1]), n, y); break;
+    case Op::kAdd:
+      add(f32(c.in[0]), f32(c.in[1]), n, y);
+      break;
+    case Op::kMul:
+      mul(f32(c.in[0]), f32(c.in[1]), n, y);
+      break;
     case Op::kScale: {
       MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, meta<graph::ScaleMeta>(c.node));
       scale(f32(c.in[0]), n, m->scale, y);
       break;
     }
-    case Op::kSilu: silu(f32(c.in[0]), n, y); break;
-    case Op::kGelu: gelu(f32(c.in[0]), n, y); break;
-    case Op::kSwiGLU: swiglu(f32(c.in[0]), f32(c.in[1]), n, y); break;
-    case Op::kGeGLU: geglu(f32(c.in[0]), f32(c.in[1]), n, y); break;
-    default: return fail(c.node, "not an elementwise op");
+    case Op::kSilu:
+      silu(f32(c.in[0]), n, y);
+      break;
+    case Op::kGelu:
+      gelu(f32(c.in[0]), n, y);
+      break;
+    case Op::kSwiGLU:
+      swiglu(f32(c.in[0]), f32(c.in[1]), n, y);
+      break;
+    case Op::kGeGLU:
+      geglu(f32(c.in[0]), f32(c.in[1]), n, y);
+      break;
+    default:
+      return fail(c.node, "not an elementwise op");
   }
   return Status::ok();
 }

@@ -79,6 +79,11 @@ struct AttentionShape {
   const float* batch_k = nullptr;
   const float* batch_v = nullptr;
   int64_t batch_first = 0;
+  // f16 caches only: compute as llama.cpp's per-row CPU flash attention does
+  // (used there for batches of fewer than 64 queries, i.e. decoding): the
+  // query rounded to f16, K.Q by the f16 dot kernel, the V sum kept in f16,
+  // every key read from the cache (batch_k/batch_v ignored).
+  bool half_precision_rows = false;
 };
 
 // Causal multi-head attention over a KV cache, as llama.cpp's CPU flash

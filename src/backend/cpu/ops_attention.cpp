@@ -53,6 +53,21 @@ void mad_f16_scalar(int64_t n, float* y, const uint16_t* x, float v) {
   for (int64_t i = np; i < n; ++i) y[i] += quant::f16_to_f32(x[i]) * v;
 }
 
+// The half-precision row path: the running V sum itself is kept in f16, each
+// update rounded, as llama.cpp's per-row flash attention does for f16 caches.
+void mad_into_f16_scalar(int64_t n, uint16_t* y, const uint16_t* x, float v) {
+  using quant::f16_to_f32;
+  using quant::f32_to_f16;
+  const int64_t np = n & ~(kStep - 1);
+  for (int64_t i = 0; i < np; ++i)
+    y[i] = f32_to_f16(std::fma(f16_to_f32(x[i]), v, f16_to_f32(y[i])));
+  for (int64_t i = np; i < n; ++i) y[i] = f32_to_f16(f16_to_f32(y[i]) + f16_to_f32(x[i]) * v);
+}
+
+void scale_f16_scalar(int64_t n, uint16_t* y, float v) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quant::f32_to_f16(quant::f16_to_f32(y[i]) * v);
+}
+
 #if defined(MINFER_AVX2)
 MINFER_AVX2 void mad_f32_avx2(int64_t n, float* y, const float* x, float v) {
   const int64_t np = n & ~(kStep - 1);
@@ -86,6 +101,27 @@ MINFER_AVX2 float dot_f16_f32_avx2(int64_t n, const void* k, const void* q) {
   return sum;
 }
 
+MINFER_AVX2 void store_f16(uint16_t* p, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+MINFER_AVX2 void mad_into_f16_avx2(int64_t n, uint16_t* y, const uint16_t* x, float v) {
+  const int64_t np = n & ~(kStep - 1);
+  const __m256 vv = _mm256_set1_ps(v);
+  for (int64_t i = 0; i < np; i += 8)
+    store_f16(y + i, _mm256_fmadd_ps(load_f16(x + i), vv, load_f16(y + i)));
+  for (int64_t i = np; i < n; ++i) {
+    y[i] = quant::f32_to_f16(quant::f16_to_f32(y[i]) + quant::f16_to_f32(x[i]) * v);
+  }
+}
+
+MINFER_AVX2 void scale_f16_avx2(int64_t n, uint16_t* y, float v) {
+  const int64_t np = n & ~int64_t{7};
+  const __m256 vv = _mm256_set1_ps(v);
+  for (int64_t i = 0; i < np; i += 8) store_f16(y + i, _mm256_mul_ps(load_f16(y + i), vv));
+  for (int64_t i = np; i < n; ++i) y[i] = quant::f32_to_f16(quant::f16_to_f32(y[i]) * v);
+}
+
 MINFER_AVX2 void mad_f16_avx2(int64_t n, float* y, const uint16_t* x, float v) {
   const int64_t np = n & ~(kStep - 1);
   const __m256 vv = _mm256_set1_ps(v);
@@ -99,20 +135,29 @@ MINFER_AVX2 void mad_f16_avx2(int64_t n, float* y, const uint16_t* x, float v) {
 struct Kernels {
   DotFn kq_dot;      // cache row . query
   DotFn kq_dot_f32;  // batch row (f32) . query
+  DotFn kq_dot_f16;  // f16 cache row . f16-rounded query (half-precision rows)
   void (*mad_f32)(int64_t, float*, const float*, float);
   void (*mad_f16)(int64_t, float*, const uint16_t*, float);
+  void (*mad_into_f16)(int64_t, uint16_t*, const uint16_t*, float);
+  void (*scale_f16)(int64_t, uint16_t*, float);
 };
 
 Kernels pick_kernels(KvType kv_type) {
   const Isa isa = active_isa();
-  Kernels k{
-      kv_type == KvType::kF16 ? dot_f16_f32_scalar : dot_kernel(quant::TensorType::F32, isa),
-      dot_kernel(quant::TensorType::F32, isa), mad_f32_scalar, mad_f16_scalar};
+  Kernels k{kv_type == KvType::kF16 ? dot_f16_f32_scalar : dot_kernel(quant::TensorType::F32, isa),
+            dot_kernel(quant::TensorType::F32, isa),
+            dot_kernel(quant::TensorType::F16, isa),
+            mad_f32_scalar,
+            mad_f16_scalar,
+            mad_into_f16_scalar,
+            scale_f16_scalar};
 #if defined(MINFER_AVX2)
   if (isa == Isa::kAvx2) {
     if (kv_type == KvType::kF16) k.kq_dot = dot_f16_f32_avx2;
     k.mad_f32 = mad_f32_avx2;
     k.mad_f16 = mad_f16_avx2;
+    k.mad_into_f16 = mad_into_f16_avx2;
+    k.scale_f16 = scale_f16_avx2;
   }
 #endif
   return k;
@@ -120,6 +165,7 @@ Kernels pick_kernels(KvType kv_type) {
 
 struct Scratch {
   std::vector<float> acc32;
+  std::vector<uint16_t> q16, acc16;
 };
 
 struct HeadJob {
@@ -131,9 +177,38 @@ struct HeadJob {
   float* out;
   const float* batch_k;  // kv head's first element in the batch's row 0 (null: none)
   const float* batch_v;
-  int64_t batch_first;   // position of the batch's row 0
-  int64_t batch_row;     // floats between batch rows
+  int64_t batch_first;  // position of the batch's row 0
+  int64_t batch_row;    // floats between batch rows
 };
+
+// The half-precision row path (AttentionShape::half_precision_rows): the
+// query is rounded to f16, K.Q is the f16 dot kernel and the V sum is kept in
+// f16; every key comes from the (f16) cache.
+void attend_half(const HeadJob& job, const AttentionShape& s, const Kernels& k, Scratch& scratch) {
+  const int64_t d = s.head_dim;
+  for (int64_t i = 0; i < d; ++i) scratch.q16[i] = quant::f32_to_f16(job.q[i]);
+  std::fill(scratch.acc16.begin(), scratch.acc16.end(), uint16_t{0});
+  float m = -INFINITY;
+  float sum = 0.0f;
+  for (int64_t j = job.j_begin; j < job.j_end; ++j) {
+    const float sc = k.kq_dot_f16(d, job.k + j * job.kv_row_bytes, scratch.q16.data()) * s.scale;
+    const float m_old = m;
+    float ms = 1.0f;
+    float vs = 1.0f;
+    if (sc > m) {
+      m = sc;
+      ms = std::exp(m_old - m);
+      k.scale_f16(d, scratch.acc16.data(), ms);
+    } else {
+      vs = std::exp(sc - m);
+    }
+    k.mad_into_f16(d, scratch.acc16.data(),
+                   reinterpret_cast<const uint16_t*>(job.v + j * job.kv_row_bytes), vs);
+    sum = sum * ms + vs;
+  }
+  const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+  for (int64_t i = 0; i < d; ++i) job.out[i] = quant::f16_to_f32(scratch.acc16[i]) * inv;
+}
 
 // One query head against its visible keys; see ops.h for the numerics.
 void attend(const HeadJob& job, const AttentionShape& s, KvType kv_type, const Kernels& k,
@@ -210,7 +285,8 @@ Status attention(const float* q, const void* k_cache, const void* v_cache, KvTyp
   const int64_t q_row = shape.n_head * shape.head_dim;
   const size_t kv_row_bytes = static_cast<size_t>(shape.n_head_kv * shape.head_dim) * elem;
   pool.parallel_for(shape.n_tokens * shape.n_head, [&](int64_t begin, int64_t end, int) {
-    Scratch scratch{std::vector<float>(shape.head_dim)};
+    Scratch scratch{std::vector<float>(shape.head_dim), std::vector<uint16_t>(shape.head_dim),
+                    std::vector<uint16_t>(shape.head_dim)};
     for (int64_t task = begin; task < end; ++task) {
       const int64_t t = task / shape.n_head;
       const int64_t h = task % shape.n_head;
@@ -232,7 +308,11 @@ Status attention(const float* q, const void* k_cache, const void* v_cache, KvTyp
                         batch ? shape.batch_v + kv_head : nullptr,
                         shape.batch_first,
                         shape.n_head_kv * shape.head_dim};
-      attend(job, shape, kv_type, kernels, scratch);
+      if (kv_type == KvType::kF16 && shape.half_precision_rows) {
+        attend_half(job, shape, kernels, scratch);
+      } else {
+        attend(job, shape, kv_type, kernels, scratch);
+      }
     }
   });
   return Status::ok();
