@@ -141,4 +141,18 @@ int report(std::string_view command, const Status& status, int error_code) {
   return error_code;
 }
 
+int parse_and_run(ArgParser& p, std::string_view command, std::span<const std::string_view> args,
+                  const std::function<Status(const ArgParser&)>& body) {
+  if (Status s = p.parse(args); !s) {
+    std::fprintf(stderr, "minfer %.*s: %s\n\n%s", static_cast<int>(command.size()), command.data(),
+                 s.message().c_str(), p.usage().c_str());
+    return 2;
+  }
+  if (p.help_requested()) {
+    std::printf("%s", p.usage().c_str());
+    return 0;
+  }
+  return report(command, body(p));
+}
+
 }  // namespace minfer::cli

@@ -7,6 +7,7 @@
 // `--help`/`-h` sets help_requested(). Not thread-safe; one per command run.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -54,8 +55,14 @@ class ArgParser {
   bool help_ = false;
 };
 
-// Runs `body` and maps its Status to an exit code, printing the error to stderr
-// as "minfer <command>: <message>". Usage errors (from parse) exit 2.
+// Maps a Status to an exit code, printing an error to stderr as
+// "minfer <command>: <message>".
 int report(std::string_view command, const Status& status, int error_code = 1);
+
+// The common shape of a subcommand: parse `args` (a usage error prints the
+// message and the usage, exit 2), answer --help (usage on stdout, exit 0),
+// else run `body` and report its Status (exit 0 or 1).
+int parse_and_run(ArgParser& p, std::string_view command, std::span<const std::string_view> args,
+                  const std::function<Status(const ArgParser&)>& body);
 
 }  // namespace minfer::cli

@@ -89,15 +89,7 @@ int run_chat(std::span<const std::string_view> args) {
   p.option("--system", "TEXT", "system message");
   p.option("-n,--n-predict", "N", "most tokens per reply (512)");
   add_sampling_options(p);
-  if (Status s = p.parse(args); !s) {
-    std::fprintf(stderr, "minfer chat: %s\n\n%s", s.message().c_str(), p.usage().c_str());
-    return 2;
-  }
-  if (p.help_requested()) {
-    std::printf("%s", p.usage().c_str());
-    return 0;
-  }
-  return report("chat", run(p));
+  return parse_and_run(p, "chat", args, run);
 }
 
 }  // namespace minfer::cli

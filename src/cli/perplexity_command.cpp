@@ -49,15 +49,7 @@ int run_perplexity(std::span<const std::string_view> args) {
   p.option("-p,--prompt", "TEXT", "text to score, inline");
   p.option("--chunks", "N", "score at most N chunks (all)");
   p.option("--logits-out", "FILE", "write the scored logits (f32, chunk by chunk) to FILE");
-  if (Status s = p.parse(args); !s) {
-    std::fprintf(stderr, "minfer perplexity: %s\n\n%s", s.message().c_str(), p.usage().c_str());
-    return 2;
-  }
-  if (p.help_requested()) {
-    std::printf("%s", p.usage().c_str());
-    return 0;
-  }
-  return report("perplexity", run(p));
+  return parse_and_run(p, "perplexity", args, run);
 }
 
 }  // namespace minfer::cli

@@ -71,15 +71,7 @@ int run_run(std::span<const std::string_view> args) {
   p.option("-f,--file", "FILE", "read the prompt from FILE");
   p.option("-n,--n-predict", "N", "tokens to generate (128)");
   add_sampling_options(p);
-  if (Status s = p.parse(args); !s) {
-    std::fprintf(stderr, "minfer run: %s\n\n%s", s.message().c_str(), p.usage().c_str());
-    return 2;
-  }
-  if (p.help_requested()) {
-    std::printf("%s", p.usage().c_str());
-    return 0;
-  }
-  return report("run", run(p));
+  return parse_and_run(p, "run", args, run);
 }
 
 }  // namespace minfer::cli

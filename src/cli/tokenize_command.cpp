@@ -38,15 +38,7 @@ int run_tokenize(std::span<const std::string_view> args) {
   p.flag("--no-bos", "do not add BOS even if the vocabulary asks for it");
   p.flag("--no-parse-special", "treat special-token text as plain text");
   p.flag("--show-count", "print the number of tokens");
-  if (Status s = p.parse(args); !s) {
-    std::fprintf(stderr, "minfer tokenize: %s\n\n%s", s.message().c_str(), p.usage().c_str());
-    return 2;
-  }
-  if (p.help_requested()) {
-    std::printf("%s", p.usage().c_str());
-    return 0;
-  }
-  return report("tokenize", run(p));
+  return parse_and_run(p, "tokenize", args, run);
 }
 
 }  // namespace minfer::cli
