@@ -4,7 +4,7 @@
 # Idempotent: skips what is already there. Needs root (or sudo) for apt.
 set -euo pipefail
 
-apt_packages=(cmake ninja-build clang libclang-rt-dev g++ pkg-config libgtest-dev libgmock-dev
+apt_packages=(cmake ninja-build clang clang-format libclang-rt-dev g++ pkg-config libgtest-dev libgmock-dev
               libbenchmark-dev libpcre2-dev libutf8proc-dev python3 python3-pip)
 missing=()
 for p in "${apt_packages[@]}"; do
