@@ -23,12 +23,21 @@ const DeviceWeight* DeviceWeights::find(std::string_view name) const {
   return it == index_.end() ? nullptr : &it->second;
 }
 
+bool DeviceWeights::made_from(const model::Weights& weights) const {
+  if (weights.all().size() != host_data_.size()) return false;
+  for (size_t i = 0; i < host_data_.size(); ++i) {
+    if (weights.all()[i].data != host_data_[i]) return false;
+  }
+  return true;
+}
+
 Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Weights& weights) {
   static std::mutex mu;
   static std::map<const model::Weights*, std::weak_ptr<const DeviceWeights>> cache;
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = cache.find(&weights); it != cache.end()) {
-    if (auto live = it->second.lock()) return live;
+    auto live = it->second.lock();
+    if (live && live->made_from(weights)) return live;
   }
   size_t total = 0;
   for (const model::WeightView& v : weights.all()) {
@@ -66,6 +75,7 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
     w.row_bytes = v.row_bytes();
     w.data = base + offset;
     dw->index_[v.name] = w;
+    dw->host_data_.push_back(v.data);
     offset += align_up(v.nbytes);
   }
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/cuda/device.h"
 #include "model/weights.h"
@@ -38,8 +39,12 @@ class DeviceWeights {
   size_t bytes() const { return arena_.size(); }
 
  private:
+  // Whether this upload was made from `weights` (same tensors, same host data).
+  bool made_from(const model::Weights& weights) const;
+
   DeviceBuffer arena_;
   std::unordered_map<std::string, DeviceWeight> index_;
+  std::vector<const uint8_t*> host_data_;  // the source of each tensor, in table order
 };
 
 }  // namespace minfer::cuda
