@@ -1,16 +1,17 @@
-// Causal attention over the KV cache: one block of kWarps warps per (query
-// token, head). Warp w takes keys j_begin + w, j_begin + w + kWarps, ...; its
-// lanes hold head_dim / 32 dims each of the query, of the running output and
-// of every key/value row they read (coalesced rows). Each warp keeps its own
-// online softmax (running max m, sum s, output acc); the warps' states are
-// merged through shared memory at the end. A query sees key j iff
+// Causal attention over the KV cache: one block per (query token, head), of
+// 16 warps when there are few (token, head) pairs (decode: long key ranges,
+// few blocks), else 4. Warp w takes keys j_begin + w, j_begin + w + kWarps,
+// ...; its lanes hold head_dim / 32 dims each of the query, of the running
+// output and of every key/value row they read (coalesced rows). Each warp
+// keeps its own online softmax (running max m, sum s, output acc); the warps'
+// states are merged through shared memory at the end. A query sees key j iff
 // j <= position and (no window or position - j < window).
 //
 // Keys at positions >= the batch's first position come from the batch's own
 // f32 k/v (AttentionArgs::batch_k/v) when the batch's positions are
-// consecutive, as the CPU backend does (so a prompt attends to itself at full
-// precision whatever the cache type); earlier keys come from the cache (f32,
-// or f16 widened to f32). The query stays f32. Scores and sums are f32.
+// consecutive, so a prompt attends to itself at full precision whatever the
+// cache type; earlier keys come from the cache (f32, or f16 widened to f32).
+// The query stays f32. Scores and sums are f32.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/kernels.h"
@@ -18,7 +19,8 @@
 namespace minfer::cuda {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kFewWarps = 4, kManyWarps = 16;
+constexpr int64_t kFewBlocks = 256;  // below this many (token, head) pairs: kManyWarps
 
 template <bool kF16>
 __device__ __forceinline__ float load_kv(const void* base, int64_t idx) {
@@ -29,7 +31,7 @@ __device__ __forceinline__ float load_kv(const void* base, int64_t idx) {
   }
 }
 
-template <int kDpl, bool kF16>  // kDpl: dims per lane (head_dim / 32)
+template <int kDpl, bool kF16, int kWarps>  // kDpl: dims per lane (head_dim / 32)
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
   __shared__ float s_m[kWarps], s_s[kWarps];
   __shared__ float s_acc[kWarps][kDpl * 32];
@@ -126,13 +128,22 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   }
 }
 
-template <int kDpl>
-void launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
+template <int kDpl, int kWarps>
+void launch_warps(const AttentionArgs& a, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(a.n_tokens * a.n_head);
   if (a.f16_cache) {
-    attention_kernel<kDpl, true><<<grid, kWarps * 32, 0, stream>>>(a);
+    attention_kernel<kDpl, true, kWarps><<<grid, kWarps * 32, 0, stream>>>(a);
   } else {
-    attention_kernel<kDpl, false><<<grid, kWarps * 32, 0, stream>>>(a);
+    attention_kernel<kDpl, false, kWarps><<<grid, kWarps * 32, 0, stream>>>(a);
+  }
+}
+
+template <int kDpl>
+void launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.n_tokens * a.n_head < kFewBlocks) {
+    launch_warps<kDpl, kManyWarps>(a, stream);
+  } else {
+    launch_warps<kDpl, kFewWarps>(a, stream);
   }
 }
 
