@@ -66,9 +66,16 @@ struct DeviceInit {
     if (l.warp_size != 32) {
       return Status::error("warp size " + std::to_string(l.warp_size) + " (kernels need 32)");
     }
-    if (l.max_threads_per_block < 256) {
-      return Status::error("max threads per block " + std::to_string(l.max_threads_per_block) +
-                           " (kernels need 256)");
+    // The kernels' needs: blocks of up to 512 threads (attention) and up to
+    // 17 KiB of static shared memory per block (matmul tiles, attention).
+    constexpr int kThreadsNeeded = 512;
+    constexpr size_t kSharedNeeded = 32 * 1024;
+    if (l.max_threads_per_block < kThreadsNeeded || l.shared_per_block < kSharedNeeded) {
+      return Status::error("device limits below the kernels' needs: " +
+                           std::to_string(l.max_threads_per_block) + " threads per block (need " +
+                           std::to_string(kThreadsNeeded) + "), " +
+                           std::to_string(l.shared_per_block) + " bytes of shared memory (need " +
+                           std::to_string(kSharedNeeded) + ")");
     }
     // Create the context now, so that its cost is not paid by the first kernel.
     MINFER_CUDA_CHECK(cudaFree(nullptr));
