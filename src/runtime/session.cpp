@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "graph/fusion.h"
 #include "model/builder.h"
 
@@ -14,6 +15,14 @@ namespace {
 bool env_on(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+// Prints why CUDA does not take part, once per distinct reason.
+void report_no_gpu(const std::string& reason) {
+  static std::string last;
+  if (reason == last) return;
+  last = reason;
+  std::fprintf(stderr, "minfer: CUDA not used: %s; running on the CPU\n", reason.c_str());
 }
 
 }  // namespace
@@ -26,6 +35,15 @@ Result<std::unique_ptr<Session>> Session::create(const model::Model& model,
   }
   if (options.max_batch < 1) return Status::error("batch size must be positive");
   std::unique_ptr<Session> s(new Session(model, options));
+  if (options.gpu && cuda::available()) {
+    auto gpu = cuda::create_backend(model.weights());
+    if (gpu.is_ok()) {
+      s->owned_backends_.push_back(std::move(gpu).value());
+      s->gpu_ = true;
+    } else {
+      report_no_gpu(gpu.message());
+    }
+  }
   s->owned_backends_.push_back(
       std::make_unique<cpu::CpuBackend>(model.weights(), options.n_threads));
   for (auto& b : s->owned_backends_) s->backends_.push_back(b.get());
@@ -33,7 +51,11 @@ Result<std::unique_ptr<Session>> Session::create(const model::Model& model,
   // supports it (probing with a representative node).
   graph::Node probe;
   probe.op = graph::Op::kAttention;
-  probe.meta = graph::AttentionMeta{};
+  graph::AttentionMeta probe_meta;
+  probe_meta.n_head = hp.n_head;
+  probe_meta.n_head_kv = hp.n_head_kv;
+  probe_meta.head_dim = hp.head_dim;
+  probe.meta = probe_meta;
   backend::Backend* kv_owner = s->backends_.back();
   for (auto* b : s->backends_) {
     if (b->supports_op(probe)) {
@@ -41,20 +63,30 @@ Result<std::unique_ptr<Session>> Session::create(const model::Model& model,
       break;
     }
   }
-  MINFER_ASSIGN_OR_RETURN(s->kv_, KvCache::create(kv_owner, hp.n_layer, options.n_ctx,
-                                                  hp.kv_dim(), options.kv_type));
+  MINFER_ASSIGN_OR_RETURN(
+      s->kv_, KvCache::create(kv_owner, hp.n_layer, options.n_ctx, hp.kv_dim(), options.kv_type));
   s->profiling_ = env_on("MINFER_OP_PROFILE");
   s->tracing_ = env_on("MINFER_GRAPH_TRACE");
   return s;
 }
 
-Session::~Session() { graph::release_plan(plan_, backends_); }
+Session::~Session() {
+  graph::release_plan(plan_, backends_);
+}
 
 Status Session::prepare(const model::GraphParams& params) {
   if (cached_params_ && *cached_params_ == params) return Status::ok();
   graph::release_plan(plan_, backends_);
   cached_params_.reset();
   MINFER_ASSIGN_OR_RETURN(graph_, model::build_graph(model_.hparams(), model_.weights(), params));
+  if (params.gpu) {  // the all-weights gate: every weight the graph reads is on the GPU
+    for (const std::string& w : graph::weights_read(graph_)) {
+      if (!backends_.front()->has_weight(w)) {
+        return Status::error("weight '" + w + "' is not on " +
+                             std::string(backends_.front()->name()));
+      }
+    }
+  }
   if (params.fuse) graph::fuse(graph_, backends_);
   MINFER_ASSIGN_OR_RETURN(plan_, graph::build_plan(graph_, backends_));
   cached_params_ = params;
@@ -70,6 +102,7 @@ Status Session::eval_batch(std::span<const int32_t> tokens, int64_t n_outputs, f
   params.n_tokens = static_cast<int64_t>(tokens.size());
   params.n_outputs = n_outputs;
   params.kv_type = kv_.type();
+  params.gpu = gpu_;
   MINFER_RETURN_IF_ERROR(prepare(params));
   positions_.resize(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) positions_[i] = static_cast<int32_t>(n_past_ + i);
@@ -124,9 +157,8 @@ Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens, in
       scratch.resize(static_cast<size_t>(n_vocab));
       dst = scratch.data();
     }
-    MINFER_RETURN_IF_ERROR(eval_batch(tokens.subspan(static_cast<size_t>(start),
-                                                     static_cast<size_t>(len)),
-                                      graph_outs, dst));
+    MINFER_RETURN_IF_ERROR(eval_batch(
+        tokens.subspan(static_cast<size_t>(start), static_cast<size_t>(len)), graph_outs, dst));
   }
   return std::span<const float>(logits_);
 }

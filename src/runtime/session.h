@@ -8,9 +8,12 @@
 // (every decode step after the first), rebuilt otherwise. Batches longer than
 // max_batch are split. Exceeding the context is an error that says by how much.
 //
-// Levers: MINFER_GRAPH_TRACE=1 prints each new plan (splits, op census);
-// MINFER_OP_PROFILE=1 collects per-op times (op_profile()).
-// Threading: one Session per sequence, driven by one thread.
+// Backends, in priority order: CUDA (when SessionOptions::gpu, a device is
+// usable and all weights were uploaded; otherwise the reason is printed once),
+// then the CPU. GraphParams::gpu records whether CUDA takes part.
+// Levers: MINFER_DISABLE_CUDA=1 forces the CPU; MINFER_GRAPH_TRACE=1 prints each new plan (splits,
+// op census); MINFER_OP_PROFILE=1 collects per-op times (op_profile()). Threading: one Session per
+// sequence, driven by one thread.
 #pragma once
 
 #include <algorithm>
@@ -34,6 +37,9 @@ struct SessionOptions {
   int n_threads = 0;  // 0: all hardware threads
   graph::DType kv_type = graph::DType::kF32;
   int64_t max_batch = 512;
+  // Run on a GPU backend when one is usable and every weight reaches it (the
+  // all-weights gate); false keeps the CPU path (whose numerics tests pin).
+  bool gpu = true;
 };
 
 class Session {
@@ -54,6 +60,8 @@ class Session {
   const model::Model& model() const { return model_; }
   const graph::OpProfile& op_profile() const { return profile_; }
   int64_t graph_builds() const { return graph_builds_; }
+  // Whether a GPU backend takes part in this session's graphs.
+  bool gpu() const { return gpu_; }
 
  private:
   Session(const model::Model& model, const SessionOptions& options)
@@ -67,6 +75,7 @@ class Session {
   std::vector<backend::Backend*> backends_;
   KvCache kv_;
   int64_t n_past_ = 0;
+  bool gpu_ = false;
 
   // The graph cache: the last built graph and plan, keyed by its params.
   std::optional<model::GraphParams> cached_params_;

@@ -70,6 +70,7 @@ void check_perplexity(const std::string& name) {
   runtime::SessionOptions so;
   so.n_ctx = 512;
   so.kv_type = graph::DType::kF16;
+  so.gpu = false;  // llama.cpp's CPU numerics
   auto session = runtime::Session::create(**model, so);
   ASSERT_TRUE(session.is_ok()) << session.message();
   auto r = runtime::perplexity(**session, *tokens, 512, -1);
@@ -135,6 +136,7 @@ TEST(Parity, Gemma3GreedyMatchesLlamaCpp) {
     runtime::SessionOptions so;
     so.n_ctx = 512;
     so.kv_type = graph::DType::kF16;
+    so.gpu = false;  // llama.cpp's CPU numerics
     auto session = runtime::Session::create(**model, so);
     ASSERT_TRUE(session.is_ok()) << session.message();
     runtime::SamplerParams sp;

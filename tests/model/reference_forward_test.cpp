@@ -139,6 +139,7 @@ runtime::SessionOptions session_options(const Case& c, int64_t max_batch = 512) 
   o.n_threads = 2;
   o.kv_type = c.kv_type;
   o.max_batch = max_batch;
+  o.gpu = false;  // the tolerances below are the CPU path's (cuda_forward_test: the GPU's)
   return o;
 }
 

@@ -51,6 +51,7 @@ const model::Model& tiny_model(const std::string& shape) {
 
 std::unique_ptr<Session> make_session(const model::Model& m, SessionOptions o = {}) {
   if (o.n_threads == 0) o.n_threads = 2;
+  o.gpu = false;  // these tests pin the CPU path
   if (o.n_ctx == SessionOptions{}.n_ctx) o.n_ctx = 128;
   auto s = Session::create(m, o);
   EXPECT_TRUE(s.is_ok()) << s.message();

@@ -1,0 +1,44 @@
+// The CUDA backend's public face: whether a device is usable, and a factory
+// for the backend. Free of CUDA headers, so that any C++ file may include it;
+// in a build without CUDA (MINFER_CUDA=OFF) the same functions exist and say
+// that CUDA is not compiled in.
+//
+// Contract of the backend create_backend() returns (backend::Backend):
+//   - Every tensor of `weights` is uploaded to device memory once, at
+//     creation, and registered by name (the all-weights gate): if one cannot
+//     be (a type without a device kernel, a row length that is not a multiple
+//     of 32, out of device memory), creation fails with the reason and the
+//     caller runs without CUDA. has_weight() is then true for every weight.
+//   - supports_op() says yes to every op the model builders emit, with f32
+//     activations (no activation quantization: DESIGN.md §3.7), when the
+//     node's weights and shapes fit the kernels; supports_fused() claims
+//     SwiGLU and GeGLU.
+//   - execute_node() only enqueues kernels on the backend's stream; errors
+//     (missing weight, wrong metadata, a shape the kernels refuse) name the
+//     node and the numbers. synchronize() waits with a deadline (10 s, or
+//     MINFER_GPU_TIMEOUT seconds) and, on timeout or a device error, names the
+//     last 16 kernels launched.
+//   - Buffers are cudaMalloc allocations; read_host/write_host copy
+//     synchronously with respect to the host.
+// Threading: as backend::Backend (one driving thread).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "model/weights.h"
+
+namespace minfer::cuda {
+
+// True when the build has CUDA and a device is usable (MINFER_DISABLE_CUDA is
+// not set). The first call initializes the device and prints it.
+bool available();
+// Why available() is false ("" when it is true).
+std::string unavailable_reason();
+
+// The backend over `weights` (which must outlive it), or why not.
+Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights);
+
+}  // namespace minfer::cuda

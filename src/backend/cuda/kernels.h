@@ -1,0 +1,84 @@
+// Launchers of the CUDA backend's kernels. Each enqueues work on `stream` and
+// returns the launch status (cudaGetLastError after the launch); none waits.
+//
+// Shapes: activations are dense row-major f32 [rows][row_len], as in the graph
+// IR. Data-dependent errors found on the device (a token id or a position out
+// of range) are reported through `err`, a device array of kErrWords ints that
+// the backend reads after each synchronize (first error wins):
+//   err[0] = ErrCode, err[1..3] = the offending values.
+// The shape checks that need no device data happen in the backend before a
+// launch (cuda_backend.cu); these functions trust their arguments.
+// Include only from .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "quant/tensor_type.h"
+
+namespace minfer::cuda {
+
+constexpr int kErrWords = 4;
+enum ErrCode : int {
+  kErrNone = 0,
+  kErrTokenRange = 1,     // err[1] = id, err[2] = rows of the table
+  kErrPositionRange = 2,  // err[1] = position, err[2] = cache rows
+};
+
+// --- matmul.cu -------------------------------------------------------------
+// y[t][r] = sum_k W[r][k] x[t][k] (+ bias[r]); W rows of `row_bytes` bytes in
+// `type`; in_dim a multiple of 32. y must not overlap x.
+cudaError_t launch_matmul(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
+                          int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
+                          float* y, cudaStream_t stream);
+// out[r][:] = dequant(W[ids[r]]) * scale, row_len a multiple of 32.
+cudaError_t launch_get_rows_weight(quant::TensorType type, const void* w, size_t row_bytes,
+                                   int64_t n_table_rows, int64_t row_len, const int32_t* ids,
+                                   int64_t n_rows, float scale, float* out, int* err,
+                                   cudaStream_t stream);
+// Types with a device decoder.
+bool has_decoder(quant::TensorType type);
+
+// --- ops.cu ------------------------------------------------------------------
+enum class Ew : int { kAdd, kMul, kScale, kSilu, kGelu, kSwiGLU, kGeGLU };
+// y = op(a[, b]); n elements; y may alias a or b.
+cudaError_t launch_elementwise(Ew op, const float* a, const float* b, float s, int64_t n, float* y,
+                               cudaStream_t stream);
+// Rows of `dim` normalized by their rms, times weight (nullable); y may alias x.
+cudaError_t launch_rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim,
+                            float eps, float* y, cudaStream_t stream);
+// RoPE over [n_tokens][n_heads * head_dim]; y may alias x. neox selects the mode.
+cudaError_t launch_rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                        int64_t n_rot, const int32_t* positions, float freq_base,
+                        float freq_scale, const float* freq_factors, bool neox, float* y,
+                        cudaStream_t stream);
+// Writes k and v rows ([n_tokens][row]) at their positions into the caches
+// (f32, or f16 when f16_cache), each n_ctx rows of `row` elements.
+cudaError_t launch_kv_store(const float* k, const float* v, const int32_t* positions,
+                            int64_t n_tokens, int64_t row, int64_t n_ctx, bool f16_cache,
+                            void* k_cache, void* v_cache, int* err, cudaStream_t stream);
+// out[r] = x[rows[r]] for n_rows rows of `width` floats; out must not overlap x.
+cudaError_t launch_gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t width,
+                               float* out, cudaStream_t stream);
+
+// --- attention.cu ------------------------------------------------------------
+struct AttentionArgs {
+  const float* q = nullptr;  // [n_tokens][n_head * head_dim]
+  const void* k_cache = nullptr;  // [n_ctx][n_head_kv * head_dim], f32 or f16
+  const void* v_cache = nullptr;
+  bool f16_cache = false;
+  const int32_t* positions = nullptr;  // [n_tokens]
+  const float* batch_k = nullptr;      // [n_tokens][n_head_kv * head_dim] or null
+  const float* batch_v = nullptr;
+  int64_t n_tokens = 0, n_ctx = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
+  float scale = 1.0f;
+  int64_t sliding_window = 0;
+  float* out = nullptr;  // [n_tokens][n_head * head_dim], not aliasing q
+  int* err = nullptr;
+};
+// Head dims the attention kernel is built for.
+bool attention_head_dim_ok(int64_t head_dim);
+cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream);
+
+}  // namespace minfer::cuda

@@ -1,0 +1,195 @@
+// Element-wise ops, RMSNorm, RoPE, KV store and the row gather of the CUDA
+// backend (launchers declared in backend/cuda/kernels.h).
+//
+// Numerics (f32 throughout): silu x / (1 + expf(-x)); gelu the tanh
+// approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) evaluated in f32
+// (the CPU backend's f16 lookup table is not reproduced: each path has its own
+// reference); rms_norm sums squares in f32 with a tree reduction; RoPE angles
+// pos * base^(-2i/n_rot) / factor * freq_scale and their sin/cos are computed
+// in double, then rounded to f32; the f16 KV cache rounds to nearest even.
+#include <cuda_fp16.h>
+
+#include "backend/cuda/kernels.h"
+
+namespace minfer::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n, int threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float gelu_f(float x) {
+  constexpr float kA = 0.044715f;
+  constexpr float kS = 0.79788456080286535587989211986876f;
+  return 0.5f * x * (1.0f + tanhf(kS * x * (1.0f + kA * x * x)));
+}
+
+template <Ew kOp>
+__global__ void elementwise_kernel(const float* a, const float* b, float s, int64_t n, float* y) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float av = a[i];
+    float r;
+    if constexpr (kOp == Ew::kAdd) r = av + b[i];
+    else if constexpr (kOp == Ew::kMul) r = av * b[i];
+    else if constexpr (kOp == Ew::kScale) r = av * s;
+    else if constexpr (kOp == Ew::kSilu) r = silu_f(av);
+    else if constexpr (kOp == Ew::kGelu) r = gelu_f(av);
+    else if constexpr (kOp == Ew::kSwiGLU) r = silu_f(av) * b[i];
+    else r = gelu_f(av) * b[i];
+    y[i] = r;
+  }
+}
+
+// One block per row. Each thread normalizes exactly the elements it summed,
+// so y may alias x.
+__global__ void rms_norm_kernel(const float* x, const float* weight, int64_t dim, float eps,
+                                float* y) {
+  __shared__ float partial[32];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * dim;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += xr[i] * xr[i];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n_warps = (blockDim.x + 31) >> 5;
+  if (lane == 0) partial[warp] = sum;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < n_warps; ++w) total += partial[w];
+  const float s = rsqrtf(total / static_cast<float>(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = xr[i] * s;
+    yr[i] = weight != nullptr ? v * weight[i] : v;
+  }
+}
+
+// One thread per (token, head, pair); pairs past n_rot/2 copy the tail dims.
+__global__ void rope_kernel(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                            int64_t n_rot, const int32_t* positions, float freq_base,
+                            float freq_scale, const float* freq_factors, bool neox, float* y) {
+  const int64_t half_dim = head_dim / 2;
+  const int64_t total = n_tokens * n_heads * half_dim;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = idx % half_dim;
+    const int64_t th = idx / half_dim;  // token * n_heads + head
+    const int64_t t = th / n_heads;
+    const float* xh = x + th * head_dim;
+    float* yh = y + th * head_dim;
+    const int64_t half = n_rot / 2;
+    if (i < half) {
+      const double ff = freq_factors != nullptr ? static_cast<double>(freq_factors[i]) : 1.0;
+      const double theta = static_cast<double>(positions[t]) *
+                           pow(static_cast<double>(freq_base),
+                               -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
+      const double angle = static_cast<double>(freq_scale) * (theta / ff);
+      double sd, cd;
+      sincos(angle, &sd, &cd);
+      const float c = static_cast<float>(cd), s = static_cast<float>(sd);
+      const int64_t i0 = neox ? i : 2 * i;
+      const int64_t i1 = neox ? i + half : 2 * i + 1;
+      const float x0 = xh[i0], x1 = xh[i1];
+      yh[i0] = x0 * c - x1 * s;
+      yh[i1] = x0 * s + x1 * c;
+    } else {
+      // Dims [n_rot, head_dim) are copied; pair i (>= half) covers two of them.
+      const int64_t d0 = n_rot + 2 * (i - half);
+      if (d0 < head_dim) yh[d0] = xh[d0];
+      if (d0 + 1 < head_dim) yh[d0 + 1] = xh[d0 + 1];
+    }
+  }
+}
+
+__global__ void kv_store_kernel(const float* k, const float* v, const int32_t* positions,
+                                int64_t n_tokens, int64_t row, int64_t n_ctx, bool f16_cache,
+                                void* k_cache, void* v_cache, int* err) {
+  const int64_t t = blockIdx.y;
+  const int32_t pos = positions[t];
+  const bool ok = pos >= 0 && pos < n_ctx;
+  if (!ok && threadIdx.x == 0 && blockIdx.x == 0 &&
+      atomicCAS(err, kErrNone, kErrPositionRange) == kErrNone) {
+    err[1] = pos;
+    err[2] = static_cast<int>(n_ctx);
+  }
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; ok && i < row;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t dst = static_cast<int64_t>(pos) * row + i;
+    if (f16_cache) {
+      static_cast<__half*>(k_cache)[dst] = __float2half_rn(k[t * row + i]);
+      static_cast<__half*>(v_cache)[dst] = __float2half_rn(v[t * row + i]);
+    } else {
+      static_cast<float*>(k_cache)[dst] = k[t * row + i];
+      static_cast<float*>(v_cache)[dst] = v[t * row + i];
+    }
+  }
+}
+
+__global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width,
+                                   float* out) {
+  const int64_t r = blockIdx.x;
+  const float* src = x + static_cast<int64_t>(rows[r]) * width;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[r * width + i] = src[i];
+}
+
+}  // namespace
+
+cudaError_t launch_elementwise(Ew op, const float* a, const float* b, float s, int64_t n, float* y,
+                               cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const unsigned grid = std::min<unsigned>(blocks_for(n, kThreads), 65535u);
+  switch (op) {
+    case Ew::kAdd: elementwise_kernel<Ew::kAdd><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
+    case Ew::kMul: elementwise_kernel<Ew::kMul><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
+    case Ew::kScale: elementwise_kernel<Ew::kScale><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
+    case Ew::kSilu: elementwise_kernel<Ew::kSilu><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
+    case Ew::kGelu: elementwise_kernel<Ew::kGelu><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
+    case Ew::kSwiGLU: elementwise_kernel<Ew::kSwiGLU><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
+    case Ew::kGeGLU: elementwise_kernel<Ew::kGeGLU><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim,
+                            float eps, float* y, cudaStream_t stream) {
+  if (n_rows <= 0) return cudaSuccess;
+  const int threads = dim >= 1024 ? 256 : (dim >= 256 ? 128 : 32);
+  rms_norm_kernel<<<static_cast<unsigned>(n_rows), threads, 0, stream>>>(x, weight, dim, eps, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                        int64_t n_rot, const int32_t* positions, float freq_base,
+                        float freq_scale, const float* freq_factors, bool neox, float* y,
+                        cudaStream_t stream) {
+  const int64_t total = n_tokens * n_heads * (head_dim / 2);
+  if (total <= 0) return cudaSuccess;
+  const unsigned grid = std::min<unsigned>(blocks_for(total, kThreads), 65535u);
+  rope_kernel<<<grid, kThreads, 0, stream>>>(x, n_tokens, n_heads, head_dim, n_rot, positions,
+                                             freq_base, freq_scale, freq_factors, neox, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_kv_store(const float* k, const float* v, const int32_t* positions,
+                            int64_t n_tokens, int64_t row, int64_t n_ctx, bool f16_cache,
+                            void* k_cache, void* v_cache, int* err, cudaStream_t stream) {
+  if (n_tokens <= 0) return cudaSuccess;
+  const dim3 grid(blocks_for(row, kThreads), static_cast<unsigned>(n_tokens));
+  kv_store_kernel<<<grid, kThreads, 0, stream>>>(k, v, positions, n_tokens, row, n_ctx, f16_cache,
+                                                 k_cache, v_cache, err);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t width,
+                               float* out, cudaStream_t stream) {
+  if (n_rows <= 0) return cudaSuccess;
+  gather_rows_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, rows, width, out);
+  return cudaGetLastError();
+}
+
+}  // namespace minfer::cuda

@@ -1,0 +1,44 @@
+#!/bin/bash
+# Builds minfer with CUDA and runs the GPU tests, a 0.5B decode/prefill timing
+# and compute-sanitizer over the op tests, on a machine with an NVIDIA GPU.
+#   bash tools/cuda_test.sh [BUILD_DIR] [DEPS_PREFIX]
+# DEPS_PREFIX (optional): a prefix with lib/pkgconfig/{libpcre2-8,libutf8proc}.pc,
+# static libs and gtest, for machines without those packages (docs/CUDA.md).
+# Logs go to $OUT (default: BUILD_DIR/cuda_logs).
+set -u
+cd "$(dirname "$0")/.."
+build=${1:-build-cuda}
+deps=${2:-}
+out=${OUT:-$build/cuda_logs}
+mkdir -p "$out"
+args=(-G Ninja -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-90} -DMINFER_FUZZ=OFF)
+if [ -n "$deps" ]; then
+  export PKG_CONFIG_PATH=$deps/lib/pkgconfig
+  args+=(-DGTEST_ROOT="$deps")
+fi
+cmake -S . -B "$build" "${args[@]}" > "$out/cfg.log" 2>&1 || { tail -30 "$out/cfg.log"; exit 1; }
+cmake --build "$build" -j"$(nproc)" > "$out/build.log" 2>&1 ||
+  { grep -B2 -A12 -m8 error "$out/build.log"; exit 1; }
+rc=0
+"$build/tests/minfer_backend_test" --gtest_filter='cuda_*' > "$out/backend.log" 2>&1 || rc=1
+grep -E "^\[  (PASSED|FAILED|SKIPPED)|max diff" "$out/backend.log"
+"$build/tests/minfer_model_test" --gtest_filter='*CudaForward*' > "$out/model.log" 2>&1 || rc=1
+grep -E "^\[  (PASSED|FAILED|SKIPPED)|gpu " "$out/model.log"
+tok=()
+[ -n "$deps" ] && [ -d "$deps/qwen2-tokenizer" ] && tok=(--tokenizer-dir "$deps/qwen2-tokenizer")
+model=$build/qwen2.5-0.5b-Q4_0.gguf
+"$build/minfer" synth --model qwen2.5-0.5b -q Q4_0 "${tok[@]}" -o "$model" -s && {
+  "$build/minfer" run -m "$model" -n 64 --temp 0 -p "Hello, my name is" 2>&1 | tail -1
+  MINFER_DISABLE_CUDA=1 "$build/minfer" run -m "$model" -n 64 --temp 0 -p "Hello" 2>&1 | tail -1
+  head -c 6000 tests/data/text.txt > "$build/prompt.txt"
+  "$build/minfer" run -m "$model" -f "$build/prompt.txt" -n 64 --temp 0 2>&1 | tail -1
+}
+if command -v compute-sanitizer > /dev/null; then
+  compute-sanitizer --tool memcheck "$build/tests/minfer_backend_test" \
+    --gtest_filter='cuda_Ops*:cuda_GetRows*:cuda_Weights*' > "$out/memcheck.log" 2>&1 || rc=1
+  grep "ERROR SUMMARY" "$out/memcheck.log"
+  compute-sanitizer --tool racecheck "$build/tests/minfer_backend_test" \
+    --gtest_filter='cuda_Ops.KvStore*:cuda_Ops.RmsNorm*' > "$out/racecheck.log" 2>&1 || rc=1
+  grep "RACECHECK SUMMARY" "$out/racecheck.log"
+fi
+exit $rc
