@@ -42,7 +42,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Status error) : v_(std::move(error)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(v_).is_ok() && "Result constructed from an ok Status");
   }
@@ -83,14 +83,14 @@ class [[nodiscard]] Result {
 #define MINFER_CONCAT_(a, b) MINFER_CONCAT_INNER_(a, b)
 
 // Return the Status if it is an error.
-#define MINFER_RETURN_IF_ERROR(expr)             \
-  do {                                           \
-    ::minfer::Status minfer_status_ = (expr);    \
+#define MINFER_RETURN_IF_ERROR(expr)                    \
+  do {                                                  \
+    ::minfer::Status minfer_status_ = (expr);           \
     if (!minfer_status_.is_ok()) return minfer_status_; \
   } while (0)
 
 // `MINFER_ASSIGN_OR_RETURN(auto x, f());` — bind the value or return the error.
-#define MINFER_ASSIGN_OR_RETURN(lhs, expr)                             \
+#define MINFER_ASSIGN_OR_RETURN(lhs, expr) \
   MINFER_ASSIGN_OR_RETURN_IMPL_(MINFER_CONCAT_(minfer_result_, __LINE__), lhs, expr)
 #define MINFER_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                  \

@@ -24,8 +24,7 @@ std::vector<std::string> split_names(std::string_view names) {
 ArgParser::ArgParser(std::string command, std::string synopsis)
     : command_(std::move(command)), synopsis_(std::move(synopsis)) {}
 
-void ArgParser::option(std::string_view names, std::string_view value_name,
-                       std::string_view help) {
+void ArgParser::option(std::string_view names, std::string_view value_name, std::string_view help) {
   specs_.push_back({split_names(names), std::string(value_name), std::string(help)});
 }
 
@@ -73,8 +72,8 @@ Status ArgParser::parse(std::span<const std::string_view> args) {
     } else if (i + 1 < args.size()) {
       values_[key] = std::string(args[++i]);
     } else {
-      return Status::error("option '" + std::string(name) + "' needs a value (" +
-                           spec->value_name + ")");
+      return Status::error("option '" + std::string(name) + "' needs a value (" + spec->value_name +
+                           ")");
     }
   }
   return Status::ok();

@@ -31,14 +31,15 @@ Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
   sampler.reset();
   std::vector<int32_t> generated;
-  auto stats = runtime::generate(session, sampler, fresh, std::min(n_predict, room), [&](int32_t t) {
-    generated.push_back(t);
-    const std::string piece = detok.push(t);
-    reply += piece;
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  });
+  auto stats =
+      runtime::generate(session, sampler, fresh, std::min(n_predict, room), [&](int32_t t) {
+        generated.push_back(t);
+        const std::string piece = detok.push(t);
+        reply += piece;
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      });
   const std::string rest = detok.flush();
   reply += rest;
   std::printf("%s\n", rest.c_str());

@@ -30,11 +30,21 @@ std::string json_string(std::string_view s) {
       continue;
     }
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -51,8 +61,10 @@ std::string json_string(std::string_view s) {
 std::string json_scalar(const gguf::Value& v) {
   using gguf::ValueType;
   switch (v.type()) {
-    case ValueType::STRING: return json_string(v.to_string().value());
-    case ValueType::BOOL: return v.to_bool().value() ? "true" : "false";
+    case ValueType::STRING:
+      return json_string(v.to_string().value());
+    case ValueType::BOOL:
+      return v.to_bool().value() ? "true" : "false";
     case ValueType::F32:
     case ValueType::F64: {
       const double d = v.to_f64().value();
@@ -64,8 +76,10 @@ std::string json_scalar(const gguf::Value& v) {
     case ValueType::I8:
     case ValueType::I16:
     case ValueType::I32:
-    case ValueType::I64: return std::to_string(v.to_i64().value());
-    default: return std::to_string(v.to_u64().value());
+    case ValueType::I64:
+      return std::to_string(v.to_i64().value());
+    default:
+      return std::to_string(v.to_u64().value());
   }
 }
 
@@ -160,19 +174,19 @@ void print_json(const gguf::File& f, size_t max_items) {
   for (size_t i = 0; i < f.tensors().size(); ++i) {
     const auto& t = f.tensors()[i];
     params += t.n_elements();
-    std::printf("    {\"name\": %s, \"type\": \"%s\", \"shape\": [%s], \"part\": %u, "
-                "\"offset\": %" PRIu64 ", \"file_offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}%s\n",
-                json_string(t.name).c_str(), std::string(quant::type_name(t.type)).c_str(),
-                shape_string(t.dims, ", ").c_str(), t.part, t.offset, t.file_offset, t.nbytes,
-                i + 1 < f.tensors().size() ? "," : "");
+    std::printf(
+        "    {\"name\": %s, \"type\": \"%s\", \"shape\": [%s], \"part\": %u, "
+        "\"offset\": %" PRIu64 ", \"file_offset\": %" PRIu64 ", \"bytes\": %" PRIu64 "}%s\n",
+        json_string(t.name).c_str(), std::string(quant::type_name(t.type)).c_str(),
+        shape_string(t.dims, ", ").c_str(), t.part, t.offset, t.file_offset, t.nbytes,
+        i + 1 < f.tensors().size() ? "," : "");
   }
   std::printf("  ],\n  \"totals\": {\"tensors\": %zu, \"parameters\": %" PRId64
               ", \"bytes\": %" PRIu64 ", \"by_type\": {",
               f.tensors().size(), params, f.total_tensor_bytes());
   bool first = true;
   for (const auto& [name, tt] : totals_by_type(f)) {
-    std::printf("%s\"%s\": {\"tensors\": %zu, \"parameters\": %" PRId64 ", \"bytes\": %" PRIu64
-                "}",
+    std::printf("%s\"%s\": {\"tensors\": %zu, \"parameters\": %" PRId64 ", \"bytes\": %" PRIu64 "}",
                 first ? "" : ", ", name.c_str(), tt.tensors, tt.elements, tt.bytes);
     first = false;
   }
@@ -194,8 +208,8 @@ int run_inspect(std::span<const std::string_view> args) {
     return 0;
   }
   if (p.positional().size() != 1) {
-    std::fprintf(stderr, "minfer inspect: expected one FILE, got %zu\n\n%s",
-                 p.positional().size(), p.usage().c_str());
+    std::fprintf(stderr, "minfer inspect: expected one FILE, got %zu\n\n%s", p.positional().size(),
+                 p.usage().c_str());
     return 2;
   }
   auto file = gguf::File::open(p.positional()[0]);

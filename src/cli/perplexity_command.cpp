@@ -18,10 +18,11 @@ Status run(const ArgParser& p) {
   if (!tokens) return tokens.status().with_context("text");
   const int64_t n_ctx = so.n_ctx;
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
-  std::fprintf(stderr, "perplexity: %zu tokens, context %lld, %lld chunks\n", tokens->size(),
-               static_cast<long long>(n_ctx),
-               static_cast<long long>(n_chunks > 0 ? std::min<int64_t>(n_chunks, tokens->size() / n_ctx)
-                                                   : static_cast<int64_t>(tokens->size()) / n_ctx));
+  std::fprintf(
+      stderr, "perplexity: %zu tokens, context %lld, %lld chunks\n", tokens->size(),
+      static_cast<long long>(n_ctx),
+      static_cast<long long>(n_chunks > 0 ? std::min<int64_t>(n_chunks, tokens->size() / n_ctx)
+                                          : static_cast<int64_t>(tokens->size()) / n_ctx));
   FILE* dump = nullptr;
   if (auto path = p.get("--logits-out")) {
     dump = std::fopen(path->c_str(), "wb");

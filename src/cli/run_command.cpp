@@ -13,7 +13,8 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(std::string prompt, read_prompt(p));
   MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 128));
   if (n_predict <= 0) {
-    return Status::error("-n " + std::to_string(n_predict) + ": the number of tokens to "
+    return Status::error("-n " + std::to_string(n_predict) +
+                         ": the number of tokens to "
                          "generate must be positive");
   }
   MINFER_ASSIGN_OR_RETURN(runtime::SamplerParams sp, sampler_params(p));
@@ -36,7 +37,8 @@ Status run(const ArgParser& p) {
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
-  const int64_t budget = std::min<int64_t>(n_predict, so.n_ctx - static_cast<int64_t>(tokens->size()));
+  const int64_t budget =
+      std::min<int64_t>(n_predict, so.n_ctx - static_cast<int64_t>(tokens->size()));
   auto stats = runtime::generate(*session, sampler, *tokens, budget, [&](int32_t t) {
     const std::string text = detok.push(t);
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -49,7 +51,8 @@ Status run(const ArgParser& p) {
   std::fflush(stdout);
   if (!stats) return stats.status();
   const auto& s = *stats;
-  std::fprintf(stderr, "prompt: %lld tokens in %.2f s (%.1f t/s); generation: %lld tokens in "
+  std::fprintf(stderr,
+               "prompt: %lld tokens in %.2f s (%.1f t/s); generation: %lld tokens in "
                "%.2f s (%.1f t/s)%s\n",
                static_cast<long long>(s.prompt_tokens), s.prompt_seconds,
                s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0,

@@ -27,8 +27,8 @@ ArgParser make_parser() {
 }
 
 void list_presets() {
-  std::printf("%-14s %-7s %6s %6s %6s %4s %6s %8s\n", "shape", "arch", "d", "layers", "heads",
-              "kv", "ffn", "vocab");
+  std::printf("%-14s %-7s %6s %6s %6s %4s %6s %8s\n", "shape", "arch", "d", "layers", "heads", "kv",
+              "ffn", "vocab");
   for (const auto& s : model::presets()) {
     std::printf("%-14s %-7s %6d %6d %6d %4d %6d %8d\n", s.name.c_str(), s.arch.c_str(), s.n_embd,
                 s.n_layer, s.n_head, s.n_head_kv, s.n_ff, s.n_vocab);

@@ -5,8 +5,8 @@
 // left before anything is reserved, so memory stays within about 100x
 // bytes.size() (the worst case is an array of u8, one Value per byte). Any
 // inconsistency is an error whose message starts with `name`, then the field,
-// then the offending value (see file.h for the full list of checks). The returned TensorInfo::data pointers
-// point into `bytes`, so they are valid while those bytes are.
+// then the offending value (see file.h for the full list of checks). The returned TensorInfo::data
+// pointers point into `bytes`, so they are valid while those bytes are.
 //
 // Threading: pure function of its inputs.
 #pragma once

@@ -6,26 +6,32 @@ namespace minfer::graph {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kI32: return 4;
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+      return 2;
+    case DType::kI32:
+      return 4;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kI32: return "i32";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+      return "i32";
   }
   return "?";
 }
 
 const char* op_name(Op op) {
   static constexpr const char* kNames[] = {
-      "input",  "get_rows", "rms_norm", "mul_mat", "add",        "mul",
-      "scale",  "rope",     "kv_store", "attention", "silu",     "gelu",
+      "input",  "get_rows", "rms_norm",  "mul_mat",        "add",       "mul",
+      "scale",  "rope",     "kv_store",  "attention",      "silu",      "gelu",
       "swiglu", "geglu",    "fused_qkv", "fused_qkv_norm", "fused_ffn",
   };
   static_assert(std::size(kNames) == static_cast<size_t>(Op::kCount));

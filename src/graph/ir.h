@@ -30,23 +30,23 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 
 enum class Op : uint8_t {
-  kInput,        // graph input: token ids or positions (i32), filled by the runtime
-  kGetRows,      // rows of a weight (embedding lookup) or of an activation (tail rows)
-  kRmsNorm,      // x / rms(x) * weight, over rows (or per head: RmsNormMeta::group)
-  kMatMul,       // y = x W^T (+ bias)
-  kAdd,          // a + b (same shape)
-  kMul,          // a * b (same shape)
-  kScale,        // x * scalar
-  kRope,         // rotary position embedding over heads, positions from an input node
-  kKvStore,      // writes k and v rows into the layer's KV cache at their positions
-  kAttention,    // softmax(q K^T * scale + mask) V over the layer's KV cache
-  kSilu,         // x * sigmoid(x)
-  kGelu,         // tanh-approximated GELU
-  kSwiGLU,       // silu(gate) * up            (fusion of Mul(Silu(g), u))
-  kGeGLU,        // gelu(gate) * up            (fusion of Mul(Gelu(g), u))
-  kFusedQKV,     // decode: concat QKV matmul + bias + RoPE + KV store
-  kFusedQkvNorm, // decode: concat QKV matmul + per-head norms + RoPE + KV store
-  kFusedFFN,     // decode: concat gate|up matmul + SwiGLU
+  kInput,         // graph input: token ids or positions (i32), filled by the runtime
+  kGetRows,       // rows of a weight (embedding lookup) or of an activation (tail rows)
+  kRmsNorm,       // x / rms(x) * weight, over rows (or per head: RmsNormMeta::group)
+  kMatMul,        // y = x W^T (+ bias)
+  kAdd,           // a + b (same shape)
+  kMul,           // a * b (same shape)
+  kScale,         // x * scalar
+  kRope,          // rotary position embedding over heads, positions from an input node
+  kKvStore,       // writes k and v rows into the layer's KV cache at their positions
+  kAttention,     // softmax(q K^T * scale + mask) V over the layer's KV cache
+  kSilu,          // x * sigmoid(x)
+  kGelu,          // tanh-approximated GELU
+  kSwiGLU,        // silu(gate) * up            (fusion of Mul(Silu(g), u))
+  kGeGLU,         // gelu(gate) * up            (fusion of Mul(Gelu(g), u))
+  kFusedQKV,      // decode: concat QKV matmul + bias + RoPE + KV store
+  kFusedQkvNorm,  // decode: concat QKV matmul + per-head norms + RoPE + KV store
+  kFusedFFN,      // decode: concat gate|up matmul + SwiGLU
   kCount,
 };
 
@@ -77,7 +77,7 @@ struct GetRowsMeta {
 struct RmsNormMeta {
   std::string weight;  // empty: no weight
   float eps = 1e-6f;
-  int64_t group = 0;   // 0: normalize whole rows; else normalize each chunk of `group` elements
+  int64_t group = 0;  // 0: normalize whole rows; else normalize each chunk of `group` elements
 };
 
 struct MatMulMeta {
@@ -129,9 +129,9 @@ struct FusedFfnMeta {
   int64_t in_dim = 0, n_ff = 0;
 };
 
-using NodeMeta = std::variant<std::monostate, InputMeta, GetRowsMeta, RmsNormMeta, MatMulMeta,
-                              ScaleMeta, RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta,
-                              FusedFfnMeta>;
+using NodeMeta =
+    std::variant<std::monostate, InputMeta, GetRowsMeta, RmsNormMeta, MatMulMeta, ScaleMeta,
+                 RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta, FusedFfnMeta>;
 
 struct Node {
   Op op = Op::kInput;

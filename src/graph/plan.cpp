@@ -22,8 +22,8 @@ Result<std::vector<int>> assign(const Graph& g, std::span<Backend* const> backen
     }
     if (out[i] < 0) {
       const Node& n = g.nodes[i];
-      return Status::error("no backend supports node " + std::to_string(i) + " '" + n.name +
-                           "' (" + op_name(n.op) + ", " + dtype_name(n.dtype) + ")");
+      return Status::error("no backend supports node " + std::to_string(i) + " '" + n.name + "' (" +
+                           op_name(n.op) + ", " + dtype_name(n.dtype) + ")");
     }
   }
   return out;
@@ -52,8 +52,10 @@ bool in_place_friendly(Op op) {
     case Op::kRmsNorm:
     case Op::kRope:
     case Op::kSwiGLU:
-    case Op::kGeGLU: return true;
-    default: return false;
+    case Op::kGeGLU:
+      return true;
+    default:
+      return false;
   }
 }
 

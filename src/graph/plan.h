@@ -28,7 +28,7 @@
 namespace minfer::graph {
 
 struct Split {
-  int backend = 0;  // index into the backend list
+  int backend = 0;            // index into the backend list
   size_t begin = 0, end = 0;  // node index range [begin, end)
   // Values produced on other backends that this split reads: the producing
   // node and the staging buffer in this split's backend.
@@ -36,11 +36,11 @@ struct Split {
 };
 
 struct Plan {
-  std::vector<int> node_backend;              // per node
-  std::vector<backend::BufferId> node_buffer; // per node, in its backend (kNoBuffer: no output)
+  std::vector<int> node_backend;               // per node
+  std::vector<backend::BufferId> node_buffer;  // per node, in its backend (kNoBuffer: no output)
   std::vector<Split> splits;
   std::vector<std::pair<int, backend::BufferId>> owned;  // (backend, buffer) to free
-  size_t planned_bytes = 0;                   // sum of the buffers allocated
+  size_t planned_bytes = 0;                              // sum of the buffers allocated
 
   // The buffer holding `id`'s value inside split `s` (staged copy if foreign).
   backend::BufferId buffer_in_split(const Split& s, NodeId id) const;

@@ -13,8 +13,8 @@ namespace {
 using backend::Backend;
 using backend::BufferId;
 
-Status write_input(const Graph& g, const Plan& plan, std::span<Backend* const> backends,
-                   NodeId id, std::span<const int32_t> values) {
+Status write_input(const Graph& g, const Plan& plan, std::span<Backend* const> backends, NodeId id,
+                   std::span<const int32_t> values) {
   if (id == kNoNode) return Status::ok();
   const Node& n = g.at(id);
   if (static_cast<int64_t>(values.size()) != n.shape.elements()) {

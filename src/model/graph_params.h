@@ -13,8 +13,8 @@ struct GraphParams {
   int64_t n_tokens = 1;   // tokens in this batch
   int64_t n_outputs = 1;  // logits for the last n_outputs tokens of the batch
   graph::DType kv_type = graph::DType::kF32;
-  bool gpu = false;       // a GPU backend takes part (the all-weights gate passed)
-  bool fuse = true;       // allow fusions
+  bool gpu = false;  // a GPU backend takes part (the all-weights gate passed)
+  bool fuse = true;  // allow fusions
 
   bool operator==(const GraphParams&) const = default;
 };

@@ -92,7 +92,8 @@ Status read_common(const gguf::File& f, HParams& h) {
   MINFER_ASSIGN_OR_RETURN(h.n_ff, positive(f, a + "feed_forward_length"));
   MINFER_ASSIGN_OR_RETURN(h.n_ctx_train, positive(f, a + "context_length"));
   MINFER_ASSIGN_OR_RETURN(h.rms_eps, f.get_f32(a + "attention.layer_norm_rms_epsilon"));
-  if (!(h.rms_eps > 0.0f)) return Status::error("key '" + a + "attention.layer_norm_rms_epsilon' <= 0");
+  if (!(h.rms_eps > 0.0f))
+    return Status::error("key '" + a + "attention.layer_norm_rms_epsilon' <= 0");
   h.head_dim = h.n_embd / h.n_head;
   if (f.has(a + "attention.key_length")) {
     MINFER_ASSIGN_OR_RETURN(h.head_dim, positive(f, a + "attention.key_length"));
@@ -143,8 +144,12 @@ Result<HParams> load_hparams(const gguf::File& f) {
   h.n_vocab = emb->dims[1];
   h.tied_output = f.find_tensor("output.weight") == nullptr;
   switch (h.arch) {
-    case Arch::kQwen2: h.qkv_bias = true; break;
-    case Arch::kQwen3: h.qk_norm = true; break;
+    case Arch::kQwen2:
+      h.qkv_bias = true;
+      break;
+    case Arch::kQwen3:
+      h.qk_norm = true;
+      break;
     case Arch::kLlama:
       h.rope_mode = graph::RopeMode::kNormal;
       h.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
@@ -156,7 +161,8 @@ Result<HParams> load_hparams(const gguf::File& f) {
       // the local layers use RoPE base 10000 (not stored in GGUF files).
       h.swa_pattern = 6;
       if (f.has("gemma3.attention.sliding_window_pattern")) {
-        MINFER_ASSIGN_OR_RETURN(h.swa_pattern, positive(f, "gemma3.attention.sliding_window_pattern"));
+        MINFER_ASSIGN_OR_RETURN(h.swa_pattern,
+                                positive(f, "gemma3.attention.sliding_window_pattern"));
       }
       MINFER_ASSIGN_OR_RETURN(h.sliding_window, positive(f, "gemma3.attention.sliding_window"));
       h.rope_freq_base_swa = 10000.0f;

@@ -28,8 +28,10 @@ std::vector<ModelShape> make_presets() {
     s.vocab = VocabKind::kQwen2;
     return s;
   };
-  p.push_back(qwen2("qwen2.5-0.5b", "Qwen2.5 0.5B (synthetic)", 896, 24, 14, 2, 4864, 151936, true));
-  p.push_back(qwen2("qwen2.5-1.5b", "Qwen2.5 1.5B (synthetic)", 1536, 28, 12, 2, 8960, 151936, true));
+  p.push_back(
+      qwen2("qwen2.5-0.5b", "Qwen2.5 0.5B (synthetic)", 896, 24, 14, 2, 4864, 151936, true));
+  p.push_back(
+      qwen2("qwen2.5-1.5b", "Qwen2.5 1.5B (synthetic)", 1536, 28, 12, 2, 8960, 151936, true));
   p.push_back(qwen2("qwen2.5-7b", "Qwen2.5 7B (synthetic)", 3584, 28, 28, 4, 18944, 152064, false));
 
   auto qwen3 = [](std::string name, std::string display, int d, int layers, int heads, int kv,

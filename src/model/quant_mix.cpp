@@ -20,20 +20,34 @@ bool is_legacy_quant(TensorType t) {
 // llama_ftype values, as general.file_type stores them.
 uint32_t plain_file_type(TensorType t) {
   switch (t) {
-    case TensorType::F32: return 0;
-    case TensorType::F16: return 1;
-    case TensorType::Q4_0: return 2;
-    case TensorType::Q4_1: return 3;
-    case TensorType::Q8_0: return 7;
-    case TensorType::Q5_0: return 8;
-    case TensorType::Q5_1: return 9;
-    case TensorType::Q2_K: return 10;
-    case TensorType::Q3_K: return 12;
-    case TensorType::Q4_K: return 14;
-    case TensorType::Q5_K: return 16;
-    case TensorType::Q6_K: return 18;
-    case TensorType::BF16: return 32;
-    default: return 0;
+    case TensorType::F32:
+      return 0;
+    case TensorType::F16:
+      return 1;
+    case TensorType::Q4_0:
+      return 2;
+    case TensorType::Q4_1:
+      return 3;
+    case TensorType::Q8_0:
+      return 7;
+    case TensorType::Q5_0:
+      return 8;
+    case TensorType::Q5_1:
+      return 9;
+    case TensorType::Q2_K:
+      return 10;
+    case TensorType::Q3_K:
+      return 12;
+    case TensorType::Q4_K:
+      return 14;
+    case TensorType::Q5_K:
+      return 16;
+    case TensorType::Q6_K:
+      return 18;
+    case TensorType::BF16:
+      return 32;
+    default:
+      return 0;
   }
 }
 
@@ -49,10 +63,14 @@ TensorType fallback_for_row(TensorType t, int64_t row_len) {
   if (!is_k_quant(t) || row_len % 256 == 0) return t;
   switch (t) {
     case TensorType::Q2_K:
-    case TensorType::Q3_K: return TensorType::Q4_0;
-    case TensorType::Q4_K: return TensorType::Q5_0;
-    case TensorType::Q5_K: return TensorType::Q5_1;
-    default: return TensorType::Q8_0;
+    case TensorType::Q3_K:
+      return TensorType::Q4_0;
+    case TensorType::Q4_K:
+      return TensorType::Q5_0;
+    case TensorType::Q5_K:
+      return TensorType::Q5_1;
+    default:
+      return TensorType::Q8_0;
   }
 }
 
@@ -83,9 +101,9 @@ Result<QuantMix> parse_quant_mix(std::string_view name) {
     }
   }
   auto type = quant::parse_tensor_type(n);
-  const bool plain = type.is_ok() && (is_k_quant(*type) || is_legacy_quant(*type) ||
-                                      *type == TensorType::F32 || *type == TensorType::F16 ||
-                                      *type == TensorType::BF16);
+  const bool plain =
+      type.is_ok() && (is_k_quant(*type) || is_legacy_quant(*type) || *type == TensorType::F32 ||
+                       *type == TensorType::F16 || *type == TensorType::BF16);
   if (!plain) {
     return Status::error("unknown quantization '" + std::string(name) +
                          "' (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, "
@@ -100,7 +118,7 @@ TensorType choose_type(const QuantMix& mix, TensorRole role, int layer, int n_la
   const TensorType base = mix.base;
   // Embedding and output: Q8_0 next to legacy types, Q6_K next to K-quants,
   // unchanged for float files (the composition of ANCHORS.md's files).
-  TensorType edge = is_k_quant(base) ? TensorType::Q6_K
+  TensorType edge = is_k_quant(base)        ? TensorType::Q6_K
                     : is_legacy_quant(base) ? TensorType::Q8_0
                                             : base;
   TensorType t = base;

@@ -19,12 +19,12 @@
 namespace minfer::model {
 
 struct QuantMix {
-  std::string name;                  // "Q4_0", "Q4_K_M", ...
-  quant::TensorType base;            // the type of most matmul weights
-  bool k_mix = false;                // apply the _M rules (attn_v / ffn_down get Q6_K in some layers)
+  std::string name;        // "Q4_0", "Q4_K_M", ...
+  quant::TensorType base;  // the type of most matmul weights
+  bool k_mix = false;      // apply the _M rules (attn_v / ffn_down get Q6_K in some layers)
   std::optional<quant::TensorType> embd;    // token_embd override
   std::optional<quant::TensorType> output;  // output.weight override (and tied embedding)
-  uint32_t file_type = 0;            // general.file_type (llama_ftype)
+  uint32_t file_type = 0;                   // general.file_type (llama_ftype)
 };
 
 // "Q4_0", "q8_0", "F16", "Q4_K_M", "Q5_K_M", "Q4_K_S", ... Error lists the known names.

@@ -118,8 +118,12 @@ Status fill_rows(const PlannedTensor& t, uint64_t seed, const std::vector<float>
   std::vector<float> row(static_cast<size_t>(n));
   for (int64_t r = begin; r < end; ++r) {
     switch (t.init) {
-      case Init::kOnes: std::fill(row.begin(), row.end(), 1.0f); break;
-      case Init::kLlama3RopeFactors: row = rope_factors; break;
+      case Init::kOnes:
+        std::fill(row.begin(), row.end(), 1.0f);
+        break;
+      case Init::kLlama3RopeFactors:
+        row = rope_factors;
+        break;
       case Init::kGaussian: {
         SynthRng rng = SynthRng::for_stream(seed, t.name, static_cast<uint64_t>(r));
         for (float& x : row) x = rng.gaussian() * t.stddev;
@@ -191,7 +195,8 @@ Result<tokenizer::Vocab> make_vocab(const ModelShape& s, const SynthOptions& o) 
           o.qwen2_tokenizer_dir.empty() ? default_qwen2_tokenizer_dir() : o.qwen2_tokenizer_dir;
       return load_qwen2_vocab(dir, s.n_vocab);
     }
-    case VocabKind::kSyntheticSpm: return make_synthetic_spm(s.n_vocab, o.seed);
+    case VocabKind::kSyntheticSpm:
+      return make_synthetic_spm(s.n_vocab, o.seed);
     case VocabKind::kSyntheticBpe:
       return make_synthetic_bpe(s.n_vocab, s.arch == "llama" ? "llama-bpe" : "qwen2", o.seed);
   }
@@ -227,8 +232,8 @@ Status synthesize(const SynthOptions& o, const SynthProgress& progress) {
   auto tensors = std::make_shared<std::vector<PlannedTensor>>(plan(shape, mix));
   for (size_t i = 0; i < tensors->size(); ++i) {
     const PlannedTensor& t = (*tensors)[i];
-    auto fill = [tensors, i, seed = o.seed, n_threads, rope_factors, progress](
-                    std::span<uint8_t> out) -> Status {
+    auto fill = [tensors, i, seed = o.seed, n_threads, rope_factors,
+                 progress](std::span<uint8_t> out) -> Status {
       const PlannedTensor& pt = (*tensors)[i];
       MINFER_RETURN_IF_ERROR(fill_tensor(pt, seed, n_threads, rope_factors, out));
       if (progress) progress(i + 1, tensors->size(), pt.name);

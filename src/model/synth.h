@@ -22,16 +22,16 @@
 namespace minfer::model {
 
 struct SynthOptions {
-  std::string shape;         // preset name, e.g. "qwen2.5-0.5b"
-  std::string quant = "Q8_0";  // a plain type or a named mix (Q4_K_M)
+  std::string shape;                             // preset name, e.g. "qwen2.5-0.5b"
+  std::string quant = "Q8_0";                    // a plain type or a named mix (Q4_K_M)
   std::optional<quant::TensorType> embd_type;    // override token_embd's type
   std::optional<quant::TensorType> output_type;  // override output's type
   uint64_t seed = 1;
-  int n_layer = 0;           // 0: the preset's layer count
+  int n_layer = 0;  // 0: the preset's layer count
   std::string output_path;
-  int n_parts = 1;           // > 1: write a split model name-0000i-of-0000n.gguf
+  int n_parts = 1;                  // > 1: write a split model name-0000i-of-0000n.gguf
   std::string qwen2_tokenizer_dir;  // vocab.json/merges.txt for Qwen shapes
-  int n_threads = 0;         // 0: all hardware threads
+  int n_threads = 0;                // 0: all hardware threads
 };
 
 // Called after each tensor with (index, count, tensor name).

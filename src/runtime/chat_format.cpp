@@ -13,10 +13,14 @@ ChatFormat pick_chat_format(const model::HParams& hp, const tokenizer::Tokenizer
 
 const char* chat_format_name(ChatFormat f) {
   switch (f) {
-    case ChatFormat::kChatML: return "chatml";
-    case ChatFormat::kGemma: return "gemma";
-    case ChatFormat::kLlama3: return "llama3";
-    case ChatFormat::kPlain: return "plain";
+    case ChatFormat::kChatML:
+      return "chatml";
+    case ChatFormat::kGemma:
+      return "gemma";
+    case ChatFormat::kLlama3:
+      return "llama3";
+    case ChatFormat::kPlain:
+      return "plain";
   }
   return "?";
 }
@@ -25,7 +29,8 @@ std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages) 
   std::string out;
   switch (f) {
     case ChatFormat::kChatML:
-      for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      for (const auto& m : messages)
+        out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
       return out + "<|im_start|>assistant\n";
     case ChatFormat::kGemma: {
       // Gemma has no system role: a system message is prepended to the first user turn.

@@ -36,7 +36,9 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
   return *this;
 }
 
-KvCache::~KvCache() { release(); }
+KvCache::~KvCache() {
+  release();
+}
 
 void KvCache::release() {
   if (owner_ == nullptr) return;

@@ -47,8 +47,8 @@ Result<PerplexityResult> perplexity(Session& session, std::span<const int32_t> t
     // Logits for positions first .. n_ctx-1; the last row predicts past the chunk.
     MINFER_ASSIGN_OR_RETURN(std::span<const float> logits, session.eval(chunk, n_ctx - first));
     for (int64_t j = first; j < n_ctx - 1; ++j) {
-      const auto row = logits.subspan(static_cast<size_t>((j - first) * n_vocab),
-                                      static_cast<size_t>(n_vocab));
+      const auto row =
+          logits.subspan(static_cast<size_t>((j - first) * n_vocab), static_cast<size_t>(n_vocab));
       const int32_t target = tokens[static_cast<size_t>(c * n_ctx + j + 1)];
       const double v = nll_of(row, target);
       nll += v;
@@ -65,9 +65,8 @@ Result<PerplexityResult> perplexity(Session& session, std::span<const int32_t> t
   r.mean_nll = nll / static_cast<double>(r.scored);
   r.ppl = std::exp(r.mean_nll);
   const double var = nll2 / static_cast<double>(r.scored) - r.mean_nll * r.mean_nll;
-  r.ppl_error = var > 0 && r.scored > 1
-                    ? std::sqrt(var / static_cast<double>(r.scored - 1)) * r.ppl
-                    : 0.0;
+  r.ppl_error =
+      var > 0 && r.scored > 1 ? std::sqrt(var / static_cast<double>(r.scored - 1)) * r.ppl : 0.0;
   return r;
 }
 

@@ -20,9 +20,9 @@ namespace minfer::runtime {
 
 struct PerplexityResult {
   int64_t chunks = 0;
-  int64_t scored = 0;        // predictions scored
-  double ppl = 0;            // exp(mean nll)
-  double ppl_error = 0;      // one standard error, as llama-perplexity prints it
+  int64_t scored = 0;    // predictions scored
+  double ppl = 0;        // exp(mean nll)
+  double ppl_error = 0;  // one standard error, as llama-perplexity prints it
   double mean_nll = 0;
   std::vector<double> running_ppl;  // after each chunk
 };

@@ -1,8 +1,8 @@
 // Checks files written by gguf::Writer with an independent reader: the `gguf`
 // Python package (tools/gguf_check.py), comparing its canonical dump with the one
 // computed from gguf::File.
-#include "test_models.h"
 #include <gtest/gtest.h>
+#include "test_models.h"
 
 #include <sys/wait.h>
 #include <cstdio>

@@ -1,9 +1,9 @@
 // Checks the tokenizers against llama.cpp: its own Qwen2 test vectors, and the
 // goldens tools/gen_tokenizer_goldens.py recorded from llama.cpp.
+#include <gtest/gtest.h>
 #include "gguf/file.h"
 #include "test_models.h"
 #include "tokenizer/gguf_vocab.h"
-#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>

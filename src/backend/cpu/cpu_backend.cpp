@@ -31,9 +31,15 @@ struct OpEntry {
   Status (CpuBackend::*run)(const CpuBackend::Call&);
 };
 
-bool f32_out(const Node& n, const model::Weights&) { return n.dtype == DType::kF32; }
-bool no_kernel(const Node&, const model::Weights&) { return false; }
-bool input_node(const Node& n, const model::Weights&) { return n.dtype == DType::kI32; }
+bool f32_out(const Node& n, const model::Weights&) {
+  return n.dtype == DType::kF32;
+}
+bool no_kernel(const Node&, const model::Weights&) {
+  return false;
+}
+bool input_node(const Node& n, const model::Weights&) {
+  return n.dtype == DType::kI32;
+}
 
 bool f32_weight(const model::Weights& w, const std::string& name) {
   if (name.empty()) return true;
@@ -76,8 +82,8 @@ const OpEntry& entry(Op op) {
       /* kMul          */ {f32_out, &CpuBackend::run_elementwise},
       /* kScale        */ {f32_out, &CpuBackend::run_elementwise},
       /* kRope         */ {rope_ok, &CpuBackend::run_rope},
-      /* kKvStore      */ {[](const Node& n, const model::Weights&) { return true; },
-                           &CpuBackend::run_kv_store},
+      /* kKvStore      */
+      {[](const Node& n, const model::Weights&) { return true; }, &CpuBackend::run_kv_store},
       /* kAttention    */ {f32_out, &CpuBackend::run_attention},
       /* kSilu         */ {f32_out, &CpuBackend::run_elementwise},
       /* kGelu         */ {f32_out, &CpuBackend::run_elementwise},
@@ -105,7 +111,9 @@ bool CpuBackend::supports_fused(Op fused) const {
   return fused == Op::kSwiGLU || fused == Op::kGeGLU;
 }
 
-bool CpuBackend::has_weight(std::string_view name) const { return weights_.find(name) != nullptr; }
+bool CpuBackend::has_weight(std::string_view name) const {
+  return weights_.find(name) != nullptr;
+}
 
 Result<BufferId> CpuBackend::alloc_buffer(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;

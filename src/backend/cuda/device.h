@@ -26,12 +26,12 @@ namespace minfer::cuda {
 
 Status cuda_error(cudaError_t err, const char* what, const char* file, int line);
 
-#define MINFER_CUDA_CHECK(expr)                                                   \
-  do {                                                                            \
-    const cudaError_t minfer_cuda_err_ = (expr);                                  \
-    if (minfer_cuda_err_ != cudaSuccess) {                                        \
+#define MINFER_CUDA_CHECK(expr)                                                       \
+  do {                                                                                \
+    const cudaError_t minfer_cuda_err_ = (expr);                                      \
+    if (minfer_cuda_err_ != cudaSuccess) {                                            \
       return ::minfer::cuda::cuda_error(minfer_cuda_err_, #expr, __FILE__, __LINE__); \
-    }                                                                             \
+    }                                                                                 \
   } while (0)
 
 struct DeviceLimits {

@@ -50,9 +50,8 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, int64_t n_rows,
                             float eps, float* y, cudaStream_t stream);
 // RoPE over [n_tokens][n_heads * head_dim]; y may alias x. neox selects the mode.
 cudaError_t launch_rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
-                        int64_t n_rot, const int32_t* positions, float freq_base,
-                        float freq_scale, const float* freq_factors, bool neox, float* y,
-                        cudaStream_t stream);
+                        int64_t n_rot, const int32_t* positions, float freq_base, float freq_scale,
+                        const float* freq_factors, bool neox, float* y, cudaStream_t stream);
 // Writes k and v rows ([n_tokens][row]) at their positions into the caches
 // (f32, or f16 when f16_cache), each n_ctx rows of `row` elements.
 cudaError_t launch_kv_store(const float* k, const float* v, const int32_t* positions,
@@ -64,7 +63,7 @@ cudaError_t launch_gather_rows(const float* x, const int32_t* rows, int64_t n_ro
 
 // --- attention.cu ------------------------------------------------------------
 struct AttentionArgs {
-  const float* q = nullptr;  // [n_tokens][n_head * head_dim]
+  const float* q = nullptr;       // [n_tokens][n_head * head_dim]
   const void* k_cache = nullptr;  // [n_ctx][n_head_kv * head_dim], f32 or f16
   const void* v_cache = nullptr;
   bool f16_cache = false;

@@ -93,8 +93,8 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   // The store has no output value; attention takes it as an input so that it
   // is ordered after the store. Attention also reads the batch's own k and v,
   // which it uses at full precision for the batch's positions.
-  Node store = make(Op::kKvStore, {{0, 0}}, {k, v, g_.positions}, layer_name(layer, "kv_store"),
-                    layer);
+  Node store =
+      make(Op::kKvStore, {{0, 0}}, {k, v, g_.positions}, layer_name(layer, "kv_store"), layer);
   store.meta = graph::KvMeta{layer, hp_.n_head_kv, hp_.head_dim, p_.n_tokens};
   const NodeId stored = add(std::move(store));
   Node attn = make(Op::kAttention, node(q).shape, {q, stored, g_.positions, k, v},
@@ -121,7 +121,7 @@ NodeId LayerBuilder::tail_rows(NodeId x) {
 }
 
 Result<NodeId> LayerBuilder::output(NodeId x) {
-  x = tail_rows(x);                                        // [n_embd, n_outputs]
+  x = tail_rows(x);  // [n_embd, n_outputs]
   MINFER_ASSIGN_OR_RETURN(x, norm(x, "output_norm.weight", 0, -1));
   const std::string w = hp_.tied_output ? "token_embd.weight" : "output.weight";
   MINFER_ASSIGN_OR_RETURN(NodeId logits, matmul(x, w, "", -1));  // [n_vocab, n_outputs]

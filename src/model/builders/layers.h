@@ -14,8 +14,7 @@ namespace minfer::model::builders {
 
 class LayerBuilder {
  public:
-  LayerBuilder(const HParams& hp, const Weights& w, const GraphParams& p)
-      : hp_(hp), w_(w), p_(p) {}
+  LayerBuilder(const HParams& hp, const Weights& w, const GraphParams& p) : hp_(hp), w_(w), p_(p) {}
 
   graph::Graph take() { return std::move(g_); }
   graph::Graph& graph() { return g_; }
@@ -29,11 +28,10 @@ class LayerBuilder {
   // RMSNorm over rows (group 0) or per head (group = head_dim), times weight.
   Result<graph::NodeId> norm(graph::NodeId x, const std::string& weight, int64_t group, int layer);
   // y: f32 [out, n] = x W^T (+ bias)
-  Result<graph::NodeId> matmul(graph::NodeId x, const std::string& weight,
-                               const std::string& bias, int layer);
+  Result<graph::NodeId> matmul(graph::NodeId x, const std::string& weight, const std::string& bias,
+                               int layer);
   graph::NodeId rope(graph::NodeId x, int64_t n_heads, int layer);
-  graph::NodeId binary(graph::Op op, graph::NodeId a, graph::NodeId b, int layer,
-                       const char* name);
+  graph::NodeId binary(graph::Op op, graph::NodeId a, graph::NodeId b, int layer, const char* name);
   graph::NodeId unary(graph::Op op, graph::NodeId x, int layer, const char* name);
   // Stores k, v at the batch positions and attends over the layer's cache:
   // f32 [q_dim, n_tokens].

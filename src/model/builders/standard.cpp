@@ -24,17 +24,17 @@ Result<NodeId> pre_norm_layer(LayerBuilder& b, NodeId x, int il) {
     MINFER_ASSIGN_OR_RETURN(q, b.norm(q, name("attn_q_norm.weight"), hp.head_dim, il));
     MINFER_ASSIGN_OR_RETURN(k, b.norm(k, name("attn_k_norm.weight"), hp.head_dim, il));
   }
-  q = b.rope(q, hp.n_head, il);                                         // [q_dim, n]
-  k = b.rope(k, hp.n_head_kv, il);                                      // [kv_dim, n]
-  NodeId a = b.attention(q, k, v, il);                                  // [q_dim, n]
+  q = b.rope(q, hp.n_head, il);         // [q_dim, n]
+  k = b.rope(k, hp.n_head_kv, il);      // [kv_dim, n]
+  NodeId a = b.attention(q, k, v, il);  // [q_dim, n]
   MINFER_ASSIGN_OR_RETURN(NodeId o, b.matmul(a, name("attn_output.weight"), "", il));
-  x = b.binary(Op::kAdd, x, o, il, "attn_residual");                   // [n_embd, n]
+  x = b.binary(Op::kAdd, x, o, il, "attn_residual");  // [n_embd, n]
   MINFER_ASSIGN_OR_RETURN(h, b.norm(x, name("ffn_norm.weight"), 0, il));
   MINFER_ASSIGN_OR_RETURN(NodeId gate, b.matmul(h, name("ffn_gate.weight"), "", il));  // [n_ff, n]
   MINFER_ASSIGN_OR_RETURN(NodeId up, b.matmul(h, name("ffn_up.weight"), "", il));      // [n_ff, n]
   NodeId act = b.binary(Op::kMul, b.unary(Op::kSilu, gate, il, "ffn_silu"), up, il, "ffn_glu");
   MINFER_ASSIGN_OR_RETURN(NodeId down, b.matmul(act, name("ffn_down.weight"), "", il));
-  return b.binary(Op::kAdd, x, down, il, "ffn_residual");              // [n_embd, n]
+  return b.binary(Op::kAdd, x, down, il, "ffn_residual");  // [n_embd, n]
 }
 
 Result<graph::Graph> build_pre_norm(const HParams& hp, const Weights& w, const GraphParams& p) {
