@@ -62,9 +62,35 @@ constexpr TensorType kGemmTypes[] = {TensorType::Q4_0, TensorType::Q5_0, TensorT
 
 TEST(cpu_MatmulGemm, KernelsExistForTheListedTypesOnly) {
   if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  for (TensorType t : kGemmTypes) EXPECT_NE(gemm_kernel(t), nullptr) << quant::type_name(t);
-  EXPECT_EQ(gemm_kernel(TensorType::F32), nullptr);
-  EXPECT_EQ(gemm_kernel(TensorType::Q4_1), nullptr);
+  for (TensorType t : kGemmTypes) EXPECT_NE(gemm_kernel(t, 2), nullptr) << quant::type_name(t);
+  EXPECT_EQ(gemm_kernel(TensorType::F32, 2), nullptr);
+  EXPECT_EQ(gemm_kernel(TensorType::Q4_1, 2), nullptr);
+  // A single token: the 32-element formats only (K-quants keep the per-row path).
+  EXPECT_NE(gemm_kernel(TensorType::Q4_0, 1), nullptr);
+  EXPECT_EQ(gemm_kernel(TensorType::Q4_K, 1), nullptr);
+  EXPECT_EQ(gemm_kernel(TensorType::Q6_K, 1), nullptr);
+}
+
+TEST(cpu_MatmulGemm, SingleTokenEqualsPerRowKernelsExactly) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  uint32_t seed = 40;
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0}) {
+    for (int64_t rows : {1, 3, 37, 150}) {
+      const int64_t in_dim = 29 * 32;
+      const auto w = encode(type, random_floats(rows * in_dim, ++seed));
+      const auto x = random_floats(in_dim, ++seed);
+      const auto expected = per_row(type, rows, in_dim, 1, w, x);
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        std::vector<uint8_t> scratch;
+        std::vector<float> y(expected.size(), NAN);
+        ASSERT_TRUE(matmul({type, rows, in_dim, w.data(), 0}, x.data(), 1, y.data(), pool, scratch,
+                           Isa::kAvx2)
+                        .is_ok());
+        EXPECT_EQ(y, expected) << quant::type_name(type) << " rows=" << rows;
+      }
+    }
+  }
 }
 
 TEST(cpu_MatmulGemm, EqualsPerRowPathForEveryTokenCount) {

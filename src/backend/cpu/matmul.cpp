@@ -86,9 +86,9 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
   }
   const DotFn dot_fn = dot_kernel(w.type, isa);
   const auto* wdata = static_cast<const uint8_t*>(w.data);
-  // A batch of tokens goes through the tiled GEMM kernels where the type has
-  // one; a single token (decode) streams each row once through dot_fn.
-  const GemmKernel gemm = isa == Isa::kAvx2 && n_tokens > 1 ? gemm_kernel(w.type) : nullptr;
+  // The tiled kernels where the type has one (matmul_gemm.h), else one
+  // dot_fn call per output.
+  const GemmKernel gemm = isa == Isa::kAvx2 ? gemm_kernel(w.type, n_tokens) : nullptr;
   const GemmProblem gp{wdata, w_stride, xq, static_cast<size_t>(x_bytes), w.row_len, y, w.rows};
   // Tasks are (row block, token block) pairs, row-block major, so a decode
   // step splits over rows and a long prompt over tokens as well.

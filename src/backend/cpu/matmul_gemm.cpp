@@ -15,6 +15,10 @@
 #include <immintrin.h>
 
 #define MINFER_AVX2 __attribute__((target("avx2,fma,f16c")))
+#ifndef MINFER_Q0_ROWS
+#define MINFER_Q0_ROWS 4
+#define MINFER_Q0_TOKENS 3
+#endif
 #define MINFER_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
 
 namespace minfer::cpu {
@@ -63,62 +67,68 @@ MINFER_AVX2_INLINE __m256i expand_bits(uint32_t bits) {
 // and an f32 scale; the integer sum uses the sign trick of the dot kernels.
 
 struct Q0Weight {
-  __m256i q;   // signed quants
-  __m256i aq;  // |q|
-  float d;
+  __m256i q;  // signed quants
+  __m256 d;   // the block scale in every lane
+};
+
+// A token's Q8_0 block, prepared once per tile and shared by the tile's rows:
+// maddubs needs an unsigned operand, so |y| goes there and y's sign moves
+// onto the weight quants (|y| <= 127 keeps the pair sums unsaturated).
+struct Q0Token {
+  __m256i y;
+  __m256i ay;
+  __m256 d;
 };
 
 struct Q0Format {
   static constexpr size_t kXBlock = sizeof(BlockQ8_0);
   static constexpr int64_t kBlockElems = quant::kQK;
+  static constexpr int kRows = MINFER_Q0_ROWS, kTokens = MINFER_Q0_TOKENS;
 };
 
 struct Q4_0Format : Q0Format {
   static constexpr size_t kWBlock = sizeof(BlockQ4_0);
-  static constexpr int kRows = 4, kTokens = 3;
-  MINFER_AVX2_INLINE static void unpack(const uint8_t* pw, Q0Weight& w) {
-    w.q = _mm256_sub_epi8(unpack_nibbles(pw + 2), _mm256_set1_epi8(8));
-    w.aq = _mm256_sign_epi8(w.q, w.q);
-    w.d = half_at(pw);
+  MINFER_AVX2_INLINE static __m256i quants(const uint8_t* pw) {
+    return _mm256_sub_epi8(unpack_nibbles(pw + 2), _mm256_set1_epi8(8));
   }
 };
 
 struct Q5_0Format : Q0Format {
   static constexpr size_t kWBlock = sizeof(BlockQ5_0);
-  static constexpr int kRows = 4, kTokens = 3;
-  MINFER_AVX2_INLINE static void unpack(const uint8_t* pw, Q0Weight& w) {
+  MINFER_AVX2_INLINE static __m256i quants(const uint8_t* pw) {
     uint32_t qh;
     std::memcpy(&qh, pw + 2, 4);
     const __m256i hi = _mm256_and_si256(expand_bits(qh), _mm256_set1_epi8(0x10));
-    w.q = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(pw + 6), hi), _mm256_set1_epi8(16));
-    w.aq = _mm256_sign_epi8(w.q, w.q);
-    w.d = half_at(pw);
+    return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(pw + 6), hi), _mm256_set1_epi8(16));
   }
 };
 
 struct Q8_0Format : Q0Format {
   static constexpr size_t kWBlock = sizeof(BlockQ8_0);
-  static constexpr int kRows = 4, kTokens = 3;
-  MINFER_AVX2_INLINE static void unpack(const uint8_t* pw, Q0Weight& w) {
-    w.q = load256(pw + 2);
-    w.aq = _mm256_sign_epi8(w.q, w.q);
-    w.d = half_at(pw);
-  }
+  MINFER_AVX2_INLINE static __m256i quants(const uint8_t* pw) { return load256(pw + 2); }
 };
 
 template <typename F>
 struct Q0Kernel {
   using Weight = Q0Weight;
+  using Token = Q0Token;
   static constexpr size_t kWBlock = F::kWBlock, kXBlock = F::kXBlock;
   static constexpr int64_t kBlockElems = F::kBlockElems;
   static constexpr int kRows = F::kRows, kTokens = F::kTokens;
-  MINFER_AVX2_INLINE static void unpack(const uint8_t* pw, Weight& w) { F::unpack(pw, w); }
+  MINFER_AVX2_INLINE static void unpack(const uint8_t* pw, Weight& w) {
+    w.q = F::quants(pw);
+    w.d = _mm256_set1_ps(half_at(pw));
+  }
+  MINFER_AVX2_INLINE static void prepare(const uint8_t* px, Token& t) {
+    t.y = load256(px + 2);
+    t.ay = _mm256_sign_epi8(t.y, t.y);
+    t.d = _mm256_set1_ps(half_at(px));
+  }
   // acc += d_w * d_x * sum(q * y) over one block.
-  MINFER_AVX2_INLINE static __m256 accumulate(const Weight& w, const uint8_t* px, __m256 acc) {
-    const __m256i y = load256(px + 2);
-    const __m256i p = _mm256_maddubs_epi16(w.aq, _mm256_sign_epi8(y, w.q));
+  MINFER_AVX2_INLINE static __m256 accumulate(const Weight& w, const Token& t, __m256 acc) {
+    const __m256i p = _mm256_maddubs_epi16(t.ay, _mm256_sign_epi8(w.q, t.y));
     const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-    return _mm256_fmadd_ps(_mm256_set1_ps(w.d * half_at(px)), s, acc);
+    return _mm256_fmadd_ps(_mm256_mul_ps(w.d, t.d), s, acc);
   }
 };
 
@@ -135,6 +145,8 @@ struct KWeight {
 
 struct Q4_KKernel {
   using Weight = KWeight;
+  using Token = const uint8_t*;
+  MINFER_AVX2_INLINE static void prepare(const uint8_t* px, Token& t) { t = px; }
   static constexpr size_t kWBlock = sizeof(BlockQ4_K), kXBlock = sizeof(BlockQ8_K);
   static constexpr int64_t kBlockElems = quant::kQK_K;
   static constexpr int kRows = 2, kTokens = 4;
@@ -182,6 +194,8 @@ struct Q4_KKernel {
 
 struct Q6_KKernel {
   using Weight = KWeight;
+  using Token = const uint8_t*;
+  MINFER_AVX2_INLINE static void prepare(const uint8_t* px, Token& t) { t = px; }
   static constexpr size_t kWBlock = sizeof(BlockQ6_K), kXBlock = sizeof(BlockQ8_K);
   static constexpr int64_t kBlockElems = quant::kQK_K;
   static constexpr int kRows = 2, kTokens = 4;
@@ -238,8 +252,9 @@ MINFER_AVX2 void tile(const GemmProblem& p, int64_t r0, int64_t t0) {
     typename K::Weight w[RM];
     for (int i = 0; i < RM; ++i) K::unpack(w0 + i * p.w_stride + b * K::kWBlock, w[i]);
     for (int j = 0; j < RN; ++j) {
-      const uint8_t* px = x0 + j * p.x_stride + b * K::kXBlock;
-      for (int i = 0; i < RM; ++i) acc[i][j] = K::accumulate(w[i], px, acc[i][j]);
+      typename K::Token t;
+      K::prepare(x0 + j * p.x_stride + b * K::kXBlock, t);
+      for (int i = 0; i < RM; ++i) acc[i][j] = K::accumulate(w[i], t, acc[i][j]);
     }
   }
   for (int j = 0; j < RN; ++j) {
@@ -277,8 +292,8 @@ MINFER_AVX2 void gemm(const GemmProblem& p, int64_t r_begin, int64_t r_end, int6
 
 }  // namespace
 
-GemmKernel gemm_kernel(quant::TensorType weight) {
-  if (!isa_supported(Isa::kAvx2)) return nullptr;
+GemmKernel gemm_kernel(quant::TensorType weight, int64_t n_tokens) {
+  if (!isa_supported(Isa::kAvx2) || n_tokens < 1) return nullptr;
   switch (weight) {
     case quant::TensorType::Q4_0:
       return gemm<Q0Kernel<Q4_0Format>>;
@@ -287,9 +302,9 @@ GemmKernel gemm_kernel(quant::TensorType weight) {
     case quant::TensorType::Q8_0:
       return gemm<Q0Kernel<Q8_0Format>>;
     case quant::TensorType::Q4_K:
-      return gemm<Q4_KKernel>;
+      return n_tokens > 1 ? gemm<Q4_KKernel> : nullptr;
     case quant::TensorType::Q6_K:
-      return gemm<Q6_KKernel>;
+      return n_tokens > 1 ? gemm<Q6_KKernel> : nullptr;
     default:
       return nullptr;
   }

@@ -13,8 +13,13 @@
 // min term and Q6_K's -32 offset are folded in through the Q8_K bsums, which
 // is the same integer). Results therefore equal the per-row path up to f32
 // rounding of the final sum.
-// gemm_kernel() returns nullptr for types without a GEMM kernel (use the
-// per-row path) and on CPUs without AVX2. Kernels trust their arguments.
+// A single token (decode) takes the same tiles with one token column for the
+// 32-element formats: a tile then streams several weight rows at once, each
+// with its own accumulator in block order — the order of the AVX2 dot kernels
+// and of ggml's — so decode results equal the per-row kernels bit for bit.
+// gemm_kernel() returns nullptr where the per-row path should be used: types
+// without a GEMM kernel, K-quants for a single token, and CPUs without AVX2.
+// Kernels trust their arguments.
 // Threading: pure functions of their arguments; disjoint (row, token) ranges
 // may run concurrently.
 #pragma once
@@ -39,8 +44,8 @@ struct GemmProblem {
 using GemmKernel = void (*)(const GemmProblem& p, int64_t r_begin, int64_t r_end, int64_t t_begin,
                             int64_t t_end);
 
-// The GEMM kernel for `weight` (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K) if the CPU has
-// AVX2, else nullptr.
-GemmKernel gemm_kernel(quant::TensorType weight);
+// The kernel for `weight` and a batch of n_tokens if the CPU has AVX2: Q4_0,
+// Q5_0 and Q8_0 for any n_tokens, Q4_K and Q6_K for n_tokens > 1; else nullptr.
+GemmKernel gemm_kernel(quant::TensorType weight, int64_t n_tokens);
 
 }  // namespace minfer::cpu
