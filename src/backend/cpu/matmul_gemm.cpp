@@ -249,6 +249,15 @@ MINFER_AVX2 void tile(const GemmProblem& p, int64_t r0, int64_t t0) {
   const uint8_t* x0 = p.x + static_cast<size_t>(t0) * p.x_stride;
   const int64_t nb = p.row_len / K::kBlockElems;
   for (int64_t b = 0; b < nb; ++b) {
+    if constexpr (RN == 1) {
+      // Decode reads a tile's rows as RM interleaved streams, which the
+      // hardware prefetcher does not follow from DRAM; fetch the next tile's
+      // rows (contiguous when packed) at the rate this one is consumed.
+      const uint8_t* next = w0 + RM * p.w_stride + b * RM * K::kWBlock;
+      for (size_t off = 0; off < RM * K::kWBlock; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T0);
+      }
+    }
     typename K::Weight w[RM];
     for (int i = 0; i < RM; ++i) K::unpack(w0 + i * p.w_stride + b * K::kWBlock, w[i]);
     for (int j = 0; j < RN; ++j) {
