@@ -7,6 +7,7 @@
 #include <array>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "backend/cpu/vec_dot.h"
 #include "quant/blocks.h"
@@ -15,10 +16,6 @@
 #include <immintrin.h>
 
 #define MINFER_AVX2 __attribute__((target("avx2,fma,f16c")))
-#ifndef MINFER_Q0_ROWS
-#define MINFER_Q0_ROWS 4
-#define MINFER_Q0_TOKENS 3
-#endif
 #define MINFER_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
 
 namespace minfer::cpu {
@@ -83,7 +80,9 @@ struct Q0Token {
 struct Q0Format {
   static constexpr size_t kXBlock = sizeof(BlockQ8_0);
   static constexpr int64_t kBlockElems = quant::kQK;
-  static constexpr int kRows = MINFER_Q0_ROWS, kTokens = MINFER_Q0_TOKENS;
+  // 4 x 3: 12 accumulators; 3 x 4, 2 x 6 and 4 x 4 measured the same or up
+  // to 5% slower (docs/PERFORMANCE.md).
+  static constexpr int kRows = 4, kTokens = 3;
 };
 
 struct Q4_0Format : Q0Format {
@@ -299,15 +298,43 @@ MINFER_AVX2 void gemm(const GemmProblem& p, int64_t r_begin, int64_t r_end, int6
   }
 }
 
+// Q4_0/Q5_0 for a batch: a task's weight rows are first widened to Q8_0
+// blocks (the same signed quants and the same f16 scale, so the same integer
+// sums and products) in a per-thread buffer, then run through the Q8_0 tiles.
+// A row tile is otherwise unpacked again for every group of tokens (21 times
+// for a 64-token task); widened once, it is only loaded.
+template <typename F>
+MINFER_AVX2 void gemm_widened(const GemmProblem& p, int64_t r_begin, int64_t r_end, int64_t t_begin,
+                              int64_t t_end) {
+  thread_local std::vector<uint8_t> rows;
+  const int64_t nb = p.row_len / quant::kQK;
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ8_0);
+  rows.resize(static_cast<size_t>(r_end - r_begin) * row_bytes);
+  for (int64_t r = r_begin; r < r_end; ++r) {
+    const uint8_t* src = p.w + static_cast<size_t>(r) * p.w_stride;
+    uint8_t* dst = rows.data() + static_cast<size_t>(r - r_begin) * row_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pw = src + b * F::kWBlock;
+      uint8_t* pq = dst + b * sizeof(BlockQ8_0);
+      std::memcpy(pq, pw, 2);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(pq + 2), F::quants(pw));
+    }
+  }
+  GemmProblem wide = p;
+  wide.w = rows.data() - static_cast<size_t>(r_begin) * row_bytes;
+  wide.w_stride = row_bytes;
+  gemm<Q0Kernel<Q8_0Format>>(wide, r_begin, r_end, t_begin, t_end);
+}
+
 }  // namespace
 
 GemmKernel gemm_kernel(quant::TensorType weight, int64_t n_tokens) {
   if (!isa_supported(Isa::kAvx2) || n_tokens < 1) return nullptr;
   switch (weight) {
     case quant::TensorType::Q4_0:
-      return gemm<Q0Kernel<Q4_0Format>>;
+      return n_tokens > 1 ? gemm_widened<Q4_0Format> : gemm<Q0Kernel<Q4_0Format>>;
     case quant::TensorType::Q5_0:
-      return gemm<Q0Kernel<Q5_0Format>>;
+      return n_tokens > 1 ? gemm_widened<Q5_0Format> : gemm<Q0Kernel<Q5_0Format>>;
     case quant::TensorType::Q8_0:
       return gemm<Q0Kernel<Q8_0Format>>;
     case quant::TensorType::Q4_K:

@@ -20,8 +20,10 @@
 // gemm_kernel() returns nullptr where the per-row path should be used: types
 // without a GEMM kernel, K-quants for a single token, and CPUs without AVX2.
 // Kernels trust their arguments.
-// Threading: pure functions of their arguments; disjoint (row, token) ranges
-// may run concurrently.
+// Q4_0/Q5_0 batches widen a range's weight rows to Q8_0 blocks once (same
+// quants, same scales) in a per-thread buffer and run the Q8_0 tiles.
+// Threading: no shared state (the widening buffer is thread_local); disjoint
+// (row, token) ranges may run concurrently.
 #pragma once
 
 #include <cstddef>
