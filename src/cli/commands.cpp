@@ -17,6 +17,7 @@ std::span<const Command> commands() {
       {"run", "generate text from a prompt", run_run},
       {"chat", "talk with a model interactively", run_chat},
       {"perplexity", "score a text file (llama-perplexity's method)", run_perplexity},
+      {"bench", "measure prompt and generation speed (llama-bench's tests)", run_bench},
       {"tokenize", "print the tokens of a text", run_tokenize},
       {"inspect", "print a GGUF file's metadata and tensor table", run_inspect},
       {"synth", "write a synthetic GGUF model with a real shape", run_synth},

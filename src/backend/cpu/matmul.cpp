@@ -1,5 +1,7 @@
 #include "backend/cpu/matmul.h"
 
+#include "backend/cpu/matmul_gemm.h"
+
 #include <algorithm>
 #include <atomic>
 #include <string>
@@ -84,6 +86,10 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
   }
   const DotFn dot_fn = dot_kernel(w.type, isa);
   const auto* wdata = static_cast<const uint8_t*>(w.data);
+  // The tiled kernels where the type has one (matmul_gemm.h), else one
+  // dot_fn call per output.
+  const GemmKernel gemm = isa == Isa::kAvx2 ? gemm_kernel(w.type, n_tokens) : nullptr;
+  const GemmProblem gp{wdata, w_stride, xq, static_cast<size_t>(x_bytes), w.row_len, y, w.rows};
   // Tasks are (row block, token block) pairs, row-block major, so a decode
   // step splits over rows and a long prompt over tokens as well.
   const int64_t row_blocks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
@@ -94,6 +100,10 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
       const int64_t r_end = std::min(w.rows, r_begin + kRowsPerTask);
       const int64_t t_begin = (task % token_blocks) * kTokensPerTask;
       const int64_t t_end = std::min(n_tokens, t_begin + kTokensPerTask);
+      if (gemm != nullptr) {
+        gemm(gp, r_begin, r_end, t_begin, t_end);
+        continue;
+      }
       for (int64_t t0 = t_begin; t0 < t_end; t0 += kTokenTile) {
         const int64_t tile_end = std::min(t_end, t0 + kTokenTile);
         for (int64_t r = r_begin; r < r_end; ++r) {

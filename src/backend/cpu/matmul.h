@@ -1,7 +1,12 @@
 // y = x * W^T for one weight matrix in any CPU-supported encoding, with
 // llama.cpp's CPU numerics: each token row of x is first converted to the
 // weight's vec_dot_type (quant::quantize_row, bit-exact with ggml's activation
-// quantizers), then every output is one dot kernel call (backend/cpu/vec_dot.h).
+// quantizers), then the outputs are integer block dot products: tiles of
+// several rows x tokens (backend/cpu/matmul_gemm.h) where the weight type has
+// a tile kernel for the ISA, else one dot kernel call per output
+// (backend/cpu/vec_dot.h). Tiles add the scaled block sums in another order
+// than the dot kernels for batches (equal up to f32 rounding) and in the same
+// order for a single token (bit-exact).
 //
 // Contract:
 //   - W has `rows` rows (the output dim) of `row_len` elements (the input dim);

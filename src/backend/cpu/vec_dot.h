@@ -12,7 +12,8 @@
 //     products into FMAs).
 //   - The AVX2 kernels compute the same integer block sums but accumulate
 //     the scaled block sums in 8-lane f32 vectors, as ggml's AVX2 code does
-//     (not necessarily in the same order); they differ from the scalar ones
+//     (not necessarily in the same order; Q4_0/Q5_0/Q8_0 use one accumulator
+//     in block order, exactly as ggml's AVX2 code); they differ from the scalar ones
 //     only by float rounding. F16/F32 mirror
 //     ggml's AVX2 ggml_vec_dot_f16/f32 exactly (4x8-lane accumulators).
 // AVX2 kernels exist for F32, F16, Q4_0, Q5_0, Q8_0 and Q2_K..Q6_K; BF16, Q4_1

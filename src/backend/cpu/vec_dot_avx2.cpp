@@ -146,23 +146,18 @@ MINFER_AVX2 inline __m256 q8_0_block(const uint8_t* pw, const uint8_t* px, __m25
   return _mm256_fmadd_ps(_mm256_set1_ps(half_at(pw) * half_at(px)), s, acc);
 }
 
-// Sums the blocks of a 32-element format against Q8_0. Two accumulators (even
-// and odd blocks) halve the FMA latency chain that otherwise bounds the loop.
+// Sums the blocks of a 32-element format against Q8_0 in one accumulator, in
+// block order, as ggml's AVX2 kernels do; the multi-row decode path of
+// backend/cpu/matmul_gemm.h adds in the same order, so the two agree bit for bit.
 template <size_t kWeightBlock, __m256 (*kBlock)(const uint8_t*, const uint8_t*, __m256)>
 MINFER_AVX2 inline float sum_q8_0_blocks(int64_t n, const void* w, const void* x) {
   const auto* pw = static_cast<const uint8_t*>(w);
   const auto* px = static_cast<const uint8_t*>(x);
   constexpr size_t kXBlock = sizeof(quant::BlockQ8_0);
   const int64_t nb = n / kQK;
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  int64_t ib = 0;
-  for (; ib + 1 < nb; ib += 2) {
-    acc0 = kBlock(pw + ib * kWeightBlock, px + ib * kXBlock, acc0);
-    acc1 = kBlock(pw + (ib + 1) * kWeightBlock, px + (ib + 1) * kXBlock, acc1);
-  }
-  if (ib < nb) acc0 = kBlock(pw + ib * kWeightBlock, px + ib * kXBlock, acc0);
-  return hsum_ps(_mm256_add_ps(acc0, acc1));
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < nb; ++ib) acc = kBlock(pw + ib * kWeightBlock, px + ib * kXBlock, acc);
+  return hsum_ps(acc);
 }
 
 MINFER_AVX2 float dot_q4_0_avx2(int64_t n, const void* w, const void* x) {
