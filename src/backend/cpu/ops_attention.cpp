@@ -33,20 +33,9 @@ void mad_f32_scalar(int64_t n, float* y, const float* x, float v) {
   for (int64_t i = np; i < n; ++i) y[i] += x[i] * v;
 }
 
-// An f16 V row accumulated into an f32 sum: the f16 cache costs only the
-// rounding of the stored values, as in llama.cpp's CPU flash attention (its
-// perplexity with an f16 cache equals the f32 cache's to 4 digits, measured on
-// Gemma 3 270M; docs/PARITY.md).
-// K.Q for an f16 cache row and an f32 query: the key is widened to f32, the
-// query is not rounded (the same measurement as above).
-float dot_f16_f32_scalar(int64_t n, const void* k, const void* q) {
-  const auto* kh = static_cast<const uint16_t*>(k);
-  const auto* qf = static_cast<const float*>(q);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(quant::f16_to_f32(kh[i]) * qf[i]);
-  return static_cast<float>(sum);
-}
-
+// The tiled (>= 64 queries) path: an f16 V row widened and accumulated into an
+// f32 sum, so an f16 cache costs only the rounding of the stored values, as in
+// llama.cpp's tiled CPU flash attention (docs/PARITY.md).
 void mad_f16_scalar(int64_t n, float* y, const uint16_t* x, float v) {
   const int64_t np = n & ~(kStep - 1);
   for (int64_t i = 0; i < np; ++i) y[i] = std::fma(quant::f16_to_f32(x[i]), v, y[i]);
@@ -82,25 +71,6 @@ MINFER_AVX2 __m256 load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-MINFER_AVX2 float dot_f16_f32_avx2(int64_t n, const void* k, const void* q) {
-  const auto* kh = static_cast<const uint16_t*>(k);
-  const auto* qf = static_cast<const float*>(q);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  const int64_t np = n & ~(kStep - 1);
-  for (int64_t i = 0; i < np; i += kStep) {
-    for (int j = 0; j < 4; ++j) {
-      acc[j] = _mm256_fmadd_ps(load_f16(kh + i + 8 * j), _mm256_loadu_ps(qf + i + 8 * j), acc[j]);
-    }
-  }
-  const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  const __m128 q2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  float sum = _mm_cvtss_f32(_mm_add_ss(q2, _mm_movehdup_ps(q2)));
-  for (int64_t i = np; i < n; ++i) sum += quant::f16_to_f32(kh[i]) * qf[i];
-  return sum;
-}
-
 MINFER_AVX2 void store_f16(uint16_t* p, __m256 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
@@ -133,7 +103,7 @@ MINFER_AVX2 void mad_f16_avx2(int64_t n, float* y, const uint16_t* x, float v) {
 #endif
 
 struct Kernels {
-  DotFn kq_dot;      // cache row . query
+  DotFn kq_dot;      // f32 cache row . query
   DotFn kq_dot_f32;  // batch row (f32) . query
   DotFn kq_dot_f16;  // f16 cache row . f16-rounded query (half-precision rows)
   void (*mad_f32)(int64_t, float*, const float*, float);
@@ -144,7 +114,7 @@ struct Kernels {
 
 Kernels pick_kernels(KvType kv_type) {
   const Isa isa = active_isa();
-  Kernels k{kv_type == KvType::kF16 ? dot_f16_f32_scalar : dot_kernel(quant::TensorType::F32, isa),
+  Kernels k{dot_kernel(quant::TensorType::F32, isa),
             dot_kernel(quant::TensorType::F32, isa),
             dot_kernel(quant::TensorType::F16, isa),
             mad_f32_scalar,
@@ -153,7 +123,6 @@ Kernels pick_kernels(KvType kv_type) {
             scale_f16_scalar};
 #if defined(MINFER_AVX2)
   if (isa == Isa::kAvx2) {
-    if (kv_type == KvType::kF16) k.kq_dot = dot_f16_f32_avx2;
     k.mad_f32 = mad_f32_avx2;
     k.mad_f16 = mad_f16_avx2;
     k.mad_into_f16 = mad_into_f16_avx2;
@@ -166,6 +135,7 @@ Kernels pick_kernels(KvType kv_type) {
 struct Scratch {
   std::vector<float> acc32;
   std::vector<uint16_t> q16, acc16;
+  std::vector<float> k32;  // an f16 cache row widened to f32
 };
 
 struct HeadJob {
@@ -222,9 +192,20 @@ void attend(const HeadJob& job, const AttentionShape& s, KvType kv_type, const K
   for (int64_t j = job.j_begin; j < job.j_end; ++j) {
     const bool from_batch = job.batch_k != nullptr && j >= job.batch_first;
     const int64_t b = j - job.batch_first;
-    const float sc = (from_batch ? k.kq_dot_f32(d, job.batch_k + b * job.batch_row, q_vec)
-                                 : k.kq_dot(d, job.k + j * job.kv_row_bytes, q_vec)) *
-                     s.scale;
+    const uint8_t* k_row = job.k + j * job.kv_row_bytes;
+    float sc = 0.0f;
+    if (from_batch) {
+      sc = k.kq_dot_f32(d, job.batch_k + b * job.batch_row, q_vec);
+    } else if (f16) {
+      // Widen, then the f32 kernel: exactly the result an f32 cache holding
+      // the same (rounded) values gives.
+      const auto* kh = reinterpret_cast<const uint16_t*>(k_row);
+      for (int64_t i = 0; i < d; ++i) scratch.k32[i] = quant::f16_to_f32(kh[i]);
+      sc = k.kq_dot_f32(d, scratch.k32.data(), q_vec);
+    } else {
+      sc = k.kq_dot(d, k_row, q_vec);
+    }
+    sc *= s.scale;
     const float m_old = m;
     float ms = 1.0f;  // rescales what was accumulated when the max grows
     float vs = 1.0f;  // this key's weight, expf(sc - m)
@@ -286,7 +267,7 @@ Status attention(const float* q, const void* k_cache, const void* v_cache, KvTyp
   const size_t kv_row_bytes = static_cast<size_t>(shape.n_head_kv * shape.head_dim) * elem;
   pool.parallel_for(shape.n_tokens * shape.n_head, [&](int64_t begin, int64_t end, int) {
     Scratch scratch{std::vector<float>(shape.head_dim), std::vector<uint16_t>(shape.head_dim),
-                    std::vector<uint16_t>(shape.head_dim)};
+                    std::vector<uint16_t>(shape.head_dim), std::vector<float>(shape.head_dim)};
     for (int64_t task = begin; task < end; ++task) {
       const int64_t t = task / shape.n_head;
       const int64_t h = task % shape.n_head;
