@@ -1,5 +1,7 @@
 #include "base/json.h"
 
+#include "base/utf8.h"
+
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
@@ -79,24 +81,6 @@ const JsonValue* JsonValue::find(std::string_view key) const {
 }
 
 namespace {
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // Length of the well-formed UTF-8 sequence at s[0..n), or 0 if ill-formed
 // (overlongs, surrogates and values above U+10FFFF are ill-formed).
@@ -422,8 +406,19 @@ Result<JsonValue> parse_json(std::string_view text, const JsonParseOptions& opti
 std::string json_quote(std::string_view s) {
   static const char* kHex = "0123456789abcdef";
   std::string out = "\"";
-  for (char ch : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
     const unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x80) {  // JSON text is UTF-8: an ill-formed byte becomes U+FFFD
+      const int n = utf8_sequence_status(s.substr(i));
+      if (n > 0) {
+        out.append(s.substr(i, static_cast<size_t>(n)));
+        i += static_cast<size_t>(n) - 1;
+      } else {
+        out += "\xEF\xBF\xBD";
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";

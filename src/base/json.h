@@ -76,7 +76,8 @@ struct JsonParseOptions {
 Result<JsonValue> parse_json(std::string_view text, const JsonParseOptions& options = {});
 
 // Serialises a string as a JSON string literal (quotes included); non-ASCII is
-// written as UTF-8, control characters as escapes.
+// written as UTF-8 (an ill-formed byte becomes U+FFFD, so the output is always
+// valid JSON), control characters as escapes.
 std::string json_quote(std::string_view s);
 
 }  // namespace minfer

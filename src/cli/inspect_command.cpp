@@ -5,57 +5,17 @@
 #include <map>
 #include <string>
 
+#include "base/json.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "gguf/file.h"
-#include "tokenizer/unicode.h"
 
 namespace minfer::cli {
 namespace {
 
-// GGUF strings are bytes; JSON text must be UTF-8, so an ill-formed sequence
-// becomes U+FFFD (one per bad byte) rather than passing through raw.
+// GGUF strings are bytes; json_quote turns ill-formed UTF-8 into U+FFFD.
 std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      const int n = tokenizer::utf8_sequence_status(s.substr(i));
-      if (n > 0) {
-        out.append(s.substr(i, static_cast<size_t>(n)));
-        i += static_cast<size_t>(n) - 1;
-      } else {
-        out += "\xEF\xBF\xBD";
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
+  return json_quote(s);
 }
 
 std::string json_scalar(const gguf::Value& v) {

@@ -6,36 +6,17 @@
 #include "gguf/writer.h"
 #include "model/synth_rng.h"
 #include "tokenizer/hf_vocab.h"
+#include "tokenizer/unicode.h"
 
 namespace minfer::model {
 namespace {
 
 constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6;
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
-
-// GPT-2's reversible byte -> printable code point map: printable Latin-1 bytes
-// map to themselves, the rest to 256, 257, ... in byte order.
+// GPT-2's reversible byte -> printable code point map, in byte order.
 std::vector<std::string> byte_symbols() {
-  std::vector<std::string> out(256);
-  uint32_t next = 256;
-  for (uint32_t b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-    std::string s;
-    append_utf8(s, printable ? b : next++);
-    out[b] = s;
-  }
+  std::vector<std::string> out;
+  for (int b = 0; b < 256; ++b) out.push_back(tokenizer::byte_to_unicode(static_cast<uint8_t>(b)));
   return out;
 }
 
