@@ -9,6 +9,7 @@ set -u
 cd "$(dirname "$0")/.."
 build=${1:-build-cuda}
 deps=${2:-}
+[ -n "$deps" ] && deps=$(cd "$deps" && pwd)  # pkg-config paths must be absolute
 out=${OUT:-$build/cuda_logs}
 mkdir -p "$out"
 args=(-G Ninja -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-90} -DMINFER_FUZZ=OFF)
