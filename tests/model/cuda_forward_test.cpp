@@ -53,16 +53,6 @@ struct GpuCase {
   double rel;
 };
 
-std::vector<int32_t> make_tokens(int n, int64_t n_vocab) {
-  std::vector<int32_t> t;
-  uint64_t s = 0x243f6a8885a308d3ull;
-  for (int i = 0; i < n; ++i) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    t.push_back(static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(n_vocab)));
-  }
-  return t;
-}
-
 Result<const Model*> tiny_model(const std::string& shape, const std::string& quant) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   const std::string key = shape + "-" + quant;
@@ -113,7 +103,7 @@ TEST_P(CudaForward, MatchesReference) {
   const int64_t n_vocab = (*model)->hparams().n_vocab;
   auto weights = load_reference_weights(**model);
   ASSERT_TRUE(weights.is_ok()) << weights.message();
-  const auto tokens = make_tokens(c.n_tokens, n_vocab);
+  const auto tokens = make_tokens(c.n_tokens, n_vocab, 0x243f6a8885a308d3ull);
   const std::vector<float> ref = reference_forward(*weights, tokens);
   struct Mode {
     const char* name;

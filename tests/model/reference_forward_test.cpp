@@ -94,17 +94,6 @@ Metrics compare(const std::vector<float>& ref, const std::vector<float>& got, in
   return m;
 }
 
-// Deterministic token ids in [0, n_vocab).
-std::vector<int32_t> make_tokens(int n, int64_t n_vocab) {
-  std::vector<int32_t> t;
-  uint64_t s = 0x9e3779b97f4a7c15ull;
-  for (int i = 0; i < n; ++i) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    t.push_back(static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(n_vocab)));
-  }
-  return t;
-}
-
 const char* kv_name(graph::DType t) {
   return t == graph::DType::kF16 ? "f16" : "f32";
 }

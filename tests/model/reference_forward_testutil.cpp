@@ -263,4 +263,14 @@ std::vector<float> reference_forward(const ReferenceWeights& w, std::span<const 
   return matmul(x, w.output, n, d, hp.n_vocab);  // [n][n_vocab]
 }
 
+std::vector<int32_t> make_tokens(int n, int64_t n_vocab, uint64_t seed) {
+  std::vector<int32_t> t;
+  uint64_t s = seed;
+  for (int i = 0; i < n; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    t.push_back(static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(n_vocab)));
+  }
+  return t;
+}
+
 }  // namespace minfer::model::testing

@@ -58,4 +58,7 @@ Result<ReferenceWeights> load_reference_weights(const Model& model);
 // Logits of every position: [tokens.size()][n_vocab].
 std::vector<float> reference_forward(const ReferenceWeights& w, std::span<const int32_t> tokens);
 
+// Deterministic token ids in [0, n_vocab) from a linear congruential stream.
+std::vector<int32_t> make_tokens(int n, int64_t n_vocab, uint64_t seed = 0x9e3779b97f4a7c15ull);
+
 }  // namespace minfer::model::testing
