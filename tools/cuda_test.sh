@@ -4,7 +4,9 @@
 #   bash tools/cuda_test.sh [BUILD_DIR] [DEPS_PREFIX]
 # DEPS_PREFIX (optional): a prefix with lib/pkgconfig/{libpcre2-8,libutf8proc}.pc,
 # static libs and gtest, for machines without those packages (docs/CUDA.md).
-# Logs go to $OUT (default: BUILD_DIR/cuda_logs).
+# Logs go to $OUT (default: BUILD_DIR/cuda_logs). CUDA_TEST_NO_SANITIZER=1 skips
+# compute-sanitizer; GPU_BANDWIDTH_GBS sets the roofline's bandwidth (default
+# 4300, the device-to-device copy rate measured on an H200).
 set -u
 cd "$(dirname "$0")/.."
 build=${1:-build-cuda}
@@ -33,8 +35,17 @@ model=$build/qwen2.5-0.5b-Q4_0.gguf
   MINFER_DISABLE_CUDA=1 "$build/minfer" run -m "$model" -n 64 --temp 0 -p "Hello" 2>&1 | tail -1
   head -c 6000 tests/data/text.txt > "$build/prompt.txt"
   "$build/minfer" run -m "$model" -f "$build/prompt.txt" -n 64 --temp 0 2>&1 | tail -1
+  # Speed: graph replay on and off; per-kernel decode profile (CUDA events).
+  bw=(--bandwidth "${GPU_BANDWIDTH_GBS:-4300}")
+  "$build/minfer" bench -m "$model" -p 512 -n 128 -r 3 "${bw[@]}" 2>&1 | tail -3
+  MINFER_NO_CUDA_GRAPH=1 "$build/minfer" bench -m "$model" -p 512 -n 128 -r 2 "${bw[@]}" 2>&1 |
+    tail -1
+  "$build/minfer" bench -m "$model" -p 2048 -n 16 -r 2 "${bw[@]}" 2>&1 | tail -2
+  MINFER_OP_PROFILE=1 "$build/minfer" run -m "$model" -n 32 --temp 0 -p "Hello" \
+    > "$out/profile.log" 2>&1
+  grep -A14 "op profile" "$out/profile.log" | tail -15
 }
-if command -v compute-sanitizer > /dev/null; then
+if [ -z "${CUDA_TEST_NO_SANITIZER:-}" ] && command -v compute-sanitizer > /dev/null; then
   compute-sanitizer --tool memcheck "$build/tests/minfer_backend_test" \
     --gtest_filter='cuda_Ops*:cuda_GetRows*:cuda_Weights*' > "$out/memcheck.log" 2>&1 || rc=1
   grep "ERROR SUMMARY" "$out/memcheck.log"

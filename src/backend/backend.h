@@ -9,7 +9,8 @@
 //   - once per node per forward: execute_node. A GPU backend only encodes
 //     here; its work is submitted and waited for in synchronize(), which the
 //     scheduler calls at the end of each split (one submission per split);
-//   - at split boundaries and for inputs/outputs: read_host / write_host.
+//   - at split boundaries and for inputs/outputs: read_host / write_host;
+//   - around each split's nodes: begin_split / end_split (optional replay).
 //
 // Contracts every implementation keeps:
 //   - execute_node's output buffer may be the same buffer as one of its inputs
@@ -74,6 +75,24 @@ class Backend {
 
   // Waits until every node executed so far has finished (no-op on the CPU).
   virtual Status synchronize() { return Status::ok(); }
+
+  // Split replay (optional; GPU backends). The scheduler calls begin_split
+  // before a split's nodes with a key naming (plan, split). If it returns
+  // true, the backend has enqueued a recording of that split's earlier
+  // execution and the scheduler skips the nodes; otherwise it executes them
+  // and then calls end_split. A recording may hold buffer addresses, so
+  // free_buffer must invalidate recordings. The scheduler offers replay only
+  // when nothing needs per-node results (no profile, no trace).
+  virtual Result<bool> begin_split(uint64_t key) {
+    (void)key;
+    return false;
+  }
+  virtual Status end_split() { return Status::ok(); }
+
+  // Profiling (MINFER_OP_PROFILE=1): after execute_node and synchronize, the
+  // device time of that node in seconds as the backend's own timers saw it,
+  // or a negative value when it has none (the scheduler then uses wall time).
+  virtual double last_node_device_seconds() { return -1.0; }
 };
 
 }  // namespace minfer::backend

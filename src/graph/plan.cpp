@@ -1,6 +1,7 @@
 #include "graph/plan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <sstream>
 
@@ -110,15 +111,17 @@ std::vector<size_t> last_uses(const Graph& g) {
 
 }  // namespace
 
-BufferId Plan::buffer_in_split(const Split& s, NodeId id) const {
-  for (const auto& [node, buf] : s.staged) {
-    if (node == id) return buf;
+BufferId Plan::buffer_in_split(const Split& s, NodeId node) const {
+  for (const auto& [staged_node, buf] : s.staged) {
+    if (staged_node == node) return buf;
   }
-  return node_buffer[static_cast<size_t>(id)];
+  return node_buffer[static_cast<size_t>(node)];
 }
 
 Result<Plan> build_plan(const Graph& g, std::span<Backend* const> backends) {
+  static std::atomic<uint64_t> next_id{1};
   Plan plan;
+  plan.id = next_id.fetch_add(1);
   MINFER_ASSIGN_OR_RETURN(plan.node_backend, assign(g, backends));
   plan.splits = make_splits(plan.node_backend);
 

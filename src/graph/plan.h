@@ -17,6 +17,7 @@
 // release() gives them back. Not thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
@@ -41,9 +42,10 @@ struct Plan {
   std::vector<Split> splits;
   std::vector<std::pair<int, backend::BufferId>> owned;  // (backend, buffer) to free
   size_t planned_bytes = 0;                              // sum of the buffers allocated
+  uint64_t id = 0;  // unique per build_plan call in this process (split replay keys)
 
   // The buffer holding `id`'s value inside split `s` (staged copy if foreign).
-  backend::BufferId buffer_in_split(const Split& s, NodeId id) const;
+  backend::BufferId buffer_in_split(const Split& s, NodeId node) const;
 };
 
 Result<Plan> build_plan(const Graph& g, std::span<backend::Backend* const> backends);

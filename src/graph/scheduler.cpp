@@ -110,22 +110,35 @@ Status execute(const Graph& g, const Plan& plan, std::span<Backend* const> backe
   std::vector<BufferId> in_ids;
   using Clock = std::chrono::steady_clock;
   const char* trace_dir = std::getenv("MINFER_TRACE");
-  for (const Split& s : plan.splits) {
+  const bool tracing = trace_dir != nullptr && *trace_dir;
+  const bool replay = profile == nullptr && !tracing;
+  for (size_t si = 0; si < plan.splits.size(); ++si) {
+    const Split& s = plan.splits[si];
     Backend* b = backends[static_cast<size_t>(s.backend)];
     MINFER_RETURN_IF_ERROR(stage_inputs(g, plan, s, backends, host));
+    if (replay) {
+      MINFER_ASSIGN_OR_RETURN(const bool replayed, b->begin_split((plan.id << 16) | si));
+      if (replayed) {
+        MINFER_RETURN_IF_ERROR(b->synchronize());
+        continue;
+      }
+    }
     for (size_t i = s.begin; i < s.end; ++i) {
       if (g.nodes[i].op == Op::kInput) continue;
       const auto t0 = Clock::now();
       MINFER_RETURN_IF_ERROR(run_node(g, plan, s, i, b, kv, in_ids));
-      if (trace_dir != nullptr && *trace_dir) {
+      if (tracing) {
         MINFER_RETURN_IF_ERROR(trace_node(g, plan, b, i, trace_dir));
       }
       if (profile != nullptr) {
         MINFER_RETURN_IF_ERROR(b->synchronize());
         const std::chrono::duration<double> dt = Clock::now() - t0;
-        profile->add(std::string(b->name()) + " " + op_name(g.nodes[i].op), dt.count());
+        const double device = b->last_node_device_seconds();
+        profile->add(std::string(b->name()) + " " + op_name(g.nodes[i].op),
+                     device >= 0 ? device : dt.count());
       }
     }
+    if (replay) MINFER_RETURN_IF_ERROR(b->end_split());
     MINFER_RETURN_IF_ERROR(b->synchronize());
   }
   if (g.logits == kNoNode) return Status::ok();

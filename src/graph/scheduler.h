@@ -6,8 +6,11 @@
 // of the split on its backend (a GPU backend only encodes), then
 // synchronize() that backend — one submission per split.
 // Errors from any backend are returned with the node named; nothing is
-// retried elsewhere. MINFER_OP_PROFILE=1 collects per-op wall times (with a
-// synchronize after each node, so GPU times are real).
+// retried elsewhere. Without a profile or trace, each split is offered to its
+// backend for replay (Backend::begin_split/end_split; the CUDA backend
+// replays decode splits as CUDA graphs). MINFER_OP_PROFILE=1 collects per-op wall times (with a
+// synchronize after each node; a backend with device timers reports its own
+// per-node time, e.g. CUDA events).
 // Not thread-safe: one forward pass at a time per plan.
 #pragma once
 

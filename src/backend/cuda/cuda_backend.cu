@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/replay.h"
 #include "backend/cuda/weights.h"
 
 namespace minfer::cuda {
@@ -45,6 +46,11 @@ double timeout_seconds() {
   return 10.0;
 }
 
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
 class CudaBackend;
 
 // What one op's kernel gets: device pointers of the inputs (null for an input
@@ -71,7 +77,9 @@ class CudaBackend final : public backend::Backend {
         done_(std::move(done)),
         err_(std::move(err)),
         err_host_(err_host),
-        timeout_s_(timeout_seconds()) {}
+        timeout_s_(timeout_seconds()),
+        recorder_(!env_on("MINFER_NO_CUDA_GRAPH")),
+        profiling_(env_on("MINFER_OP_PROFILE")) {}
   ~CudaBackend() override {
     (void)cudaStreamSynchronize(stream_.get());
     if (err_host_ != nullptr) (void)cudaFreeHost(err_host_);
@@ -92,7 +100,9 @@ class CudaBackend final : public backend::Backend {
   Status read_host(BufferId id, size_t offset, std::span<std::byte> dst) override;
   Status write_host(BufferId id, size_t offset, std::span<const std::byte> src) override;
   Status synchronize() override;
-
+  Result<bool> begin_split(uint64_t key) override;
+  Status end_split() override;
+  double last_node_device_seconds() override;
 
   // Op kernels, reached through the op table.
   Status run_matmul(const Call& c);
@@ -111,6 +121,7 @@ class CudaBackend final : public backend::Backend {
   void* ptr(BufferId id) const;
   // Records a launch in the ring and turns its status into a Status.
   Status launched(const Node& n, const char* kernel, cudaError_t err);
+  void note_in_ring(const std::string& what);
   std::string recent_kernels() const;
   // Device memory of at least `bytes` for outputs that alias an input.
   Result<float*> scratch(const Node& n, size_t bytes);
@@ -129,6 +140,11 @@ class CudaBackend final : public backend::Backend {
   std::array<std::array<char, 112>, 16> ring_{};
   size_t ring_next_ = 0, ring_count_ = 0;
   size_t pending_ = 0;  // launches since the last synchronize
+  SplitRecorder recorder_;
+  // MINFER_OP_PROFILE: timing events around each node (created on first use).
+  bool profiling_;
+  Event node_start_, node_stop_;
+  bool node_timed_ = false;
 };
 
 // One row of the op table: which nodes the CUDA backend runs, and how.
@@ -229,6 +245,7 @@ Result<BufferId> CudaBackend::alloc_buffer(size_t bytes) {
 
 void CudaBackend::free_buffer(BufferId id) {
   if (id < 0 || static_cast<size_t>(id) >= slots_.size()) return;
+  recorder_.clear();  // recordings may hold this buffer's address
   slots_[static_cast<size_t>(id)] = Slot{};
 }
 
@@ -244,13 +261,18 @@ void* CudaBackend::ptr(BufferId id) const {
   return s.live ? s.buf.data() : nullptr;
 }
 
-Status CudaBackend::launched(const Node& n, const char* kernel, cudaError_t err) {
-  std::snprintf(ring_[ring_next_].data(), ring_[ring_next_].size(), "%s '%s'", kernel,
-                n.name.c_str());
+void CudaBackend::note_in_ring(const std::string& what) {
+  std::snprintf(ring_[ring_next_].data(), ring_[ring_next_].size(), "%s", what.c_str());
   ring_next_ = (ring_next_ + 1) % ring_.size();
   ring_count_ = std::min(ring_count_ + 1, ring_.size());
+}
+
+Status CudaBackend::launched(const Node& n, const char* kernel, cudaError_t err) {
+  note_in_ring(std::string(kernel) + " '" + n.name + "'");
   ++pending_;
+  if (recorder_.capturing()) recorder_.count_launch();
   if (err != cudaSuccess) {
+    recorder_.abort(stream_.get());
     return fail(n, std::string("launch of ") + kernel + " failed: " + cudaGetErrorName(err) +
                        " (" + cudaGetErrorString(err) + ")");
   }
@@ -308,6 +330,19 @@ Status CudaBackend::synchronize() {
   return Status::ok();
 }
 
+Result<bool> CudaBackend::begin_split(uint64_t key) {
+  MINFER_ASSIGN_OR_RETURN(const bool replayed, recorder_.begin(key, stream_.get()));
+  if (replayed) {
+    // The ring keeps the recorded kernels' names from the capture; mark the replay.
+    note_in_ring("graph replay of split " + std::to_string(key & 0xffff) + " (" +
+                 std::to_string(recorder_.launches_in(key)) + " kernels)");
+    ++pending_;
+  }
+  return replayed;
+}
+
+Status CudaBackend::end_split() { return recorder_.end(stream_.get()); }
+
 Status CudaBackend::read_host(BufferId id, size_t offset, std::span<std::byte> dst) {
   void* p = ptr(id);
   if (p == nullptr || offset + dst.size() > buffer_size(id)) {
@@ -339,6 +374,7 @@ Status CudaBackend::write_host(BufferId id, size_t offset, std::span<const std::
 Result<float*> CudaBackend::scratch(const Node& n, size_t bytes) {
   if (scratch_.size() < bytes) {
     scratch_.reset();  // cudaFree waits for the device, so no kernel still uses it
+    recorder_.clear();  // recordings may hold the old address
     auto b = DeviceBuffer::allocate(bytes);
     if (!b.is_ok()) return fail(n, "scratch: " + b.message());
     scratch_ = std::move(b).value();
@@ -381,7 +417,31 @@ Status CudaBackend::execute_node(const Node& node, std::span<const BufferId> inp
     call.k_cache = ptr(kv->k);
     call.v_cache = ptr(kv->v);
   }
-  return (this->*entry(node.op).run)(call);
+  node_timed_ = false;
+  if (profiling_ && !recorder_.capturing()) {
+    if (node_start_.get() == nullptr) {
+      MINFER_ASSIGN_OR_RETURN(node_start_, Event::create_timed());
+      MINFER_ASSIGN_OR_RETURN(node_stop_, Event::create_timed());
+    }
+    MINFER_CUDA_CHECK(cudaEventRecord(node_start_.get(), stream_.get()));
+  }
+  Status st = (this->*entry(node.op).run)(call);
+  if (!st) {
+    recorder_.abort(stream_.get());
+    return st;
+  }
+  if (profiling_ && node_start_.get() != nullptr && !recorder_.capturing()) {
+    MINFER_CUDA_CHECK(cudaEventRecord(node_stop_.get(), stream_.get()));
+    node_timed_ = true;
+  }
+  return st;
+}
+
+double CudaBackend::last_node_device_seconds() {
+  if (!node_timed_) return -1.0;
+  float ms = 0.0f;
+  if (cudaEventElapsedTime(&ms, node_start_.get(), node_stop_.get()) != cudaSuccess) return -1.0;
+  return ms * 1e-3;
 }
 
 Status CudaBackend::run_matmul(const Call& c) {

@@ -168,6 +168,12 @@ Result<Event> Event::create() {
   return Result<Event>(std::move(e));
 }
 
+Result<Event> Event::create_timed() {
+  Event e;
+  MINFER_CUDA_CHECK(cudaEventCreate(&e.e_));
+  return Result<Event>(std::move(e));
+}
+
 Event& Event::operator=(Event&& o) noexcept {
   if (this != &o) {
     if (e_ != nullptr) (void)cudaEventDestroy(e_);

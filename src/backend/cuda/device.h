@@ -102,7 +102,8 @@ class Stream {
 class Event {
  public:
   Event() = default;
-  static Result<Event> create();  // timing disabled: cheapest to poll
+  static Result<Event> create();        // timing disabled: cheapest to poll
+  static Result<Event> create_timed();  // for cudaEventElapsedTime
   Event(Event&& o) noexcept : e_(o.e_) { o.e_ = nullptr; }
   Event& operator=(Event&& o) noexcept;
   Event(const Event&) = delete;
