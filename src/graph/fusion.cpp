@@ -1,6 +1,7 @@
 #include "graph/fusion.h"
 
 #include <cstdlib>
+#include <initializer_list>
 
 namespace minfer::graph {
 namespace {
@@ -18,6 +19,144 @@ std::vector<int> count_users(const Graph& g) {
     for (NodeId in : n.inputs) users[static_cast<size_t>(in)]++;
   }
   return users;
+}
+
+bool env_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v && *v != '0';
+}
+
+// The backend that runs every node in `nodes` and claims `fused`, or null.
+backend::Backend* common_backend(const Graph& g, std::initializer_list<NodeId> nodes, Op fused,
+                                 std::span<backend::Backend* const> backends) {
+  backend::Backend* b = nullptr;
+  for (NodeId id : nodes) {
+    backend::Backend* nb = first_supporting(g.at(id), backends);
+    if (nb == nullptr || (b != nullptr && nb != b)) return nullptr;
+    b = nb;
+  }
+  return b != nullptr && b->supports_fused(fused) ? b : nullptr;
+}
+
+const MatMulMeta* matmul_of(const Graph& g, NodeId id, NodeId x) {
+  const Node& n = g.at(id);
+  if (n.op != Op::kMatMul || n.inputs.size() != 1 || n.inputs[0] != x) return nullptr;
+  return std::get_if<MatMulMeta>(&n.meta);
+}
+
+// SwiGLU/GeGLU(MatMul(x, gate), MatMul(x, up)) -> FusedFFN(x).
+int fuse_ffn(Graph& g, std::span<backend::Backend* const> backends, const std::vector<int>& users) {
+  int fused = 0;
+  for (auto& n : g.nodes) {
+    if ((n.op != Op::kSwiGLU && n.op != Op::kGeGLU) || n.inputs.size() != 2) continue;
+    const NodeId gate = n.inputs[0], up = n.inputs[1];
+    if (users[gate] != 1 || users[up] != 1 || g.at(gate).op != Op::kMatMul) continue;
+    const NodeId x = g.at(gate).inputs.empty() ? kNoNode : g.at(gate).inputs[0];
+    const MatMulMeta* mg = matmul_of(g, gate, x);
+    const MatMulMeta* mu = matmul_of(g, up, x);
+    if (mg == nullptr || mu == nullptr || !mg->bias.empty() || !mu->bias.empty()) continue;
+    backend::Backend* b = common_backend(g, {gate, up, x}, Op::kFusedFFN, backends);
+    if (b == nullptr) continue;
+    Node candidate = n;
+    candidate.op = Op::kFusedFFN;
+    candidate.inputs = {x};
+    candidate.meta =
+        FusedFfnMeta{mg->weight, mu->weight, n.op == Op::kGeGLU, mg->in_dim, mg->out_dim};
+    if (!b->supports_op(candidate)) continue;
+    n = std::move(candidate);
+    ++fused;
+  }
+  return fused;
+}
+
+// One projection chain: MatMul(x) [-> per-head RmsNorm] [-> Rope].
+struct Projection {
+  const MatMulMeta* matmul = nullptr;
+  const RmsNormMeta* norm = nullptr;
+  const RopeMeta* rope = nullptr;
+  NodeId x = kNoNode;
+};
+
+Projection projection(const Graph& g, NodeId id, bool roped) {
+  Projection p;
+  if (roped) {
+    if (g.at(id).op != Op::kRope) return {};
+    p.rope = std::get_if<RopeMeta>(&g.at(id).meta);
+    id = g.at(id).inputs[0];
+  }
+  if (g.at(id).op == Op::kRmsNorm) {
+    p.norm = std::get_if<RmsNormMeta>(&g.at(id).meta);
+    if (p.norm == nullptr || p.norm->group <= 0) return {};
+    id = g.at(id).inputs[0];
+  }
+  const Node& mm = g.at(id);
+  if (mm.op != Op::kMatMul || mm.inputs.size() != 1) return {};
+  p.matmul = std::get_if<MatMulMeta>(&mm.meta);
+  p.x = mm.inputs[0];
+  return p;
+}
+
+// Attention(Rope(q), KvStore(Rope(k), v), pos, Rope(k), v) over projections of
+// one x -> Attention(FusedQKV(x, pos), pos) with packed q|k|v rows.
+int fuse_qkv(Graph& g, std::span<backend::Backend* const> backends) {
+  const bool no_qkv = env_off("MINFER_NO_FUSE_QKV");
+  const bool no_norm = no_qkv || env_off("MINFER_NO_FUSE_QKV_NORM");
+  int fused = 0;
+  for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
+    Node& attn = g.nodes[ai];
+    if (attn.op != Op::kAttention || attn.inputs.size() != 5) continue;
+    const NodeId qn = attn.inputs[0], store = attn.inputs[1], pos = attn.inputs[2];
+    const NodeId kn = attn.inputs[3], vn = attn.inputs[4];
+    const Node& st = g.at(store);
+    if (st.op != Op::kKvStore || st.inputs.size() != 3 || st.inputs[0] != kn ||
+        st.inputs[1] != vn || st.inputs[2] != pos) {
+      continue;
+    }
+    const Projection q = projection(g, qn, true), k = projection(g, kn, true);
+    const Projection v = projection(g, vn, false);
+    if (q.matmul == nullptr || k.matmul == nullptr || v.matmul == nullptr || v.norm != nullptr ||
+        q.x != k.x || q.x != v.x || (q.norm == nullptr) != (k.norm == nullptr)) {
+      continue;
+    }
+    const bool with_norm = q.norm != nullptr;
+    if (with_norm ? no_norm : no_qkv) continue;
+    const Op op = with_norm ? Op::kFusedQkvNorm : Op::kFusedQKV;
+    backend::Backend* b =
+        common_backend(g, {qn, kn, vn, store, static_cast<NodeId>(ai)}, op, backends);
+    if (b == nullptr) continue;
+    const auto& am = std::get<AttentionMeta>(attn.meta);
+    FusedQkvMeta m;
+    m.q_weight = q.matmul->weight;
+    m.k_weight = k.matmul->weight;
+    m.v_weight = v.matmul->weight;
+    m.q_bias = q.matmul->bias;
+    m.k_bias = k.matmul->bias;
+    m.v_bias = v.matmul->bias;
+    if (with_norm) {
+      m.q_norm = q.norm->weight;
+      m.k_norm = k.norm->weight;
+      m.norm_eps = q.norm->eps;
+    }
+    m.in_dim = q.matmul->in_dim;
+    m.rope = *q.rope;
+    m.kv = std::get<KvMeta>(st.meta);
+    m.n_head = am.n_head;
+    Node fq = st;  // takes the store's place: after every node it replaces
+    fq.op = op;
+    fq.dtype = DType::kF32;
+    fq.shape = {{q.matmul->out_dim + k.matmul->out_dim + v.matmul->out_dim, g.at(qn).shape.ne[1]}};
+    fq.inputs = {q.x, pos};
+    fq.meta = m;
+    fq.name = attn.name + ".qkv";
+    Node fa = attn;
+    fa.inputs = {store, pos};
+    std::get<AttentionMeta>(fa.meta).packed_qkv = true;
+    if (!b->supports_op(fq) || !b->supports_op(fa)) continue;
+    g.at(store) = std::move(fq);
+    g.nodes[ai] = std::move(fa);
+    ++fused;
+  }
+  return fused;
 }
 
 }  // namespace
@@ -54,29 +193,35 @@ void remove_dead_nodes(Graph& g) {
 }
 
 int fuse(Graph& g, std::span<backend::Backend* const> backends) {
-  if (const char* off = std::getenv("MINFER_NO_FUSE_GLU"); off != nullptr && *off && *off != '0') {
-    return 0;
-  }
-  const std::vector<int> users = count_users(g);
   int fused = 0;
-  for (auto& n : g.nodes) {
-    if (n.op != Op::kMul || n.inputs.size() != 2) continue;
-    const Node& act = g.at(n.inputs[0]);
-    if ((act.op != Op::kSilu && act.op != Op::kGelu) || users[n.inputs[0]] != 1) continue;
-    const Op fused_op = act.op == Op::kSilu ? Op::kSwiGLU : Op::kGeGLU;
-    backend::Backend* b = first_supporting(n, backends);
-    if (b == nullptr || b != first_supporting(act, backends) || !b->supports_fused(fused_op)) {
-      continue;
+  if (!env_off("MINFER_NO_FUSE_GLU")) {
+    const std::vector<int> users = count_users(g);
+    for (auto& n : g.nodes) {
+      if (n.op != Op::kMul || n.inputs.size() != 2) continue;
+      const Node& act = g.at(n.inputs[0]);
+      if ((act.op != Op::kSilu && act.op != Op::kGelu) || users[n.inputs[0]] != 1) continue;
+      const Op fused_op = act.op == Op::kSilu ? Op::kSwiGLU : Op::kGeGLU;
+      backend::Backend* b = first_supporting(n, backends);
+      if (b == nullptr || b != first_supporting(act, backends) || !b->supports_fused(fused_op)) {
+        continue;
+      }
+      Node candidate = n;
+      candidate.op = fused_op;
+      candidate.inputs = {act.inputs[0], n.inputs[1]};
+      if (!b->supports_op(candidate)) continue;
+      n = std::move(candidate);
+      ++fused;
     }
-    Node candidate = n;
-    candidate.op = fused_op;
-    candidate.inputs = {act.inputs[0], n.inputs[1]};
-    if (!b->supports_op(candidate)) continue;
-    n = std::move(candidate);
-    ++fused;
+    if (fused > 0) remove_dead_nodes(g);
+    if (!env_off("MINFER_NO_FUSE_FFN")) {
+      const int n_ffn = fuse_ffn(g, backends, count_users(g));
+      if (n_ffn > 0) remove_dead_nodes(g);
+      fused += n_ffn;
+    }
   }
-  if (fused > 0) remove_dead_nodes(g);
-  return fused;
+  const int n_qkv = fuse_qkv(g, backends);
+  if (n_qkv > 0) remove_dead_nodes(g);
+  return fused + n_qkv;
 }
 
 }  // namespace minfer::graph

@@ -1,13 +1,23 @@
 // The fusion pass: rewrites chains of nodes into one fused node where the
 // backend that would run them has a kernel for the fused op.
 //
-// Rules: Mul(Silu(g), u) -> SwiGLU(g, u); Mul(Gelu(g), u) -> GeGLU(g, u), when
-// the activation node has no other user and the first backend (in priority
-// order) supporting both nodes also claims supports_fused for the fused op.
-// Decode fusions (FusedQKV, FusedFFN, FusedQkvNorm) are emitted by the
-// builders themselves when GraphParams says a backend claims them.
-// MINFER_NO_FUSE_GLU=1 turns this pass off (for A/B). The graph keeps
-// execution order; dead nodes are removed and ids renumbered.
+// Rules (each applied only where the first backend, in priority order, that
+// supports every node involved also claims supports_fused for the fused op
+// and supports_op for the rewritten node):
+//   - Mul(Silu(g), u) -> SwiGLU(g, u); Mul(Gelu(g), u) -> GeGLU(g, u), when
+//     the activation node has no other user (MINFER_NO_FUSE_GLU=1: off, and
+//     with it FusedFFN).
+//   - SwiGLU/GeGLU(MatMul(x, Wg), MatMul(x, Wu)) without biases, both
+//     matmuls used only there -> FusedFFN(x) (MINFER_NO_FUSE_FFN=1: off).
+//   - Attention over Rope(MatMul(x, Wq) [-> per-head RmsNorm]), the same for
+//     k, MatMul(x, Wv) and their KvStore -> FusedQKV(x, positions) (or
+//     FusedQkvNorm with the norms) in the store's place, producing packed
+//     [q | k | v] rows, and Attention(packed, positions)
+//     (MINFER_NO_FUSE_QKV=1: off; MINFER_NO_FUSE_QKV_NORM=1: only the norm
+//     variant off).
+// Backends gate by shape too (the CUDA backend takes FusedQKV for one token
+// and FusedFFN up to four: decode). The graph keeps execution order; dead
+// nodes are removed and ids renumbered.
 #pragma once
 
 #include <span>

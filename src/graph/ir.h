@@ -44,9 +44,9 @@ enum class Op : uint8_t {
   kGelu,          // tanh-approximated GELU
   kSwiGLU,        // silu(gate) * up            (fusion of Mul(Silu(g), u))
   kGeGLU,         // gelu(gate) * up            (fusion of Mul(Gelu(g), u))
-  kFusedQKV,      // decode: concat QKV matmul + bias + RoPE + KV store
-  kFusedQkvNorm,  // decode: concat QKV matmul + per-head norms + RoPE + KV store
-  kFusedFFN,      // decode: concat gate|up matmul + SwiGLU
+  kFusedQKV,      // decode: q, k, v matmuls + biases + RoPE + KV store, output [q|k|v]
+  kFusedQkvNorm,  // decode: as kFusedQKV with per-head q/k RMSNorm before RoPE
+  kFusedFFN,      // decode: gate and up matmuls + SwiGLU/GeGLU
   kCount,
 };
 
@@ -112,20 +112,31 @@ struct AttentionMeta {
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
   float scale = 1.0f;
   int64_t sliding_window = 0;  // 0: full causal attention
+  // Input 0 holds packed rows [q | k | v] (the output of a FusedQKV node;
+  // inputs: packed, positions) instead of q (inputs: q, store, positions, k, v).
+  bool packed_qkv = false;
 };
 
+// The q, k and v projections of one layer fused with what follows them up to
+// the KV store. Output: rows [q (n_head*head_dim) | k | v (n_head_kv*head_dim
+// each)] with biases added, q/k normalized per head (q_norm/k_norm non-empty)
+// and rotated; k and v are also written to the layer's cache at the positions.
+// Inputs: the normalized hidden state, positions.
 struct FusedQkvMeta {
-  std::string qkv_weight, q_bias, k_bias, v_bias, q_norm, k_norm;
-  quant::TensorType weight_type = quant::TensorType::F32;
+  std::string q_weight, k_weight, v_weight;
+  std::string q_bias, k_bias, v_bias;  // optional
+  std::string q_norm, k_norm;          // optional (kFusedQkvNorm)
   int64_t in_dim = 0;
   float norm_eps = 1e-6f;
-  RopeMeta rope;
+  RopeMeta rope;  // n_heads = n_head (k uses n_head_kv), head_dim, mode, bases
   KvMeta kv;
+  int64_t n_head = 0;
 };
 
+// act(x Wg^T) * (x Wu^T), act = SiLU or GELU. Input: the normalized hidden state.
 struct FusedFfnMeta {
-  std::string gate_up_weight;
-  quant::TensorType weight_type = quant::TensorType::F32;
+  std::string gate_weight, up_weight;
+  bool gelu = false;
   int64_t in_dim = 0, n_ff = 0;
 };
 

@@ -26,7 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "graph/fusion.h"
+#include "model/builder.h"
 #include "model/model.h"
 #include "model/reference_forward_testutil.h"
 #include "model/synth.h"
@@ -159,6 +162,45 @@ INSTANTIATE_TEST_SUITE_P(Tiny, CudaForward,
 // Greedy decoding of the real Gemma 3 270M on the GPU is deterministic: two
 // runs give the same tokens. (Its agreement with the CPU path is printed, not
 // asserted: the paths differ by design.)
+// The decode graph on the GPU carries one FusedQKV (or FusedQkvNorm) and one
+// FusedFFN per layer, so the decode cases above run the fused kernels; each
+// switch turns its fusion off; prompts (more tokens) keep the plain ops.
+TEST(CudaForward, DecodeGraphIsFused) {
+  SKIP_WITHOUT_CUDA();
+  for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-gemma3"}) {
+    auto model = tiny_model(shape, "Q4_0");
+    ASSERT_TRUE(model.is_ok()) << model.message();
+    auto gpu = cuda::create_backend((*model)->weights());
+    ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+    cpu::CpuBackend cpu((*model)->weights(), 1);
+    std::vector<backend::Backend*> backends = {gpu->get(), &cpu};
+    auto count = [&](int64_t n_tokens, graph::Op op) {
+      GraphParams p;
+      p.n_tokens = n_tokens;
+      p.gpu = true;
+      auto g = build_graph((*model)->hparams(), (*model)->weights(), p);
+      EXPECT_TRUE(g.is_ok()) << g.message();
+      graph::fuse(*g, backends);
+      return std::count_if(g->nodes.begin(), g->nodes.end(),
+                           [&](const graph::Node& n) { return n.op == op; });
+    };
+    const int64_t n_layer = (*model)->hparams().n_layer;
+    const bool norm = (*model)->hparams().qk_norm;
+    const auto qkv_op = norm ? graph::Op::kFusedQkvNorm : graph::Op::kFusedQKV;
+    EXPECT_EQ(count(1, qkv_op), n_layer) << shape;
+    EXPECT_EQ(count(1, graph::Op::kFusedFFN), n_layer) << shape;
+    EXPECT_EQ(count(1, graph::Op::kRope), 0) << shape;
+    EXPECT_EQ(count(40, qkv_op), 0) << shape;
+    EXPECT_EQ(count(40, graph::Op::kFusedFFN), 0) << shape;
+    setenv("MINFER_NO_FUSE_QKV", "1", 1);
+    setenv("MINFER_NO_FUSE_FFN", "1", 1);
+    EXPECT_EQ(count(1, qkv_op), 0) << shape;
+    EXPECT_EQ(count(1, graph::Op::kFusedFFN), 0) << shape;
+    unsetenv("MINFER_NO_FUSE_QKV");
+    unsetenv("MINFER_NO_FUSE_FFN");
+  }
+}
+
 TEST(CudaForward, Gemma3GreedyIsDeterministic) {
   SKIP_WITHOUT_CUDA();
   const std::string path = minfer::testing::gemma3_model_path();

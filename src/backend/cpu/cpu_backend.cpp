@@ -67,6 +67,11 @@ bool rms_norm_ok(const Node& n, const model::Weights& w) {
   return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->weight);
 }
 
+bool attention_ok(const Node& n, const model::Weights&) {
+  const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
+  return m != nullptr && n.dtype == DType::kF32 && !m->packed_qkv;
+}
+
 bool rope_ok(const Node& n, const model::Weights& w) {
   const auto* m = std::get_if<graph::RopeMeta>(&n.meta);
   return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->freq_factors);
@@ -84,7 +89,7 @@ const OpEntry& entry(Op op) {
       /* kRope         */ {rope_ok, &CpuBackend::run_rope},
       /* kKvStore      */
       {[](const Node& n, const model::Weights&) { return true; }, &CpuBackend::run_kv_store},
-      /* kAttention    */ {f32_out, &CpuBackend::run_attention},
+      /* kAttention    */ {attention_ok, &CpuBackend::run_attention},
       /* kSilu         */ {f32_out, &CpuBackend::run_elementwise},
       /* kGelu         */ {f32_out, &CpuBackend::run_elementwise},
       /* kSwiGLU       */ {f32_out, &CpuBackend::run_elementwise},

@@ -88,7 +88,8 @@ class CudaBackend final : public backend::Backend {
   std::string_view name() const override { return "CUDA"; }
   bool supports_op(const Node& node) const override;
   bool supports_fused(Op fused) const override {
-    return fused == Op::kSwiGLU || fused == Op::kGeGLU;
+    return fused == Op::kSwiGLU || fused == Op::kGeGLU || fused == Op::kFusedQKV ||
+           fused == Op::kFusedQkvNorm || fused == Op::kFusedFFN;
   }
   bool has_weight(std::string_view name) const override { return weights_->find(name) != nullptr; }
 
@@ -112,6 +113,8 @@ class CudaBackend final : public backend::Backend {
   Status run_kv_store(const Call& c);
   Status run_attention(const Call& c);
   Status run_elementwise(const Call& c);
+  Status run_fused_qkv(const Call& c);
+  Status run_fused_ffn(const Call& c);
 
  private:
   struct Slot {
@@ -131,8 +134,8 @@ class CudaBackend final : public backend::Backend {
   std::shared_ptr<const DeviceWeights> weights_;
   Stream stream_;
   Event done_;
-  DeviceBuffer err_;       // kErrWords ints on the device
-  int* err_host_;          // pinned mirror, filled at every synchronize
+  DeviceBuffer err_;  // kErrWords ints on the device
+  int* err_host_;     // pinned mirror, filled at every synchronize
   double timeout_s_;
   std::vector<Slot> slots_;
   DeviceBuffer scratch_;
@@ -153,9 +156,12 @@ struct OpEntry {
   Status (CudaBackend::*run)(const Call&);
 };
 
-bool f32_out(const Node& n, const DeviceWeights&) { return n.dtype == DType::kF32; }
-bool no_kernel(const Node&, const DeviceWeights&) { return false; }
-bool input_node(const Node& n, const DeviceWeights&) { return n.dtype == DType::kI32; }
+bool f32_out(const Node& n, const DeviceWeights&) {
+  return n.dtype == DType::kF32;
+}
+bool input_node(const Node& n, const DeviceWeights&) {
+  return n.dtype == DType::kI32;
+}
 
 bool f32_weight(const DeviceWeights& w, const std::string& name) {
   if (name.empty()) return true;
@@ -167,8 +173,8 @@ bool matmul_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::MatMulMeta>(&n.meta);
   if (m == nullptr || n.dtype != DType::kF32) return false;
   const DeviceWeight* v = w.find(m->weight);
-  return v != nullptr && has_decoder(v->type) && v->row_len == m->in_dim &&
-         v->row_len % 32 == 0 && f32_weight(w, m->bias);
+  return v != nullptr && has_decoder(v->type) && v->row_len == m->in_dim && v->row_len % 32 == 0 &&
+         f32_weight(w, m->bias);
 }
 
 bool get_rows_ok(const Node& n, const DeviceWeights& w) {
@@ -197,7 +203,50 @@ bool kv_store_ok(const Node& n, const DeviceWeights&) {
 bool attention_ok(const Node& n, const DeviceWeights&) {
   const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
   return m != nullptr && n.dtype == DType::kF32 && attention_head_dim_ok(m->head_dim) &&
-         m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0;
+         m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 &&
+         (!m->packed_qkv || n.shape.ne[1] == 1);  // packed rows: one token (decode)
+}
+
+// A weight with a decoder whose rows have `in_dim` elements (a multiple of 32).
+const DeviceWeight* gemv_weight(const DeviceWeights& w, const std::string& name, int64_t in_dim) {
+  const DeviceWeight* v = w.find(name);
+  if (v == nullptr || !has_decoder(v->type) || v->row_len != in_dim || in_dim % 32 != 0) {
+    return nullptr;
+  }
+  return v;
+}
+
+bool f32_vector(const DeviceWeights& w, const std::string& name, int64_t len) {
+  if (name.empty()) return true;
+  const DeviceWeight* v = w.find(name);
+  return v != nullptr && v->type == quant::TensorType::F32 && v->rows * v->row_len == len;
+}
+
+bool fused_qkv_ok(const Node& n, const DeviceWeights& w) {
+  const auto* m = std::get_if<graph::FusedQkvMeta>(&n.meta);
+  if (m == nullptr || n.dtype != DType::kF32 || n.shape.ne[1] != 1) return false;
+  const int64_t D = m->rope.head_dim, q_dim = m->n_head * D, kv_dim = m->kv.n_head_kv * D;
+  const DeviceWeight* q = gemv_weight(w, m->q_weight, m->in_dim);
+  const DeviceWeight* k = gemv_weight(w, m->k_weight, m->in_dim);
+  const DeviceWeight* v = gemv_weight(w, m->v_weight, m->in_dim);
+  return q != nullptr && k != nullptr && v != nullptr && q->rows == q_dim && k->rows == kv_dim &&
+         v->rows == kv_dim && n.shape.ne[0] == q_dim + 2 * kv_dim && fused_head_dim_ok(D) &&
+         m->kv.head_dim == D && m->rope.n_rot > 0 && m->rope.n_rot <= D && m->rope.n_rot % 2 == 0 &&
+         f32_vector(w, m->q_bias, q_dim) && f32_vector(w, m->k_bias, kv_dim) &&
+         f32_vector(w, m->v_bias, kv_dim) && f32_vector(w, m->q_norm, D) &&
+         f32_vector(w, m->k_norm, D) && f32_weight(w, m->rope.freq_factors) &&
+         (n.op == Op::kFusedQkvNorm) == !m->q_norm.empty();
+}
+
+bool fused_ffn_ok(const Node& n, const DeviceWeights& w) {
+  const auto* m = std::get_if<graph::FusedFfnMeta>(&n.meta);
+  if (m == nullptr || n.dtype != DType::kF32 || n.shape.ne[1] > 4 || n.shape.ne[0] != m->n_ff) {
+    return false;
+  }
+  const DeviceWeight* g = gemv_weight(w, m->gate_weight, m->in_dim);
+  const DeviceWeight* u = gemv_weight(w, m->up_weight, m->in_dim);
+  return g != nullptr && u != nullptr && g->type == u->type && g->row_bytes == u->row_bytes &&
+         g->rows == m->n_ff && u->rows == m->n_ff;
 }
 
 const OpEntry& entry(Op op) {
@@ -216,9 +265,9 @@ const OpEntry& entry(Op op) {
       /* kGelu         */ {f32_out, &CudaBackend::run_elementwise},
       /* kSwiGLU       */ {f32_out, &CudaBackend::run_elementwise},
       /* kGeGLU        */ {f32_out, &CudaBackend::run_elementwise},
-      /* kFusedQKV     */ {no_kernel, nullptr},
-      /* kFusedQkvNorm */ {no_kernel, nullptr},
-      /* kFusedFFN     */ {no_kernel, nullptr},
+      /* kFusedQKV     */ {fused_qkv_ok, &CudaBackend::run_fused_qkv},
+      /* kFusedQkvNorm */ {fused_qkv_ok, &CudaBackend::run_fused_qkv},
+      /* kFusedFFN     */ {fused_ffn_ok, &CudaBackend::run_fused_ffn},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];
@@ -273,8 +322,8 @@ Status CudaBackend::launched(const Node& n, const char* kernel, cudaError_t err)
   if (recorder_.capturing()) recorder_.count_launch();
   if (err != cudaSuccess) {
     recorder_.abort(stream_.get());
-    return fail(n, std::string("launch of ") + kernel + " failed: " + cudaGetErrorName(err) +
-                       " (" + cudaGetErrorString(err) + ")");
+    return fail(n, std::string("launch of ") + kernel + " failed: " + cudaGetErrorName(err) + " (" +
+                       cudaGetErrorString(err) + ")");
   }
   return Status::ok();
 }
@@ -300,9 +349,8 @@ Status CudaBackend::synchronize() {
     const cudaError_t e = cudaEventQuery(done_.get());
     if (e == cudaSuccess) break;
     if (e != cudaErrorNotReady) {
-      return Status::error(std::string("CUDA: device error while waiting: ") +
-                           cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + "); " +
-                           recent_kernels());
+      return Status::error(std::string("CUDA: device error while waiting: ") + cudaGetErrorName(e) +
+                           " (" + cudaGetErrorString(e) + "); " + recent_kernels());
     }
     if (Clock::now() > deadline) {
       return Status::error("CUDA: the GPU did not finish within " + std::to_string(timeout_s_) +
@@ -341,7 +389,9 @@ Result<bool> CudaBackend::begin_split(uint64_t key) {
   return replayed;
 }
 
-Status CudaBackend::end_split() { return recorder_.end(stream_.get()); }
+Status CudaBackend::end_split() {
+  return recorder_.end(stream_.get());
+}
 
 Status CudaBackend::read_host(BufferId id, size_t offset, std::span<std::byte> dst) {
   void* p = ptr(id);
@@ -373,7 +423,7 @@ Status CudaBackend::write_host(BufferId id, size_t offset, std::span<const std::
 
 Result<float*> CudaBackend::scratch(const Node& n, size_t bytes) {
   if (scratch_.size() < bytes) {
-    scratch_.reset();  // cudaFree waits for the device, so no kernel still uses it
+    scratch_.reset();   // cudaFree waits for the device, so no kernel still uses it
     recorder_.clear();  // recordings may hold the old address
     auto b = DeviceBuffer::allocate(bytes);
     if (!b.is_ok()) return fail(n, "scratch: " + b.message());
@@ -386,8 +436,8 @@ Result<const int32_t*> CudaBackend::row_list(const std::vector<int32_t>& rows) {
   auto it = row_lists_.find(rows);
   if (it == row_lists_.end()) {
     MINFER_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::allocate(rows.size() * sizeof(int32_t)));
-    MINFER_CUDA_CHECK(cudaMemcpy(b.data(), rows.data(), rows.size() * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice));
+    MINFER_CUDA_CHECK(
+        cudaMemcpy(b.data(), rows.data(), rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     it = row_lists_.emplace(rows, std::move(b)).first;
   }
   return static_cast<const int32_t*>(it->second.data());
@@ -469,12 +519,11 @@ Status CudaBackend::run_matmul(const Call& c) {
     MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
   }
   MINFER_RETURN_IF_ERROR(launched(c.node, "matmul",
-                                  launch_matmul(w->type, w->data, w->row_bytes, w->rows,
-                                                w->row_len, c.f32_in(0), n_tokens, bias, y,
-                                                stream_.get())));
+                                  launch_matmul(w->type, w->data, w->row_bytes, w->rows, w->row_len,
+                                                c.f32_in(0), n_tokens, bias, y, stream_.get())));
   if (aliased) {
-    MINFER_CUDA_CHECK(cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice,
-                                      stream_.get()));
+    MINFER_CUDA_CHECK(
+        cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice, stream_.get()));
   }
   return Status::ok();
 }
@@ -491,14 +540,14 @@ Status CudaBackend::run_get_rows(const Call& c) {
     float* y = c.f32_out();
     const bool aliased = c.out == c.in[0];
     if (aliased) {
-    MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
-  }
-    MINFER_RETURN_IF_ERROR(launched(
-        c.node, "gather_rows", launch_gather_rows(c.f32_in(0), rows, n_rows, width, y,
-                                                  stream_.get())));
+      MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
+    }
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "gather_rows",
+                 launch_gather_rows(c.f32_in(0), rows, n_rows, width, y, stream_.get())));
     if (aliased) {
-      MINFER_CUDA_CHECK(cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice,
-                                        stream_.get()));
+      MINFER_CUDA_CHECK(
+          cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice, stream_.get()));
     }
     return Status::ok();
   }
@@ -509,10 +558,10 @@ Status CudaBackend::run_get_rows(const Call& c) {
                             " elements, the node wants " + std::to_string(width) +
                             " (a multiple of 32)");
   }
-  return launched(c.node, "get_rows",
-                  launch_get_rows_weight(w->type, w->data, w->row_bytes, w->rows, width,
-                                         c.i32_in(0), n_rows, m->scale, c.f32_out(),
-                                         static_cast<int*>(err_.data()), stream_.get()));
+  return launched(
+      c.node, "get_rows",
+      launch_get_rows_weight(w->type, w->data, w->row_bytes, w->rows, width, c.i32_in(0), n_rows,
+                             m->scale, c.f32_out(), static_cast<int*>(err_.data()), stream_.get()));
 }
 
 Status CudaBackend::run_rms_norm(const Call& c) {
@@ -530,8 +579,8 @@ Status CudaBackend::run_rms_norm(const Call& c) {
                             std::to_string(group));
   }
   return launched(c.node, "rms_norm",
-                  launch_rms_norm(c.f32_in(0), w, rows * (dim / group), group, m->eps,
-                                  c.f32_out(), stream_.get()));
+                  launch_rms_norm(c.f32_in(0), w, rows * (dim / group), group, m->eps, c.f32_out(),
+                                  stream_.get()));
 }
 
 Status CudaBackend::run_rope(const Call& c) {
@@ -564,11 +613,11 @@ Status CudaBackend::run_kv_store(const Call& c) {
     return fail(c.node, std::string("KV cache type ") + graph::dtype_name(c.kv->dtype) +
                             " has no CUDA kernel");
   }
-  return launched(c.node, "kv_store",
-                  launch_kv_store(c.f32_in(0), c.f32_in(1), c.i32_in(2), m->n_tokens,
-                                  m->n_head_kv * m->head_dim, c.kv->n_ctx,
-                                  c.kv->dtype == DType::kF16, c.k_cache, c.v_cache,
-                                  static_cast<int*>(err_.data()), stream_.get()));
+  return launched(
+      c.node, "kv_store",
+      launch_kv_store(c.f32_in(0), c.f32_in(1), c.i32_in(2), m->n_tokens,
+                      m->n_head_kv * m->head_dim, c.kv->n_ctx, c.kv->dtype == DType::kF16,
+                      c.k_cache, c.v_cache, static_cast<int*>(err_.data()), stream_.get()));
 }
 
 Status CudaBackend::run_attention(const Call& c) {
@@ -593,10 +642,20 @@ Status CudaBackend::run_attention(const Call& c) {
   a.k_cache = c.k_cache;
   a.v_cache = c.v_cache;
   a.f16_cache = c.kv->dtype == DType::kF16;
-  a.positions = c.i32_in(2);
-  if (c.n_in >= 5) {
-    a.batch_k = c.f32_in(3);
-    a.batch_v = c.f32_in(4);
+  if (m->packed_qkv) {  // one token's [q | k | v] row (a FusedQKV output)
+    if (c.n_in != 2 || c.node.shape.ne[1] != 1) {
+      return fail(c.node, "packed q|k|v attention takes (packed, positions) for one token");
+    }
+    const int64_t q_dim = m->n_head * m->head_dim, kv_dim = m->n_head_kv * m->head_dim;
+    a.positions = c.i32_in(1);
+    a.batch_k = c.f32_in(0) + q_dim;
+    a.batch_v = c.f32_in(0) + q_dim + kv_dim;
+  } else {
+    a.positions = c.i32_in(2);
+    if (c.n_in >= 5) {
+      a.batch_k = c.f32_in(3);
+      a.batch_v = c.f32_in(4);
+    }
   }
   a.n_tokens = c.node.shape.ne[1];
   a.n_ctx = c.kv->n_ctx;
@@ -615,19 +674,32 @@ Status CudaBackend::run_elementwise(const Call& c) {
   Ew op;
   float s = 1.0f;
   switch (c.node.op) {
-    case Op::kAdd: op = Ew::kAdd; break;
-    case Op::kMul: op = Ew::kMul; break;
+    case Op::kAdd:
+      op = Ew::kAdd;
+      break;
+    case Op::kMul:
+      op = Ew::kMul;
+      break;
     case Op::kScale: {
       MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, meta<graph::ScaleMeta>(c.node));
       op = Ew::kScale;
       s = m->scale;
       break;
     }
-    case Op::kSilu: op = Ew::kSilu; break;
-    case Op::kGelu: op = Ew::kGelu; break;
-    case Op::kSwiGLU: op = Ew::kSwiGLU; break;
-    case Op::kGeGLU: op = Ew::kGeGLU; break;
-    default: return fail(c.node, "not an elementwise op");
+    case Op::kSilu:
+      op = Ew::kSilu;
+      break;
+    case Op::kGelu:
+      op = Ew::kGelu;
+      break;
+    case Op::kSwiGLU:
+      op = Ew::kSwiGLU;
+      break;
+    case Op::kGeGLU:
+      op = Ew::kGeGLU;
+      break;
+    default:
+      return fail(c.node, "not an elementwise op");
   }
   const bool binary = op == Ew::kAdd || op == Ew::kMul || op == Ew::kSwiGLU || op == Ew::kGeGLU;
   if (c.in[0] == nullptr || (binary && (c.n_in < 2 || c.in[1] == nullptr))) {
@@ -638,11 +710,83 @@ Status CudaBackend::run_elementwise(const Call& c) {
                                      c.f32_out(), stream_.get()));
 }
 
+Status CudaBackend::run_fused_qkv(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::FusedQkvMeta* m, meta<graph::FusedQkvMeta>(c.node));
+  if (!fused_qkv_ok(c.node, *weights_)) {
+    return fail(c.node, "weights or shapes the fused q|k|v kernel refuses (head_dim " +
+                            std::to_string(m->rope.head_dim) + ", tokens " +
+                            std::to_string(c.node.shape.ne[1]) + ")");
+  }
+  if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
+    return fail(c.node, "no KV cache for layer " + std::to_string(m->kv.layer));
+  }
+  if (c.kv->dtype != DType::kF32 && c.kv->dtype != DType::kF16) {
+    return fail(c.node, std::string("KV cache type ") + graph::dtype_name(c.kv->dtype) +
+                            " has no CUDA kernel");
+  }
+  if (c.out == c.in[0]) return fail(c.node, "output aliases the input");
+  auto vec = [&](const std::string& name) -> const float* {
+    if (name.empty()) return nullptr;
+    return reinterpret_cast<const float*>(weights_->find(name)->data);
+  };
+  FusedQkvArgs a;
+  const std::string* names[3] = {&m->q_weight, &m->k_weight, &m->v_weight};
+  const std::string* biases[3] = {&m->q_bias, &m->k_bias, &m->v_bias};
+  for (int i = 0; i < 3; ++i) {
+    const DeviceWeight* w = weights_->find(*names[i]);
+    a.type[i] = w->type;
+    a.w[i] = w->data;
+    a.row_bytes[i] = w->row_bytes;
+    a.rows[i] = w->rows;
+    a.bias[i] = vec(*biases[i]);
+  }
+  a.in_dim = m->in_dim;
+  a.x = c.f32_in(0);
+  a.out = c.f32_out();
+  a.n_head = m->n_head;
+  a.n_head_kv = m->kv.n_head_kv;
+  a.head_dim = m->rope.head_dim;
+  a.n_rot = m->rope.n_rot;
+  a.neox = m->rope.mode == graph::RopeMode::kNeox;
+  a.freq_base = m->rope.freq_base;
+  a.freq_scale = m->rope.freq_scale;
+  a.freq_factors = vec(m->rope.freq_factors);
+  a.q_norm = vec(m->q_norm);
+  a.k_norm = vec(m->k_norm);
+  a.eps = m->norm_eps;
+  a.positions = c.i32_in(1);
+  a.n_ctx = c.kv->n_ctx;
+  a.f16_cache = c.kv->dtype == DType::kF16;
+  a.k_cache = c.k_cache;
+  a.v_cache = c.v_cache;
+  a.err = static_cast<int*>(err_.data());
+  return launched(c.node, "fused_qkv", launch_fused_qkv(a, stream_.get()));
+}
+
+Status CudaBackend::run_fused_ffn(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::FusedFfnMeta* m, meta<graph::FusedFfnMeta>(c.node));
+  if (!fused_ffn_ok(c.node, *weights_)) {
+    return fail(c.node, "weights '" + m->gate_weight + "' / '" + m->up_weight +
+                            "' or the shape do not fit the fused FFN kernel");
+  }
+  if (c.out == c.in[0]) return fail(c.node, "output aliases the input");
+  const DeviceWeight* g = weights_->find(m->gate_weight);
+  const DeviceWeight* u = weights_->find(m->up_weight);
+  return launched(
+      c.node, "fused_ffn",
+      launch_fused_ffn(g->type, g->data, u->data, g->row_bytes, m->n_ff, m->in_dim, c.f32_in(0),
+                       c.node.shape.ne[1], m->gelu, c.f32_out(), stream_.get()));
+}
+
 }  // namespace
 
-bool available() { return Device::get() != nullptr; }
+bool available() {
+  return Device::get() != nullptr;
+}
 
-std::string unavailable_reason() { return available() ? "" : Device::unavailable_reason(); }
+std::string unavailable_reason() {
+  return available() ? "" : Device::unavailable_reason();
+}
 
 Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights) {
   if (!available()) return Status::error(unavailable_reason());
@@ -654,8 +798,8 @@ Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& w
   int* err_host = nullptr;
   MINFER_CUDA_CHECK(cudaMallocHost(&err_host, kErrWords * sizeof(int)));
   std::memset(err_host, 0, kErrWords * sizeof(int));
-  return std::unique_ptr<backend::Backend>(new CudaBackend(
-      std::move(dw), std::move(stream), std::move(done), std::move(err), err_host));
+  return std::unique_ptr<backend::Backend>(
+      new CudaBackend(std::move(dw), std::move(stream), std::move(done), std::move(err), err_host));
 }
 
 }  // namespace minfer::cuda

@@ -80,4 +80,40 @@ struct AttentionArgs {
 bool attention_head_dim_ok(int64_t head_dim);
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
+// --- fused.cu (decode fusions) ----------------------------------------------
+// FusedQKV / FusedQkvNorm for one token: out = [q | k | v] = x W^T + bias for
+// the three weights, then per head: RMSNorm (q/k, when q_norm/k_norm are set),
+// RoPE (q/k), and k, v written into the caches at positions[0].
+struct FusedQkvArgs {
+  quant::TensorType type[3] = {};
+  const void* w[3] = {};
+  size_t row_bytes[3] = {};
+  int64_t rows[3] = {};       // n_head*head_dim, n_head_kv*head_dim (twice)
+  const float* bias[3] = {};  // each nullable
+  int64_t in_dim = 0;         // a multiple of 32
+  const float* x = nullptr;   // [in_dim]
+  float* out = nullptr;       // [rows0 + rows1 + rows2], not overlapping x
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0, n_rot = 0;
+  bool neox = true;
+  float freq_base = 10000.0f, freq_scale = 1.0f;
+  const float* freq_factors = nullptr;
+  const float* q_norm = nullptr;  // [head_dim] or null
+  const float* k_norm = nullptr;
+  float eps = 1e-6f;
+  const int32_t* positions = nullptr;  // [1]
+  int64_t n_ctx = 0;
+  bool f16_cache = false;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  int* err = nullptr;
+};
+// Head dims the fused post-processing kernel handles (even, <= 256).
+bool fused_head_dim_ok(int64_t head_dim);
+cudaError_t launch_fused_qkv(const FusedQkvArgs& a, cudaStream_t stream);
+// y[t][r] = act(x[t] . gate[r]) * (x[t] . up[r]), act = gelu or silu; gate and
+// up of one type and row size; y must not overlap x.
+cudaError_t launch_fused_ffn(quant::TensorType type, const void* gate, const void* up,
+                             size_t row_bytes, int64_t n_ff, int64_t in_dim, const float* x,
+                             int64_t n_tokens, bool gelu, float* y, cudaStream_t stream);
+
 }  // namespace minfer::cuda

@@ -9,6 +9,7 @@
 // in double, then rounded to f32; the f16 KV cache rounds to nearest even.
 #include <cuda_fp16.h>
 
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace minfer::cuda {
@@ -20,27 +21,26 @@ unsigned blocks_for(int64_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }
 
-__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
-
-__device__ __forceinline__ float gelu_f(float x) {
-  constexpr float kA = 0.044715f;
-  constexpr float kS = 0.79788456080286535587989211986876f;
-  return 0.5f * x * (1.0f + tanhf(kS * x * (1.0f + kA * x * x)));
-}
-
 template <Ew kOp>
 __global__ void elementwise_kernel(const float* a, const float* b, float s, int64_t n, float* y) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float av = a[i];
     float r;
-    if constexpr (kOp == Ew::kAdd) r = av + b[i];
-    else if constexpr (kOp == Ew::kMul) r = av * b[i];
-    else if constexpr (kOp == Ew::kScale) r = av * s;
-    else if constexpr (kOp == Ew::kSilu) r = silu_f(av);
-    else if constexpr (kOp == Ew::kGelu) r = gelu_f(av);
-    else if constexpr (kOp == Ew::kSwiGLU) r = silu_f(av) * b[i];
-    else r = gelu_f(av) * b[i];
+    if constexpr (kOp == Ew::kAdd)
+      r = av + b[i];
+    else if constexpr (kOp == Ew::kMul)
+      r = av * b[i];
+    else if constexpr (kOp == Ew::kScale)
+      r = av * s;
+    else if constexpr (kOp == Ew::kSilu)
+      r = silu_f(av);
+    else if constexpr (kOp == Ew::kGelu)
+      r = gelu_f(av);
+    else if constexpr (kOp == Ew::kSwiGLU)
+      r = silu_f(av) * b[i];
+    else
+      r = gelu_f(av) * b[i];
     y[i] = r;
   }
 }
@@ -84,14 +84,8 @@ __global__ void rope_kernel(const float* x, int64_t n_tokens, int64_t n_heads, i
     float* yh = y + th * head_dim;
     const int64_t half = n_rot / 2;
     if (i < half) {
-      const double ff = freq_factors != nullptr ? static_cast<double>(freq_factors[i]) : 1.0;
-      const double theta = static_cast<double>(positions[t]) *
-                           pow(static_cast<double>(freq_base),
-                               -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
-      const double angle = static_cast<double>(freq_scale) * (theta / ff);
-      double sd, cd;
-      sincos(angle, &sd, &cd);
-      const float c = static_cast<float>(cd), s = static_cast<float>(sd);
+      float c, s;
+      rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale, freq_factors, &c, &s);
       const int64_t i0 = neox ? i : 2 * i;
       const int64_t i1 = neox ? i + half : 2 * i + 1;
       const float x0 = xh[i0], x1 = xh[i1];
@@ -130,8 +124,7 @@ __global__ void kv_store_kernel(const float* k, const float* v, const int32_t* p
   }
 }
 
-__global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width,
-                                   float* out) {
+__global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width, float* out) {
   const int64_t r = blockIdx.x;
   const float* src = x + static_cast<int64_t>(rows[r]) * width;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[r * width + i] = src[i];
@@ -144,13 +137,27 @@ cudaError_t launch_elementwise(Ew op, const float* a, const float* b, float s, i
   if (n <= 0) return cudaSuccess;
   const unsigned grid = std::min<unsigned>(blocks_for(n, kThreads), 65535u);
   switch (op) {
-    case Ew::kAdd: elementwise_kernel<Ew::kAdd><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
-    case Ew::kMul: elementwise_kernel<Ew::kMul><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
-    case Ew::kScale: elementwise_kernel<Ew::kScale><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
-    case Ew::kSilu: elementwise_kernel<Ew::kSilu><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
-    case Ew::kGelu: elementwise_kernel<Ew::kGelu><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
-    case Ew::kSwiGLU: elementwise_kernel<Ew::kSwiGLU><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
-    case Ew::kGeGLU: elementwise_kernel<Ew::kGeGLU><<<grid, kThreads, 0, stream>>>(a, b, s, n, y); break;
+    case Ew::kAdd:
+      elementwise_kernel<Ew::kAdd><<<grid, kThreads, 0, stream>>>(a, b, s, n, y);
+      break;
+    case Ew::kMul:
+      elementwise_kernel<Ew::kMul><<<grid, kThreads, 0, stream>>>(a, b, s, n, y);
+      break;
+    case Ew::kScale:
+      elementwise_kernel<Ew::kScale><<<grid, kThreads, 0, stream>>>(a, b, s, n, y);
+      break;
+    case Ew::kSilu:
+      elementwise_kernel<Ew::kSilu><<<grid, kThreads, 0, stream>>>(a, b, s, n, y);
+      break;
+    case Ew::kGelu:
+      elementwise_kernel<Ew::kGelu><<<grid, kThreads, 0, stream>>>(a, b, s, n, y);
+      break;
+    case Ew::kSwiGLU:
+      elementwise_kernel<Ew::kSwiGLU><<<grid, kThreads, 0, stream>>>(a, b, s, n, y);
+      break;
+    case Ew::kGeGLU:
+      elementwise_kernel<Ew::kGeGLU><<<grid, kThreads, 0, stream>>>(a, b, s, n, y);
+      break;
   }
   return cudaGetLastError();
 }
@@ -164,9 +171,8 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, int64_t n_rows,
 }
 
 cudaError_t launch_rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
-                        int64_t n_rot, const int32_t* positions, float freq_base,
-                        float freq_scale, const float* freq_factors, bool neox, float* y,
-                        cudaStream_t stream) {
+                        int64_t n_rot, const int32_t* positions, float freq_base, float freq_scale,
+                        const float* freq_factors, bool neox, float* y, cudaStream_t stream) {
   const int64_t total = n_tokens * n_heads * (head_dim / 2);
   if (total <= 0) return cudaSuccess;
   const unsigned grid = std::min<unsigned>(blocks_for(total, kThreads), 65535u);
