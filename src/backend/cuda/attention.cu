@@ -55,8 +55,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
 
   const int64_t pos = a.positions[t];
   int64_t j_begin = 0;
-  if (a.sliding_window > 0)
-    j_begin = pos - a.sliding_window + 1 > 0 ? pos - a.sliding_window + 1 : 0;
+  if (a.sliding_window > 0) j_begin = pos - a.sliding_window + 1 > 0 ? pos - a.sliding_window + 1 : 0;
   const int64_t j_end = pos + 1 < a.n_ctx ? pos + 1 : a.n_ctx;
 
   float q[kDpl], acc[kDpl];
@@ -151,29 +150,19 @@ void launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool attention_head_dim_ok(int64_t head_dim) {
-  return head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 256;
+  return head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128 ||
+         head_dim == 256;
 }
 
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= 0) return cudaSuccess;
   switch (a.head_dim) {
-    case 32:
-      launch_dpl<1>(a, stream);
-      break;
-    case 64:
-      launch_dpl<2>(a, stream);
-      break;
-    case 96:
-      launch_dpl<3>(a, stream);
-      break;
-    case 128:
-      launch_dpl<4>(a, stream);
-      break;
-    case 256:
-      launch_dpl<8>(a, stream);
-      break;
-    default:
-      return cudaErrorInvalidValue;
+    case 32: launch_dpl<1>(a, stream); break;
+    case 64: launch_dpl<2>(a, stream); break;
+    case 96: launch_dpl<3>(a, stream); break;
+    case 128: launch_dpl<4>(a, stream); break;
+    case 256: launch_dpl<8>(a, stream); break;
+    default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

@@ -19,8 +19,8 @@ namespace {
 
 constexpr int kGemvWarps = 4;
 constexpr int64_t kGemvMaxTokens = 4;
-constexpr int kTileM = 64;  // weight rows per block
-constexpr int kTileN = 64;  // tokens per block
+constexpr int kTileM = 64;   // weight rows per block
+constexpr int kTileN = 64;   // tokens per block
 constexpr int kTileThreads = 256;
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -160,13 +160,13 @@ cudaError_t launch_matmul(TensorType type, const void* w, size_t row_bytes, int6
     if (n_tokens <= kGemvMaxTokens) {
       const dim3 grid(static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps),
                       static_cast<unsigned>(n_tokens));
-      gemv_kernel<T>
-          <<<grid, kGemvWarps * 32, 0, stream>>>(wb, row_bytes, rows, n_chunks, x, bias, y);
+      gemv_kernel<T><<<grid, kGemvWarps * 32, 0, stream>>>(wb, row_bytes, rows, n_chunks, x, bias,
+                                                           y);
     } else {
       const dim3 grid(static_cast<unsigned>((rows + kTileM - 1) / kTileM),
                       static_cast<unsigned>((n_tokens + kTileN - 1) / kTileN));
-      tiled_kernel<T>
-          <<<grid, kTileThreads, 0, stream>>>(wb, row_bytes, rows, n_chunks, x, n_tokens, bias, y);
+      tiled_kernel<T><<<grid, kTileThreads, 0, stream>>>(wb, row_bytes, rows, n_chunks, x,
+                                                         n_tokens, bias, y);
     }
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;

@@ -14,9 +14,7 @@ constexpr size_t kAlign = 256;
 constexpr size_t kMiB = 1024 * 1024;
 constexpr size_t kHeadroom = 512 * kMiB;  // left free for activations and the KV cache
 
-size_t align_up(size_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
@@ -49,7 +47,8 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
                            ", which has no CUDA kernel");
     }
     if (v.type != quant::TensorType::F32 && v.row_length() % 32 != 0) {
-      return Status::error("tensor '" + v.name + "' has rows of " + std::to_string(v.row_length()) +
+      return Status::error("tensor '" + v.name + "' has rows of " +
+                           std::to_string(v.row_length()) +
                            " elements, not a multiple of 32 (the CUDA kernels' chunk)");
     }
     total += align_up(v.nbytes);
@@ -57,8 +56,9 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
   size_t free_b = 0, total_b = 0;
   MINFER_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   if (total + kHeadroom > free_b) {
-    return Status::error("out of device memory: the weights need " + std::to_string(total / kMiB) +
-                         " MiB (+" + std::to_string(kHeadroom / kMiB) + " MiB headroom), " +
+    return Status::error("out of device memory: the weights need " +
+                         std::to_string(total / kMiB) + " MiB (+" +
+                         std::to_string(kHeadroom / kMiB) + " MiB headroom), " +
                          std::to_string(free_b / kMiB) + " MiB free");
   }
   const auto t0 = std::chrono::steady_clock::now();
