@@ -30,6 +30,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "graph/ir.h"
@@ -89,10 +90,13 @@ class Backend {
   }
   virtual Status end_split() { return Status::ok(); }
 
-  // Profiling (MINFER_OP_PROFILE=1): after execute_node and synchronize, the
-  // device time of that node in seconds as the backend's own timers saw it,
-  // or a negative value when it has none (the scheduler then uses wall time).
-  virtual double last_node_device_seconds() { return -1.0; }
+  // Profiling (MINFER_OP_PROFILE=1). A backend with device timers (CUDA
+  // events) says so in times_nodes(); the scheduler then does not wait after
+  // each node but, after the split's synchronize(), takes the device time in
+  // seconds of every node executed since the last call, in execution order.
+  // Otherwise it waits after each node and uses wall time.
+  virtual bool times_nodes() const { return false; }
+  virtual std::vector<double> take_node_times() { return {}; }
 };
 
 }  // namespace minfer::backend

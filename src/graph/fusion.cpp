@@ -69,6 +69,34 @@ int fuse_ffn(Graph& g, std::span<backend::Backend* const> backends, const std::v
   return fused;
 }
 
+// Add(r, MatMul(x)) or Add(MatMul(x), r), the matmul used only there ->
+// MatMulAdd(x, r).
+int fuse_matmul_add(Graph& g, std::span<backend::Backend* const> backends,
+                    const std::vector<int>& users) {
+  int fused = 0;
+  for (auto& n : g.nodes) {
+    if (n.op != Op::kAdd || n.inputs.size() != 2) continue;
+    const int which = g.at(n.inputs[1]).op == Op::kMatMul   ? 1
+                      : g.at(n.inputs[0]).op == Op::kMatMul ? 0
+                                                            : -1;
+    if (which < 0) continue;
+    const NodeId mm = n.inputs[static_cast<size_t>(which)];
+    const NodeId r = n.inputs[static_cast<size_t>(1 - which)];
+    if (users[mm] != 1 || g.at(mm).inputs.size() != 1) continue;
+    backend::Backend* b =
+        common_backend(g, {mm, static_cast<NodeId>(&n - g.nodes.data())}, Op::kMatMulAdd, backends);
+    if (b == nullptr) continue;
+    Node candidate = g.at(mm);
+    candidate.op = Op::kMatMulAdd;
+    candidate.inputs = {g.at(mm).inputs[0], r};
+    candidate.name = n.name;
+    if (!b->supports_op(candidate)) continue;
+    n = std::move(candidate);
+    ++fused;
+  }
+  return fused;
+}
+
 // One projection chain: MatMul(x) [-> per-head RmsNorm] [-> Rope].
 struct Projection {
   const MatMulMeta* matmul = nullptr;
@@ -218,6 +246,11 @@ int fuse(Graph& g, std::span<backend::Backend* const> backends) {
       if (n_ffn > 0) remove_dead_nodes(g);
       fused += n_ffn;
     }
+  }
+  if (!env_off("MINFER_NO_FUSE_ADD")) {
+    const int n_add = fuse_matmul_add(g, backends, count_users(g));
+    if (n_add > 0) remove_dead_nodes(g);
+    fused += n_add;
   }
   const int n_qkv = fuse_qkv(g, backends);
   if (n_qkv > 0) remove_dead_nodes(g);

@@ -15,6 +15,8 @@
 //     [q | k | v] rows, and Attention(packed, positions)
 //     (MINFER_NO_FUSE_QKV=1: off; MINFER_NO_FUSE_QKV_NORM=1: only the norm
 //     variant off).
+//   - Add(r, MatMul(x)) with the matmul used only there -> MatMulAdd(x, r)
+//     (MINFER_NO_FUSE_ADD=1: off).
 // Backends gate by shape too (the CUDA backend takes FusedQKV for one token
 // and FusedFFN up to four: decode). The graph keeps execution order; dead
 // nodes are removed and ids renumbered.

@@ -32,7 +32,7 @@ const char* op_name(Op op) {
   static constexpr const char* kNames[] = {
       "input",  "get_rows", "rms_norm",  "mul_mat",        "add",       "mul",
       "scale",  "rope",     "kv_store",  "attention",      "silu",      "gelu",
-      "swiglu", "geglu",    "fused_qkv", "fused_qkv_norm", "fused_ffn",
+      "swiglu", "geglu",    "fused_qkv", "fused_qkv_norm", "fused_ffn", "mul_mat_add",
   };
   static_assert(std::size(kNames) == static_cast<size_t>(Op::kCount));
   const auto i = static_cast<size_t>(op);

@@ -47,6 +47,7 @@ enum class Op : uint8_t {
   kFusedQKV,      // decode: q, k, v matmuls + biases + RoPE + KV store, output [q|k|v]
   kFusedQkvNorm,  // decode: as kFusedQKV with per-head q/k RMSNorm before RoPE
   kFusedFFN,      // decode: gate and up matmuls + SwiGLU/GeGLU
+  kMatMulAdd,     // y = x W^T (+ bias) + r: a matmul fused with the residual add after it
   kCount,
 };
 

@@ -123,6 +123,8 @@ Status execute(const Graph& g, const Plan& plan, std::span<Backend* const> backe
         continue;
       }
     }
+    const bool device_timed = profile != nullptr && b->times_nodes();
+    std::vector<size_t> timed;  // nodes whose device times the backend will report
     for (size_t i = s.begin; i < s.end; ++i) {
       if (g.nodes[i].op == Op::kInput) continue;
       const auto t0 = Clock::now();
@@ -130,16 +132,26 @@ Status execute(const Graph& g, const Plan& plan, std::span<Backend* const> backe
       if (tracing) {
         MINFER_RETURN_IF_ERROR(trace_node(g, plan, b, i, trace_dir));
       }
-      if (profile != nullptr) {
+      if (device_timed) {
+        timed.push_back(i);
+      } else if (profile != nullptr) {
         MINFER_RETURN_IF_ERROR(b->synchronize());
         const std::chrono::duration<double> dt = Clock::now() - t0;
-        const double device = b->last_node_device_seconds();
-        profile->add(std::string(b->name()) + " " + op_name(g.nodes[i].op),
-                     device >= 0 ? device : dt.count());
+        profile->add(std::string(b->name()) + " " + op_name(g.nodes[i].op), dt.count());
       }
     }
     if (replay) MINFER_RETURN_IF_ERROR(b->end_split());
     MINFER_RETURN_IF_ERROR(b->synchronize());
+    if (device_timed) {
+      const std::vector<double> times = b->take_node_times();
+      if (times.size() != timed.size()) {
+        return Status::error(std::string(b->name()) + ": " + std::to_string(times.size()) +
+                             " node times for " + std::to_string(timed.size()) + " nodes");
+      }
+      for (size_t k = 0; k < timed.size(); ++k) {
+        profile->add(std::string(b->name()) + " " + op_name(g.nodes[timed[k]].op), times[k]);
+      }
+    }
   }
   if (g.logits == kNoNode) return Status::ok();
   const Node& out = g.at(g.logits);

@@ -9,8 +9,8 @@
 // retried elsewhere. Without a profile or trace, each split is offered to its
 // backend for replay (Backend::begin_split/end_split; the CUDA backend
 // replays decode splits as CUDA graphs). MINFER_OP_PROFILE=1 collects per-op wall times (with a
-// synchronize after each node; a backend with device timers reports its own
-// per-node time, e.g. CUDA events).
+// synchronize after each node, or, for a backend with device timers (CUDA
+// events), the device times it reports after the split's synchronize).
 // Not thread-safe: one forward pass at a time per plan.
 #pragma once
 

@@ -318,7 +318,8 @@ TEST(cuda_Ops, RefusesWhatItCannotRun) {
   EXPECT_FALSE(b.gpu->supports_op(mm));
   EXPECT_FALSE(b.gpu->has_weight("missing"));
   EXPECT_TRUE(b.gpu->supports_fused(Op::kSwiGLU));
-  EXPECT_FALSE(b.gpu->supports_fused(Op::kFusedQKV));
+  EXPECT_TRUE(b.gpu->supports_fused(Op::kFusedQKV));
+  EXPECT_TRUE(b.gpu->supports_fused(Op::kMatMulAdd));
 }
 
 TEST(cuda_Ops, PositionPastTheCacheIsAnErrorAtSynchronize) {

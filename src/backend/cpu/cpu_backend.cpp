@@ -97,6 +97,7 @@ const OpEntry& entry(Op op) {
       /* kFusedQKV     */ {no_kernel, nullptr},
       /* kFusedQkvNorm */ {no_kernel, nullptr},
       /* kFusedFFN     */ {no_kernel, nullptr},
+      /* kMatMulAdd    */ {no_kernel, nullptr},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];

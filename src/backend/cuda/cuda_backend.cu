@@ -89,7 +89,7 @@ class CudaBackend final : public backend::Backend {
   bool supports_op(const Node& node) const override;
   bool supports_fused(Op fused) const override {
     return fused == Op::kSwiGLU || fused == Op::kGeGLU || fused == Op::kFusedQKV ||
-           fused == Op::kFusedQkvNorm || fused == Op::kFusedFFN;
+           fused == Op::kFusedQkvNorm || fused == Op::kFusedFFN || fused == Op::kMatMulAdd;
   }
   bool has_weight(std::string_view name) const override { return weights_->find(name) != nullptr; }
 
@@ -103,7 +103,8 @@ class CudaBackend final : public backend::Backend {
   Status synchronize() override;
   Result<bool> begin_split(uint64_t key) override;
   Status end_split() override;
-  double last_node_device_seconds() override;
+  bool times_nodes() const override { return profiling_; }
+  std::vector<double> take_node_times() override;
 
   // Op kernels, reached through the op table.
   Status run_matmul(const Call& c);
@@ -144,10 +145,10 @@ class CudaBackend final : public backend::Backend {
   size_t ring_next_ = 0, ring_count_ = 0;
   size_t pending_ = 0;  // launches since the last synchronize
   SplitRecorder recorder_;
-  // MINFER_OP_PROFILE: timing events around each node (created on first use).
+  // MINFER_OP_PROFILE: timing events around each node (a pool grown on use).
   bool profiling_;
-  Event node_start_, node_stop_;
-  bool node_timed_ = false;
+  std::vector<std::pair<Event, Event>> node_events_;
+  size_t n_timed_ = 0;
 };
 
 // One row of the op table: which nodes the CUDA backend runs, and how.
@@ -238,6 +239,10 @@ bool fused_qkv_ok(const Node& n, const DeviceWeights& w) {
          (n.op == Op::kFusedQkvNorm) == !m->q_norm.empty();
 }
 
+bool matmul_add_ok(const Node& n, const DeviceWeights& w) {
+  return n.shape.ne[1] <= 4 && n.inputs.size() == 2 && matmul_ok(n, w);
+}
+
 bool fused_ffn_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::FusedFfnMeta>(&n.meta);
   if (m == nullptr || n.dtype != DType::kF32 || n.shape.ne[1] > 4 || n.shape.ne[0] != m->n_ff) {
@@ -268,6 +273,7 @@ const OpEntry& entry(Op op) {
       /* kFusedQKV     */ {fused_qkv_ok, &CudaBackend::run_fused_qkv},
       /* kFusedQkvNorm */ {fused_qkv_ok, &CudaBackend::run_fused_qkv},
       /* kFusedFFN     */ {fused_ffn_ok, &CudaBackend::run_fused_ffn},
+      /* kMatMulAdd    */ {matmul_add_ok, &CudaBackend::run_matmul},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];
@@ -467,31 +473,36 @@ Status CudaBackend::execute_node(const Node& node, std::span<const BufferId> inp
     call.k_cache = ptr(kv->k);
     call.v_cache = ptr(kv->v);
   }
-  node_timed_ = false;
-  if (profiling_ && !recorder_.capturing()) {
-    if (node_start_.get() == nullptr) {
-      MINFER_ASSIGN_OR_RETURN(node_start_, Event::create_timed());
-      MINFER_ASSIGN_OR_RETURN(node_stop_, Event::create_timed());
+  Event* stop = nullptr;
+  if (profiling_) {  // a pair of timing events around the node's kernels
+    if (n_timed_ == node_events_.size()) {
+      MINFER_ASSIGN_OR_RETURN(Event start, Event::create_timed());
+      MINFER_ASSIGN_OR_RETURN(Event end, Event::create_timed());
+      node_events_.emplace_back(std::move(start), std::move(end));
     }
-    MINFER_CUDA_CHECK(cudaEventRecord(node_start_.get(), stream_.get()));
+    auto& [start, end] = node_events_[n_timed_++];
+    MINFER_CUDA_CHECK(cudaEventRecord(start.get(), stream_.get()));
+    stop = &end;
   }
   Status st = (this->*entry(node.op).run)(call);
   if (!st) {
     recorder_.abort(stream_.get());
     return st;
   }
-  if (profiling_ && node_start_.get() != nullptr && !recorder_.capturing()) {
-    MINFER_CUDA_CHECK(cudaEventRecord(node_stop_.get(), stream_.get()));
-    node_timed_ = true;
-  }
+  if (stop != nullptr) MINFER_CUDA_CHECK(cudaEventRecord(stop->get(), stream_.get()));
   return st;
 }
 
-double CudaBackend::last_node_device_seconds() {
-  if (!node_timed_) return -1.0;
-  float ms = 0.0f;
-  if (cudaEventElapsedTime(&ms, node_start_.get(), node_stop_.get()) != cudaSuccess) return -1.0;
-  return ms * 1e-3;
+std::vector<double> CudaBackend::take_node_times() {
+  std::vector<double> out;
+  for (size_t i = 0; i < n_timed_; ++i) {
+    float ms = 0.0f;
+    const auto& [start, end] = node_events_[i];
+    out.push_back(cudaEventElapsedTime(&ms, start.get(), end.get()) == cudaSuccess ? ms * 1e-3
+                                                                                   : 0.0);
+  }
+  n_timed_ = 0;
+  return out;
 }
 
 Status CudaBackend::run_matmul(const Call& c) {
@@ -518,9 +529,20 @@ Status CudaBackend::run_matmul(const Call& c) {
   if (aliased) {
     MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
   }
-  MINFER_RETURN_IF_ERROR(launched(c.node, "matmul",
-                                  launch_matmul(w->type, w->data, w->row_bytes, w->rows, w->row_len,
-                                                c.f32_in(0), n_tokens, bias, y, stream_.get())));
+  if (c.node.op == Op::kMatMulAdd) {  // the residual add in the GEMV's epilogue
+    if (c.n_in != 2 || c.in[1] == nullptr || n_tokens > 4) {
+      return fail(c.node, "mul_mat_add takes (x, residual) for at most 4 tokens");
+    }
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "gemv_add",
+                 launch_gemv_add(w->type, w->data, w->row_bytes, w->rows, w->row_len, c.f32_in(0),
+                                 n_tokens, bias, c.f32_in(1), y, stream_.get())));
+  } else {
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "matmul",
+                 launch_matmul(w->type, w->data, w->row_bytes, w->rows, w->row_len, c.f32_in(0),
+                               n_tokens, bias, y, stream_.get())));
+  }
   if (aliased) {
     MINFER_CUDA_CHECK(
         cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice, stream_.get()));

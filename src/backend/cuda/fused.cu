@@ -6,7 +6,9 @@
 //     writing the packed row [q | k | v]; then one block per head applies the
 //     per-head RMSNorm (q/k, when given), RoPE (q/k) and stores k and v into
 //     the cache at the token's position.
-//   - FusedFFN, up to kFfnMaxTokens tokens: each warp computes gate row r and
+//   - MatMulAdd, up to 4 tokens: the GEMV with the residual added in its
+//     epilogue ((x.w + bias) + r, the unfused order's value).
+//   - FusedFFN, up to 4 tokens: each warp computes gate row r and
 //     up row r and writes act(gate) * up, so neither intermediate reaches
 //     memory.
 // Arithmetic is the unfused kernels' (device_math.cuh): the same row dot
@@ -124,6 +126,24 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (row < rows && lane == 0) y[t * rows + row] = (kGelu ? gelu_f(g) : silu_f(g)) * u;
 }
 
+template <TensorType T>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_add_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t n_chunks,
+                    const float* __restrict__ x, const float* __restrict__ bias,
+                    const float* __restrict__ r, float* __restrict__ y) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t t = blockIdx.y;
+  float acc = 0.0f;
+  if (row < rows)
+    acc = row_dot_lane<T>(w + row * row_bytes, n_chunks, x + t * n_chunks * kChunk, lane);
+  acc = warp_sum(acc);
+  if (row < rows && lane == 0) {
+    const int64_t i = t * rows + row;
+    y[i] = (acc + (bias != nullptr ? bias[row] : 0.0f)) + r[i];
+  }
+}
+
 unsigned blocks(int64_t rows) {
   return static_cast<unsigned>((rows + kWarps - 1) / kWarps);
 }
@@ -180,6 +200,19 @@ cudaError_t launch_fused_ffn(TensorType type, const void* gate, const void* up, 
       ffn_gemv_kernel<T, false>
           <<<grid, kWarps * 32, 0, stream>>>(g, u, row_bytes, n_ff, n_chunks, x, y);
     }
+  });
+  return known ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t launch_gemv_add(TensorType type, const void* w, size_t row_bytes, int64_t rows,
+                            int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
+                            const float* residual, float* y, cudaStream_t stream) {
+  const dim3 grid(blocks(rows), static_cast<unsigned>(n_tokens));
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const bool known = dispatch_type(type, [&](auto tag) {
+    constexpr TensorType T = decltype(tag)::value;
+    gemv_add_kernel<T><<<grid, kWarps * 32, 0, stream>>>(wb, row_bytes, rows, in_dim / kChunk, x,
+                                                         bias, residual, y);
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }
