@@ -44,6 +44,7 @@ model=$build/qwen2.5-0.5b-Q4_0.gguf
   MINFER_OP_PROFILE=1 "$build/minfer" run -m "$model" -n 32 --temp 0 -p "Hello" \
     > "$out/profile.log" 2>&1
   grep -A14 "op profile" "$out/profile.log" | tail -15
+  [ -n "${CUDA_KERNEL_PROFILE:-}" ] && bash tools/cuda_kernel_profile.sh "$build/minfer" "$model" "$out"
 }
 if [ -z "${CUDA_TEST_NO_SANITIZER:-}" ] && command -v compute-sanitizer > /dev/null; then
   compute-sanitizer --tool memcheck "$build/tests/minfer_backend_test" \

@@ -44,7 +44,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   int seg = 0;
   while (seg < s.n && row >= s.rows[seg]) row -= s.rows[seg++];
   const bool valid = seg < s.n;
-  float acc = valid ? row_dot_lane<T>(s.w[seg] + row * s.row_bytes[seg], n_chunks, x, lane) : 0.0f;
+  __shared__ __align__(16) uint8_t stage[kWarps][kStageBytes];
+  uint8_t* st = stage[threadIdx.x >> 5];
+  float acc = valid ? row_dot_staged<T>(s.w[seg] + row * s.row_bytes[seg], n_chunks, x, st, lane)
+                    : 0.0f;
   acc = warp_sum(acc);
   if (valid && lane == 0) y[out_row] = acc + (s.bias[seg] != nullptr ? s.bias[seg][row] : 0.0f);
 }
@@ -116,10 +119,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   const int64_t t = blockIdx.y;
   const float* xt = x + t * n_chunks * kChunk;
+  __shared__ __align__(16) uint8_t stage[kWarps][kStageBytes];
+  uint8_t* st = stage[threadIdx.x >> 5];
   float g = 0.0f, u = 0.0f;
-  if (row < rows) {
-    g = row_dot_lane<T>(gate + row * row_bytes, n_chunks, xt, lane);
-    u = row_dot_lane<T>(up + row * row_bytes, n_chunks, xt, lane);
+  if (row < rows) {  // uniform per warp
+    g = row_dot_staged<T>(gate + row * row_bytes, n_chunks, xt, st, lane);
+    u = row_dot_staged<T>(up + row * row_bytes, n_chunks, xt, st, lane);
   }
   g = warp_sum(g);
   u = warp_sum(u);
@@ -134,9 +139,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   const int64_t t = blockIdx.y;
+  __shared__ __align__(16) uint8_t stage[kWarps][kStageBytes];
+  uint8_t* st = stage[threadIdx.x >> 5];
   float acc = 0.0f;
-  if (row < rows)
-    acc = row_dot_lane<T>(w + row * row_bytes, n_chunks, x + t * n_chunks * kChunk, lane);
+  if (row < rows) {  // uniform per warp
+    acc = row_dot_staged<T>(w + row * row_bytes, n_chunks, x + t * n_chunks * kChunk, st, lane);
+  }
   acc = warp_sum(acc);
   if (row < rows && lane == 0) {
     const int64_t i = t * rows + row;

@@ -1,9 +1,10 @@
 // Matrix products over quantized weights and the embedding lookup, for every
 // type of backend/cuda/dequant.cuh, on f32 activations.
 //
-//   - GEMV (n_tokens <= kGemvMaxTokens): one warp per output row; lane l
-//     decodes chunks l, l+32, ... of the row (consecutive lanes read
-//     consecutive blocks) and dots them with the activation row; a warp
+//   - GEMV (n_tokens <= kGemvMaxTokens): one warp per output row; the warp
+//     copies each group of 32 chunks of a quantized row into shared memory
+//     with wide coalesced loads, lane l decodes chunk l of the group and dots
+//     it with the activation row (device_math.cuh, row_dot_staged); a warp
 //     reduction gives the output. Tokens are the grid's y dimension.
 //   - Tiled (more tokens): a 64 x 64 output tile per block of 256 threads; each
 //     step decodes a 64-row x 32-column weight tile and loads a 32 x 64
@@ -12,6 +13,7 @@
 //     return before a barrier).
 // Accumulation is f32 in both; the bias is added at the end.
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace minfer::cuda {
@@ -23,12 +25,6 @@ constexpr int kTileM = 64;   // weight rows per block
 constexpr int kTileN = 64;   // tokens per block
 constexpr int kTileThreads = 256;
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 template <TensorType T>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t n_chunks,
@@ -38,19 +34,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
   const int64_t t = blockIdx.y;
   const float* xt = x + t * n_chunks * kChunk;
+  __shared__ __align__(16) uint8_t stage[kGemvWarps][kStageBytes];
   float acc = 0.0f;
-  if (row < rows) {
-    const uint8_t* wr = w + row * row_bytes;
-    for (int64_t c = lane; c < n_chunks; c += 32) {
-      float v[kChunk];
-      dequant_chunk<T>(wr, c, v);
-      const float4* xv = reinterpret_cast<const float4*>(xt + c * kChunk);
-#pragma unroll
-      for (int i = 0; i < kChunk / 4; ++i) {
-        const float4 a = __ldg(xv + i);
-        acc += v[4 * i] * a.x + v[4 * i + 1] * a.y + v[4 * i + 2] * a.z + v[4 * i + 3] * a.w;
-      }
-    }
+  if (row < rows) {  // uniform per warp
+    acc = row_dot_staged<T>(w + row * row_bytes, n_chunks, xt, stage[threadIdx.x >> 5], lane);
   }
   acc = warp_sum(acc);
   if (row < rows && lane == 0) y[t * rows + row] = acc + (bias != nullptr ? bias[row] : 0.0f);
