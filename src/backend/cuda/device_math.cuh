@@ -63,68 +63,42 @@ __device__ __forceinline__ float row_dot_lane(const uint8_t* __restrict__ wr, in
   return acc;
 }
 
-// Bytes of one 32-chunk group of a row (32 blocks of the 32-element types,
-// 4 super-blocks of the K-quants): the unit a warp stages at a time.
-template <TensorType T>
-inline constexpr int kGroupBytes =
-    TypeInfo<T>::kBlock == 32 ? 32 * TypeInfo<T>::kBytes : 4 * TypeInfo<T>::kBytes;
-// Per-warp staging space for row_dot_staged (the largest group: Q8_0's).
-constexpr int kStageBytes = 32 * 34;
-
-// Copies `bytes` bytes from global memory to a warp's staging buffer with the
-// widest loads the alignment of both allows (16, 4, 2 or 1 bytes per lane).
-__device__ __forceinline__ void warp_stage(const uint8_t* __restrict__ src, int bytes,
-                                           uint8_t* __restrict__ dst, int lane) {
-  const auto a = reinterpret_cast<uintptr_t>(src);
-  if ((a & 15) == 0 && (bytes & 15) == 0) {
-    for (int i = lane; i < bytes / 16; i += 32) {
-      reinterpret_cast<uint4*>(dst)[i] = __ldg(reinterpret_cast<const uint4*>(src) + i);
+// One lane's share of R dot products at once: rows w, w + row_bytes, ... (the
+// first n_rows of them valid) with the same activation row. Lane l takes
+// chunks l, l+32, ...; the activation chunk is loaded once for all R rows, and
+// the R rows' weight loads are independent, which keeps more of them in flight.
+template <TensorType T, int R>
+__device__ __forceinline__ void rows_dot_lane(const uint8_t* __restrict__ w, size_t row_bytes,
+                                              int n_rows, int64_t n_chunks,
+                                              const float* __restrict__ x, int lane,
+                                              float (&acc)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  for (int64_t c = lane; c < n_chunks; c += 32) {
+    float xv[kChunk];
+    const float4* xp = reinterpret_cast<const float4*>(x + c * kChunk);
+#pragma unroll
+    for (int i = 0; i < kChunk / 4; ++i) {
+      const float4 a = __ldg(xp + i);
+      xv[4 * i] = a.x;
+      xv[4 * i + 1] = a.y;
+      xv[4 * i + 2] = a.z;
+      xv[4 * i + 3] = a.w;
     }
-  } else if ((a & 3) == 0 && (bytes & 3) == 0) {
-    for (int i = lane; i < bytes / 4; i += 32) {
-      reinterpret_cast<uint32_t*>(dst)[i] = __ldg(reinterpret_cast<const uint32_t*>(src) + i);
-    }
-  } else if ((a & 1) == 0 && (bytes & 1) == 0) {
-    for (int i = lane; i < bytes / 2; i += 32) {
-      reinterpret_cast<uint16_t*>(dst)[i] = __ldg(reinterpret_cast<const uint16_t*>(src) + i);
-    }
-  } else {
-    for (int i = lane; i < bytes; i += 32) dst[i] = __ldg(src + i);
-  }
-}
-
-// As row_dot_lane, but the warp first copies each group of 32 chunks of the
-// quantized row into `stage` (kStageBytes, 16-byte aligned, this warp's own)
-// with wide coalesced loads, and lanes decode their chunk from there. Every
-// lane of the warp must call it (it synchronizes the warp). F32/F16/BF16 rows
-// are read directly (their loads are already wide).
-template <TensorType T>
-__device__ __forceinline__ float row_dot_staged(const uint8_t* __restrict__ wr, int64_t n_chunks,
-                                                const float* __restrict__ x, uint8_t* stage,
-                                                int lane) {
-  if constexpr (T == TensorType::F32 || T == TensorType::F16 || T == TensorType::BF16) {
-    return row_dot_lane<T>(wr, n_chunks, x, lane);
-  } else {
-    constexpr int kG = kGroupBytes<T>;
-    static_assert(kG <= kStageBytes);
-    float acc = 0.0f;
-    for (int64_t c0 = 0; c0 < n_chunks; c0 += 32) {
-      const int n = n_chunks - c0 < 32 ? static_cast<int>(n_chunks - c0) : 32;
-      __syncwarp();
-      warp_stage(wr + (c0 / 32) * kG, n * kG / 32, stage, lane);
-      __syncwarp();
-      if (lane < n) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r < n_rows) {
         float v[kChunk];
-        dequant_chunk<T>(stage, lane, v);
-        const float4* xv = reinterpret_cast<const float4*>(x + (c0 + lane) * kChunk);
+        dequant_chunk<T>(w + r * row_bytes, c, v);
+        float s = 0.0f;
 #pragma unroll
         for (int i = 0; i < kChunk / 4; ++i) {
-          const float4 a = __ldg(xv + i);
-          acc += v[4 * i] * a.x + v[4 * i + 1] * a.y + v[4 * i + 2] * a.z + v[4 * i + 3] * a.w;
+          s += v[4 * i] * xv[4 * i] + v[4 * i + 1] * xv[4 * i + 1] + v[4 * i + 2] * xv[4 * i + 2] +
+               v[4 * i + 3] * xv[4 * i + 3];
         }
+        acc[r] += s;
       }
     }
-    return acc;
   }
 }
 

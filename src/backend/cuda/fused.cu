@@ -25,6 +25,8 @@ namespace {
 constexpr int kWarps = 4;  // warps (output rows) per block
 constexpr int kPostThreads = 128;
 constexpr int kMaxHeadDim = 256;
+constexpr int kFfnRows = 2;  // gate/up row pairs per warp
+constexpr int kAddRows = 4;  // output rows per warp of the GEMV + residual
 
 struct Segments {  // up to three weights whose rows are stacked in the output
   const uint8_t* w[3] = {};
@@ -44,10 +46,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   int seg = 0;
   while (seg < s.n && row >= s.rows[seg]) row -= s.rows[seg++];
   const bool valid = seg < s.n;
-  __shared__ __align__(16) uint8_t stage[kWarps][kStageBytes];
-  uint8_t* st = stage[threadIdx.x >> 5];
-  float acc = valid ? row_dot_staged<T>(s.w[seg] + row * s.row_bytes[seg], n_chunks, x, st, lane)
-                    : 0.0f;
+  float acc = valid ? row_dot_lane<T>(s.w[seg] + row * s.row_bytes[seg], n_chunks, x, lane) : 0.0f;
   acc = warp_sum(acc);
   if (valid && lane == 0) y[out_row] = acc + (s.bias[seg] != nullptr ? s.bias[seg][row] : 0.0f);
 }
@@ -116,44 +115,45 @@ __global__ void __launch_bounds__(kWarps * 32)
                     size_t row_bytes, int64_t rows, int64_t n_chunks, const float* __restrict__ x,
                     float* __restrict__ y) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kFfnRows;
   const int64_t t = blockIdx.y;
   const float* xt = x + t * n_chunks * kChunk;
-  __shared__ __align__(16) uint8_t stage[kWarps][kStageBytes];
-  uint8_t* st = stage[threadIdx.x >> 5];
-  float g = 0.0f, u = 0.0f;
-  if (row < rows) {  // uniform per warp
-    g = row_dot_staged<T>(gate + row * row_bytes, n_chunks, xt, st, lane);
-    u = row_dot_staged<T>(up + row * row_bytes, n_chunks, xt, st, lane);
+  const int n = row0 < rows ? static_cast<int>(rows - row0 < kFfnRows ? rows - row0 : kFfnRows) : 0;
+  float g[kFfnRows], u[kFfnRows];
+  rows_dot_lane<T, kFfnRows>(gate + row0 * row_bytes, row_bytes, n, n_chunks, xt, lane, g);
+  rows_dot_lane<T, kFfnRows>(up + row0 * row_bytes, row_bytes, n, n_chunks, xt, lane, u);
+#pragma unroll
+  for (int r = 0; r < kFfnRows; ++r) {
+    const float gv = warp_sum(g[r]), uv = warp_sum(u[r]);
+    if (r < n && lane == 0) y[t * rows + row0 + r] = (kGelu ? gelu_f(gv) : silu_f(gv)) * uv;
   }
-  g = warp_sum(g);
-  u = warp_sum(u);
-  if (row < rows && lane == 0) y[t * rows + row] = (kGelu ? gelu_f(g) : silu_f(g)) * u;
 }
 
 template <TensorType T>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_add_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t n_chunks,
-                    const float* __restrict__ x, const float* __restrict__ bias,
+    gemv_add_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
+                    int64_t n_chunks, const float* __restrict__ x, const float* __restrict__ bias,
                     const float* __restrict__ r, float* __restrict__ y) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kAddRows;
   const int64_t t = blockIdx.y;
-  __shared__ __align__(16) uint8_t stage[kWarps][kStageBytes];
-  uint8_t* st = stage[threadIdx.x >> 5];
-  float acc = 0.0f;
-  if (row < rows) {  // uniform per warp
-    acc = row_dot_staged<T>(w + row * row_bytes, n_chunks, x + t * n_chunks * kChunk, st, lane);
-  }
-  acc = warp_sum(acc);
-  if (row < rows && lane == 0) {
-    const int64_t i = t * rows + row;
-    y[i] = (acc + (bias != nullptr ? bias[row] : 0.0f)) + r[i];
+  const int n = row0 < rows ? static_cast<int>(rows - row0 < kAddRows ? rows - row0 : kAddRows) : 0;
+  float acc[kAddRows];
+  rows_dot_lane<T, kAddRows>(w + row0 * row_bytes, row_bytes, n, n_chunks,
+                             x + t * n_chunks * kChunk, lane, acc);
+#pragma unroll
+  for (int k = 0; k < kAddRows; ++k) {
+    const float v = warp_sum(acc[k]);
+    if (k < n && lane == 0) {
+      const int64_t i = t * rows + row0 + k;
+      y[i] = (v + (bias != nullptr ? bias[row0 + k] : 0.0f)) + r[i];
+    }
   }
 }
 
-unsigned blocks(int64_t rows) {
-  return static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+unsigned blocks(int64_t rows, int rows_per_warp = 1) {
+  const int64_t per_block = static_cast<int64_t>(kWarps) * rows_per_warp;
+  return static_cast<unsigned>((rows + per_block - 1) / per_block);
 }
 
 }  // namespace
@@ -198,7 +198,7 @@ cudaError_t launch_fused_ffn(TensorType type, const void* gate, const void* up, 
   const int64_t n_chunks = in_dim / kChunk;
   const auto* g = static_cast<const uint8_t*>(gate);
   const auto* u = static_cast<const uint8_t*>(up);
-  const dim3 grid(blocks(n_ff), static_cast<unsigned>(n_tokens));
+  const dim3 grid(blocks(n_ff, kFfnRows), static_cast<unsigned>(n_tokens));
   const bool known = dispatch_type(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
     if (gelu) {
@@ -215,7 +215,7 @@ cudaError_t launch_fused_ffn(TensorType type, const void* gate, const void* up, 
 cudaError_t launch_gemv_add(TensorType type, const void* w, size_t row_bytes, int64_t rows,
                             int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
                             const float* residual, float* y, cudaStream_t stream) {
-  const dim3 grid(blocks(rows), static_cast<unsigned>(n_tokens));
+  const dim3 grid(blocks(rows, kAddRows), static_cast<unsigned>(n_tokens));
   const auto* wb = static_cast<const uint8_t*>(w);
   const bool known = dispatch_type(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;

@@ -1,11 +1,11 @@
 // Matrix products over quantized weights and the embedding lookup, for every
 // type of backend/cuda/dequant.cuh, on f32 activations.
 //
-//   - GEMV (n_tokens <= kGemvMaxTokens): one warp per output row; the warp
-//     copies each group of 32 chunks of a quantized row into shared memory
-//     with wide coalesced loads, lane l decodes chunk l of the group and dots
-//     it with the activation row (device_math.cuh, row_dot_staged); a warp
-//     reduction gives the output. Tokens are the grid's y dimension.
+//   - GEMV (n_tokens <= kGemvMaxTokens): one warp per kGemvRows output rows;
+//     lane l decodes chunks l, l+32, ... of each row (consecutive lanes read
+//     consecutive blocks) and dots them with the activation chunk it loaded
+//     once for all rows (device_math.cuh, rows_dot_lane); a warp reduction
+//     per row gives the outputs. Tokens are the grid's y dimension.
 //   - Tiled (more tokens): a 64 x 64 output tile per block of 256 threads; each
 //     step decodes a 64-row x 32-column weight tile and loads a 32 x 64
 //     activation tile into shared memory, then every thread accumulates a 4 x 4
@@ -20,6 +20,7 @@ namespace minfer::cuda {
 namespace {
 
 constexpr int kGemvWarps = 4;
+constexpr int kGemvRows = 4;  // output rows per warp
 constexpr int64_t kGemvMaxTokens = 4;
 constexpr int kTileM = 64;   // weight rows per block
 constexpr int kTileN = 64;   // tokens per block
@@ -31,16 +32,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
                 const float* __restrict__ x, const float* __restrict__ bias,
                 float* __restrict__ y) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
+  const int64_t row0 =
+      (static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5)) * kGemvRows;
   const int64_t t = blockIdx.y;
-  const float* xt = x + t * n_chunks * kChunk;
-  __shared__ __align__(16) uint8_t stage[kGemvWarps][kStageBytes];
-  float acc = 0.0f;
-  if (row < rows) {  // uniform per warp
-    acc = row_dot_staged<T>(w + row * row_bytes, n_chunks, xt, stage[threadIdx.x >> 5], lane);
+  const int n = row0 < rows ? static_cast<int>(rows - row0 < kGemvRows ? rows - row0 : kGemvRows) : 0;
+  float acc[kGemvRows];
+  rows_dot_lane<T, kGemvRows>(w + row0 * row_bytes, row_bytes, n, n_chunks,
+                              x + t * n_chunks * kChunk, lane, acc);
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r) {
+    const float v = warp_sum(acc[r]);
+    if (r < n && lane == 0) y[t * rows + row0 + r] = v + (bias != nullptr ? bias[row0 + r] : 0.0f);
   }
-  acc = warp_sum(acc);
-  if (row < rows && lane == 0) y[t * rows + row] = acc + (bias != nullptr ? bias[row] : 0.0f);
 }
 
 template <TensorType T>
@@ -145,7 +148,8 @@ cudaError_t launch_matmul(TensorType type, const void* w, size_t row_bytes, int6
   const bool known = dispatch_type(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
     if (n_tokens <= kGemvMaxTokens) {
-      const dim3 grid(static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps),
+      const int64_t per_block = kGemvWarps * kGemvRows;
+      const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block),
                       static_cast<unsigned>(n_tokens));
       gemv_kernel<T><<<grid, kGemvWarps * 32, 0, stream>>>(wb, row_bytes, rows, n_chunks, x, bias,
                                                            y);
