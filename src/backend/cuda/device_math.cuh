@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/dequant.cuh"
 
@@ -64,17 +65,18 @@ __device__ __forceinline__ float row_dot_lane(const uint8_t* __restrict__ wr, in
 }
 
 // One lane's share of R dot products at once: rows w, w + row_bytes, ... (the
-// first n_rows of them valid) with the same activation row. Lane l takes
-// chunks l, l+32, ...; the activation chunk is loaded once for all R rows, and
-// the R rows' weight loads are independent, which keeps more of them in flight.
+// first n_rows of them valid) with the same activation row, over chunks
+// c_begin, c_begin + c_step, ... The activation chunk is loaded once for all R
+// rows, and the R rows' weight loads are independent, which keeps more of
+// them in flight.
 template <TensorType T, int R>
 __device__ __forceinline__ void rows_dot_lane(const uint8_t* __restrict__ w, size_t row_bytes,
-                                              int n_rows, int64_t n_chunks,
-                                              const float* __restrict__ x, int lane,
+                                              int n_rows, int64_t n_chunks, int64_t c_begin,
+                                              int64_t c_step, const float* __restrict__ x,
                                               float (&acc)[R]) {
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  for (int64_t c = lane; c < n_chunks; c += 32) {
+  for (int64_t c = c_begin; c < n_chunks; c += c_step) {
     float xv[kChunk];
     const float4* xp = reinterpret_cast<const float4*>(x + c * kChunk);
 #pragma unroll
@@ -99,6 +101,73 @@ __device__ __forceinline__ void rows_dot_lane(const uint8_t* __restrict__ w, siz
         acc[r] += s;
       }
     }
+  }
+}
+
+// The GEMV work split of a block of kGemvBlockWarps warps: kSplit warps share
+// each group of R rows, splitting its chunks (kSplit = 1: a warp owns its
+// rows); a block covers R * (kGemvBlockWarps / kSplit) rows.
+constexpr int kGemvBlockWarps = 4;
+
+template <int R, int kSplit>
+struct GemvSplit {
+  static constexpr int kRowsPerBlock = R * (kGemvBlockWarps / kSplit);
+  int lane, sub;     // lane, and the warp's index within its row group
+  int64_t row0;      // first row of the warp's group
+  __device__ GemvSplit(int64_t block) {
+    const int warp = static_cast<int>(threadIdx.x >> 5);
+    lane = static_cast<int>(threadIdx.x & 31);
+    sub = warp % kSplit;
+    row0 = block * kRowsPerBlock + static_cast<int64_t>(warp / kSplit) * R;
+  }
+  __device__ int rows_valid(int64_t rows) const {
+    return row0 < rows ? static_cast<int>(rows - row0 < R ? rows - row0 : R) : 0;
+  }
+  __device__ int64_t c_begin() const { return lane + 32 * sub; }
+  static constexpr int64_t kStep = 32 * kSplit;
+  // Sums acc over the warp and the row group's warps; the group's first lane
+  // (sub 0, lane 0) gets the totals in acc. Every thread of the block calls it.
+  __device__ void reduce(float (&acc)[R], float (*part)[R]) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+    if constexpr (kSplit > 1) {
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) part[threadIdx.x >> 5][r] = acc[r];
+      }
+      __syncthreads();
+      if (sub == 0 && lane == 0) {
+        const int first = static_cast<int>(threadIdx.x >> 5);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float s = 0.0f;
+          for (int k = 0; k < kSplit; ++k) s += part[first + k][r];
+          acc[r] = s;
+        }
+      }
+    }
+  }
+  __device__ bool writer() const { return sub == 0 && lane == 0; }
+};
+
+// Calls f(std::integral_constant R, std::integral_constant kSplit) with the
+// split suited to `rows` rows of `n_chunks` chunks: long rows are shared by
+// four warps; many rows are taken four per warp group.
+template <typename F>
+void choose_gemv_split(int64_t rows, int64_t n_chunks, int max_rows_per_group, F&& f) {
+  const bool split = n_chunks >= 96;
+  const int64_t groups = rows / (split ? 1 : kGemvBlockWarps);  // blocks if R = 1
+  const bool many = max_rows_per_group > 1 && groups >= 4 * 1024;
+  if (split) {
+    if (many) {
+      f(std::integral_constant<int, 2>{}, std::integral_constant<int, 4>{});
+    } else {
+      f(std::integral_constant<int, 1>{}, std::integral_constant<int, 4>{});
+    }
+  } else if (many) {
+    f(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{});
+  } else {
+    f(std::integral_constant<int, 1>{}, std::integral_constant<int, 1>{});
   }
 }
 

@@ -25,8 +25,6 @@ namespace {
 constexpr int kWarps = 4;  // warps (output rows) per block
 constexpr int kPostThreads = 128;
 constexpr int kMaxHeadDim = 256;
-constexpr int kFfnRows = 2;  // gate/up row pairs per warp
-constexpr int kAddRows = 4;  // output rows per warp of the GEMV + residual
 
 struct Segments {  // up to three weights whose rows are stacked in the output
   const uint8_t* w[3] = {};
@@ -109,51 +107,50 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(FusedQkvArgs a) 
   }
 }
 
-template <TensorType T, bool kGelu>
-__global__ void __launch_bounds__(kWarps * 32)
+template <TensorType T, bool kGelu, int kSplit>
+__global__ void __launch_bounds__(kGemvBlockWarps * 32)
     ffn_gemv_kernel(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up,
                     size_t row_bytes, int64_t rows, int64_t n_chunks, const float* __restrict__ x,
                     float* __restrict__ y) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kFfnRows;
+  __shared__ float part_g[kGemvBlockWarps][1], part_u[kGemvBlockWarps][1];
+  const GemvSplit<1, kSplit> s(blockIdx.x);
   const int64_t t = blockIdx.y;
   const float* xt = x + t * n_chunks * kChunk;
-  const int n = row0 < rows ? static_cast<int>(rows - row0 < kFfnRows ? rows - row0 : kFfnRows) : 0;
-  float g[kFfnRows], u[kFfnRows];
-  rows_dot_lane<T, kFfnRows>(gate + row0 * row_bytes, row_bytes, n, n_chunks, xt, lane, g);
-  rows_dot_lane<T, kFfnRows>(up + row0 * row_bytes, row_bytes, n, n_chunks, xt, lane, u);
-#pragma unroll
-  for (int r = 0; r < kFfnRows; ++r) {
-    const float gv = warp_sum(g[r]), uv = warp_sum(u[r]);
-    if (r < n && lane == 0) y[t * rows + row0 + r] = (kGelu ? gelu_f(gv) : silu_f(gv)) * uv;
-  }
+  const int n = s.rows_valid(rows);
+  float g[1], u[1];
+  rows_dot_lane<T, 1>(gate + s.row0 * row_bytes, row_bytes, n, n_chunks, s.c_begin(), s.kStep, xt,
+                      g);
+  rows_dot_lane<T, 1>(up + s.row0 * row_bytes, row_bytes, n, n_chunks, s.c_begin(), s.kStep, xt,
+                      u);
+  s.reduce(g, part_g);
+  s.reduce(u, part_u);
+  if (n > 0 && s.writer()) y[t * rows + s.row0] = (kGelu ? gelu_f(g[0]) : silu_f(g[0])) * u[0];
 }
 
-template <TensorType T>
-__global__ void __launch_bounds__(kWarps * 32)
+template <TensorType T, int R, int kSplit>
+__global__ void __launch_bounds__(kGemvBlockWarps * 32)
     gemv_add_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
                     int64_t n_chunks, const float* __restrict__ x, const float* __restrict__ bias,
                     const float* __restrict__ r, float* __restrict__ y) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kAddRows;
+  __shared__ float part[kGemvBlockWarps][R];
+  const GemvSplit<R, kSplit> s(blockIdx.x);
   const int64_t t = blockIdx.y;
-  const int n = row0 < rows ? static_cast<int>(rows - row0 < kAddRows ? rows - row0 : kAddRows) : 0;
-  float acc[kAddRows];
-  rows_dot_lane<T, kAddRows>(w + row0 * row_bytes, row_bytes, n, n_chunks,
-                             x + t * n_chunks * kChunk, lane, acc);
+  const int n = s.rows_valid(rows);
+  float acc[R];
+  rows_dot_lane<T, R>(w + s.row0 * row_bytes, row_bytes, n, n_chunks, s.c_begin(), s.kStep,
+                      x + t * n_chunks * kChunk, acc);
+  s.reduce(acc, part);
 #pragma unroll
-  for (int k = 0; k < kAddRows; ++k) {
-    const float v = warp_sum(acc[k]);
-    if (k < n && lane == 0) {
-      const int64_t i = t * rows + row0 + k;
-      y[i] = (v + (bias != nullptr ? bias[row0 + k] : 0.0f)) + r[i];
+  for (int k = 0; k < R; ++k) {
+    if (k < n && s.writer()) {
+      const int64_t i = t * rows + s.row0 + k;
+      y[i] = (acc[k] + (bias != nullptr ? bias[s.row0 + k] : 0.0f)) + r[i];
     }
   }
 }
 
-unsigned blocks(int64_t rows, int rows_per_warp = 1) {
-  const int64_t per_block = static_cast<int64_t>(kWarps) * rows_per_warp;
-  return static_cast<unsigned>((rows + per_block - 1) / per_block);
+unsigned blocks(int64_t rows) {
+  return static_cast<unsigned>((rows + kWarps - 1) / kWarps);
 }
 
 }  // namespace
@@ -198,16 +195,21 @@ cudaError_t launch_fused_ffn(TensorType type, const void* gate, const void* up, 
   const int64_t n_chunks = in_dim / kChunk;
   const auto* g = static_cast<const uint8_t*>(gate);
   const auto* u = static_cast<const uint8_t*>(up);
-  const dim3 grid(blocks(n_ff, kFfnRows), static_cast<unsigned>(n_tokens));
   const bool known = dispatch_type(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
-    if (gelu) {
-      ffn_gemv_kernel<T, true>
-          <<<grid, kWarps * 32, 0, stream>>>(g, u, row_bytes, n_ff, n_chunks, x, y);
-    } else {
-      ffn_gemv_kernel<T, false>
-          <<<grid, kWarps * 32, 0, stream>>>(g, u, row_bytes, n_ff, n_chunks, x, y);
-    }
+    choose_gemv_split(n_ff, n_chunks, 1, [&](auto, auto split) {
+      constexpr int kS = decltype(split)::value;
+      constexpr int64_t per_block = GemvSplit<1, kS>::kRowsPerBlock;
+      const dim3 grid(static_cast<unsigned>((n_ff + per_block - 1) / per_block),
+                      static_cast<unsigned>(n_tokens));
+      if (gelu) {
+        ffn_gemv_kernel<T, true, kS>
+            <<<grid, kGemvBlockWarps * 32, 0, stream>>>(g, u, row_bytes, n_ff, n_chunks, x, y);
+      } else {
+        ffn_gemv_kernel<T, false, kS>
+            <<<grid, kGemvBlockWarps * 32, 0, stream>>>(g, u, row_bytes, n_ff, n_chunks, x, y);
+      }
+    });
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }
@@ -215,12 +217,18 @@ cudaError_t launch_fused_ffn(TensorType type, const void* gate, const void* up, 
 cudaError_t launch_gemv_add(TensorType type, const void* w, size_t row_bytes, int64_t rows,
                             int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
                             const float* residual, float* y, cudaStream_t stream) {
-  const dim3 grid(blocks(rows, kAddRows), static_cast<unsigned>(n_tokens));
   const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t n_chunks = in_dim / kChunk;
   const bool known = dispatch_type(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
-    gemv_add_kernel<T><<<grid, kWarps * 32, 0, stream>>>(wb, row_bytes, rows, in_dim / kChunk, x,
-                                                         bias, residual, y);
+    choose_gemv_split(rows, n_chunks, 4, [&](auto r, auto split) {
+      constexpr int kR = decltype(r)::value, kS = decltype(split)::value;
+      constexpr int64_t per_block = GemvSplit<kR, kS>::kRowsPerBlock;
+      const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block),
+                      static_cast<unsigned>(n_tokens));
+      gemv_add_kernel<T, kR, kS><<<grid, kGemvBlockWarps * 32, 0, stream>>>(
+          wb, row_bytes, rows, n_chunks, x, bias, residual, y);
+    });
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }

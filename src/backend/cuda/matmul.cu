@@ -1,11 +1,13 @@
 // Matrix products over quantized weights and the embedding lookup, for every
 // type of backend/cuda/dequant.cuh, on f32 activations.
 //
-//   - GEMV (n_tokens <= kGemvMaxTokens): one warp per kGemvRows output rows;
-//     lane l decodes chunks l, l+32, ... of each row (consecutive lanes read
-//     consecutive blocks) and dots them with the activation chunk it loaded
-//     once for all rows (device_math.cuh, rows_dot_lane); a warp reduction
-//     per row gives the outputs. Tokens are the grid's y dimension.
+//   - GEMV (n_tokens <= kGemvMaxTokens): blocks of 4 warps; a group of warps
+//     (one, or four for long rows) takes R output rows (four when there are
+//     very many rows), its lanes decode chunks lane, lane + 32, ... of each
+//     row (consecutive lanes read consecutive blocks) and dot them with the
+//     activation chunk loaded once for all R rows (device_math.cuh:
+//     rows_dot_lane, GemvSplit, choose_gemv_split); warp and group reductions
+//     give the outputs. Tokens are the grid's y dimension.
 //   - Tiled (more tokens): a 64 x 64 output tile per block of 256 threads; each
 //     step decodes a 64-row x 32-column weight tile and loads a 32 x 64
 //     activation tile into shared memory, then every thread accumulates a 4 x 4
@@ -19,30 +21,29 @@
 namespace minfer::cuda {
 namespace {
 
-constexpr int kGemvWarps = 4;
-constexpr int kGemvRows = 4;  // output rows per warp
 constexpr int64_t kGemvMaxTokens = 4;
 constexpr int kTileM = 64;   // weight rows per block
 constexpr int kTileN = 64;   // tokens per block
 constexpr int kTileThreads = 256;
 
-template <TensorType T>
-__global__ void __launch_bounds__(kGemvWarps * 32)
+template <TensorType T, int R, int kSplit>
+__global__ void __launch_bounds__(kGemvBlockWarps * 32)
     gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t n_chunks,
                 const float* __restrict__ x, const float* __restrict__ bias,
                 float* __restrict__ y) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row0 =
-      (static_cast<int64_t>(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5)) * kGemvRows;
+  __shared__ float part[kGemvBlockWarps][R];
+  const GemvSplit<R, kSplit> g(blockIdx.x);
   const int64_t t = blockIdx.y;
-  const int n = row0 < rows ? static_cast<int>(rows - row0 < kGemvRows ? rows - row0 : kGemvRows) : 0;
-  float acc[kGemvRows];
-  rows_dot_lane<T, kGemvRows>(w + row0 * row_bytes, row_bytes, n, n_chunks,
-                              x + t * n_chunks * kChunk, lane, acc);
+  const int n = g.rows_valid(rows);
+  float acc[R];
+  rows_dot_lane<T, R>(w + g.row0 * row_bytes, row_bytes, n, n_chunks, g.c_begin(), g.kStep,
+                      x + t * n_chunks * kChunk, acc);
+  g.reduce(acc, part);
 #pragma unroll
-  for (int r = 0; r < kGemvRows; ++r) {
-    const float v = warp_sum(acc[r]);
-    if (r < n && lane == 0) y[t * rows + row0 + r] = v + (bias != nullptr ? bias[row0 + r] : 0.0f);
+  for (int r = 0; r < R; ++r) {
+    if (r < n && g.writer()) {
+      y[t * rows + g.row0 + r] = acc[r] + (bias != nullptr ? bias[g.row0 + r] : 0.0f);
+    }
   }
 }
 
@@ -148,11 +149,14 @@ cudaError_t launch_matmul(TensorType type, const void* w, size_t row_bytes, int6
   const bool known = dispatch_type(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
     if (n_tokens <= kGemvMaxTokens) {
-      const int64_t per_block = kGemvWarps * kGemvRows;
-      const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block),
-                      static_cast<unsigned>(n_tokens));
-      gemv_kernel<T><<<grid, kGemvWarps * 32, 0, stream>>>(wb, row_bytes, rows, n_chunks, x, bias,
-                                                           y);
+      choose_gemv_split(rows, n_chunks, 4, [&](auto r, auto split) {
+        constexpr int kR = decltype(r)::value, kS = decltype(split)::value;
+        constexpr int64_t per_block = GemvSplit<kR, kS>::kRowsPerBlock;
+        const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block),
+                        static_cast<unsigned>(n_tokens));
+        gemv_kernel<T, kR, kS>
+            <<<grid, kGemvBlockWarps * 32, 0, stream>>>(wb, row_bytes, rows, n_chunks, x, bias, y);
+      });
     } else {
       const dim3 grid(static_cast<unsigned>((rows + kTileM - 1) / kTileM),
                       static_cast<unsigned>((n_tokens + kTileN - 1) / kTileN));
