@@ -47,10 +47,10 @@ if [ "${CUDA_BENCH_7B:-0}" = 1 ]; then
   rm -f "$big"
 fi
 if command -v compute-sanitizer > /dev/null; then
-  compute-sanitizer --tool memcheck "$build/tests/minfer_backend_test" \
+  timeout 150 compute-sanitizer --tool memcheck "$build/tests/minfer_backend_test" \
     --gtest_filter='cuda_Ops*:cuda_GetRows*:cuda_Weights*' > "$out/memcheck.log" 2>&1 || rc=1
   grep "ERROR SUMMARY" "$out/memcheck.log"
-  compute-sanitizer --tool racecheck "$build/tests/minfer_backend_test" \
+  timeout 150 compute-sanitizer --tool racecheck "$build/tests/minfer_backend_test" \
     --gtest_filter='cuda_Ops.KvStore*:cuda_Ops.RmsNorm*' > "$out/racecheck.log" 2>&1 || rc=1
   grep "RACECHECK SUMMARY" "$out/racecheck.log"
 fi
