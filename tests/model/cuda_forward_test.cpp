@@ -156,6 +156,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, CudaForward,
                          [](const auto& info) {
                            std::string s = info.param.shape + "_" + info.param.quant + "_" +
                                            graph::dtype_name(info.param.kv_type);
+                           if (info.param.n_tokens > 128)
+                             s += "_" + std::to_string(info.param.n_tokens);
                            std::replace(s.begin(), s.end(), '-', '_');
                            return s;
                          });
