@@ -34,16 +34,16 @@ model=$build/qwen2.5-0.5b-Q4_0.gguf
   head -c 6000 tests/data/text.txt > "$build/prompt.txt"
   "$build/minfer" run -m "$model" -f "$build/prompt.txt" -n 64 --temp 0 2>&1 | tail -1
   # Prefill speed: one 2048-token batch (pp2048), and where its time goes.
-  "$build/minfer" bench -m "$model" -p 2048 -n 0 -r 3 2>&1 | grep -E "pp2048|error"
+  "$build/minfer" bench -m "$model" -p 2048 -n 1 -r 3 2>&1 | grep -E "pp2048|rror|must"
   MINFER_OP_PROFILE=1 "$build/minfer" run -m "$model" -f "$build/prompt.txt" -n 1 --temp 0 \
     > "$out/profile.log" 2>&1
-  grep -iE "^ *(op|matmul|attention|total)" "$out/profile.log" | head -8
+  grep -A8 "^op profile" "$out/profile.log"
 }
 # CUDA_BENCH_7B=1: the same pp2048 on a synthetic Qwen2.5-7B, Q4_K (synth: ~1 min on 16 cores).
 if [ "${CUDA_BENCH_7B:-0}" = 1 ]; then
   big=$build/qwen2.5-7b-Q4_K.gguf
   "$build/minfer" synth --model qwen2.5-7b -q Q4_K "${tok[@]}" -o "$big" -s &&
-    "$build/minfer" bench -m "$big" -p 2048 -n 0 -r 2 2>&1 | grep -E "pp2048|error"
+    "$build/minfer" bench -m "$big" -p 2048 -n 1 -r 2 2>&1 | grep -E "pp2048|rror|must"
   rm -f "$big"
 fi
 if command -v compute-sanitizer > /dev/null; then
