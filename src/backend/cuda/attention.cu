@@ -16,8 +16,12 @@
 // 4 warps owns 8 query rows: lane l scores key l of the tile against them,
 // the online softmax runs per row (warp max, lane-partial sums), and the
 // probabilities go through shared memory to the P.V step, where lane l owns
-// dims l, l + 32, ... All f32: the same numbers as the per-token kernel up to
-// summation order.
+// dims l, l + 32, ... When that grid would leave most SMs idle (a short
+// batch after a long context), each block's key range is split over up to 16
+// blocks (flash decoding) whose partial (max, sum, output) states a second
+// kernel merges; the partials live in stream-ordered scratch (scratch_alloc),
+// and without it the kernel runs unsplit. All f32: the same numbers as the
+// per-token kernel up to summation order.
 //
 // Both: a query sees key j iff j <= position and (no window or position - j <
 // window) and j < n_ctx. Keys at positions >= the batch's first position come
@@ -170,6 +174,7 @@ constexpr int kFlashWarps = 4;
 constexpr int kRowsPerWarp = 8;
 constexpr int kFlashRows = kFlashWarps * kRowsPerWarp;  // query rows per block
 constexpr int kKeys = 32;                               // keys per tile (one per lane)
+constexpr int64_t kMaxSplit = 16;                       // key-range splits per block
 
 template <int D>
 struct FlashSmem {
@@ -198,7 +203,10 @@ __device__ __forceinline__ float4 load4(const float* batch_row, const void* cach
 }
 
 template <int D, bool kF16>
-__global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a) {
+// part == nullptr: normalized rows to a.out. Else split z = blockIdx.z of
+// gridDim.z takes its share of the block's key tiles and writes its
+// unnormalized rows and (max, sum) to part (layout in launch_flash_typed).
+__global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a, float* part) {
   using S = FlashSmem<D>;
   constexpr int kPitch = S::kPitch, kDpl = D / 32;
   extern __shared__ __align__(16) float fsmem[];
@@ -261,7 +269,15 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
   }
   __syncthreads();
   const bool use_batch = s_consecutive != 0 && a.batch_k != nullptr && a.batch_v != nullptr;
-  const int64_t j_lo = s_lo, j_hi = s_hi;
+  int64_t j_lo = s_lo, j_hi = s_hi;
+  if (gridDim.z > 1 && j_hi > j_lo) {
+    const int64_t tiles = (j_hi - j_lo + kKeys - 1) / kKeys;
+    const int64_t per = (tiles + gridDim.z - 1) / gridDim.z;
+    const int64_t b = j_lo + static_cast<int64_t>(blockIdx.z) * per * kKeys;
+    const int64_t e = b + per * kKeys;
+    j_lo = b;
+    j_hi = e < j_hi ? e : j_hi;
+  }
 
   float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDpl];
 #pragma unroll
@@ -351,6 +367,18 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
     for (int o = 16; o > 0; o >>= 1) lt += __shfl_xor_sync(0xffffffffu, lt, o);
     const int64_t r = row0 + warp * kRowsPerWarp + i;
     if (r >= n_rows) continue;
+    if (part != nullptr) {
+      const int64_t pr = (static_cast<int64_t>(blockIdx.z) * a.n_head_kv + kvh) * n_rows + r;
+      float* pacc = part + pr * D;
+#pragma unroll
+      for (int k = 0; k < kDpl; ++k) pacc[lane + 32 * k] = acc[i][k];
+      if (lane == 0) {
+        float* ml = part + static_cast<int64_t>(gridDim.z) * a.n_head_kv * n_rows * D + 2 * pr;
+        ml[0] = m[i];
+        ml[1] = lt;
+      }
+      continue;
+    }
     const int64_t t = r / group, h = kvh * group + r % group;
     float* o = a.out + (t * a.n_head + h) * D;
     const float inv = lt > 0.0f ? 1.0f / lt : 0.0f;
@@ -359,6 +387,39 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
   }
 }
 
+// One warp per (kv head, row): merges the n_split partial states of the row.
+template <int D>
+__global__ void __launch_bounds__(128)
+    flash_merge_kernel(AttentionArgs a, const float* __restrict__ part, int n_split) {
+  constexpr int kDpl = D / 32;
+  const int lane = threadIdx.x & 31;
+  const int64_t n_rows = a.n_tokens * (a.n_head / a.n_head_kv);
+  const int64_t idx = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (idx >= a.n_head_kv * n_rows) return;  // no barrier in this kernel
+  const int64_t stride = a.n_head_kv * n_rows;
+  const float* ml = part + static_cast<int64_t>(n_split) * stride * D;
+  float m_all = -INFINITY;
+  for (int z = 0; z < n_split; ++z) m_all = fmaxf(m_all, ml[2 * (z * stride + idx)]);
+  float s = 0.0f, o[kDpl] = {};
+  for (int z = 0; z < n_split; ++z) {
+    const float mz = ml[2 * (z * stride + idx)];
+    const float w = mz == -INFINITY ? 0.0f : expf(mz - m_all);
+    s += ml[2 * (z * stride + idx) + 1] * w;
+    const float* pz = part + (z * stride + idx) * D;
+#pragma unroll
+    for (int k = 0; k < kDpl; ++k) o[k] += pz[lane + 32 * k] * w;
+  }
+  const int64_t group = a.n_head / a.n_head_kv;
+  const int64_t kvh = idx / n_rows, r = idx % n_rows;
+  const int64_t t = r / group, h = kvh * group + r % group;
+  float* out = a.out + (t * a.n_head + h) * D;
+  const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+#pragma unroll
+  for (int k = 0; k < kDpl; ++k) out[lane + 32 * k] = o[k] * inv;
+}
+
+// Splits the key range over gridDim.z when the grid would leave most SMs idle
+// (short batches after a long context), then merges the splits.
 template <int D, bool kF16>
 cudaError_t launch_flash_typed(const AttentionArgs& a, cudaStream_t stream) {
   static std::once_flag once;
@@ -370,10 +431,35 @@ cudaError_t launch_flash_typed(const AttentionArgs& a, cudaStream_t stream) {
   });
   if (status != cudaSuccess) return status;
   const int64_t rows = a.n_tokens * (a.n_head / a.n_head_kv);
+  const int64_t blocks = (rows + kFlashRows - 1) / kFlashRows * a.n_head_kv;
+  int device = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+      e != cudaSuccess) {
+    return e;
+  }
+  int64_t n_split = (2 * static_cast<int64_t>(sms) + blocks - 1) / blocks;
+  n_split = n_split < 1 ? 1 : (n_split > kMaxSplit ? kMaxSplit : n_split);
+  float* part = nullptr;
+  if (n_split > 1) {
+    const size_t bytes = static_cast<size_t>(n_split * a.n_head_kv * rows * (D + 2)) * 4;
+    void* p = nullptr;
+    if (scratch_alloc(&p, bytes, stream) == cudaSuccess) {
+      part = static_cast<float*>(p);
+    } else {
+      n_split = 1;
+    }
+  }
   const dim3 grid(static_cast<unsigned>((rows + kFlashRows - 1) / kFlashRows),
-                  static_cast<unsigned>(a.n_head_kv));
-  flash_kernel<D, kF16><<<grid, kFlashWarps * 32, FlashSmem<D>::kBytes, stream>>>(a);
-  return cudaGetLastError();
+                  static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(n_split));
+  flash_kernel<D, kF16><<<grid, kFlashWarps * 32, FlashSmem<D>::kBytes, stream>>>(a, part);
+  if (part == nullptr) return cudaGetLastError();
+  const int64_t warps = a.n_head_kv * rows;
+  flash_merge_kernel<D><<<static_cast<unsigned>((warps + 3) / 4), 128, 0, stream>>>(
+      a, part, static_cast<int>(n_split));
+  const cudaError_t e = cudaGetLastError();
+  const cudaError_t f = cudaFreeAsync(part, stream);
+  return e != cudaSuccess ? e : f;
 }
 
 template <int D>

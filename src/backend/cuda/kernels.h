@@ -48,6 +48,11 @@ bool has_decoder(quant::TensorType type);
 // left pending, when its stream-ordered scratch (bf16 copies of the weights
 // and activations) cannot be allocated: the caller then runs its f32 kernel.
 constexpr int64_t kMmaMinTokens = 128;
+// Stream-ordered scratch from a per-device pool that keeps up to 1 GiB between
+// calls: *p is usable by work enqueued on `stream` after this call until
+// cudaFreeAsync(*p, stream). Returns cudaErrorMemoryAllocation, with no error
+// left pending, when none can be had.
+cudaError_t scratch_alloc(void** p, size_t bytes, cudaStream_t stream);
 cudaError_t launch_matmul_mma(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
                               int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
                               float* y, cudaStream_t stream);

@@ -13,7 +13,8 @@
 // overflow) but rounds every operand to 8 significant bits, so outputs differ
 // from the f32 path by ~2^-9 of the dot product's norm (docs/CUDA.md states
 // the measured error). The scratch (bf16 weights + activations) comes from a
-// per-device memory pool through cudaMallocAsync/cudaFreeAsync on the stream;
+// per-device memory pool (scratch_alloc, also used by attention.cu) and is
+// freed with cudaFreeAsync on the stream;
 // when it cannot be had the launcher returns cudaErrorMemoryAllocation with
 // the error cleared, and the caller runs its f32 kernel instead.
 // Why decode to global memory rather than into each tile: every weight element
@@ -260,6 +261,17 @@ cudaError_t set_gemm_smem_once() {
 
 }  // namespace
 
+cudaError_t scratch_alloc(void** p, size_t bytes, cudaStream_t stream) {
+  cudaMemPool_t pool = nullptr;
+  cudaError_t e = scratch_pool(&pool);
+  if (e == cudaSuccess) e = cudaMallocFromPoolAsync(p, bytes, pool, stream);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // callers fall back; leave no error behind
+    return cudaErrorMemoryAllocation;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t launch_matmul_mma(TensorType type, const void* w, size_t row_bytes, int64_t rows,
                               int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
                               float* y, cudaStream_t stream) {
@@ -272,14 +284,9 @@ cudaError_t launch_matmul_mma(TensorType type, const void* w, size_t row_bytes, 
                            reinterpret_cast<uintptr_t>(w) % 16 == 0;
   const size_t x_bytes = static_cast<size_t>(n_tokens * in_dim) * sizeof(__nv_bfloat16);
   const size_t w_bytes = direct_bf16 ? 0 : static_cast<size_t>(rows * in_dim) * 2;
-  cudaMemPool_t pool = nullptr;
   void* scratch = nullptr;
-  cudaError_t e = scratch_pool(&pool);
-  if (e == cudaSuccess) e = cudaMallocFromPoolAsync(&scratch, x_bytes + w_bytes, pool, stream);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();  // the caller falls back; leave no error behind
-    return cudaErrorMemoryAllocation;
-  }
+  cudaError_t e = scratch_alloc(&scratch, x_bytes + w_bytes, stream);
+  if (e != cudaSuccess) return e;
   auto* xb = static_cast<__nv_bfloat16*>(scratch);
   const __nv_bfloat16* wb = static_cast<const __nv_bfloat16*>(w);
   if (!direct_bf16) {
