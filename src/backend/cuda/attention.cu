@@ -429,7 +429,10 @@ cudaError_t launch_flash_typed(const AttentionArgs& a, cudaStream_t stream) {
         cudaFuncSetAttribute(flash_kernel<D, kF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(FlashSmem<D>::kBytes));
   });
-  if (status != cudaSuccess) return status;
+  if (status != cudaSuccess) {  // less shared memory than the tile needs: per-token kernel
+    (void)cudaGetLastError();
+    return cudaErrorNotSupported;
+  }
   const int64_t rows = a.n_tokens * (a.n_head / a.n_head_kv);
   const int64_t blocks = (rows + kFlashRows - 1) / kFlashRows * a.n_head_kv;
   int device = 0, sms = 0;
@@ -477,39 +480,24 @@ bool attention_head_dim_ok(int64_t head_dim) {
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= 0) return cudaSuccess;
   if (a.n_tokens >= kFlashMinTokens) {
+    cudaError_t e = cudaErrorInvalidValue;
     switch (a.head_dim) {
-      case 32:
-        return launch_flash<32>(a, stream);
-      case 64:
-        return launch_flash<64>(a, stream);
-      case 96:
-        return launch_flash<96>(a, stream);
-      case 128:
-        return launch_flash<128>(a, stream);
-      case 256:
-        return launch_flash<256>(a, stream);
-      default:
-        return cudaErrorInvalidValue;
+      case 32: e = launch_flash<32>(a, stream); break;
+      case 64: e = launch_flash<64>(a, stream); break;
+      case 96: e = launch_flash<96>(a, stream); break;
+      case 128: e = launch_flash<128>(a, stream); break;
+      case 256: e = launch_flash<256>(a, stream); break;
+      default: break;
     }
+    if (e != cudaErrorNotSupported) return e;
   }
   switch (a.head_dim) {
-    case 32:
-      launch_dpl<1>(a, stream);
-      break;
-    case 64:
-      launch_dpl<2>(a, stream);
-      break;
-    case 96:
-      launch_dpl<3>(a, stream);
-      break;
-    case 128:
-      launch_dpl<4>(a, stream);
-      break;
-    case 256:
-      launch_dpl<8>(a, stream);
-      break;
-    default:
-      return cudaErrorInvalidValue;
+    case 32: launch_dpl<1>(a, stream); break;
+    case 64: launch_dpl<2>(a, stream); break;
+    case 96: launch_dpl<3>(a, stream); break;
+    case 128: launch_dpl<4>(a, stream); break;
+    case 256: launch_dpl<8>(a, stream); break;
+    default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

@@ -46,7 +46,8 @@ bool has_decoder(quant::TensorType type);
 // relative error ~2^-9 of each dot product's norm). Same contract as
 // launch_matmul otherwise. Returns cudaErrorMemoryAllocation, with no error
 // left pending, when its stream-ordered scratch (bf16 copies of the weights
-// and activations) cannot be allocated: the caller then runs its f32 kernel.
+// and activations) cannot be allocated, or the device refuses the GEMM's
+// 80 KiB of shared memory: the caller then runs its f32 kernel.
 constexpr int64_t kMmaMinTokens = 128;
 // Stream-ordered scratch from a per-device pool that keeps up to 1 GiB between
 // calls: *p is usable by work enqueued on `stream` after this call until

@@ -278,7 +278,10 @@ cudaError_t launch_matmul_mma(TensorType type, const void* w, size_t row_bytes, 
   if (!has_decoder(type) || in_dim % kBK != 0 || rows <= 0 || n_tokens <= 0) {
     return cudaErrorInvalidValue;
   }
-  if (cudaError_t e = set_gemm_smem_once(); e != cudaSuccess) return e;
+  if (set_gemm_smem_once() != cudaSuccess) {  // a device with less shared memory: f32 path
+    (void)cudaGetLastError();
+    return cudaErrorMemoryAllocation;
+  }
   const bool direct_bf16 = type == TensorType::BF16 &&
                            row_bytes == static_cast<size_t>(in_dim) * 2 &&
                            reinterpret_cast<uintptr_t>(w) % 16 == 0;
