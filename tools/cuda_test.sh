@@ -35,22 +35,31 @@ model=$build/qwen2.5-0.5b-Q4_0.gguf
   MINFER_DISABLE_CUDA=1 "$build/minfer" run -m "$model" -n 64 --temp 0 -p "Hello" 2>&1 | tail -1
   head -c 6000 tests/data/text.txt > "$build/prompt.txt"
   "$build/minfer" run -m "$model" -f "$build/prompt.txt" -n 64 --temp 0 2>&1 | tail -1
-  # Speed: graph replay on and off; per-kernel decode profile (CUDA events).
+  # Speed: decode with graph replay on and off, prefill (pp2048); per-op and
+  # per-kernel decode profiles.
   bw=(--bandwidth "${GPU_BANDWIDTH_GBS:-4300}")
   "$build/minfer" bench -m "$model" -p 512 -n 128 -r 3 "${bw[@]}" 2>&1 | tail -3
   MINFER_NO_CUDA_GRAPH=1 "$build/minfer" bench -m "$model" -p 512 -n 128 -r 2 "${bw[@]}" 2>&1 |
     tail -1
-  "$build/minfer" bench -m "$model" -p 2048 -n 16 -r 2 "${bw[@]}" 2>&1 | tail -2
+  "$build/minfer" bench -m "$model" -p 2048 -n 1 -r 3 2>&1 | grep -E "pp2048|rror|must"
   MINFER_OP_PROFILE=1 "$build/minfer" run -m "$model" -n 32 --temp 0 -p "Hello" \
     > "$out/profile.log" 2>&1
   grep -A14 "op profile" "$out/profile.log" | tail -15
   [ -n "${CUDA_KERNEL_PROFILE:-}" ] && bash tools/cuda_kernel_profile.sh "$build/minfer" "$model" "$out"
 }
+# CUDA_BENCH_7B=1: pp2048 and tg128 on a synthetic Qwen2.5-7B, Q4_K (synth: ~1 min on 16 cores).
+if [ "${CUDA_BENCH_7B:-0}" = 1 ]; then
+  big=$build/qwen2.5-7b-Q4_K.gguf
+  "$build/minfer" synth --model qwen2.5-7b -q Q4_K "${tok[@]}" -o "$big" -s &&
+    "$build/minfer" bench -m "$big" -p 2048 -n 128 -r 2 --bandwidth "${GPU_BANDWIDTH_GBS:-4300}" \
+      2>&1 | grep -E "pp2048|tg128|rror|must"
+  rm -f "$big"
+fi
 if [ -z "${CUDA_TEST_NO_SANITIZER:-}" ] && command -v compute-sanitizer > /dev/null; then
-  compute-sanitizer --tool memcheck "$build/tests/minfer_backend_test" \
+  timeout 150 compute-sanitizer --tool memcheck "$build/tests/minfer_backend_test" \
     --gtest_filter='cuda_Ops*:cuda_GetRows*:cuda_Weights*' > "$out/memcheck.log" 2>&1 || rc=1
   grep "ERROR SUMMARY" "$out/memcheck.log"
-  compute-sanitizer --tool racecheck "$build/tests/minfer_backend_test" \
+  timeout 150 compute-sanitizer --tool racecheck "$build/tests/minfer_backend_test" \
     --gtest_filter='cuda_Ops.KvStore*:cuda_Ops.RmsNorm*' > "$out/racecheck.log" 2>&1 || rc=1
   grep "RACECHECK SUMMARY" "$out/racecheck.log"
 fi

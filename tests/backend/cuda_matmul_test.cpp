@@ -7,10 +7,17 @@
 // with and without bias. Tolerance: max abs diff < 1e-3 with outputs of unit
 // scale (activations scaled by 1/sqrt(in_dim)). GetRows must equal the
 // dequantized rows times the scale to f32 rounding.
+// Batches of >= kMmaMinTokens tokens take the bf16 tensor-core path
+// (matmul_mma.cu), checked at real shapes (in 896/3584/4864/18944, up to 2048
+// tokens, partial tiles) against the same double reference with a relative
+// tolerance: max |diff| / rms(reference) < 2e-2 (bf16 rounds operands to 8
+// significant bits; measured values are printed). Large cases check a sample
+// of the outputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "backend/backend_testutil.h"
 #include "backend/cuda_testutil.h"
@@ -90,6 +97,74 @@ TEST(cuda_Matmul, EveryTypeMatchesDequantizedDoubleDot) {
         }
       }
     }
+  }
+}
+
+// The tensor-core path: every type at a partial-tile shape (all outputs), then
+// real model shapes (sampled outputs).
+TEST(cuda_Matmul, TensorCorePathMatchesDequantizedDoubleDot) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  struct Case {
+    TensorType type;
+    int64_t in, out, n_tokens;
+    bool sampled;
+  };
+  std::vector<Case> cases;
+  for (TensorType type : kTypes) cases.push_back({type, 3584, 200, 130, false});
+  cases.push_back({TensorType::Q4_0, 896, 4864, 2048, true});   // 0.5B gate/up
+  cases.push_back({TensorType::Q4_0, 4864, 896, 512, true});    // 0.5B down
+  cases.push_back({TensorType::Q8_0, 896, 128, 2048, true});    // 0.5B k/v
+  cases.push_back({TensorType::Q4_K, 3584, 3584, 2048, true});  // 7B q/o
+  cases.push_back({TensorType::Q6_K, 18944, 256, 512, true});   // 7B down (fewer rows)
+  cases.push_back({TensorType::BF16, 896, 896, 200, false});    // bf16 read directly
+  for (const Case& c : cases) {
+    model::Weights weights;
+    add_weight(weights, "w", c.type, c.out, c.in, random_floats(c.in * c.out, 41));
+    add_weight(weights, "b", TensorType::F32, 1, c.out, random_floats(c.out, 42));
+    auto gpu = create_backend(weights);
+    ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+    const std::vector<float> w = dequantized(weights, "w");
+    const std::vector<float> bias = random_floats(c.out, 42);
+    const auto x = random_floats(c.in * c.n_tokens, 43, 1.0f / std::sqrt(float(c.in)));
+    Node n;
+    n.op = Op::kMatMul;
+    n.shape.ne = {c.out, c.n_tokens};
+    n.name = "test.matmul_mma";
+    n.meta = graph::MatMulMeta{"w", "b", c.type, c.in, c.out};
+    auto got = run_node(**gpu, n, {bytes_of(x)});
+    ASSERT_TRUE(got.is_ok()) << got.message();
+    std::vector<std::pair<int64_t, int64_t>> at;  // (token, row)
+    if (c.sampled) {
+      uint64_t h = 0x9e3779b97f4a7c15ull;
+      for (int i = 0; i < 3000; ++i) {
+        h = h * 6364136223846793005ull + 1442695040888963407ull;
+        at.emplace_back(static_cast<int64_t>((h >> 33) % c.n_tokens),
+                        static_cast<int64_t>((h >> 13) % c.out));
+      }
+      for (int64_t t : {int64_t{0}, c.n_tokens - 1}) {
+        for (int64_t r : {int64_t{0}, c.out - 1}) at.emplace_back(t, r);
+      }
+    } else {
+      for (int64_t t = 0; t < c.n_tokens; ++t) {
+        for (int64_t r = 0; r < c.out; ++r) at.emplace_back(t, r);
+      }
+    }
+    double diff = 0, sq = 0;
+    bool finite = true;
+    for (const auto& [t, r] : at) {
+      double want = bias[r];
+      for (int64_t k = 0; k < c.in; ++k) want += double(w[r * c.in + k]) * double(x[t * c.in + k]);
+      const float g = (*got)[t * c.out + r];
+      finite = finite && std::isfinite(g);
+      diff = std::max(diff, std::abs(want - g));
+      sq += want * want;
+    }
+    const double rel = diff / std::sqrt(sq / double(at.size()));
+    std::printf("  mma %-5s in %5lld out %4lld tokens %4lld: max diff %.2e rel %.2e\n",
+                std::string(quant::type_name(c.type)).c_str(), static_cast<long long>(c.in),
+                static_cast<long long>(c.out), static_cast<long long>(c.n_tokens), diff, rel);
+    EXPECT_TRUE(finite) << quant::type_name(c.type);
+    EXPECT_LT(rel, 2e-2) << quant::type_name(c.type) << " in " << c.in << " tokens " << c.n_tokens;
   }
 }
 

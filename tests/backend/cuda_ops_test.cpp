@@ -5,8 +5,11 @@
 // element-wise ops, RMSNorm (rows and per-head groups), RoPE (NeoX and normal,
 // partial rotation, frequency factors), KV store (f32 and f16 caches) and
 // attention (GQA 7 and 8, head dims 64/128/256, sliding window, decode and
-// prompt batches, reading earlier positions from the cache). Tolerance: max
-// abs diff < 1e-3 everywhere (measured values are printed).
+// prompt batches, reading earlier positions from the cache; batches of 8 or
+// more tokens run the tiled flash kernel, split over the key range when its
+// grid is small; shorter batches the per-token one). Tolerance: max abs diff
+// < 1e-3 everywhere (both attention kernels are f32; measured values are
+// printed).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -291,6 +294,19 @@ TEST(cuda_Ops, KvStoreMatchesCpuAndAttentionItsReference) {
       {4, 1, 256, 90, 1, 64, DType::kF32},   // gemma3 270m local layer: window
       {4, 1, 256, 10, 80, 64, DType::kF16},  // window inside the batch
       {8, 8, 64, 5, 4, 0, DType::kF32},      // no GQA
+      // Prompt batches of >= 8 tokens run the tiled (flash) kernel:
+      {14, 2, 64, 0, 1024, 0, DType::kF16},     // 0.5b prompt, GQA 7, partial row tiles
+      {28, 4, 128, 100, 300, 0, DType::kF16},   // 7b prompt chunk after cached rows
+      {32, 4, 128, 0, 256, 0, DType::kF32},     // GQA 8
+      {32, 8, 128, 40, 9, 0, DType::kF32},      // short chunk: key range starts mid-tile
+      {8, 1, 256, 0, 600, 128, DType::kF16},    // gemma-like, window inside the batch
+      {8, 1, 256, 200, 100, 128, DType::kF32},  // window reaching into the cache
+      {4, 4, 32, 3, 70, 0, DType::kF32},        // head dim 32, no GQA
+      {6, 2, 96, 0, 33, 20, DType::kF32},       // head dim 96
+      // Few blocks: the key range is split over several blocks, then merged.
+      {14, 2, 64, 2000, 12, 0, DType::kF16},    // prompt tail after a long context
+      {28, 4, 128, 1500, 40, 0, DType::kF32},   // 7b shape
+      {8, 1, 256, 1000, 20, 128, DType::kF16},  // window: most splits empty
   };
   for (const AttnCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << "heads " << c.n_head << "/" << c.n_head_kv << " hd "

@@ -12,7 +12,10 @@
 //   top1 fraction of positions whose argmax agrees.
 // Tolerances: f32 cache rel < 2e-4 (f32 sums in a different order than the
 // reference's doubles); f16 cache rel < 2e-3 (the CPU path measures 3.7e-4 for
-// the same rounding); top1 >= 0.98 (a near-tie may flip).
+// the same rounding); top1 >= 0.98 (a near-tie may flip). The 160-token cases
+// run their whole-batch matmuls (>= 128 tokens) on the bf16 tensor-core path,
+// which rounds weights and activations to bf16: rel < 2e-2 and top1 >= 0.95
+// there (measured 7.0e-3 and 0.975).
 // Skipped without a CUDA device.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -78,7 +81,7 @@ Result<const Model*> tiny_model(const std::string& shape, const std::string& qua
 Result<std::vector<float>> run_gpu(const Model& model, graph::DType kv, int64_t max_batch,
                                    const std::vector<int32_t>& tokens, size_t n_first) {
   runtime::SessionOptions o;
-  o.n_ctx = 128;
+  o.n_ctx = std::max<int64_t>(128, static_cast<int64_t>(tokens.size()));
   o.n_threads = 2;
   o.kv_type = kv;
   o.max_batch = max_batch;
@@ -133,7 +136,9 @@ TEST_P(CudaForward, MatchesReference) {
     std::printf("  gpu %-11s %-6s kv %s %-7s rel %.2e top1 %.3f\n", c.shape.c_str(),
                 c.quant.c_str(), graph::dtype_name(c.kv_type), mode.name, rel, top1);
     EXPECT_LE(rel, c.rel) << mode.name;
-    EXPECT_GE(top1, 0.98) << mode.name;
+    // bf16 matmuls move near-ties of these random tiny models' logits (measured
+    // 0.975 on tiny-qwen2 Q4_0 at rel 7e-3).
+    EXPECT_GE(top1, c.rel > 1e-3 ? 0.95 : 0.98) << mode.name;
   }
 }
 
@@ -151,10 +156,14 @@ INSTANTIATE_TEST_SUITE_P(Tiny, CudaForward,
                                            GpuCase{"tiny-llama", "Q5_0", kF16, 50, 2e-3},
                                            GpuCase{"tiny-llama", "Q6_K", kF32, 50, 2e-4},
                                            GpuCase{"tiny-gemma3", "F16", kF16, 80, 2e-3},
-                                           GpuCase{"tiny-gemma3", "Q4_K_M", kF32, 80, 2e-4}),
+                                           GpuCase{"tiny-gemma3", "Q4_K_M", kF32, 80, 2e-4},
+                                           GpuCase{"tiny-qwen2", "Q4_0", kF16, 160, 2e-2},
+                                           GpuCase{"tiny-gemma3", "Q4_K_M", kF32, 160, 2e-2}),
                          [](const auto& info) {
                            std::string s = info.param.shape + "_" + info.param.quant + "_" +
                                            graph::dtype_name(info.param.kv_type);
+                           if (info.param.n_tokens > 128)
+                             s += "_" + std::to_string(info.param.n_tokens);
                            std::replace(s.begin(), s.end(), '-', '_');
                            return s;
                          });

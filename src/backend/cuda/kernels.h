@@ -40,6 +40,24 @@ cudaError_t launch_get_rows_weight(quant::TensorType type, const void* w, size_t
 // Types with a device decoder.
 bool has_decoder(quant::TensorType type);
 
+// --- matmul_mma.cu ---------------------------------------------------------
+// launch_matmul's path for n_tokens >= kMmaMinTokens: bf16 tensor-core GEMM
+// with f32 accumulation (weights decoded to bf16, activations rounded to bf16;
+// relative error ~2^-9 of each dot product's norm). Same contract as
+// launch_matmul otherwise. Returns cudaErrorMemoryAllocation, with no error
+// left pending, when its stream-ordered scratch (bf16 copies of the weights
+// and activations) cannot be allocated, or the device refuses the GEMM's
+// 80 KiB of shared memory: the caller then runs its f32 kernel.
+constexpr int64_t kMmaMinTokens = 128;
+// Stream-ordered scratch from a per-device pool that keeps up to 1 GiB between
+// calls: *p is usable by work enqueued on `stream` after this call until
+// cudaFreeAsync(*p, stream). Returns cudaErrorMemoryAllocation, with no error
+// left pending, when none can be had.
+cudaError_t scratch_alloc(void** p, size_t bytes, cudaStream_t stream);
+cudaError_t launch_matmul_mma(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
+                              int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
+                              float* y, cudaStream_t stream);
+
 // --- ops.cu ------------------------------------------------------------------
 enum class Ew : int { kAdd, kMul, kScale, kSilu, kGelu, kSwiGLU, kGeGLU };
 // y = op(a[, b]); n elements; y may alias a or b.

@@ -144,6 +144,11 @@ bool has_decoder(TensorType type) {
 cudaError_t launch_matmul(TensorType type, const void* w, size_t row_bytes, int64_t rows,
                           int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
                           float* y, cudaStream_t stream) {
+  if (n_tokens >= kMmaMinTokens) {  // tensor cores (matmul_mma.cu) unless out of scratch
+    const cudaError_t e =
+        launch_matmul_mma(type, w, row_bytes, rows, in_dim, x, n_tokens, bias, y, stream);
+    if (e != cudaErrorMemoryAllocation) return e;
+  }
   const int64_t n_chunks = in_dim / kChunk;
   const auto* wb = static_cast<const uint8_t*>(w);
   const bool known = dispatch_type(type, [&](auto tag) {
