@@ -12,12 +12,15 @@
 //   - supports_op() says yes to every op the model builders emit, with f32
 //     activations (no activation quantization: DESIGN.md §3.7), when the
 //     node's weights and shapes fit the kernels; supports_fused() claims
-//     SwiGLU and GeGLU.
+//     SwiGLU, GeGLU and the decode fusions FusedQKV, FusedQkvNorm, FusedFFN
+//     and MatMulAdd (taken for one token, or up to four for FFN/MatMulAdd).
 //   - execute_node() only enqueues kernels on the backend's stream; errors
 //     (missing weight, wrong metadata, a shape the kernels refuse) name the
-//     node and the numbers. synchronize() waits with a deadline (10 s, or
-//     MINFER_GPU_TIMEOUT seconds) and, on timeout or a device error, names the
-//     last 16 kernels launched.
+//     node and the numbers. A split's launches are captured into a CUDA graph
+//     on its second execution and replayed from the third (begin_split /
+//     end_split; MINFER_NO_CUDA_GRAPH=1 turns it off). synchronize() waits with a deadline (10 s,
+//     or MINFER_GPU_TIMEOUT seconds) and, on timeout or a device error, names the last 16 kernels
+//     launched.
 //   - Buffers are cudaMalloc allocations; read_host/write_host copy
 //     synchronously with respect to the host.
 // Threading: as backend::Backend (one driving thread).
