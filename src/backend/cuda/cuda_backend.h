@@ -18,9 +18,9 @@
 //     (missing weight, wrong metadata, a shape the kernels refuse) name the
 //     node and the numbers. A split's launches are captured into a CUDA graph
 //     on its second execution and replayed from the third (begin_split /
-//     end_split; MINFER_NO_CUDA_GRAPH=1 turns it off). synchronize() waits with a deadline (10 s,
-//     or MINFER_GPU_TIMEOUT seconds) and, on timeout or a device error, names the last 16 kernels
-//     launched.
+//     end_split; MINFER_NO_CUDA_GRAPH=1 turns it off). synchronize() waits
+//     with a deadline (10 s, or MINFER_GPU_TIMEOUT seconds) and, on timeout
+//     or a device error, names the last 16 kernels launched.
 //   - Buffers are cudaMalloc allocations; read_host/write_host copy
 //     synchronously with respect to the host.
 // Threading: as backend::Backend (one driving thread).
