@@ -47,6 +47,19 @@ model=$build/qwen2.5-0.5b-Q4_0.gguf
   grep -A14 "op profile" "$out/profile.log" | tail -15
   [ -n "${CUDA_KERNEL_PROFILE:-}" ] && bash tools/cuda_kernel_profile.sh "$build/minfer" "$model" "$out"
 }
+# Greedy decoding of a Gemma 3 270M-shaped model (synthetic: the real GGUF is
+# not available on the GPU machine) is identical across runs.
+g3=$build/gemma3-270m-Q4_K_M.gguf
+if "$build/minfer" synth --model gemma3-270m -q Q4_K_M -o "$g3" -s; then
+  g3a=$("$build/minfer" run -m "$g3" -n 48 --temp 0 -p "The capital of France is" 2> /dev/null)
+  g3b=$("$build/minfer" run -m "$g3" -n 48 --temp 0 -p "The capital of France is" 2> /dev/null)
+  if [ -n "$g3a" ] && [ "$g3a" = "$g3b" ]; then
+    echo "gemma3-270m (synthetic) greedy, 48 tokens: identical across two runs"
+  else
+    echo "gemma3-270m (synthetic) greedy: runs differ or are empty"
+    rc=1
+  fi
+fi
 # CUDA_BENCH_7B=1: pp2048 and tg128 on a synthetic Qwen2.5-7B, Q4_K (synth: ~1 min on 16 cores).
 if [ "${CUDA_BENCH_7B:-0}" = 1 ]; then
   big=$build/qwen2.5-7b-Q4_K.gguf
