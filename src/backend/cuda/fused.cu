@@ -6,8 +6,6 @@
 //     writing the packed row [q | k | v]; then one block per head applies the
 //     per-head RMSNorm (q/k, when given), RoPE (q/k) and stores k and v into
 //     the cache at the token's position.
-//   - MatMulAdd, up to 4 tokens: the GEMV with the residual added in its
-//     epilogue ((x.w + bias) + r, the unfused order's value).
 //   - FusedFFN, up to 4 tokens: each warp computes gate row r and
 //     up row r and writes act(gate) * up, so neither intermediate reaches
 //     memory.
@@ -127,28 +125,6 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
   if (n > 0 && s.writer()) y[t * rows + s.row0] = (kGelu ? gelu_f(g[0]) : silu_f(g[0])) * u[0];
 }
 
-template <TensorType T, int R, int kSplit>
-__global__ void __launch_bounds__(kGemvBlockWarps * 32)
-    gemv_add_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
-                    int64_t n_chunks, const float* __restrict__ x, const float* __restrict__ bias,
-                    const float* __restrict__ r, float* __restrict__ y) {
-  __shared__ float part[kGemvBlockWarps][R];
-  const GemvSplit<R, kSplit> s(blockIdx.x);
-  const int64_t t = blockIdx.y;
-  const int n = s.rows_valid(rows);
-  float acc[R];
-  rows_dot_lane<T, R>(w + s.row0 * row_bytes, row_bytes, n, n_chunks, s.c_begin(), s.kStep,
-                      x + t * n_chunks * kChunk, acc);
-  s.reduce(acc, part);
-#pragma unroll
-  for (int k = 0; k < R; ++k) {
-    if (k < n && s.writer()) {
-      const int64_t i = t * rows + s.row0 + k;
-      y[i] = (acc[k] + (bias != nullptr ? bias[s.row0 + k] : 0.0f)) + r[i];
-    }
-  }
-}
-
 unsigned blocks(int64_t rows) {
   return static_cast<unsigned>((rows + kWarps - 1) / kWarps);
 }
@@ -209,25 +185,6 @@ cudaError_t launch_fused_ffn(TensorType type, const void* gate, const void* up, 
         ffn_gemv_kernel<T, false, kS>
             <<<grid, kGemvBlockWarps * 32, 0, stream>>>(g, u, row_bytes, n_ff, n_chunks, x, y);
       }
-    });
-  });
-  return known ? cudaGetLastError() : cudaErrorInvalidValue;
-}
-
-cudaError_t launch_gemv_add(TensorType type, const void* w, size_t row_bytes, int64_t rows,
-                            int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
-                            const float* residual, float* y, cudaStream_t stream) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const int64_t n_chunks = in_dim / kChunk;
-  const bool known = dispatch_type(type, [&](auto tag) {
-    constexpr TensorType T = decltype(tag)::value;
-    choose_gemv_split(rows, n_chunks, 4, [&](auto r, auto split) {
-      constexpr int kR = decltype(r)::value, kS = decltype(split)::value;
-      constexpr int64_t per_block = GemvSplit<kR, kS>::kRowsPerBlock;
-      const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block),
-                      static_cast<unsigned>(n_tokens));
-      gemv_add_kernel<T, kR, kS><<<grid, kGemvBlockWarps * 32, 0, stream>>>(
-          wb, row_bytes, rows, n_chunks, x, bias, residual, y);
     });
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;

@@ -134,8 +134,8 @@ cudaError_t launch_fused_ffn(quant::TensorType type, const void* gate, const voi
                              size_t row_bytes, int64_t n_ff, int64_t in_dim, const float* x,
                              int64_t n_tokens, bool gelu, float* y, cudaStream_t stream);
 
-// y[t][r] = (x[t] . W[r] + bias[r]) + residual[t][r] for up to 4 tokens; y may
-// alias residual, not x.
+// (matmul.cu) MatMulAdd: y[t][r] = (x[t] . W[r] + bias[r]) + residual[t][r]
+// for up to 4 tokens (the unfused order's value); y may alias residual, not x.
 cudaError_t launch_gemv_add(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
                             int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
                             const float* residual, float* y, cudaStream_t stream);

@@ -30,7 +30,7 @@ template <TensorType T, int R, int kSplit>
 __global__ void __launch_bounds__(kGemvBlockWarps * 32)
     gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t n_chunks,
                 const float* __restrict__ x, const float* __restrict__ bias,
-                float* __restrict__ y) {
+                const float* residual, float* y) {
   __shared__ float part[kGemvBlockWarps][R];
   const GemvSplit<R, kSplit> g(blockIdx.x);
   const int64_t t = blockIdx.y;
@@ -42,7 +42,9 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (r < n && g.writer()) {
-      y[t * rows + g.row0 + r] = acc[r] + (bias != nullptr ? bias[g.row0 + r] : 0.0f);
+      const int64_t i = t * rows + g.row0 + r;
+      const float v = acc[r] + (bias != nullptr ? bias[g.row0 + r] : 0.0f);
+      y[i] = residual != nullptr ? v + residual[i] : v;  // y may alias residual
     }
   }
 }
@@ -141,6 +143,28 @@ bool has_decoder(TensorType type) {
   return dispatch_type(type, [](auto) {});
 }
 
+namespace {
+
+// The GEMV for up to kGemvMaxTokens tokens, with an optional residual.
+cudaError_t launch_gemv(TensorType type, const uint8_t* wb, size_t row_bytes, int64_t rows,
+                        int64_t n_chunks, const float* x, int64_t n_tokens, const float* bias,
+                        const float* residual, float* y, cudaStream_t stream) {
+  const bool known = dispatch_type(type, [&](auto tag) {
+    constexpr TensorType T = decltype(tag)::value;
+    choose_gemv_split(rows, n_chunks, 4, [&](auto r, auto split) {
+      constexpr int kR = decltype(r)::value, kS = decltype(split)::value;
+      constexpr int64_t per_block = GemvSplit<kR, kS>::kRowsPerBlock;
+      const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block),
+                      static_cast<unsigned>(n_tokens));
+      gemv_kernel<T, kR, kS><<<grid, kGemvBlockWarps * 32, 0, stream>>>(
+          wb, row_bytes, rows, n_chunks, x, bias, residual, y);
+    });
+  });
+  return known ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+}  // namespace
+
 cudaError_t launch_matmul(TensorType type, const void* w, size_t row_bytes, int64_t rows,
                           int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
                           float* y, cudaStream_t stream) {
@@ -151,25 +175,25 @@ cudaError_t launch_matmul(TensorType type, const void* w, size_t row_bytes, int6
   }
   const int64_t n_chunks = in_dim / kChunk;
   const auto* wb = static_cast<const uint8_t*>(w);
+  if (n_tokens <= kGemvMaxTokens) {
+    return launch_gemv(type, wb, row_bytes, rows, n_chunks, x, n_tokens, bias, nullptr, y, stream);
+  }
   const bool known = dispatch_type(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
-    if (n_tokens <= kGemvMaxTokens) {
-      choose_gemv_split(rows, n_chunks, 4, [&](auto r, auto split) {
-        constexpr int kR = decltype(r)::value, kS = decltype(split)::value;
-        constexpr int64_t per_block = GemvSplit<kR, kS>::kRowsPerBlock;
-        const dim3 grid(static_cast<unsigned>((rows + per_block - 1) / per_block),
-                        static_cast<unsigned>(n_tokens));
-        gemv_kernel<T, kR, kS>
-            <<<grid, kGemvBlockWarps * 32, 0, stream>>>(wb, row_bytes, rows, n_chunks, x, bias, y);
-      });
-    } else {
-      const dim3 grid(static_cast<unsigned>((rows + kTileM - 1) / kTileM),
-                      static_cast<unsigned>((n_tokens + kTileN - 1) / kTileN));
-      tiled_kernel<T><<<grid, kTileThreads, 0, stream>>>(wb, row_bytes, rows, n_chunks, x,
-                                                         n_tokens, bias, y);
-    }
+    const dim3 grid(static_cast<unsigned>((rows + kTileM - 1) / kTileM),
+                    static_cast<unsigned>((n_tokens + kTileN - 1) / kTileN));
+    tiled_kernel<T><<<grid, kTileThreads, 0, stream>>>(wb, row_bytes, rows, n_chunks, x, n_tokens,
+                                                       bias, y);
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t launch_gemv_add(TensorType type, const void* w, size_t row_bytes, int64_t rows,
+                            int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
+                            const float* residual, float* y, cudaStream_t stream) {
+  if (n_tokens > kGemvMaxTokens) return cudaErrorInvalidValue;
+  return launch_gemv(type, static_cast<const uint8_t*>(w), row_bytes, rows, in_dim / kChunk, x,
+                     n_tokens, bias, residual, y, stream);
 }
 
 cudaError_t launch_get_rows_weight(TensorType type, const void* w, size_t row_bytes,
