@@ -100,6 +100,59 @@ TEST(cuda_Matmul, EveryTypeMatchesDequantizedDoubleDot) {
   }
 }
 
+// Every GEMV work split (choose_gemv_split: four rows per warp for very many
+// rows, four warps per row for long rows, both, neither), plain and with the
+// residual add of MatMulAdd, against the dequantized weights in double.
+TEST(cuda_Matmul, GemvSplitsAndResidualMatchDequantizedDoubleDot) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  struct Shape {
+    int64_t in, out;
+  };
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    for (const Shape& sh :
+         {Shape{1024, 16500}, Shape{3584, 4200}, Shape{3584, 300}, Shape{256, 5}}) {
+      model::Weights weights;
+      add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 31));
+      add_weight(weights, "b", TensorType::F32, 1, sh.out, random_floats(sh.out, 32));
+      auto gpu = create_backend(weights);
+      ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+      const std::vector<float> w = dequantized(weights, "w");
+      const std::vector<float> bias = random_floats(sh.out, 32);
+      for (int64_t n_tokens : {1, 4}) {
+        for (bool residual : {false, true}) {
+          const auto x = random_floats(sh.in * n_tokens, 33, 1.0f / std::sqrt(float(sh.in)));
+          const auto r = random_floats(sh.out * n_tokens, 34);
+          Node n;
+          n.op = residual ? Op::kMatMulAdd : Op::kMatMul;
+          n.shape.ne = {sh.out, n_tokens};
+          n.name = "test.gemv";
+          n.inputs = residual ? std::vector<graph::NodeId>{0, 1} : std::vector<graph::NodeId>{0};
+          n.meta = graph::MatMulMeta{"w", "b", type, sh.in, sh.out};
+          ASSERT_TRUE((*gpu)->supports_op(n)) << quant::type_name(type);
+          auto got = residual ? run_node(**gpu, n, {bytes_of(x), bytes_of(r)})
+                              : run_node(**gpu, n, {bytes_of(x)});
+          ASSERT_TRUE(got.is_ok()) << got.message();
+          double diff = 0;
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            for (int64_t o = 0; o < sh.out; ++o) {
+              double want = bias[o] + (residual ? r[t * sh.out + o] : 0.0);
+              for (int64_t k = 0; k < sh.in; ++k) {
+                want += double(w[o * sh.in + k]) * double(x[t * sh.in + k]);
+              }
+              diff = std::max(diff, std::abs(want - (*got)[t * sh.out + o]));
+            }
+          }
+          std::printf("  gemv %-5s in %4lld out %5lld tokens %lld residual %d: max diff %.2e\n",
+                      std::string(quant::type_name(type)).c_str(), static_cast<long long>(sh.in),
+                      static_cast<long long>(sh.out), static_cast<long long>(n_tokens),
+                      int(residual), diff);
+          EXPECT_LT(diff, 1e-3) << quant::type_name(type) << " in " << sh.in << " out " << sh.out;
+        }
+      }
+    }
+  }
+}
+
 // The tensor-core path: every type at a partial-tile shape (all outputs), then
 // real model shapes (sampled outputs).
 TEST(cuda_Matmul, TensorCorePathMatchesDequantizedDoubleDot) {
