@@ -135,22 +135,32 @@ inline int32x4_t block_sum(const uint8_t* pw, const uint8_t* q8) {
   return Dot::dot(Dot::dot(vdupq_n_s32(0), lo, load_s8(q8)), hi, load_s8(q8 + 16));
 }
 
+// acc + d_w * d_x * (block sum) for one weight block and its Q8_0/Q8_1
+// activation block (both start with the f16 scale d; qs at `x_qs`).
+template <class Dot, class F, size_t x_qs>
+inline float32x4_t scaled_block(const uint8_t* bw, const uint8_t* bx, float32x4_t acc) {
+  const int32x4_t s = block_sum<Dot, F>(bw, bx + x_qs);
+  return vfmaq_n_f32(acc, vcvtq_f32_s32(s), half_at(bw) * half_at(bx));
+}
+
 // Symmetric formats (Q4_0, Q5_0, Q8_0) against Q8_0: sum of d_w * d_x * block
 // sum, in two 4-lane accumulators (even and odd blocks).
 template <class Dot, class F>
 float dot_q8_0_blocks(int64_t n, const void* w, const void* x) {
-  using quant::BlockQ8_0;
+  constexpr size_t kX = sizeof(quant::BlockQ8_0);
+  constexpr size_t kQs = offsetof(quant::BlockQ8_0, qs);
   const auto* pw = static_cast<const uint8_t*>(w);
   const auto* px = static_cast<const uint8_t*>(x);
   const int64_t nb = n / kQK;
-  float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-  for (int64_t ib = 0; ib < nb; ++ib) {
-    const uint8_t* bw = pw + ib * F::kBytes;
-    const uint8_t* bx = px + ib * sizeof(BlockQ8_0);
-    const int32x4_t s = block_sum<Dot, F>(bw, bx + offsetof(BlockQ8_0, qs));
-    acc[ib & 1] = vfmaq_n_f32(acc[ib & 1], vcvtq_f32_s32(s), half_at(bw) * half_at(bx));
+  float32x4_t acc0 = vdupq_n_f32(0.0f);
+  float32x4_t acc1 = vdupq_n_f32(0.0f);
+  int64_t ib = 0;
+  for (; ib + 2 <= nb; ib += 2) {
+    acc0 = scaled_block<Dot, F, kQs>(pw + ib * F::kBytes, px + ib * kX, acc0);
+    acc1 = scaled_block<Dot, F, kQs>(pw + (ib + 1) * F::kBytes, px + (ib + 1) * kX, acc1);
   }
-  return vaddvq_f32(vaddq_f32(acc[0], acc[1]));
+  if (ib < nb) acc0 = scaled_block<Dot, F, kQs>(pw + ib * F::kBytes, px + ib * kX, acc0);
+  return vaddvq_f32(vaddq_f32(acc0, acc1));
 }
 
 // Formats with an offset (Q4_1, Q5_1) against Q8_1: as above plus m_w * s_x
@@ -158,19 +168,25 @@ float dot_q8_0_blocks(int64_t n, const void* w, const void* x) {
 template <class Dot, class F>
 float dot_q8_1_blocks(int64_t n, const void* w, const void* x) {
   using quant::BlockQ8_1;
+  constexpr size_t kX = sizeof(BlockQ8_1);
+  constexpr size_t kQs = offsetof(BlockQ8_1, qs);
   const auto* pw = static_cast<const uint8_t*>(w);
   const auto* px = static_cast<const uint8_t*>(x);
   const int64_t nb = n / kQK;
-  float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  float32x4_t acc0 = vdupq_n_f32(0.0f);
+  float32x4_t acc1 = vdupq_n_f32(0.0f);
   float offsets = 0.0f;
-  for (int64_t ib = 0; ib < nb; ++ib) {
-    const uint8_t* bw = pw + ib * F::kBytes;
-    const uint8_t* bx = px + ib * sizeof(BlockQ8_1);
-    const int32x4_t s = block_sum<Dot, F>(bw, bx + offsetof(BlockQ8_1, qs));
-    acc[ib & 1] = vfmaq_n_f32(acc[ib & 1], vcvtq_f32_s32(s), half_at(bw) * half_at(bx));
-    offsets += half_at(bw + F::kMinOffset) * half_at(bx + offsetof(BlockQ8_1, s));
+  int64_t ib = 0;
+  for (; ib + 2 <= nb; ib += 2) {
+    acc0 = scaled_block<Dot, F, kQs>(pw + ib * F::kBytes, px + ib * kX, acc0);
+    acc1 = scaled_block<Dot, F, kQs>(pw + (ib + 1) * F::kBytes, px + (ib + 1) * kX, acc1);
   }
-  return vaddvq_f32(vaddq_f32(acc[0], acc[1])) + offsets;
+  if (ib < nb) acc0 = scaled_block<Dot, F, kQs>(pw + ib * F::kBytes, px + ib * kX, acc0);
+  for (ib = 0; ib < nb; ++ib) {
+    offsets += half_at(pw + ib * F::kBytes + F::kMinOffset) *
+               half_at(px + ib * kX + offsetof(BlockQ8_1, s));
+  }
+  return vaddvq_f32(vaddq_f32(acc0, acc1)) + offsets;
 }
 
 // Q4_K/Q5_K: the eight six-bit (scale, min) pairs, and sum_j min_j * (sum of
