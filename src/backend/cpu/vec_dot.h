@@ -18,10 +18,12 @@
 //     ggml's AVX2 ggml_vec_dot_f16/f32 exactly (4x8-lane accumulators).
 // AVX2 kernels exist for F32, F16, Q4_0, Q5_0, Q8_0 and Q2_K..Q6_K; BF16, Q4_1
 // and Q5_1 always use the scalar kernel there.
-//   - The NEON kernels (AArch64) follow the same contract as the AVX2 ones
-//     and exist for every type: kNeon forms int8 products with ARMv8.0
-//     widening multiplies, kNeonDotprod with the ARMv8.2 SDOT instruction
-//     (integer formats only; F32/F16/BF16 are the kNeon kernels).
+//   - The NEON kernels (AArch64) exist for every type and, like the AVX2
+//     ones, compute the same integer block sums as the scalar kernels and
+//     differ from them only by float rounding (4-lane f32 accumulators; not
+//     ggml's NEON order). kNeon forms int8 products with ARMv8.0 widening
+//     multiplies, kNeonDotprod with the ARMv8.2 SDOT instruction (integer
+//     formats only; its F32/F16/BF16 kernels are kNeon's).
 // A kernel trusts its arguments: n must be a non-negative multiple of the
 // type's block size (check with dot_args_ok or let matmul validate), both
 // rows must hold n elements, and rows need no alignment.
