@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing minfer needs on a fresh Debian machine:
-# compilers and libraries from apt, test tooling (the `gguf` reader) from PyPI.
+# compilers and libraries from apt (with an AArch64 cross toolchain and qemu),
+# test tooling (the `gguf` reader) from PyPI.
 # Idempotent: skips what is already there. Needs root (or sudo) for apt.
 set -euo pipefail
 
 apt_packages=(cmake ninja-build clang clang-format libclang-rt-dev g++ pkg-config libgtest-dev libgmock-dev
-              libbenchmark-dev libpcre2-dev libutf8proc-dev python3 python3-pip)
+              libbenchmark-dev libpcre2-dev libutf8proc-dev python3 python3-pip
+              # The AArch64 cross build of tools/aarch64_test.sh: libc, libstdc++ and
+              # binutils for the target, googletest's sources, and qemu to run it.
+              g++-aarch64-linux-gnu googletest qemu-user)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

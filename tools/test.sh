@@ -11,5 +11,7 @@ build=${MINFER_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       -DCMAKE_BUILD_TYPE=Release -DMINFER_WERROR=ON
 cmake --build "$build" -j"$(nproc)"
+# The CPU kernels cross-built for AArch64 and tested under qemu (NEON paths).
+MINFER_AARCH64_BUILD_DIR="$build-aarch64" bash tools/aarch64_test.sh
 cd "$build"
 ctest --output-on-failure -j"$(nproc)" "$@"

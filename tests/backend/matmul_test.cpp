@@ -71,7 +71,7 @@ TEST(cpu_Matmul, EqualsPerRowDotsForEveryTypeThreadCountAndIsa) {
       SCOPED_TRACE(std::string(quant::type_name(type)) + " tokens=" + std::to_string(n_tokens));
       const auto w = make_weights(p, ++seed);
       const auto x = random_floats(p.in_dim * p.n_tokens, ++seed);
-      for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kNeonDotprod}) {
         if (!isa_supported(isa)) continue;
         const auto expected = naive(p, w, x, isa);
         for (int threads : {1, 2}) {

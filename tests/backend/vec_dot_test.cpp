@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "backend/backend_testutil.h"
 #include "backend/cpu/vec_dot_internal.h"
@@ -84,6 +86,73 @@ double q8_1_offset_magnitude(TensorType type, const uint8_t* w, const uint8_t* x
   return total;
 }
 
+// Overwrites every quant byte of a row of `type` blocks with random bits,
+// keeping the f16/f32 scales (so the result stays finite and comparable).
+// no_int8_min: Q8_0 quants stay in [-127, 127], as quantize_row writes them.
+void randomize_quants(TensorType type, std::vector<uint8_t>& row, std::mt19937& rng,
+                      bool no_int8_min) {
+  struct Span {
+    size_t offset, bytes;
+  };
+  std::vector<Span> spans;
+  switch (type) {
+    case TensorType::Q4_0:
+      spans = {{2, 16}};
+      break;
+    case TensorType::Q4_1:
+      spans = {{4, 16}};
+      break;
+    case TensorType::Q5_0:
+      spans = {{2, 20}};
+      break;
+    case TensorType::Q5_1:
+      spans = {{4, 20}};
+      break;
+    case TensorType::Q8_0:
+      spans = {{2, 32}};
+      break;
+    case TensorType::Q8_1:  // s = d * sum(q) goes stale; both kernels read the same s
+      spans = {{4, 32}};
+      break;
+    case TensorType::Q2_K:  // scales and mins too: every nibble is legal
+      spans = {{0, 80}};
+      break;
+    case TensorType::Q3_K:  // hmask, qs, packed six-bit scales
+      spans = {{0, 108}};
+      break;
+    case TensorType::Q4_K:  // packed scales and qs
+    case TensorType::Q5_K:  // packed scales, qh and qs
+      spans = {{4, quant::type_traits(type).type_size - 4}};
+      break;
+    case TensorType::Q6_K:  // ql, qh and the int8 scales
+      spans = {{0, 208}};
+      break;
+    case TensorType::Q8_K:  // qs; bsums must stay the sums of qs, recomputed below
+      spans = {{4, 256}};
+      break;
+    default:
+      return;
+  }
+  const size_t block = quant::type_traits(type).type_size;
+  for (size_t b = 0; b + block <= row.size(); b += block) {
+    for (const Span& s : spans) {
+      for (size_t i = 0; i < s.bytes; ++i) {
+        auto byte = static_cast<uint8_t>(rng());
+        if (no_int8_min && type == TensorType::Q8_0 && byte == 0x80) byte = 0x81;
+        row[b + s.offset + i] = byte;
+      }
+    }
+    if (type == TensorType::Q8_K) {
+      for (int g = 0; g < 16; ++g) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += static_cast<int8_t>(row[b + 4 + 16 * g + i]);
+        const auto s16 = static_cast<int16_t>(sum);
+        std::memcpy(&row[b + 4 + 256 + 2 * g], &s16, 2);
+      }
+    }
+  }
+}
+
 struct Case {
   TensorType type;
   int64_t n;
@@ -126,16 +195,23 @@ TEST(cpu_VecDot, ScalarKernelsMatchDequantizedReference) {
   }
 }
 
-TEST(cpu_VecDot, Avx2KernelsMatchDequantizedReference) {
-  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
+// Every SIMD kernel set, tested against the scalar reference wherever the
+// CPU can run it (on x86 the NEON ones skip, and the other way round).
+class cpu_VecDotSimd : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam())) GTEST_SKIP() << "CPU without " << isa_name(GetParam());
+  }
+};
+
+TEST_P(cpu_VecDotSimd, KernelsMatchDequantizedReference) {
   uint32_t seed = 100;
   for (TensorType type : kWeightTypes) {
-    for (int64_t n : lengths_for(type)) check_kernel_against_reference(type, n, Isa::kAvx2, ++seed);
+    for (int64_t n : lengths_for(type)) check_kernel_against_reference(type, n, GetParam(), ++seed);
   }
 }
 
-TEST(cpu_VecDot, Avx2AgreesWithScalar) {
-  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
+TEST_P(cpu_VecDotSimd, AgreesWithScalar) {
   uint32_t seed = 500;
   for (TensorType type : kWeightTypes) {
     for (int64_t n : lengths_for(type)) {
@@ -143,18 +219,18 @@ TEST(cpu_VecDot, Avx2AgreesWithScalar) {
       const auto w = encode(type, random_floats(n, ++seed));
       const auto x = encode(*vec_dot_type(type), random_floats(n, ++seed));
       const float a = dot_kernel(type, Isa::kScalar)(n, w.data(), x.data());
-      const float b = dot_kernel(type, Isa::kAvx2)(n, w.data(), x.data());
+      const float b = dot_kernel(type, GetParam())(n, w.data(), x.data());
       EXPECT_NEAR(a, b, 2e-5 * (std::fabs(a) + std::sqrt(static_cast<double>(n))));
     }
   }
 }
 
 // Extreme but legal operands: all quants at their extremes must not saturate
-// the 16-bit pair sums of the AVX2 kernels.
-TEST(cpu_VecDot, Avx2ExtremeQuantsDoNotSaturate) {
-  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU without AVX2/FMA/F16C";
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
-                          TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+// the 16-bit intermediate sums of the SIMD kernels.
+TEST_P(cpu_VecDotSimd, ExtremeQuantsDoNotSaturate) {
+  for (TensorType type :
+       {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
+        TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
     SCOPED_TRACE(std::string(quant::type_name(type)));
     const int64_t n = 512;
     std::vector<float> wv(n), xv(n);
@@ -165,26 +241,84 @@ TEST(cpu_VecDot, Avx2ExtremeQuantsDoNotSaturate) {
     const auto w = encode(type, wv);
     const auto x = encode(*vec_dot_type(type), xv);
     const float a = dot_kernel(type, Isa::kScalar)(n, w.data(), x.data());
-    const float b = dot_kernel(type, Isa::kAvx2)(n, w.data(), x.data());
+    const float b = dot_kernel(type, GetParam())(n, w.data(), x.data());
     EXPECT_NEAR(a, b, 1e-4 * (1.0 + std::fabs(a)));
   }
 }
 
+// Raw blocks with every quant byte at random (any bit pattern is a legal
+// quant of the K-quants and Q4/Q5; int8 activations at -128 included): the
+// SIMD integer sums must equal the scalar ones exactly, so with unit scales
+// the two results agree to float rounding of the few scaled sums.
+TEST_P(cpu_VecDotSimd, RandomBitPatternsMatchScalar) {
+  std::mt19937 rng(7);
+  for (TensorType type : kWeightTypes) {
+    if (quant::type_traits(type).block_size == 1) continue;  // float rows: no integer sums
+    SCOPED_TRACE(std::string(quant::type_name(type)));
+    const int64_t n = 1024;
+    const TensorType xt = *vec_dot_type(type);
+    auto w = encode(type, random_floats(n, 11));
+    auto x = encode(xt, random_floats(n, 12));
+    // AVX2 moves the weight's sign onto the Q8_0 activation (maddubs), which
+    // needs |q| <= 127 on both sides there.
+    const bool no_int8_min = GetParam() == Isa::kAvx2;
+    randomize_quants(type, w, rng, no_int8_min);
+    randomize_quants(xt, x, rng, no_int8_min);
+    // A wrong integer sum moves the result by about one of these n terms.
+    const auto wf = decode(type, w.data(), n);
+    const auto xf = decode(xt, x.data(), n);
+    double mag = q8_1_offset_magnitude(type, w.data(), x.data(), n);
+    for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(wf[i]) * xf[i]);
+    const float a = dot_kernel(type, Isa::kScalar)(n, w.data(), x.data());
+    const float b = dot_kernel(type, GetParam())(n, w.data(), x.data());
+    EXPECT_NEAR(a, b, 2e-5 * mag) << "mag " << mag;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, cpu_VecDotSimd,
+                         ::testing::Values(Isa::kAvx2, Isa::kNeon, Isa::kNeonDotprod),
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           std::string name = isa_name(info.param);
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
+
+TEST(cpu_VecDot, DotprodFallsBackToNeonForFloatRows) {
+  if (!isa_supported(Isa::kNeonDotprod)) GTEST_SKIP() << "CPU without neon-dotprod";
+  EXPECT_EQ(dot_kernel(TensorType::F32, Isa::kNeonDotprod),
+            dot_kernel(TensorType::F32, Isa::kNeon));
+  EXPECT_NE(dot_kernel(TensorType::Q4_K, Isa::kNeonDotprod),
+            dot_kernel(TensorType::Q4_K, Isa::kNeon));
+}
+
+TEST(cpu_VecDot, UnsupportedIsaGetsScalarKernels) {
+  for (Isa isa : {Isa::kAvx2, Isa::kNeon, Isa::kNeonDotprod}) {
+    if (isa_supported(isa)) continue;
+    EXPECT_EQ(dot_kernel(TensorType::Q4_K, isa), dot_kernel(TensorType::Q4_K, Isa::kScalar))
+        << isa_name(isa);
+  }
+}
+
 TEST(cpu_VecDot, ScalarEnvVarForcesScalarKernels) {
-  EXPECT_EQ(detail::choose_isa(true, nullptr), Isa::kAvx2);
-  EXPECT_EQ(detail::choose_isa(true, ""), Isa::kAvx2);
-  EXPECT_EQ(detail::choose_isa(true, "0"), Isa::kAvx2);
-  EXPECT_EQ(detail::choose_isa(true, "1"), Isa::kScalar);
-  EXPECT_EQ(detail::choose_isa(false, nullptr), Isa::kScalar);
+  EXPECT_EQ(detail::choose_isa(Isa::kAvx2, nullptr), Isa::kAvx2);
+  EXPECT_EQ(detail::choose_isa(Isa::kAvx2, ""), Isa::kAvx2);
+  EXPECT_EQ(detail::choose_isa(Isa::kNeon, "0"), Isa::kNeon);
+  EXPECT_EQ(detail::choose_isa(Isa::kAvx2, "1"), Isa::kScalar);
+  EXPECT_EQ(detail::choose_isa(Isa::kNeonDotprod, "1"), Isa::kScalar);
+  EXPECT_EQ(detail::choose_isa(Isa::kScalar, nullptr), Isa::kScalar);
   const char* env = std::getenv("MINFER_CPU_SCALAR");
-  EXPECT_EQ(active_isa(), detail::choose_isa(isa_supported(Isa::kAvx2), env));
+  EXPECT_EQ(active_isa(), detail::choose_isa(detail::best_supported_isa(), env));
+  EXPECT_TRUE(isa_supported(detail::best_supported_isa()));
+#if defined(__aarch64__)
+  EXPECT_NE(detail::best_supported_isa(), Isa::kScalar);  // NEON is baseline AArch64
+#endif
 }
 
 TEST(cpu_VecDot, ZeroLengthIsZero) {
   for (TensorType type : kWeightTypes) {
-    EXPECT_EQ(dot_kernel(type, Isa::kScalar)(0, nullptr, nullptr), 0.0f);
-    if (isa_supported(Isa::kAvx2))
-      EXPECT_EQ(dot_kernel(type, Isa::kAvx2)(0, nullptr, nullptr), 0.0f);
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kNeonDotprod}) {
+      EXPECT_EQ(dot_kernel(type, isa)(0, nullptr, nullptr), 0.0f) << isa_name(isa);
+    }
   }
 }
 

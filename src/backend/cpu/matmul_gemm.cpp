@@ -351,7 +351,7 @@ GemmKernel gemm_kernel(quant::TensorType weight, int64_t n_tokens) {
 #else  // not x86
 
 namespace minfer::cpu {
-GemmKernel gemm_kernel(quant::TensorType) {
+GemmKernel gemm_kernel(quant::TensorType, int64_t) {
   return nullptr;
 }
 }  // namespace minfer::cpu

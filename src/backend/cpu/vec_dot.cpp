@@ -7,6 +7,14 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)  // linux/arch/arm64/include/uapi/asm/hwcap.h
+#endif
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#include <sys/types.h>
 #endif
 
 namespace minfer::cpu {
@@ -17,7 +25,9 @@ using quant::TensorType;
 struct Kernels {
   TensorType vec_dot_type;
   DotFn scalar;
-  DotFn avx2;  // nullptr: no AVX2 version, use scalar
+  DotFn avx2;          // nullptr: no AVX2 version, use scalar
+  DotFn neon;          // nullptr: no NEON version, use scalar
+  DotFn neon_dotprod;  // nullptr: no SDOT version, use neon
 };
 
 bool find_kernels(TensorType weight, Kernels* out) {
@@ -27,49 +37,53 @@ bool find_kernels(TensorType weight, Kernels* out) {
 #else
 #define MINFER_X86(fn) nullptr
 #endif
+#if defined(__aarch64__)
+#define MINFER_ARM(fn) fn
+#else
+#define MINFER_ARM(fn) nullptr
+#endif
+  // One row per type: the three SIMD kernels named after the scalar one.
+#define MINFER_KERNELS(act, name, avx2)                                              \
+  *out = {TensorType::act, dot_##name##_scalar, avx2, MINFER_ARM(dot_##name##_neon), \
+          MINFER_ARM(dot_##name##_neon_dotprod)};                                    \
+  return true
   switch (weight) {
     case TensorType::F32:
-      *out = {TensorType::F32, dot_f32_scalar, MINFER_X86(dot_f32_avx2)};
+      *out = {TensorType::F32, dot_f32_scalar, MINFER_X86(dot_f32_avx2), MINFER_ARM(dot_f32_neon),
+              nullptr};
       return true;
     case TensorType::F16:
-      *out = {TensorType::F16, dot_f16_scalar, MINFER_X86(dot_f16_avx2)};
+      *out = {TensorType::F16, dot_f16_scalar, MINFER_X86(dot_f16_avx2), MINFER_ARM(dot_f16_neon),
+              nullptr};
       return true;
     case TensorType::BF16:
-      *out = {TensorType::BF16, dot_bf16_scalar, nullptr};
+      *out = {TensorType::BF16, dot_bf16_scalar, nullptr, MINFER_ARM(dot_bf16_neon), nullptr};
       return true;
     case TensorType::Q4_0:
-      *out = {TensorType::Q8_0, dot_q4_0_scalar, MINFER_X86(dot_q4_0_avx2)};
-      return true;
+      MINFER_KERNELS(Q8_0, q4_0, MINFER_X86(dot_q4_0_avx2));
     case TensorType::Q4_1:
-      *out = {TensorType::Q8_1, dot_q4_1_scalar, nullptr};
-      return true;
+      MINFER_KERNELS(Q8_1, q4_1, nullptr);
     case TensorType::Q5_0:
-      *out = {TensorType::Q8_0, dot_q5_0_scalar, MINFER_X86(dot_q5_0_avx2)};
-      return true;
+      MINFER_KERNELS(Q8_0, q5_0, MINFER_X86(dot_q5_0_avx2));
     case TensorType::Q5_1:
-      *out = {TensorType::Q8_1, dot_q5_1_scalar, nullptr};
-      return true;
+      MINFER_KERNELS(Q8_1, q5_1, nullptr);
     case TensorType::Q8_0:
-      *out = {TensorType::Q8_0, dot_q8_0_scalar, MINFER_X86(dot_q8_0_avx2)};
-      return true;
+      MINFER_KERNELS(Q8_0, q8_0, MINFER_X86(dot_q8_0_avx2));
     case TensorType::Q2_K:
-      *out = {TensorType::Q8_K, dot_q2_k_scalar, MINFER_X86(dot_q2_k_avx2)};
-      return true;
+      MINFER_KERNELS(Q8_K, q2_k, MINFER_X86(dot_q2_k_avx2));
     case TensorType::Q3_K:
-      *out = {TensorType::Q8_K, dot_q3_k_scalar, MINFER_X86(dot_q3_k_avx2)};
-      return true;
+      MINFER_KERNELS(Q8_K, q3_k, MINFER_X86(dot_q3_k_avx2));
     case TensorType::Q4_K:
-      *out = {TensorType::Q8_K, dot_q4_k_scalar, MINFER_X86(dot_q4_k_avx2)};
-      return true;
+      MINFER_KERNELS(Q8_K, q4_k, MINFER_X86(dot_q4_k_avx2));
     case TensorType::Q5_K:
-      *out = {TensorType::Q8_K, dot_q5_k_scalar, MINFER_X86(dot_q5_k_avx2)};
-      return true;
+      MINFER_KERNELS(Q8_K, q5_k, MINFER_X86(dot_q5_k_avx2));
     case TensorType::Q6_K:
-      *out = {TensorType::Q8_K, dot_q6_k_scalar, MINFER_X86(dot_q6_k_avx2)};
-      return true;
+      MINFER_KERNELS(Q8_K, q6_k, MINFER_X86(dot_q6_k_avx2));
     default:
       return false;
   }
+#undef MINFER_KERNELS
+#undef MINFER_ARM
 #undef MINFER_X86
 }
 
@@ -91,30 +105,84 @@ bool cpu_has_avx2() {
 #endif
 }
 
+// ARMv8.2 FEAT_DotProd (SDOT/UDOT), as the operating system reports it.
+bool cpu_has_neon_dotprod() {
+#if defined(__aarch64__) && defined(__linux__)
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#elif defined(__aarch64__) && defined(__APPLE__)
+  int value = 0;
+  size_t size = sizeof(value);
+  return sysctlbyname("hw.optional.arm.FEAT_DotProd", &value, &size, nullptr, 0) == 0 && value != 0;
+#else
+  return false;
+#endif
+}
+
+struct CpuFeatures {
+  bool avx2 = cpu_has_avx2();
+  bool neon_dotprod = cpu_has_neon_dotprod();
+};
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features;
+  return features;
+}
+
 }  // namespace
 
 namespace detail {
-Isa choose_isa(bool cpu_has_avx2, const char* force_scalar_env) {
+Isa best_supported_isa() {
+  for (Isa isa : {Isa::kAvx2, Isa::kNeonDotprod, Isa::kNeon}) {
+    if (isa_supported(isa)) return isa;
+  }
+  return Isa::kScalar;
+}
+
+Isa choose_isa(Isa best_supported, const char* force_scalar_env) {
   if (force_scalar_env != nullptr && force_scalar_env[0] != '\0' &&
       std::strcmp(force_scalar_env, "0") != 0) {
     return Isa::kScalar;
   }
-  return cpu_has_avx2 ? Isa::kAvx2 : Isa::kScalar;
+  return best_supported;
 }
 }  // namespace detail
 
 Isa active_isa() {
-  static const Isa isa = detail::choose_isa(cpu_has_avx2(), std::getenv("MINFER_CPU_SCALAR"));
+  static const Isa isa =
+      detail::choose_isa(detail::best_supported_isa(), std::getenv("MINFER_CPU_SCALAR"));
   return isa;
 }
 
 bool isa_supported(Isa isa) {
-  static const bool avx2 = cpu_has_avx2();
-  return isa == Isa::kScalar || avx2;
+  switch (isa) {
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+      return cpu_features().avx2;
+    case Isa::kNeon:
+#if defined(__aarch64__)
+      return true;
+#else
+      return false;
+#endif
+    case Isa::kNeonDotprod:
+      return cpu_features().neon_dotprod;
+  }
+  return false;
 }
 
 std::string isa_name(Isa isa) {
-  return isa == Isa::kAvx2 ? "avx2" : "scalar";
+  switch (isa) {
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kNeon:
+      return "neon";
+    case Isa::kNeonDotprod:
+      return "neon-dotprod";
+    case Isa::kScalar:
+      break;
+  }
+  return "scalar";
 }
 
 Result<quant::TensorType> vec_dot_type(quant::TensorType weight) {
@@ -129,7 +197,18 @@ Result<quant::TensorType> vec_dot_type(quant::TensorType weight) {
 DotFn dot_kernel(quant::TensorType weight, Isa isa) {
   Kernels k;
   if (!find_kernels(weight, &k)) return nullptr;
-  if (isa == Isa::kAvx2 && k.avx2 != nullptr && isa_supported(Isa::kAvx2)) return k.avx2;
+  if (!isa_supported(isa)) return k.scalar;
+  switch (isa) {
+    case Isa::kAvx2:
+      return k.avx2 != nullptr ? k.avx2 : k.scalar;
+    case Isa::kNeonDotprod:
+      if (k.neon_dotprod != nullptr) return k.neon_dotprod;
+      [[fallthrough]];
+    case Isa::kNeon:
+      return k.neon != nullptr ? k.neon : k.scalar;
+    case Isa::kScalar:
+      break;
+  }
   return k.scalar;
 }
 

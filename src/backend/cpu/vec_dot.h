@@ -17,12 +17,20 @@
 //     only by float rounding. F16/F32 mirror
 //     ggml's AVX2 ggml_vec_dot_f16/f32 exactly (4x8-lane accumulators).
 // AVX2 kernels exist for F32, F16, Q4_0, Q5_0, Q8_0 and Q2_K..Q6_K; BF16, Q4_1
-// and Q5_1 always use the scalar kernel.
+// and Q5_1 always use the scalar kernel there.
+//   - The NEON kernels (AArch64) exist for every type and, like the AVX2
+//     ones, compute the same integer block sums as the scalar kernels and
+//     differ from them only by float rounding (4-lane f32 accumulators; not
+//     ggml's NEON order). kNeon forms int8 products with ARMv8.0 widening
+//     multiplies, kNeonDotprod with the ARMv8.2 SDOT instruction (integer
+//     formats only; its F32/F16/BF16 kernels are kNeon's).
 // A kernel trusts its arguments: n must be a non-negative multiple of the
 // type's block size (check with dot_args_ok or let matmul validate), both
 // rows must hold n elements, and rows need no alignment.
-// Kernel choice: the best ISA the CPU supports, unless MINFER_CPU_SCALAR=1
-// is set in the environment (read once, at first use), which forces scalar.
+// Kernel choice: the best ISA the CPU supports (AVX2 on x86, NEON with
+// dotprod where the CPU reports it, else NEON, on AArch64), unless
+// MINFER_CPU_SCALAR=1 is set in the environment (read once, at first use),
+// which forces scalar.
 // Threading: pure functions; safe from any thread.
 #pragma once
 
@@ -34,11 +42,12 @@
 
 namespace minfer::cpu {
 
-enum class Isa { kScalar, kAvx2 };
+enum class Isa { kScalar, kAvx2, kNeon, kNeonDotprod };
 
 // The instruction set whose kernels dot() uses (CPU features + env override).
 Isa active_isa();
-// Whether this CPU can run kernels of `isa` (AVX2 needs AVX2, FMA and F16C).
+// Whether this CPU can run kernels of `isa` (AVX2 needs AVX2, FMA and F16C;
+// kNeon an AArch64 build; kNeonDotprod also a CPU with FEAT_DotProd).
 bool isa_supported(Isa isa);
 std::string isa_name(Isa isa);
 
@@ -50,7 +59,9 @@ Result<quant::TensorType> vec_dot_type(quant::TensorType weight);
 using DotFn = float (*)(int64_t n, const void* w_row, const void* x_row);
 
 // The kernel for `weight` in the given ISA, or nullptr if the type has no dot
-// kernel. Types without a kernel of that ISA get the scalar one.
+// kernel. Types without a kernel of that ISA get the next best one
+// (kNeonDotprod -> kNeon -> scalar, kAvx2 -> scalar), and so does an ISA the
+// CPU does not support.
 DotFn dot_kernel(quant::TensorType weight, Isa isa);
 
 // Ok if `weight` has a dot kernel and n is a non-negative multiple of its

@@ -11,9 +11,13 @@
 
 namespace minfer::cpu::detail {
 
-// The ISA dot() uses, given CPU support and the value of MINFER_CPU_SCALAR
-// (nullptr when unset; any value other than "" and "0" forces scalar).
-Isa choose_isa(bool cpu_has_avx2, const char* force_scalar_env);
+// The best ISA this CPU supports (what dot() uses unless forced to scalar).
+Isa best_supported_isa();
+
+// The ISA dot() uses, given the best one the CPU supports and the value of
+// MINFER_CPU_SCALAR (nullptr when unset; any value other than "" and "0"
+// forces scalar).
+Isa choose_isa(Isa best_supported, const char* force_scalar_env);
 
 template <typename Block>
 inline Block load_block(const void* row, int64_t i) {
@@ -48,5 +52,32 @@ float dot_q3_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q4_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q5_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q6_k_avx2(int64_t n, const void* w, const void* x);
+
+// Defined only on AArch64 (NEON is part of ARMv8.0).
+float dot_f32_neon(int64_t n, const void* w, const void* x);
+float dot_f16_neon(int64_t n, const void* w, const void* x);
+float dot_bf16_neon(int64_t n, const void* w, const void* x);
+float dot_q4_0_neon(int64_t n, const void* w, const void* x);
+float dot_q4_1_neon(int64_t n, const void* w, const void* x);
+float dot_q5_0_neon(int64_t n, const void* w, const void* x);
+float dot_q5_1_neon(int64_t n, const void* w, const void* x);
+float dot_q8_0_neon(int64_t n, const void* w, const void* x);
+float dot_q2_k_neon(int64_t n, const void* w, const void* x);
+float dot_q3_k_neon(int64_t n, const void* w, const void* x);
+float dot_q4_k_neon(int64_t n, const void* w, const void* x);
+float dot_q5_k_neon(int64_t n, const void* w, const void* x);
+float dot_q6_k_neon(int64_t n, const void* w, const void* x);
+
+// Defined only on AArch64; callers check isa_supported(Isa::kNeonDotprod) first.
+float dot_q4_0_neon_dotprod(int64_t n, const void* w, const void* x);
+float dot_q4_1_neon_dotprod(int64_t n, const void* w, const void* x);
+float dot_q5_0_neon_dotprod(int64_t n, const void* w, const void* x);
+float dot_q5_1_neon_dotprod(int64_t n, const void* w, const void* x);
+float dot_q8_0_neon_dotprod(int64_t n, const void* w, const void* x);
+float dot_q2_k_neon_dotprod(int64_t n, const void* w, const void* x);
+float dot_q3_k_neon_dotprod(int64_t n, const void* w, const void* x);
+float dot_q4_k_neon_dotprod(int64_t n, const void* w, const void* x);
+float dot_q5_k_neon_dotprod(int64_t n, const void* w, const void* x);
+float dot_q6_k_neon_dotprod(int64_t n, const void* w, const void* x);
 
 }  // namespace minfer::cpu::detail

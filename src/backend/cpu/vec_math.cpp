@@ -105,15 +105,11 @@ MINFER_AVX2 int64_t softmax_chunks_avx2(const float* x, int64_t n, float max, fl
   }
   return i;
 }
-#endif
 
 bool use_avx2(Isa isa) {
-#if defined(MINFER_AVX2)
   return isa == Isa::kAvx2 && isa_supported(Isa::kAvx2);
-#else
-  return false;
-#endif
 }
+#endif
 
 }  // namespace
 
