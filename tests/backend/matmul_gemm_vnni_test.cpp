@@ -161,6 +161,35 @@ TEST(cpu_MatmulGemmVnni, ExactOnModelRowLengthsAndSplitRanges) {
   }
 }
 
+// The fused f32 -> prepared conversion equals quantize_row + prepare byte for
+// byte: random rows at several scales, exact .5 ties (block 0: amax 127 makes
+// d = 1), an all-zero block, and non-finite values refused.
+TEST(cpu_MatmulGemmVnni, FusedQuantizeEqualsReferenceBitForBit) {
+  SKIP_WITHOUT_VNNI();
+  const int64_t row_len = 4864;
+  const size_t x_bytes = vnni_x_row_bytes(row_len);
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    auto x = random_floats(row_len, seed, seed % 3 == 0 ? 1e-3f : (seed % 3 == 1 ? 1.0f : 400.0f));
+    x[0] = 127.0f;
+    for (int e = 1; e < 32; ++e)
+      x[static_cast<size_t>(e)] = (e % 2 == 0 ? -1.0f : 1.0f) * (float(e) + 0.5f);
+    for (int e = 32; e < 64; ++e) x[static_cast<size_t>(e)] = 0.0f;
+    const auto q8 = encode(TensorType::Q8_0, x);
+    for (TensorType type : kTypes) {
+      std::vector<uint8_t> expected(x_bytes), got(x_bytes, 0xAB);
+      vnni_prepare_x(type, q8.data(), row_len, expected.data());
+      ASSERT_TRUE(vnni_quantize_x(type, x.data(), row_len, got.data()));
+      EXPECT_EQ(got, expected) << quant::type_name(type) << " seed=" << seed;
+    }
+  }
+  std::vector<float> x(64, 1.0f);
+  std::vector<uint8_t> out(vnni_x_row_bytes(64));
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    x[40] = bad;
+    EXPECT_FALSE(vnni_quantize_x(TensorType::Q4_0, x.data(), 64, out.data())) << bad;
+  }
+}
+
 // Through matmul(): activation conversion, tasks and threads, against the
 // scalar dot kernels (which round differently: d_w and d_x are applied one
 // after the other there).

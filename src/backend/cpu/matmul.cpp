@@ -49,9 +49,9 @@ Result<size_t> validate(const MatmulWeight& w, const float* x, int64_t n_tokens,
 }
 
 // Converts every token row of x to `type` in scratch; x rows are row_len floats.
-// With `vnni_weight` set, each converted row is then prepared for the VNNI
-// GEMM of that weight type (matmul_gemm_vnni.h) and scratch holds
-// vnni_x_row_bytes-sized rows instead.
+// With `vnni_weight` set (type is then Q8_0), rows go straight to the
+// prepared layout of the VNNI GEMM for that weight type (the same quants;
+// matmul_gemm_vnni.h) and scratch holds vnni_x_row_bytes-sized rows.
 Status convert_activations(quant::TensorType type, const float* x, int64_t n_tokens,
                            int64_t row_len, size_t x_bytes, ThreadPool& pool,
                            std::vector<uint8_t>& scratch,
@@ -60,16 +60,15 @@ Status convert_activations(quant::TensorType type, const float* x, int64_t n_tok
   scratch.resize(static_cast<size_t>(n_tokens) * out_bytes);
   std::atomic<int64_t> first_bad{n_tokens};
   pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
-    thread_local std::vector<uint8_t> row;
-    if (vnni_weight != nullptr) row.resize(x_bytes);
     for (int64_t t = begin; t < end; ++t) {
-      uint8_t* dst = vnni_weight != nullptr ? row.data() : scratch.data() + t * out_bytes;
-      if (!quant::quantize_row(type, x + t * row_len, dst, row_len)) {
+      uint8_t* dst = scratch.data() + t * out_bytes;
+      const bool ok = vnni_weight != nullptr
+                          ? vnni_quantize_x(*vnni_weight, x + t * row_len, row_len, dst)
+                          : quant::quantize_row(type, x + t * row_len, dst, row_len).is_ok();
+      if (!ok) {
         int64_t cur = first_bad.load();
         while (t < cur && !first_bad.compare_exchange_weak(cur, t)) {
         }
-      } else if (vnni_weight != nullptr) {
-        vnni_prepare_x(*vnni_weight, dst, row_len, scratch.data() + t * out_bytes);
       }
     }
   });

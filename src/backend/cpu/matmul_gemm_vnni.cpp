@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quant/blocks.h"
+#include "quant/half.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -221,6 +222,46 @@ MINFER_VNNI void prepare_x(int offset, const uint8_t* q8_row, int64_t nb, uint8_
   }
 }
 
+// quant::quantize_row's Q8_0 (ggml's quantize_row_q8_0_ref) written into the
+// prepared layout, operation for operation: d = amax / 127, id = 1 / d,
+// q = roundf(x * id) (half away from zero: trunc, then the exact fraction
+// decides), the f16 d. False if the row has a NaN or infinity.
+MINFER_VNNI bool quantize_x(int offset, const float* x, int64_t nb, uint8_t* out) {
+  const __m512 sign_bit = _mm512_set1_ps(-0.0f);
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+  const __m512 lim = _mm512_set1_ps(127.0f);
+  for (int64_t b = 0; b < nb; ++b, x += quant::kQK, out += kXBlock) {
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    // QNaN, +inf, -inf, SNaN.
+    if ((_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0) return false;
+    const float amax = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_andnot_ps(sign_bit, v0), _mm512_andnot_ps(sign_bit, v1)));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t d16 = quant::f32_to_f16(d);
+    const __m512 vid = _mm512_set1_ps(id);
+    __m512i q[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512 v = _mm512_mul_ps(h == 0 ? v0 : v1, vid);
+      const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __m512 frac = _mm512_andnot_ps(sign_bit, _mm512_sub_ps(v, t));
+      const __m512 away = _mm512_or_ps(one, _mm512_and_ps(sign_bit, v));  // +-1 with v's sign
+      const __mmask16 up = _mm512_cmp_ps_mask(frac, half, _CMP_GE_OQ);
+      __m512 r = _mm512_mask_add_ps(t, up, t, away);
+      r = _mm512_min_ps(_mm512_max_ps(r, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
+      q[h] = _mm512_cvtps_epi32(r);
+    }
+    const __m256i q8 = _mm256_set_m128i(_mm512_cvtepi32_epi8(q[1]), _mm512_cvtepi32_epi8(q[0]));
+    const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q[0], q[1]));
+    const int32_t bias = -offset * sum;
+    const float dq = _cvtsh_ss(d16);
+    std::memcpy(out, &dq, 4);
+    std::memcpy(out + 4, &bias, 4);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), q8);
+  }
+  return true;
+}
+
 }  // namespace
 
 bool vnni_gemm_available() {
@@ -244,6 +285,10 @@ void vnni_prepare_x(TensorType weight, const uint8_t* q8_row, int64_t row_len, u
   prepare_x(weight_offset(weight), q8_row, row_len / quant::kQK, out);
 }
 
+bool vnni_quantize_x(TensorType weight, const float* x, int64_t row_len, uint8_t* out) {
+  return quantize_x(weight_offset(weight), x, row_len / quant::kQK, out);
+}
+
 void vnni_gemm(TensorType weight, const GemmProblem& p, int64_t r_begin, int64_t r_end,
                int64_t t_begin, int64_t t_end) {
   gemm_range(weight, p, r_begin, r_end, t_begin, t_end);
@@ -264,6 +309,9 @@ size_t vnni_x_row_bytes(int64_t) {
   return 0;
 }
 void vnni_prepare_x(quant::TensorType, const uint8_t*, int64_t, uint8_t*) {}
+bool vnni_quantize_x(quant::TensorType, const float*, int64_t, uint8_t*) {
+  return false;
+}
 void vnni_gemm(quant::TensorType, const GemmProblem&, int64_t, int64_t, int64_t, int64_t) {}
 }  // namespace minfer::cpu
 

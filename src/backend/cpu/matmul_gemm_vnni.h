@@ -48,6 +48,11 @@ size_t vnni_x_row_bytes(int64_t row_len);
 // `weight` kernel expects (vnni_x_row_bytes(row_len) bytes at out).
 void vnni_prepare_x(quant::TensorType weight, const uint8_t* q8_row, int64_t row_len, uint8_t* out);
 
+// The same from f32: quant::quantize_row's Q8_0 of x (bit for bit) followed
+// by vnni_prepare_x, in one pass. False (out unspecified) if x has a NaN or
+// an infinity.
+bool vnni_quantize_x(quant::TensorType weight, const float* x, int64_t row_len, uint8_t* out);
+
 // The GEMM over a range (see above). `weight` must satisfy vnni_gemm_type.
 void vnni_gemm(quant::TensorType weight, const GemmProblem& p, int64_t r_begin, int64_t r_end,
                int64_t t_begin, int64_t t_end);
