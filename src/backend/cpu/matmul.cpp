@@ -22,7 +22,7 @@ constexpr int64_t kTokenTile = 4;
 constexpr int64_t kTokensPerTask = 64;
 // Tokens per task of the VNNI GEMM, which repacks a task's rows first: long
 // enough to amortize that, short enough to balance two threads on 128 rows.
-constexpr int64_t kVnniTokensPerTask = 256;
+constexpr int64_t kVnniTokensPerTask = 512;
 
 std::string dims(const MatmulWeight& w, int64_t n_tokens) {
   return std::string(quant::type_name(w.type)) + " [" + std::to_string(w.rows) + " x " +
