@@ -133,8 +133,10 @@ void expect_exact(TensorType type, int64_t rows, int64_t row_len, int64_t n_toke
 
 TEST(cpu_MatmulGemmVnni, TypesCovered) {
   for (TensorType t : kTypes) EXPECT_TRUE(vnni_gemm_type(t)) << quant::type_name(t);
+  EXPECT_TRUE(vnni_gemm_type(TensorType::Q4_K));
+  EXPECT_TRUE(vnni_gemm_type(TensorType::Q6_K));
   EXPECT_FALSE(vnni_gemm_type(TensorType::Q4_1));
-  EXPECT_FALSE(vnni_gemm_type(TensorType::Q4_K));
+  EXPECT_FALSE(vnni_gemm_type(TensorType::Q5_K));
   EXPECT_FALSE(vnni_gemm_type(TensorType::F32));
 }
 
@@ -187,6 +189,126 @@ TEST(cpu_MatmulGemmVnni, FusedQuantizeEqualsReferenceBitForBit) {
   for (float bad : {NAN, INFINITY, -INFINITY}) {
     x[40] = bad;
     EXPECT_FALSE(vnni_quantize_x(TensorType::Q4_0, x.data(), 64, out.data())) << bad;
+  }
+}
+
+// ---- K-quants against Q8_K rows.
+
+std::vector<uint8_t> random_kquant_weights(TensorType type, int64_t rows, int64_t row_len,
+                                           uint32_t seed) {
+  const size_t block = quant::type_traits(type).type_size;
+  std::vector<uint8_t> w(static_cast<size_t>(rows * row_len / quant::kQK_K) * block);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  for (size_t b = 0; b < w.size(); b += block) {
+    const uint16_t d = quant::f32_to_f16(scale(rng)), dmin = quant::f32_to_f16(scale(rng));
+    if (type == TensorType::Q4_K) {
+      std::memcpy(&w[b + offsetof(quant::BlockQ4_K, d)], &d, 2);
+      std::memcpy(&w[b + offsetof(quant::BlockQ4_K, dmin)], &dmin, 2);
+    } else {
+      std::memcpy(&w[b + offsetof(quant::BlockQ6_K, d)], &d, 2);
+    }
+  }
+  return w;
+}
+
+// One super-block's exact integer terms, as the kernel forms them: `sum` the
+// scaled quant sums, `off` the bsums term (Q4_K: sum(min * bsum32); Q6_K:
+// folded into sum as -32 * sum(sc * bsum16)).
+void kquant_terms(TensorType type, const uint8_t* pw, const quant::BlockQ8_K& x, int64_t* sum,
+                  int64_t* off, float* d, float* dmin) {
+  *sum = 0;
+  *off = 0;
+  if (type == TensorType::Q4_K) {
+    quant::BlockQ4_K b;
+    std::memcpy(&b, pw, sizeof(b));
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      if (j < 4) {
+        sc = b.scales[j] & 63;
+        m = b.scales[j + 4] & 63;
+      } else {
+        sc = (b.scales[j + 4] & 0x0f) | ((b.scales[j - 4] >> 6) << 4);
+        m = (b.scales[j + 4] >> 4) | ((b.scales[j] >> 6) << 4);
+      }
+      int s = 0;
+      for (int e = 0; e < 32; ++e) {
+        const uint8_t q = b.qs[32 * (j / 2) + e];
+        s += (j % 2 == 0 ? q & 15 : q >> 4) * x.qs[32 * j + e];
+      }
+      *sum += int64_t{sc} * s;
+      *off += int64_t{m} * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
+    }
+    *d = quant::f16_to_f32(b.d);
+    *dmin = quant::f16_to_f32(b.dmin);
+  } else {
+    quant::BlockQ6_K b;
+    std::memcpy(&b, pw, sizeof(b));
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, r = e % 128;
+      const int lo = (b.ql[64 * h + r % 64] >> (4 * (r / 64))) & 15;
+      const int hi = (b.qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+      *sum += int64_t{b.scales[e / 16]} * ((lo | (hi << 4)) - 32) * x.qs[e];
+    }
+    *d = quant::f16_to_f32(b.d);
+    *dmin = 0.0f;
+  }
+}
+
+void expect_kquant_exact(TensorType type, int64_t rows, int64_t row_len, int64_t n_tokens,
+                         int64_t row_step, int64_t token_step, uint32_t seed) {
+  const auto w = random_kquant_weights(type, rows, row_len, seed);
+  const auto xq = encode(TensorType::Q8_K, random_floats(row_len * n_tokens, seed + 1, 3.0f));
+  const size_t wb = quant::type_traits(type).type_size;
+  const int64_t nsb = row_len / quant::kQK_K;
+  std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN);
+  const size_t x_bytes = *quant::row_bytes(TensorType::Q8_K, row_len);
+  const GemmProblem p{
+      w.data(), *quant::row_bytes(type, row_len), xq.data(), x_bytes, row_len, y.data(), rows};
+  for (int64_t r = 0; r < rows; r += row_step) {
+    for (int64_t t = 0; t < n_tokens; t += token_step) {
+      vnni_gemm(type, p, r, std::min(rows, r + row_step), t, std::min(n_tokens, t + token_step));
+    }
+  }
+  int mismatches = 0;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nsb; ++b) {
+        quant::BlockQ8_K x;
+        std::memcpy(&x, xq.data() + t * x_bytes + b * sizeof(x), sizeof(x));
+        int64_t sum, off;
+        float d, dmin;
+        kquant_terms(type, w.data() + static_cast<size_t>(r * nsb + b) * wb, x, &sum, &off, &d,
+                     &dmin);
+        acc = std::fma(d * x.d, static_cast<float>(sum), acc);
+        if (type == TensorType::Q4_K) acc = std::fma(-(dmin * x.d), static_cast<float>(off), acc);
+      }
+      const float got = y[static_cast<size_t>(t * rows + r)];
+      if (got != acc && ++mismatches <= 3) {
+        ADD_FAILURE() << quant::type_name(type) << " rows=" << rows << " K=" << row_len
+                      << " tokens=" << n_tokens << " at t=" << t << " r=" << r << ": " << got
+                      << " vs " << acc;
+      }
+    }
+  }
+}
+
+TEST(cpu_MatmulGemmVnni, KQuantsExactOnEdgesAndModelRowLengths) {
+  SKIP_WITHOUT_VNNI();
+  uint32_t seed = 700;
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+    for (int64_t rows : {1, 16, 17, 33}) {
+      for (int64_t n_tokens : {1, 3, 4, 5, 9}) {
+        expect_kquant_exact(type, rows, 2 * 256, n_tokens, 64, 64, seed += 2);
+      }
+    }
+    for (int64_t row_len : {896, 4864, 3584}) {
+      if (row_len % 256 != 0) continue;
+      expect_kquant_exact(type, 37, row_len, 11, 13, 5, seed += 2);
+    }
   }
 }
 

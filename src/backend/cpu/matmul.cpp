@@ -98,11 +98,13 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
   // gather indices of its repack need 16 row strides to fit in an int32.
   if (isa == Isa::kAvx2 && n_tokens > 1 && vnni_gemm_type(w.type) && vnni_gemm_available() &&
       w_stride <= static_cast<size_t>(INT_MAX / 16)) {
-    MINFER_RETURN_IF_ERROR(
-        convert_activations(xt, x, n_tokens, w.row_len, x_bytes, pool, scratch, &w.type)
-            .with_context("matmul " + dims(w, n_tokens)));
-    const GemmProblem gp{wdata,     w_stride, scratch.data(), vnni_x_row_bytes(w.row_len),
-                         w.row_len, y,        w.rows};
+    // Q8_0 activations go to the kernel's own layout; Q8_K rows are used as they are.
+    const bool q8_0 = xt == quant::TensorType::Q8_0;
+    MINFER_RETURN_IF_ERROR(convert_activations(xt, x, n_tokens, w.row_len, x_bytes, pool, scratch,
+                                               q8_0 ? &w.type : nullptr)
+                               .with_context("matmul " + dims(w, n_tokens)));
+    const size_t x_stride = q8_0 ? vnni_x_row_bytes(w.row_len) : static_cast<size_t>(x_bytes);
+    const GemmProblem gp{wdata, w_stride, scratch.data(), x_stride, w.row_len, y, w.rows};
     const int64_t row_blocks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
     const int64_t token_blocks = (n_tokens + kVnniTokensPerTask - 1) / kVnniTokensPerTask;
     pool.parallel_for(row_blocks * token_blocks, [&](int64_t begin, int64_t end, int) {

@@ -171,6 +171,196 @@ constexpr std::array<TileFn, sizeof...(N)> tile_table(std::integer_sequence<int,
   return {&tile<N + 1>...};
 }
 
+// ---- K-quants against Q8_K rows (used as they are). A super-block of 16
+// repacked rows: f32 d and dmin (Q4_K) lanes, per sub-block i32 scales, i32
+// lanes of 16-bit pairs for the bsums term (vpdpwssd), then the quants as
+// unsigned bytes in 4-element groups, sub-block by sub-block.
+
+struct KLayout {
+  int subs;    // sub-blocks per super-block
+  int groups;  // 4-element groups per sub-block
+  int pairs;   // 16-bit pair lanes of the bsums term
+  size_t bytes() const { return 128 + 64 * static_cast<size_t>(subs + pairs + subs * groups); }
+  size_t scales() const { return 128; }
+  size_t pair_lanes() const { return 128 + 64 * static_cast<size_t>(subs); }
+  size_t quants() const { return 128 + 64 * static_cast<size_t>(subs + pairs); }
+};
+constexpr KLayout kQ4K{8, 8, 8};
+constexpr KLayout kQ6K{16, 4, 8};
+
+MINFER_VNNI void repack_q4_k(const uint8_t* w0, size_t w_stride, const Gather& g, int rows,
+                             int64_t nsb, uint8_t* out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  for (int64_t b = 0; b < nsb; ++b, out += kQ4K.bytes()) {
+    const uint8_t* pb = w0 + b * sizeof(quant::BlockQ4_K);
+    const __m512i dd = g.at(pb);  // d | dmin << 16
+    _mm512_store_ps(out, half16(dd));
+    _mm512_store_ps(out + 64, half16(_mm512_srli_epi32(dd, 16)));
+    auto* sc = reinterpret_cast<int32_t*>(out + kQ4K.scales());
+    auto* mp = reinterpret_cast<int32_t*>(out + kQ4K.pair_lanes());
+    for (int r = 0; r < kRows; ++r) {
+      const uint8_t* packed = pb + r * w_stride + offsetof(quant::BlockQ4_K, scales);
+      for (int j = 0; j < 8; ++j) {
+        int scale = 0, min = 0;
+        if (r < rows) {
+          if (j < 4) {
+            scale = packed[j] & 63;
+            min = packed[j + 4] & 63;
+          } else {
+            scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
+            min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+          }
+        }
+        sc[j * kRows + r] = scale;
+        mp[j * kRows + r] = min | (min << 16);  // (min, min) . (bsums[2j], bsums[2j+1])
+      }
+    }
+    uint8_t* q = out + kQ4K.quants();
+    for (int c = 0; c < 4; ++c) {  // sub-blocks 2c (low nibbles) and 2c+1 (high)
+      for (int k = 0; k < 8; ++k) {
+        const __m512i v = g.at(pb + offsetof(quant::BlockQ4_K, qs) + 32 * c + 4 * k);
+        _mm512_store_si512(q + 64 * (16 * c + k), _mm512_and_si512(v, low4));
+        _mm512_store_si512(q + 64 * (16 * c + 8 + k),
+                           _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+      }
+    }
+  }
+}
+
+MINFER_VNNI void repack_q6_k(const uint8_t* w0, size_t w_stride, const Gather& g, int rows,
+                             int64_t nsb, uint8_t* out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f), two = _mm512_set1_epi8(3);
+  for (int64_t b = 0; b < nsb; ++b, out += kQ6K.bytes()) {
+    const uint8_t* pb = w0 + b * sizeof(quant::BlockQ6_K);
+    // d is the block's last 2 bytes: gather the dword ending there.
+    _mm512_store_ps(out,
+                    half16(_mm512_srli_epi32(g.at(pb + offsetof(quant::BlockQ6_K, d) - 2), 16)));
+    auto* sc = reinterpret_cast<int32_t*>(out + kQ6K.scales());
+    auto* sp = reinterpret_cast<int32_t*>(out + kQ6K.pair_lanes());
+    for (int r = 0; r < kRows; ++r) {
+      const auto* scales =
+          reinterpret_cast<const int8_t*>(pb + r * w_stride + offsetof(quant::BlockQ6_K, scales));
+      for (int i = 0; i < 16; ++i) sc[i * kRows + r] = r < rows ? scales[i] : 0;
+      for (int i = 0; i < 8; ++i) {
+        const int lo = r < rows ? scales[2 * i] : 0, hi = r < rows ? scales[2 * i + 1] : 0;
+        sp[i * kRows + r] = static_cast<int32_t>(
+            static_cast<uint16_t>(lo) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+      }
+    }
+    uint8_t* q = out + kQ6K.quants();
+    for (int h = 0; h < 2; ++h) {
+      for (int l = 0; l < 32; l += 4) {
+        const __m512i qh = g.at(pb + offsetof(quant::BlockQ6_K, qh) + 32 * h + l);
+        for (int half = 0; half < 2; ++half) {
+          const __m512i ql = g.at(pb + offsetof(quant::BlockQ6_K, ql) + 64 * h + 32 * half + l);
+          for (int hi_nib = 0; hi_nib < 2; ++hi_nib) {
+            const int k = half + 2 * hi_nib;  // element 128h + 32k + l
+            const __m512i lo = hi_nib == 0 ? _mm512_and_si512(ql, low4)
+                                           : _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4);
+            const __m512i top = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), two);
+            const int e =
+                128 * h + 32 * k + l;  // group e / 4 = sub-block e / 16, group (e % 16) / 4
+            _mm512_store_si512(q + 64 * (e / 4), _mm512_or_si512(lo, _mm512_slli_epi16(top, 4)));
+          }
+        }
+      }
+    }
+  }
+}
+
+// 16 repacked rows x N tokens of Q8_K. Per sub-block: the unsigned block sum
+// by vpdpbusd, times the row's scale (vpmulld); the bsums term by vpdpwssd.
+template <bool kQ6, int N>
+MINFER_VNNI void tile_k(const uint8_t* pack, int64_t nsb, const uint8_t* x0, size_t x_stride,
+                        float* y, int64_t ldy, __mmask16 valid) {
+  constexpr KLayout L = kQ6 ? kQ6K : kQ4K;
+  __m512 acc[N];
+  for (int t = 0; t < N; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+    const uint8_t* pw = pack + b * L.bytes();
+    const uint8_t* px = x0 + b * sizeof(quant::BlockQ8_K);
+    const uint8_t* qx = px + offsetof(quant::BlockQ8_K, qs);
+    const uint8_t* bs = px + offsetof(quant::BlockQ8_K, bsums);
+    __m512i tot[N], off[N];
+    for (int t = 0; t < N; ++t) tot[t] = off[t] = _mm512_setzero_si512();
+    for (int i = 0; i < L.subs; ++i) {
+      __m512i s[N];
+      for (int t = 0; t < N; ++t) s[t] = _mm512_setzero_si512();
+      for (int k = 0; k < L.groups; ++k) {
+        const __m512i w = _mm512_load_si512(pw + L.quants() + 64 * (i * L.groups + k));
+        for (int t = 0; t < N; ++t) {
+          const int e = 4 * (i * L.groups + k);
+          s[t] = _mm512_dpbusd_epi32(s[t], w, _mm512_set1_epi32(load_i32(qx + t * x_stride + e)));
+        }
+      }
+      const __m512i sc = _mm512_load_si512(pw + L.scales() + 64 * i);
+      for (int t = 0; t < N; ++t) tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(s[t], sc));
+    }
+    for (int i = 0; i < L.pairs; ++i) {
+      const __m512i m = _mm512_load_si512(pw + L.pair_lanes() + 64 * i);
+      for (int t = 0; t < N; ++t) {
+        off[t] =
+            _mm512_dpwssd_epi32(off[t], m, _mm512_set1_epi32(load_i32(bs + t * x_stride + 4 * i)));
+      }
+    }
+    const __m512 d = _mm512_load_ps(pw);
+    for (int t = 0; t < N; ++t) {
+      float yd;
+      std::memcpy(&yd, px + t * x_stride, 4);
+      const __m512 vyd = _mm512_set1_ps(yd);
+      if constexpr (kQ6) {
+        // sum(sc * (q - 32) * y) = sum(sc * q * y) - 32 * sum(sc * bsum).
+        const __m512i sum = _mm512_sub_epi32(tot[t], _mm512_slli_epi32(off[t], 5));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, vyd), _mm512_cvtepi32_ps(sum), acc[t]);
+      } else {
+        const __m512 dmin = _mm512_load_ps(pw + 64);
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, vyd), _mm512_cvtepi32_ps(tot[t]), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, vyd), _mm512_cvtepi32_ps(off[t]), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < N; ++t) _mm512_mask_storeu_ps(y + t * ldy, valid, acc[t]);
+}
+
+constexpr int kKTokens = 4;
+
+template <bool kQ6, int... N>
+constexpr std::array<TileFn, sizeof...(N)> tile_k_table(std::integer_sequence<int, N...>) {
+  return {&tile_k<kQ6, N + 1>...};
+}
+
+MINFER_VNNI void gemm_range_k(TensorType weight, const GemmProblem& p, int64_t r_begin,
+                              int64_t r_end, int64_t t_begin, int64_t t_end) {
+  static constexpr auto kTable4 = tile_k_table<false>(std::make_integer_sequence<int, kKTokens>());
+  static constexpr auto kTable6 = tile_k_table<true>(std::make_integer_sequence<int, kKTokens>());
+  const bool q6 = weight == TensorType::Q6_K;
+  const KLayout layout = q6 ? kQ6K : kQ4K;
+  const int64_t nsb = p.row_len / quant::kQK_K;
+  thread_local std::vector<uint8_t> buffer;
+  buffer.resize(static_cast<size_t>(nsb) * layout.bytes() + 64);
+  uint8_t* pack = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+  Gather g;
+  g.idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(p.w_stride)));
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
+    g.valid = static_cast<__mmask16>((1u << rows) - 1);
+    const uint8_t* w0 = p.w + static_cast<size_t>(r0) * p.w_stride;
+    if (q6) {
+      repack_q6_k(w0, p.w_stride, g, rows, nsb, pack);
+    } else {
+      repack_q4_k(w0, p.w_stride, g, rows, nsb, pack);
+    }
+    const auto& table = q6 ? kTable6 : kTable4;
+    for (int64_t t0 = t_begin; t0 < t_end; t0 += kKTokens) {
+      const int64_t n = std::min<int64_t>(kKTokens, t_end - t0);
+      table[static_cast<size_t>(n - 1)](pack, nsb, p.x + static_cast<size_t>(t0) * p.x_stride,
+                                        p.x_stride, p.y + t0 * p.ldy + r0, p.ldy, g.valid);
+    }
+  }
+}
+
 MINFER_VNNI void gemm_range(TensorType weight, const GemmProblem& p, int64_t r_begin, int64_t r_end,
                             int64_t t_begin, int64_t t_end) {
   static constexpr auto kTable = tile_table(std::make_integer_sequence<int, kTokens>());
@@ -274,7 +464,8 @@ bool vnni_gemm_available() {
 }
 
 bool vnni_gemm_type(TensorType weight) {
-  return weight == TensorType::Q4_0 || weight == TensorType::Q5_0 || weight == TensorType::Q8_0;
+  return weight == TensorType::Q4_0 || weight == TensorType::Q5_0 || weight == TensorType::Q8_0 ||
+         weight == TensorType::Q4_K || weight == TensorType::Q6_K;
 }
 
 size_t vnni_x_row_bytes(int64_t row_len) {
@@ -291,7 +482,11 @@ bool vnni_quantize_x(TensorType weight, const float* x, int64_t row_len, uint8_t
 
 void vnni_gemm(TensorType weight, const GemmProblem& p, int64_t r_begin, int64_t r_end,
                int64_t t_begin, int64_t t_end) {
-  gemm_range(weight, p, r_begin, r_end, t_begin, t_end);
+  if (weight == TensorType::Q4_K || weight == TensorType::Q6_K) {
+    gemm_range_k(weight, p, r_begin, r_end, t_begin, t_end);
+  } else {
+    gemm_range(weight, p, r_begin, r_end, t_begin, t_end);
+  }
 }
 
 }  // namespace minfer::cpu

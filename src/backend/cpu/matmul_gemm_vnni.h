@@ -1,10 +1,11 @@
-// Prefill matmul with AVX-512 VNNI: the batch GEMM for Q4_0, Q5_0 and Q8_0
-// weights on CPUs with AVX-512 F/BW/VL/DQ and VNNI.
+// Prefill matmul with AVX-512 VNNI: the batch GEMM for Q4_0, Q5_0, Q8_0, Q4_K
+// and Q6_K weights on CPUs with AVX-512 F/BW/VL/DQ and VNNI.
 //
 // Contract: vnni_gemm computes y[t][r] = dot(W row r, x row t) for every r in
 // [r_begin, r_end) and t in [t_begin, t_end) of one GemmProblem
 // (backend/cpu/matmul_gemm.h) whose x rows were converted by vnni_prepare_x
-// (x_stride = vnni_x_row_bytes(row_len)).
+// or vnni_quantize_x (x_stride = vnni_x_row_bytes(row_len)) for the 32-element
+// formats, and are plain Q8_K rows for the K-quants.
 // Layout: a range's weight rows are repacked, 16 rows at a time, into a
 // per-thread buffer: per block, the 16 f32 scales, then the quants as
 // unsigned bytes, 4 consecutive elements of row r in 32-bit lane r (8 groups
@@ -16,6 +17,10 @@
 // of the dot kernels (no saturation: |sum| < 2^21). Each 16-row lane adds the
 // scaled block sums in block order, d_w * d_x * sum as the AVX2 dot kernels
 // do, so results equal them up to FMA contraction.
+// K-quants: per sub-block the unsigned block sum (vpdpbusd) times the row's
+// scale (vpmulld), and the Q8_K bsums term (Q4_K's mins, Q6_K's -32 offset)
+// by vpdpwssd: the same integers as the AVX2 kernels (|sum| < 2^29), scaled
+// as they do (d * y_d, and dmin * y_d for the mins).
 // Weights stay where they are (the GGUF mapping, shared with other
 // backends); the per-range repack costs a few percent of a 512-token batch
 // and no memory beyond one range. Single tokens keep the AVX2 path.
@@ -38,7 +43,7 @@ namespace minfer::cpu {
 // unset or "0" (read once).
 bool vnni_gemm_available();
 
-// Whether `weight` has a VNNI GEMM (Q4_0, Q5_0, Q8_0).
+// Whether `weight` has a VNNI GEMM (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K).
 bool vnni_gemm_type(quant::TensorType weight);
 
 // Bytes of one prepared activation row of row_len elements (a multiple of 32).
