@@ -20,8 +20,9 @@ constexpr int64_t kRowsPerTask = 16;
 constexpr int64_t kTokenTile = 4;
 // Tokens per task: a task's weight rows stay in L2 while it walks its tokens.
 constexpr int64_t kTokensPerTask = 64;
-// Tokens per task of the VNNI GEMM, which repacks a task's rows first: long
-// enough to amortize that, short enough to balance two threads on 128 rows.
+// Tokens per task of the VNNI GEMM, which repacks a task's rows first: a
+// whole 512-token batch, so each row group is repacked once; the row groups
+// alone balance the threads (128 rows are 8 tasks).
 constexpr int64_t kVnniTokensPerTask = 512;
 
 std::string dims(const MatmulWeight& w, int64_t n_tokens) {
