@@ -1,10 +1,12 @@
 #include "backend/cpu/matmul.h"
 
-#include "backend/cpu/matmul_gemm.h"
-
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <string>
+
+#include "backend/cpu/matmul_gemm.h"
+#include "backend/cpu/matmul_gemm_vnni.h"
 
 #include "quant/reference.h"
 
@@ -18,6 +20,10 @@ constexpr int64_t kRowsPerTask = 16;
 constexpr int64_t kTokenTile = 4;
 // Tokens per task: a task's weight rows stay in L2 while it walks its tokens.
 constexpr int64_t kTokensPerTask = 64;
+// Tokens per task of the VNNI GEMM, which repacks a task's rows first: a
+// whole 512-token batch, so each row group is repacked once; the row groups
+// alone balance the threads (128 rows are 8 tasks).
+constexpr int64_t kVnniTokensPerTask = 512;
 
 std::string dims(const MatmulWeight& w, int64_t n_tokens) {
   return std::string(quant::type_name(w.type)) + " [" + std::to_string(w.rows) + " x " +
@@ -44,14 +50,23 @@ Result<size_t> validate(const MatmulWeight& w, const float* x, int64_t n_tokens,
 }
 
 // Converts every token row of x to `type` in scratch; x rows are row_len floats.
+// With `vnni_weight` set (type is then Q8_0), rows go straight to the
+// prepared layout of the VNNI GEMM for that weight type (the same quants;
+// matmul_gemm_vnni.h) and scratch holds vnni_x_row_bytes-sized rows.
 Status convert_activations(quant::TensorType type, const float* x, int64_t n_tokens,
                            int64_t row_len, size_t x_bytes, ThreadPool& pool,
-                           std::vector<uint8_t>& scratch) {
-  scratch.resize(static_cast<size_t>(n_tokens) * x_bytes);
+                           std::vector<uint8_t>& scratch,
+                           const quant::TensorType* vnni_weight = nullptr) {
+  const size_t out_bytes = vnni_weight != nullptr ? vnni_x_row_bytes(row_len) : x_bytes;
+  scratch.resize(static_cast<size_t>(n_tokens) * out_bytes);
   std::atomic<int64_t> first_bad{n_tokens};
   pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
-      if (!quant::quantize_row(type, x + t * row_len, scratch.data() + t * x_bytes, row_len)) {
+      uint8_t* dst = scratch.data() + t * out_bytes;
+      const bool ok = vnni_weight != nullptr
+                          ? vnni_quantize_x(*vnni_weight, x + t * row_len, row_len, dst)
+                          : quant::quantize_row(type, x + t * row_len, dst, row_len).is_ok();
+      if (!ok) {
         int64_t cur = first_bad.load();
         while (t < cur && !first_bad.compare_exchange_weak(cur, t)) {
         }
@@ -61,7 +76,8 @@ Status convert_activations(quant::TensorType type, const float* x, int64_t n_tok
   const int64_t bad = first_bad.load();
   if (bad == n_tokens) return Status::ok();
   // Redo the failing row serially for its message.
-  return quant::quantize_row(type, x + bad * row_len, scratch.data() + bad * x_bytes, row_len)
+  std::vector<uint8_t> row(x_bytes);
+  return quant::quantize_row(type, x + bad * row_len, row.data(), row_len)
       .with_context("activation row " + std::to_string(bad));
 }
 
@@ -78,6 +94,30 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
   if (w.rows == 0 || n_tokens == 0) return Status::ok();
   MINFER_ASSIGN_OR_RETURN(const quant::TensorType xt, vec_dot_type(w.type));
   MINFER_ASSIGN_OR_RETURN(const uint64_t x_bytes, quant::row_bytes(xt, w.row_len));
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  // Batches of Q4_0/Q5_0/Q8_0 on AVX-512 VNNI CPUs (matmul_gemm_vnni.h); the
+  // gather indices of its repack need 16 row strides to fit in an int32.
+  if (isa == Isa::kAvx2 && n_tokens > 1 && vnni_gemm_type(w.type) && vnni_gemm_available() &&
+      w_stride <= static_cast<size_t>(INT_MAX / 16)) {
+    // Q8_0 activations go to the kernel's own layout; Q8_K rows are used as they are.
+    const bool q8_0 = xt == quant::TensorType::Q8_0;
+    MINFER_RETURN_IF_ERROR(convert_activations(xt, x, n_tokens, w.row_len, x_bytes, pool, scratch,
+                                               q8_0 ? &w.type : nullptr)
+                               .with_context("matmul " + dims(w, n_tokens)));
+    const size_t x_stride = q8_0 ? vnni_x_row_bytes(w.row_len) : static_cast<size_t>(x_bytes);
+    const GemmProblem gp{wdata, w_stride, scratch.data(), x_stride, w.row_len, y, w.rows};
+    const int64_t row_blocks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+    const int64_t token_blocks = (n_tokens + kVnniTokensPerTask - 1) / kVnniTokensPerTask;
+    pool.parallel_for(row_blocks * token_blocks, [&](int64_t begin, int64_t end, int) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t r_begin = (task / token_blocks) * kRowsPerTask;
+        const int64_t t_begin = (task % token_blocks) * kVnniTokensPerTask;
+        vnni_gemm(w.type, gp, r_begin, std::min(w.rows, r_begin + kRowsPerTask), t_begin,
+                  std::min(n_tokens, t_begin + kVnniTokensPerTask));
+      }
+    });
+    return Status::ok();
+  }
   const uint8_t* xq = reinterpret_cast<const uint8_t*>(x);
   if (xt != quant::TensorType::F32) {
     MINFER_RETURN_IF_ERROR(convert_activations(xt, x, n_tokens, w.row_len, x_bytes, pool, scratch)
@@ -85,7 +125,6 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
     xq = scratch.data();
   }
   const DotFn dot_fn = dot_kernel(w.type, isa);
-  const auto* wdata = static_cast<const uint8_t*>(w.data);
   // The tiled kernels where the type has one (matmul_gemm.h), else one
   // dot_fn call per output.
   const GemmKernel gemm = isa == Isa::kAvx2 ? gemm_kernel(w.type, n_tokens) : nullptr;

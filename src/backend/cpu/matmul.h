@@ -2,8 +2,10 @@
 // llama.cpp's CPU numerics: each token row of x is first converted to the
 // weight's vec_dot_type (quant::quantize_row, bit-exact with ggml's activation
 // quantizers), then the outputs are integer block dot products: tiles of
-// several rows x tokens (backend/cpu/matmul_gemm.h) where the weight type has
-// a tile kernel for the ISA, else one dot kernel call per output
+// several rows x tokens where the weight type has a tile kernel for the ISA
+// (batches on AVX-512 VNNI CPUs: backend/cpu/matmul_gemm_vnni.h, which
+// quantizes the activations into its own layout, same quants; otherwise
+// backend/cpu/matmul_gemm.h), else one dot kernel call per output
 // (backend/cpu/vec_dot.h). Tiles add the scaled block sums in another order
 // than the dot kernels for batches (equal up to f32 rounding) and in the same
 // order for a single token (bit-exact).
