@@ -93,7 +93,6 @@ class CudaBackend final : public backend::Backend {
   Status write_host(BufferId id, size_t offset, std::span<const std::byte> src) override;
   Status synchronize() override;
 
-
   // Op kernels, reached through the op table.
   Status run_matmul(const Call& c);
   Status run_get_rows(const Call& c);
@@ -120,8 +119,8 @@ class CudaBackend final : public backend::Backend {
   std::shared_ptr<const DeviceWeights> weights_;
   Stream stream_;
   Event done_;
-  DeviceBuffer err_;       // kErrWords ints on the device
-  int* err_host_;          // pinned mirror, filled at every synchronize
+  DeviceBuffer err_;  // kErrWords ints on the device
+  int* err_host_;     // pinned mirror, filled at every synchronize
   double timeout_s_;
   std::vector<Slot> slots_;
   DeviceBuffer scratch_;
@@ -137,9 +136,15 @@ struct OpEntry {
   Status (CudaBackend::*run)(const Call&);
 };
 
-bool f32_out(const Node& n, const DeviceWeights&) { return n.dtype == DType::kF32; }
-bool no_kernel(const Node&, const DeviceWeights&) { return false; }
-bool input_node(const Node& n, const DeviceWeights&) { return n.dtype == DType::kI32; }
+bool f32_out(const Node& n, const DeviceWeights&) {
+  return n.dtype == DType::kF32;
+}
+bool no_kernel(const Node&, const DeviceWeights&) {
+  return false;
+}
+bool input_node(const Node& n, const DeviceWeights&) {
+  return n.dtype == DType::kI32;
+}
 
 bool f32_weight(const DeviceWeights& w, const std::string& name) {
   if (name.empty()) return true;
@@ -151,8 +156,8 @@ bool matmul_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::MatMulMeta>(&n.meta);
   if (m == nullptr || n.dtype != DType::kF32) return false;
   const DeviceWeight* v = w.find(m->weight);
-  return v != nullptr && has_decoder(v->type) && v->row_len == m->in_dim &&
-         v->row_len % 32 == 0 && f32_weight(w, m->bias);
+  return v != nullptr && has_decoder(v->type) && v->row_len == m->in_dim && v->row_len % 32 == 0 &&
+         f32_weight(w, m->bias);
 }
 
 bool get_rows_ok(const Node& n, const DeviceWeights& w) {
@@ -174,14 +179,28 @@ bool rope_ok(const Node& n, const DeviceWeights& w) {
          m->head_dim % 2 == 0;
 }
 
+// The CUDA kernels read f32 or f16 caches, K and V of one type; anything else
+// (q8_0, mixed) is refused so that those nodes stay on the CPU.
+bool cache_types_ok(quant::TensorType k, quant::TensorType v) {
+  return k == v && (k == quant::TensorType::F32 || k == quant::TensorType::F16);
+}
+
 bool kv_store_ok(const Node& n, const DeviceWeights&) {
-  return std::holds_alternative<graph::KvMeta>(n.meta);
+  const auto* m = std::get_if<graph::KvMeta>(&n.meta);
+  return m != nullptr && cache_types_ok(m->k_type, m->v_type);
 }
 
 bool attention_ok(const Node& n, const DeviceWeights&) {
   const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
   return m != nullptr && n.dtype == DType::kF32 && attention_head_dim_ok(m->head_dim) &&
-         m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0;
+         m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 && cache_types_ok(m->k_type, m->v_type);
+}
+
+Status cache_types_status(const Node& n, const KvPair& kv) {
+  if (cache_types_ok(kv.k_type, kv.v_type)) return Status::ok();
+  return fail(n, "KV cache types K " + std::string(quant::type_name(kv.k_type)) + ", V " +
+                     std::string(quant::type_name(kv.v_type)) +
+                     " have no CUDA kernel (f32 or f16, K and V alike)");
 }
 
 const OpEntry& entry(Op op) {
@@ -251,8 +270,8 @@ Status CudaBackend::launched(const Node& n, const char* kernel, cudaError_t err)
   ring_count_ = std::min(ring_count_ + 1, ring_.size());
   ++pending_;
   if (err != cudaSuccess) {
-    return fail(n, std::string("launch of ") + kernel + " failed: " + cudaGetErrorName(err) +
-                       " (" + cudaGetErrorString(err) + ")");
+    return fail(n, std::string("launch of ") + kernel + " failed: " + cudaGetErrorName(err) + " (" +
+                       cudaGetErrorString(err) + ")");
   }
   return Status::ok();
 }
@@ -278,9 +297,8 @@ Status CudaBackend::synchronize() {
     const cudaError_t e = cudaEventQuery(done_.get());
     if (e == cudaSuccess) break;
     if (e != cudaErrorNotReady) {
-      return Status::error(std::string("CUDA: device error while waiting: ") +
-                           cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + "); " +
-                           recent_kernels());
+      return Status::error(std::string("CUDA: device error while waiting: ") + cudaGetErrorName(e) +
+                           " (" + cudaGetErrorString(e) + "); " + recent_kernels());
     }
     if (Clock::now() > deadline) {
       return Status::error("CUDA: the GPU did not finish within " + std::to_string(timeout_s_) +
@@ -350,8 +368,8 @@ Result<const int32_t*> CudaBackend::row_list(const std::vector<int32_t>& rows) {
   auto it = row_lists_.find(rows);
   if (it == row_lists_.end()) {
     MINFER_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::allocate(rows.size() * sizeof(int32_t)));
-    MINFER_CUDA_CHECK(cudaMemcpy(b.data(), rows.data(), rows.size() * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice));
+    MINFER_CUDA_CHECK(
+        cudaMemcpy(b.data(), rows.data(), rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     it = row_lists_.emplace(rows, std::move(b)).first;
   }
   return static_cast<const int32_t*>(it->second.data());
@@ -409,12 +427,11 @@ Status CudaBackend::run_matmul(const Call& c) {
     MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
   }
   MINFER_RETURN_IF_ERROR(launched(c.node, "matmul",
-                                  launch_matmul(w->type, w->data, w->row_bytes, w->rows,
-                                                w->row_len, c.f32_in(0), n_tokens, bias, y,
-                                                stream_.get())));
+                                  launch_matmul(w->type, w->data, w->row_bytes, w->rows, w->row_len,
+                                                c.f32_in(0), n_tokens, bias, y, stream_.get())));
   if (aliased) {
-    MINFER_CUDA_CHECK(cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice,
-                                      stream_.get()));
+    MINFER_CUDA_CHECK(
+        cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice, stream_.get()));
   }
   return Status::ok();
 }
@@ -431,14 +448,14 @@ Status CudaBackend::run_get_rows(const Call& c) {
     float* y = c.f32_out();
     const bool aliased = c.out == c.in[0];
     if (aliased) {
-    MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
-  }
-    MINFER_RETURN_IF_ERROR(launched(
-        c.node, "gather_rows", launch_gather_rows(c.f32_in(0), rows, n_rows, width, y,
-                                                  stream_.get())));
+      MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
+    }
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "gather_rows",
+                 launch_gather_rows(c.f32_in(0), rows, n_rows, width, y, stream_.get())));
     if (aliased) {
-      MINFER_CUDA_CHECK(cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice,
-                                        stream_.get()));
+      MINFER_CUDA_CHECK(
+          cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice, stream_.get()));
     }
     return Status::ok();
   }
@@ -449,10 +466,10 @@ Status CudaBackend::run_get_rows(const Call& c) {
                             " elements, the node wants " + std::to_string(width) +
                             " (a multiple of 32)");
   }
-  return launched(c.node, "get_rows",
-                  launch_get_rows_weight(w->type, w->data, w->row_bytes, w->rows, width,
-                                         c.i32_in(0), n_rows, m->scale, c.f32_out(),
-                                         static_cast<int*>(err_.data()), stream_.get()));
+  return launched(
+      c.node, "get_rows",
+      launch_get_rows_weight(w->type, w->data, w->row_bytes, w->rows, width, c.i32_in(0), n_rows,
+                             m->scale, c.f32_out(), static_cast<int*>(err_.data()), stream_.get()));
 }
 
 Status CudaBackend::run_rms_norm(const Call& c) {
@@ -470,8 +487,8 @@ Status CudaBackend::run_rms_norm(const Call& c) {
                             std::to_string(group));
   }
   return launched(c.node, "rms_norm",
-                  launch_rms_norm(c.f32_in(0), w, rows * (dim / group), group, m->eps,
-                                  c.f32_out(), stream_.get()));
+                  launch_rms_norm(c.f32_in(0), w, rows * (dim / group), group, m->eps, c.f32_out(),
+                                  stream_.get()));
 }
 
 Status CudaBackend::run_rope(const Call& c) {
@@ -500,14 +517,11 @@ Status CudaBackend::run_kv_store(const Call& c) {
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
     return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
-  if (c.kv->dtype != DType::kF32 && c.kv->dtype != DType::kF16) {
-    return fail(c.node, std::string("KV cache type ") + graph::dtype_name(c.kv->dtype) +
-                            " has no CUDA kernel");
-  }
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv));
   return launched(c.node, "kv_store",
                   launch_kv_store(c.f32_in(0), c.f32_in(1), c.i32_in(2), m->n_tokens,
                                   m->n_head_kv * m->head_dim, c.kv->n_ctx,
-                                  c.kv->dtype == DType::kF16, c.k_cache, c.v_cache,
+                                  c.kv->k_type == quant::TensorType::F16, c.k_cache, c.v_cache,
                                   static_cast<int*>(err_.data()), stream_.get()));
 }
 
@@ -523,16 +537,13 @@ Status CudaBackend::run_attention(const Call& c) {
                             std::to_string(m->head_dim) + " (32, 64, 96, 128 or 256), row " +
                             std::to_string(c.node.shape.ne[0]));
   }
-  if (c.kv->dtype != DType::kF32 && c.kv->dtype != DType::kF16) {
-    return fail(c.node, std::string("KV cache type ") + graph::dtype_name(c.kv->dtype) +
-                            " has no CUDA kernel");
-  }
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv));
   if (c.out == c.in[0]) return fail(c.node, "output aliases the query buffer");
   AttentionArgs a;
   a.q = c.f32_in(0);
   a.k_cache = c.k_cache;
   a.v_cache = c.v_cache;
-  a.f16_cache = c.kv->dtype == DType::kF16;
+  a.f16_cache = c.kv->k_type == quant::TensorType::F16;
   a.positions = c.i32_in(2);
   if (c.n_in >= 5) {
     a.batch_k = c.f32_in(3);
@@ -555,19 +566,32 @@ Status CudaBackend::run_elementwise(const Call& c) {
   Ew op;
   float s = 1.0f;
   switch (c.node.op) {
-    case Op::kAdd: op = Ew::kAdd; break;
-    case Op::kMul: op = Ew::kMul; break;
+    case Op::kAdd:
+      op = Ew::kAdd;
+      break;
+    case Op::kMul:
+      op = Ew::kMul;
+      break;
     case Op::kScale: {
       MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, meta<graph::ScaleMeta>(c.node));
       op = Ew::kScale;
       s = m->scale;
       break;
     }
-    case Op::kSilu: op = Ew::kSilu; break;
-    case Op::kGelu: op = Ew::kGelu; break;
-    case Op::kSwiGLU: op = Ew::kSwiGLU; break;
-    case Op::kGeGLU: op = Ew::kGeGLU; break;
-    default: return fail(c.node, "not an elementwise op");
+    case Op::kSilu:
+      op = Ew::kSilu;
+      break;
+    case Op::kGelu:
+      op = Ew::kGelu;
+      break;
+    case Op::kSwiGLU:
+      op = Ew::kSwiGLU;
+      break;
+    case Op::kGeGLU:
+      op = Ew::kGeGLU;
+      break;
+    default:
+      return fail(c.node, "not an elementwise op");
   }
   const bool binary = op == Ew::kAdd || op == Ew::kMul || op == Ew::kSwiGLU || op == Ew::kGeGLU;
   if (c.in[0] == nullptr || (binary && (c.n_in < 2 || c.in[1] == nullptr))) {
@@ -580,9 +604,13 @@ Status CudaBackend::run_elementwise(const Call& c) {
 
 }  // namespace
 
-bool available() { return Device::get() != nullptr; }
+bool available() {
+  return Device::get() != nullptr;
+}
 
-std::string unavailable_reason() { return available() ? "" : Device::unavailable_reason(); }
+std::string unavailable_reason() {
+  return available() ? "" : Device::unavailable_reason();
+}
 
 Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights) {
   if (!available()) return Status::error(unavailable_reason());
@@ -594,8 +622,8 @@ Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& w
   int* err_host = nullptr;
   MINFER_CUDA_CHECK(cudaMallocHost(&err_host, kErrWords * sizeof(int)));
   std::memset(err_host, 0, kErrWords * sizeof(int));
-  return std::unique_ptr<backend::Backend>(new CudaBackend(
-      std::move(dw), std::move(stream), std::move(done), std::move(err), err_host));
+  return std::unique_ptr<backend::Backend>(
+      new CudaBackend(std::move(dw), std::move(stream), std::move(done), std::move(err), err_host));
 }
 
 }  // namespace minfer::cuda
