@@ -4,7 +4,8 @@
 # goldens), the parity tests on the real Gemma 3 270M, and the bounded fuzz runs.
 # Then builds the kernel tests (CPU backend and quantization) a second time
 # with AddressSanitizer and UndefinedBehaviorSanitizer and runs them; any
-# sanitizer report fails the run. MINFER_SANITIZE_TESTS=0 skips that part.
+# sanitizer report fails the run (measured on 2 cores: about 2.5 minutes to
+# build, 6 seconds to run). MINFER_SANITIZE_TESTS=0 skips that part.
 # Arguments go to ctest (e.g. -R attention).
 set -euo pipefail
 cd "$(dirname "$0")/.."
