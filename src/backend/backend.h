@@ -34,6 +34,7 @@
 
 #include "base/status.h"
 #include "graph/ir.h"
+#include "quant/tensor_type.h"
 
 namespace minfer::backend {
 
@@ -41,11 +42,15 @@ using BufferId = int32_t;
 constexpr BufferId kNoBuffer = -1;
 
 // The persistent K and V regions of one layer (allocated once per session).
+// Row types are F32, F16 or Q8_0 (ggml blocks; head_dim a multiple of 32); K
+// and V may differ. A backend that cannot read a type refuses the nodes in
+// supports_op (KvMeta/AttentionMeta carry the types) and errors in execute_node.
 struct KvPair {
   BufferId k = kNoBuffer;
   BufferId v = kNoBuffer;
-  graph::DType dtype = graph::DType::kF32;  // element type of the cache rows
-  int64_t n_ctx = 0;                        // rows each region holds
+  quant::TensorType k_type = quant::TensorType::F32;  // element type of the K rows
+  quant::TensorType v_type = quant::TensorType::F32;  // element type of the V rows
+  int64_t n_ctx = 0;                                  // rows each region holds
 };
 
 class Backend {

@@ -13,7 +13,10 @@ void add_model_options(ArgParser& p) {
   p.option("-m,--model", "FILE", "GGUF model file");
   p.option("-t,--threads", "N", "CPU threads (all)");
   p.option("-c,--ctx-size", "N", "context size in tokens");
-  p.option("--cache-type", "TYPE", "KV cache type: f32 or f16 (f16; env MINFER_CACHE_TYPE)");
+  p.option("--cache-type", "TYPE",
+           "KV cache type for K and V: f32, f16 or q8_0 (f16; env MINFER_CACHE_TYPE)");
+  p.option("-ctk,--cache-type-k", "TYPE", "KV cache type for K (overrides --cache-type)");
+  p.option("-ctv,--cache-type-v", "TYPE", "KV cache type for V (overrides --cache-type)");
   p.option("-b,--batch-size", "N", "tokens per prefill graph (512)");
 }
 
@@ -54,16 +57,25 @@ Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t defa
   if (o.n_ctx < 1) return Status::error("--ctx-size " + std::to_string(o.n_ctx) + " must be > 0");
   MINFER_ASSIGN_OR_RETURN(o.max_batch, p.get_int("--batch-size", 512));
   if (o.max_batch < 1) return Status::error("--batch-size must be > 0");
-  std::string type = "f16";
-  if (const char* env = std::getenv("MINFER_CACHE_TYPE"); env != nullptr && *env) type = env;
-  type = p.get_or("--cache-type", type);
-  if (type == "f32") {
-    o.kv_type = graph::DType::kF32;
-  } else if (type == "f16") {
-    o.kv_type = graph::DType::kF16;
-  } else {
-    return Status::error("cache type '" + type + "' is not supported (f32, f16)");
+  // The env var sets both; --cache-type beats it; -ctk/-ctv beat both for their half.
+  std::string both = "f16";
+  std::string both_from = "default";
+  if (const char* env = std::getenv("MINFER_CACHE_TYPE"); env != nullptr && *env) {
+    both = env;
+    both_from = "MINFER_CACHE_TYPE";
   }
+  if (auto flag = p.get("--cache-type")) {
+    both = *flag;
+    both_from = "--cache-type";
+  }
+  auto parse = [&](const char* flag) -> Result<quant::TensorType> {
+    const auto given = p.get(flag);
+    auto t = runtime::parse_cache_type(given ? *given : both);
+    if (!t) return Status::error((given ? std::string(flag) : both_from) + ": " + t.message());
+    return t;
+  };
+  MINFER_ASSIGN_OR_RETURN(o.k_type, parse("--cache-type-k"));
+  MINFER_ASSIGN_OR_RETURN(o.v_type, parse("--cache-type-v"));
   return o;
 }
 

@@ -14,7 +14,8 @@
 
 namespace minfer::cli {
 
-// Declares -m, -t, -c, --cache-type, --batch-size.
+// Declares -m, -t, -c, --cache-type, -ctk/--cache-type-k, -ctv/--cache-type-v,
+// --batch-size.
 void add_model_options(ArgParser& p);
 // Declares --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
 void add_sampling_options(ArgParser& p);
@@ -23,7 +24,10 @@ void add_sampling_options(ArgParser& p);
 // unless `quiet`.
 Result<std::unique_ptr<model::Model>> load_model(const ArgParser& p, bool quiet = false);
 
-// Session options from -t, -c, --cache-type (or MINFER_CACHE_TYPE), --batch-size.
+// Session options from -t, -c, the cache types and --batch-size. Cache types
+// (f32, f16, q8_0; default f16): MINFER_CACHE_TYPE sets K and V, --cache-type
+// beats it, -ctk/-ctv beat both for K or V; a bad value is an error naming its
+// source, the value and the allowed types.
 Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t default_ctx);
 
 Result<runtime::SamplerParams> sampler_params(const ArgParser& p);

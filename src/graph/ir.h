@@ -102,10 +102,14 @@ struct RopeMeta {
   std::string freq_factors;  // optional weight of per-frequency divisors (llama 3 rope_freqs)
 };
 
+// k_type/v_type: the KV cache's row types (F32, F16, Q8_0), so that a
+// backend's supports_op can refuse a cache it cannot read.
 struct KvMeta {
   int layer = 0;
   int64_t n_head_kv = 0, head_dim = 0;
   int64_t n_tokens = 0;  // rows of k and v to store
+  quant::TensorType k_type = quant::TensorType::F32;
+  quant::TensorType v_type = quant::TensorType::F32;
 };
 
 struct AttentionMeta {
@@ -113,6 +117,8 @@ struct AttentionMeta {
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
   float scale = 1.0f;
   int64_t sliding_window = 0;  // 0: full causal attention
+  quant::TensorType k_type = quant::TensorType::F32;
+  quant::TensorType v_type = quant::TensorType::F32;
   // Input 0 holds packed rows [q | k | v] (the output of a FusedQKV node;
   // inputs: packed, positions) instead of q (inputs: q, store, positions, k, v).
   bool packed_qkv = false;

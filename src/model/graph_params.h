@@ -12,7 +12,9 @@ namespace minfer::model {
 struct GraphParams {
   int64_t n_tokens = 1;   // tokens in this batch
   int64_t n_outputs = 1;  // logits for the last n_outputs tokens of the batch
-  graph::DType kv_type = graph::DType::kF32;
+  // KV cache row types (F32, F16 or Q8_0), carried into KvMeta/AttentionMeta.
+  quant::TensorType k_type = quant::TensorType::F32;
+  quant::TensorType v_type = quant::TensorType::F32;
   bool gpu = false;  // a GPU backend takes part (the all-weights gate passed)
   bool fuse = true;  // allow fusions
 

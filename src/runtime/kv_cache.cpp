@@ -1,23 +1,73 @@
 #include "runtime/kv_cache.h"
 
-namespace minfer::runtime {
+#include <string>
 
-Result<KvCache> KvCache::create(backend::Backend* owner, int64_t n_layer, int64_t n_ctx,
-                                int64_t row_elements, graph::DType type) {
-  if (type == graph::DType::kI32) return Status::error("KV cache type i32 is not supported");
+namespace minfer::runtime {
+namespace {
+
+constexpr const char* kAllowed = "f32, f16, q8_0";
+
+bool cache_type_ok(quant::TensorType t) {
+  return t == quant::TensorType::F32 || t == quant::TensorType::F16 || t == quant::TensorType::Q8_0;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return out;
+}
+
+// Bytes of one region (n_ctx rows) of `type`, or an error naming the problem.
+Result<size_t> region_bytes(quant::TensorType type, const KvCacheShape& s) {
+  const std::string name = lower(quant::type_name(type));
+  if (!cache_type_ok(type)) {
+    return Status::error("KV cache type " + name + " is not supported (" + kAllowed + ")");
+  }
+  const int64_t block = quant::type_traits(type).block_size;
+  if (s.head_dim % block != 0) {
+    return Status::error("KV cache type " + name + " needs head_dim a multiple of " +
+                         std::to_string(block) + "; the model's head_dim is " +
+                         std::to_string(s.head_dim) + " (use f16 or f32)");
+  }
+  MINFER_ASSIGN_OR_RETURN(uint64_t row, quant::row_bytes(type, s.n_head_kv * s.head_dim));
+  return static_cast<size_t>(row) * static_cast<size_t>(s.n_ctx);
+}
+
+}  // namespace
+
+Result<quant::TensorType> parse_cache_type(std::string_view name) {
+  const std::string n = lower(name);
+  if (n == "f32") return quant::TensorType::F32;
+  if (n == "f16") return quant::TensorType::F16;
+  if (n == "q8_0") return quant::TensorType::Q8_0;
+  return Status::error("cache type '" + std::string(name) + "' is not supported (" + kAllowed +
+                       ")");
+}
+
+Result<KvCache> KvCache::create(backend::Backend* owner, const KvCacheShape& shape,
+                                quant::TensorType k_type, quant::TensorType v_type) {
+  if (shape.n_layer < 0 || shape.n_ctx < 1 || shape.n_head_kv < 1 || shape.head_dim < 1) {
+    return Status::error("KV cache: invalid shape (n_layer " + std::to_string(shape.n_layer) +
+                         ", n_ctx " + std::to_string(shape.n_ctx) + ", n_head_kv " +
+                         std::to_string(shape.n_head_kv) + ", head_dim " +
+                         std::to_string(shape.head_dim) + ")");
+  }
+  MINFER_ASSIGN_OR_RETURN(const size_t k_region, region_bytes(k_type, shape));
+  MINFER_ASSIGN_OR_RETURN(const size_t v_region, region_bytes(v_type, shape));
   KvCache c;
   c.owner_ = owner;
-  c.n_ctx_ = n_ctx;
-  c.type_ = type;
-  const size_t region = static_cast<size_t>(n_ctx * row_elements) * graph::dtype_size(type);
-  for (int64_t il = 0; il < n_layer; ++il) {
+  c.n_ctx_ = shape.n_ctx;
+  c.k_type_ = k_type;
+  c.v_type_ = v_type;
+  for (int64_t il = 0; il < shape.n_layer; ++il) {
     backend::KvPair p;
-    p.dtype = type;
-    p.n_ctx = n_ctx;
-    MINFER_ASSIGN_OR_RETURN(p.k, owner->alloc_buffer(region));
+    p.k_type = k_type;
+    p.v_type = v_type;
+    p.n_ctx = shape.n_ctx;
+    MINFER_ASSIGN_OR_RETURN(p.k, owner->alloc_buffer(k_region));
     c.layers_.push_back(p);  // owned from here on: freed by the destructor on error
-    MINFER_ASSIGN_OR_RETURN(c.layers_.back().v, owner->alloc_buffer(region));
-    c.bytes_ += 2 * region;
+    MINFER_ASSIGN_OR_RETURN(c.layers_.back().v, owner->alloc_buffer(v_region));
+    c.bytes_ += k_region + v_region;
   }
   return c;
 }
@@ -28,7 +78,8 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
     owner_ = other.owner_;
     layers_ = std::move(other.layers_);
     n_ctx_ = other.n_ctx_;
-    type_ = other.type_;
+    k_type_ = other.k_type_;
+    v_type_ = other.v_type_;
     bytes_ = other.bytes_;
     other.layers_.clear();
     other.owner_ = nullptr;

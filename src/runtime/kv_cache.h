@@ -1,25 +1,39 @@
 // The KV cache: per layer, persistent K and V regions on the backend that runs
 // the layer's attention, each holding n_ctx rows of n_head_kv * head_dim
-// elements (f32 or f16).
+// elements. K and V each have their own row type: f32, f16 or q8_0 (ggml's
+// Q8_0 blocks of 32 values, for which head_dim must be a multiple of 32).
 //
 // Contract: regions are allocated once (create) and freed in the destructor;
-// they survive graph rebuilds. Positions past n_ctx are the caller's error to
-// prevent (runtime::Session checks the context limit before every forward).
-// Not thread-safe; owned by one Session.
+// they survive graph rebuilds. create errors (naming the type and the
+// allowed ones) for any other type or a head_dim q8_0 cannot split. Positions
+// past n_ctx are the caller's error to prevent (runtime::Session checks the
+// context limit before every forward). Not thread-safe; owned by one Session.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
 #include "base/status.h"
-#include "graph/ir.h"
+#include "quant/tensor_type.h"
 
 namespace minfer::runtime {
 
+// Parses a cache type as llama.cpp spells it ("f32", "f16", "q8_0"; case
+// insensitive); the error names the value and the allowed ones.
+Result<quant::TensorType> parse_cache_type(std::string_view name);
+
+struct KvCacheShape {
+  int64_t n_layer = 0;
+  int64_t n_ctx = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+};
+
 class KvCache {
  public:
-  static Result<KvCache> create(backend::Backend* owner, int64_t n_layer, int64_t n_ctx,
-                                int64_t row_elements, graph::DType type);
+  static Result<KvCache> create(backend::Backend* owner, const KvCacheShape& shape,
+                                quant::TensorType k_type, quant::TensorType v_type);
   KvCache() = default;
   KvCache(KvCache&& other) noexcept { *this = std::move(other); }
   KvCache& operator=(KvCache&& other) noexcept;
@@ -32,7 +46,8 @@ class KvCache {
   }
   backend::Backend* owner() const { return owner_; }
   int64_t n_ctx() const { return n_ctx_; }
-  graph::DType type() const { return type_; }
+  quant::TensorType k_type() const { return k_type_; }
+  quant::TensorType v_type() const { return v_type_; }
   size_t bytes() const { return bytes_; }
 
  private:
@@ -40,7 +55,8 @@ class KvCache {
   backend::Backend* owner_ = nullptr;
   std::vector<backend::KvPair> layers_;
   int64_t n_ctx_ = 0;
-  graph::DType type_ = graph::DType::kF32;
+  quant::TensorType k_type_ = quant::TensorType::F32;
+  quant::TensorType v_type_ = quant::TensorType::F32;
   size_t bytes_ = 0;
 };
 

@@ -55,6 +55,8 @@ Result<std::unique_ptr<Session>> Session::create(const model::Model& model,
   probe_meta.n_head = hp.n_head;
   probe_meta.n_head_kv = hp.n_head_kv;
   probe_meta.head_dim = hp.head_dim;
+  probe_meta.k_type = options.k_type;
+  probe_meta.v_type = options.v_type;
   probe.meta = probe_meta;
   backend::Backend* kv_owner = s->backends_.back();
   for (auto* b : s->backends_) {
@@ -63,8 +65,9 @@ Result<std::unique_ptr<Session>> Session::create(const model::Model& model,
       break;
     }
   }
-  MINFER_ASSIGN_OR_RETURN(
-      s->kv_, KvCache::create(kv_owner, hp.n_layer, options.n_ctx, hp.kv_dim(), options.kv_type));
+  const KvCacheShape kv_shape{hp.n_layer, options.n_ctx, hp.n_head_kv, hp.head_dim};
+  MINFER_ASSIGN_OR_RETURN(s->kv_,
+                          KvCache::create(kv_owner, kv_shape, options.k_type, options.v_type));
   s->profiling_ = env_on("MINFER_OP_PROFILE");
   s->tracing_ = env_on("MINFER_GRAPH_TRACE");
   return s;
@@ -101,7 +104,8 @@ Status Session::eval_batch(std::span<const int32_t> tokens, int64_t n_outputs, f
   model::GraphParams params;
   params.n_tokens = static_cast<int64_t>(tokens.size());
   params.n_outputs = n_outputs;
-  params.kv_type = kv_.type();
+  params.k_type = kv_.k_type();
+  params.v_type = kv_.v_type();
   params.gpu = gpu_;
   MINFER_RETURN_IF_ERROR(prepare(params));
   positions_.resize(tokens.size());

@@ -35,7 +35,10 @@ namespace minfer::runtime {
 struct SessionOptions {
   int64_t n_ctx = 4096;
   int n_threads = 0;  // 0: all hardware threads
-  graph::DType kv_type = graph::DType::kF32;
+  // KV cache row types: F32, F16 or Q8_0 (head_dim a multiple of 32); K and V
+  // may differ. A cache a GPU backend cannot read keeps attention on the CPU.
+  quant::TensorType k_type = quant::TensorType::F32;
+  quant::TensorType v_type = quant::TensorType::F32;
   int64_t max_batch = 512;
   // Run on a GPU backend when one is usable and every weight reaches it (the
   // all-weights gate); false keeps the CPU path (whose numerics tests pin).

@@ -360,4 +360,50 @@ TEST(cuda_Ops, PositionPastTheCacheIsAnErrorAtSynchronize) {
 }
 
 }  // namespace
+// The CUDA kernels read only f32 or f16 caches with K and V alike: a q8_0 or
+// mixed cache is refused in supports_op (so attention stays on the CPU, which
+// owns such a cache) and is an error, never a misread, if handed over anyway.
+TEST(cuda_Ops, RefusesQuantizedOrMixedKvCaches) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  Backends b;
+  b.start();
+  using quant::TensorType;
+  auto store_with = [](TensorType k, TensorType v) {
+    return make_node(Op::kKvStore, 0, 0, graph::KvMeta{0, 1, 64, 1, k, v});
+  };
+  auto attention_with = [](TensorType k, TensorType v) {
+    graph::AttentionMeta am;
+    am.n_head = 2;
+    am.n_head_kv = 1;
+    am.head_dim = 64;
+    am.k_type = k;
+    am.v_type = v;
+    return make_node(Op::kAttention, 2 * 64, 1, am);
+  };
+  for (auto [k, v] : {std::pair{TensorType::Q8_0, TensorType::Q8_0},
+                      {TensorType::F16, TensorType::Q8_0},
+                      {TensorType::F32, TensorType::F16}}) {
+    EXPECT_FALSE(b.gpu->supports_op(store_with(k, v)));
+    EXPECT_FALSE(b.gpu->supports_op(attention_with(k, v)));
+  }
+  for (TensorType t : {TensorType::F32, TensorType::F16}) {
+    EXPECT_TRUE(b.gpu->supports_op(store_with(t, t)));
+    EXPECT_TRUE(b.gpu->supports_op(attention_with(t, t)));
+  }
+  KvRegions kv;
+  std::vector<float> zeros(4 * 64, 0.0f);
+  make_kv(*b.gpu, DType::kF32, 4, 64, bytes_of(zeros), bytes_of(zeros), kv);
+  kv.pair.k_type = kv.pair.v_type = TensorType::Q8_0;
+  const auto row = random_floats(64, 1);
+  auto r = run_node(*b.gpu, store_with(TensorType::Q8_0, TensorType::Q8_0),
+                    {bytes_of(row), bytes_of(row), bytes_of(iota_positions(1, 0))}, &kv.pair);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.message().find("K Q8_0, V Q8_0 have no CUDA kernel"), std::string::npos)
+      << r.message();
+  r = run_node(*b.gpu, attention_with(TensorType::Q8_0, TensorType::Q8_0),
+               {bytes_of(random_floats(128, 2)), {}, bytes_of(iota_positions(1, 0))}, &kv.pair);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.message().find("have no CUDA kernel"), std::string::npos) << r.message();
+}
+
 }  // namespace minfer::cuda::testing

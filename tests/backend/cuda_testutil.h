@@ -75,10 +75,12 @@ inline void make_kv(backend::Backend& b, graph::DType type, int64_t n_ctx, int64
                     const std::vector<std::byte>& k, const std::vector<std::byte>& v,
                     KvRegions& out) {
   const size_t bytes = static_cast<size_t>(n_ctx * row) * graph::dtype_size(type);
+  const auto cache_type =
+      type == graph::DType::kF16 ? quant::TensorType::F16 : quant::TensorType::F32;
   out.owner = &b;
   out.pair.k = b.alloc_buffer(bytes).value();
   out.pair.v = b.alloc_buffer(bytes).value();
-  out.pair.dtype = type;
+  out.pair.k_type = out.pair.v_type = cache_type;
   out.pair.n_ctx = n_ctx;
   ASSERT_TRUE(b.write_host(out.pair.k, 0, k).is_ok());
   ASSERT_TRUE(b.write_host(out.pair.v, 0, v).is_ok());

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -458,4 +459,43 @@ TEST_F(CliTest, Perplexity) {
 }
 
 }  // namespace
+// KV cache types: -ctk/-ctv (llama.cpp's spellings) per half, --cache-type and
+// MINFER_CACHE_TYPE for both; a flag beats the env var; a bad value names its
+// source and the allowed types. q8_0 changes the perplexity a little.
+TEST_F(CliTest, CacheTypes) {
+  const std::string text = std::string(MINFER_SOURCE_DIR) + "/tests/data/text.txt";
+  const std::string ppl = "perplexity -m " + model() + " -f " + q(text) + " -c 64 --chunks 2 ";
+  Outcome r = minfer(ppl + "-ctk q4_0");
+  expect_error(r, "perplexity",
+               "--cache-type-k: cache type 'q4_0' is not supported (f32, f16, q8_0)");
+  r = minfer(ppl + "--cache-type-v F8");
+  expect_error(r, "perplexity", "--cache-type-v: cache type 'F8' is not supported");
+  for (auto [command, extra] : {std::pair{"run", " -p hi"}, {"chat", ""}, {"bench", " -p 4"}}) {
+    r = minfer(std::string(command) + " -m " + model() + extra + " -ctv q8");
+    expect_error(r, command, "--cache-type-v: cache type 'q8' is not supported (f32, f16, q8_0)");
+  }
+  const Outcome f16 = minfer(ppl);
+  const Outcome f32 = minfer(ppl + "--cache-type f32");
+  const Outcome q8 = minfer(ppl + "-ctk q8_0 -ctv q8_0");
+  const Outcome mixed = minfer(ppl + "-ctk Q8_0 --cache-type-v f16");
+  for (const Outcome* o : {&f16, &f32, &q8, &mixed}) ASSERT_EQ(o->code, 0) << o->err;
+  EXPECT_NE(q8.out, f32.out);
+  EXPECT_NE(q8.out, mixed.out);
+  setenv("MINFER_CACHE_TYPE", "q8_0", 1);
+  const Outcome env_q8 = minfer(ppl);
+  const Outcome flag_beats_env = minfer(ppl + "--cache-type f32");
+  setenv("MINFER_CACHE_TYPE", "f64", 1);
+  const Outcome bad_env = minfer(ppl);
+  const Outcome bad_env_overridden = minfer(ppl + "-ctk f32 -ctv f32");
+  unsetenv("MINFER_CACHE_TYPE");
+  ASSERT_EQ(env_q8.code, 0) << env_q8.err;
+  EXPECT_EQ(env_q8.out, q8.out);
+  ASSERT_EQ(flag_beats_env.code, 0) << flag_beats_env.err;
+  EXPECT_EQ(flag_beats_env.out, f32.out);
+  expect_error(bad_env, "perplexity",
+               "MINFER_CACHE_TYPE: cache type 'f64' is not supported (f32, f16, q8_0)");
+  ASSERT_EQ(bad_env_overridden.code, 0) << bad_env_overridden.err;
+  EXPECT_EQ(bad_env_overridden.out, f32.out);
+}
+
 }  // namespace minfer::cli

@@ -202,12 +202,14 @@ struct Forward {
   std::function<void(const Graph&, const Plan&)> after_run;
 
   static Forward make(const model::Model& m, std::vector<backend::Backend*> bs, int kv_index,
-                      int64_t n_ctx = 64, DType kv_type = DType::kF32) {
+                      int64_t n_ctx = 64, quant::TensorType kv_type = quant::TensorType::F32) {
     Forward f;
     f.backends = std::move(bs);
     f.kv_backend = kv_index;
-    auto kv = runtime::KvCache::create(f.backends[static_cast<size_t>(kv_index)],
-                                       m.hparams().n_layer, n_ctx, m.hparams().kv_dim(), kv_type);
+    const runtime::KvCacheShape shape{m.hparams().n_layer, n_ctx, m.hparams().n_head_kv,
+                                      m.hparams().head_dim};
+    auto kv = runtime::KvCache::create(f.backends[static_cast<size_t>(kv_index)], shape, kv_type,
+                                       kv_type);
     EXPECT_TRUE(kv.is_ok()) << kv.message();
     if (kv) f.kv = std::move(*kv);
     return f;
@@ -216,7 +218,8 @@ struct Forward {
   std::vector<float> run(const model::Model& m, std::span<const int32_t> tokens) {
     model::GraphParams params;
     params.n_tokens = static_cast<int64_t>(tokens.size());
-    params.kv_type = kv.type();
+    params.k_type = kv.k_type();
+    params.v_type = kv.v_type();
     Graph g = build(m, params, backends);
     auto plan = build_plan(g, backends);
     EXPECT_TRUE(plan.is_ok()) << plan.message();

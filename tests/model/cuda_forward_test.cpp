@@ -78,12 +78,12 @@ Result<const Model*> tiny_model(const std::string& shape, const std::string& qua
   return (models[key] = std::move(model).value()).get();
 }
 
-Result<std::vector<float>> run_gpu(const Model& model, graph::DType kv, int64_t max_batch,
+Result<std::vector<float>> run_gpu(const Model& model, quant::TensorType kv, int64_t max_batch,
                                    const std::vector<int32_t>& tokens, size_t n_first) {
   runtime::SessionOptions o;
   o.n_ctx = std::max<int64_t>(128, static_cast<int64_t>(tokens.size()));
   o.n_threads = 2;
-  o.kv_type = kv;
+  o.k_type = o.v_type = kv;
   o.max_batch = max_batch;
   o.gpu = true;
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(model, o));
@@ -119,7 +119,9 @@ TEST_P(CudaForward, MatchesReference) {
   const size_t n = tokens.size();
   for (const Mode& mode : {Mode{"batch", 512, n}, Mode{"split", 16, n}, Mode{"decode", 512, 1},
                            Mode{"prefill", 512, 40}}) {
-    auto got = run_gpu(**model, c.kv_type, mode.max_batch, tokens, mode.n_first);
+    const auto kv =
+        c.kv_type == graph::DType::kF16 ? quant::TensorType::F16 : quant::TensorType::F32;
+    auto got = run_gpu(**model, kv, mode.max_batch, tokens, mode.n_first);
     ASSERT_TRUE(got.is_ok()) << mode.name << ": " << got.message();
     double rel = 0;
     int agree = 0;
@@ -167,6 +169,33 @@ INSTANTIATE_TEST_SUITE_P(Tiny, CudaForward,
                            std::replace(s.begin(), s.end(), '-', '_');
                            return s;
                          });
+
+// A q8_0 KV cache has no CUDA kernel: the session still takes the GPU for the
+// rest of the graph, keeps the cache and attention on the CPU, and matches the
+// reference within the CPU q8_0-cache bound (reference_forward_test.cpp).
+TEST(CudaForward, Q8_0CacheRunsAttentionOnTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  auto model = tiny_model("tiny-qwen2", "F32");
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  const int64_t n_vocab = (*model)->hparams().n_vocab;
+  auto weights = load_reference_weights(**model);
+  ASSERT_TRUE(weights.is_ok()) << weights.message();
+  const auto tokens = make_tokens(50, n_vocab, 0x243f6a8885a308d3ull);
+  const std::vector<float> ref = reference_forward(*weights, tokens);
+  auto got = run_gpu(**model, quant::TensorType::Q8_0, 512, tokens, 40);
+  ASSERT_TRUE(got.is_ok()) << got.message();
+  double rel = 0;
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    const float* a = ref.data() + r * n_vocab;
+    const float* b = got->data() + r * n_vocab;
+    const auto [lo, hi] = std::minmax_element(a, a + n_vocab);
+    double d = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) d = std::max(d, std::fabs(double(a[i]) - b[i]));
+    rel = std::max(rel, d / (double(*hi) - *lo));
+  }
+  std::printf("  gpu tiny-qwen2 F32 kv q8_0 rel %.2e\n", rel);
+  EXPECT_LE(rel, 3e-2);
+}
 
 // Greedy decoding of the real Gemma 3 270M on the GPU is deterministic: two
 // runs give the same tokens. (Its agreement with the CPU path is printed, not
@@ -227,7 +256,7 @@ TEST(CudaForward, Gemma3GreedyIsDeterministic) {
   auto greedy = [&](bool gpu) -> Result<std::vector<int32_t>> {
     runtime::SessionOptions o;
     o.n_ctx = 256;
-    o.kv_type = kF16;
+    o.k_type = o.v_type = quant::TensorType::F16;
     o.gpu = gpu;
     MINFER_ASSIGN_OR_RETURN(auto s, runtime::Session::create(**model, o));
     if (gpu && !s->gpu()) return Status::error("the session did not take the GPU");

@@ -69,7 +69,7 @@ void check_perplexity(const std::string& name) {
       << "tokenization differs from llama.cpp's";
   runtime::SessionOptions so;
   so.n_ctx = 512;
-  so.kv_type = graph::DType::kF16;
+  so.k_type = so.v_type = quant::TensorType::F16;
   so.gpu = false;  // llama.cpp's CPU numerics
   auto session = runtime::Session::create(**model, so);
   ASSERT_TRUE(session.is_ok()) << session.message();
@@ -139,7 +139,7 @@ TEST(Parity, Gemma3GreedyMatchesLlamaCpp) {
     EXPECT_EQ(*ids, want_prompt) << prompt;
     runtime::SessionOptions so;
     so.n_ctx = 512;
-    so.kv_type = graph::DType::kF16;
+    so.k_type = so.v_type = quant::TensorType::F16;
     so.gpu = false;  // llama.cpp's CPU numerics
     auto session = runtime::Session::create(**model, so);
     ASSERT_TRUE(session.is_ok()) << session.message();

@@ -247,8 +247,8 @@ TEST(SessionTest, F16CacheCloseToF32) {
     SCOPED_TRACE(shape);
     const model::Model& m = tiny_model(shape);
     SessionOptions o32, o16;
-    o32.kv_type = graph::DType::kF32;
-    o16.kv_type = graph::DType::kF16;
+    o32.k_type = o32.v_type = quant::TensorType::F32;
+    o16.k_type = o16.v_type = quant::TensorType::F16;
     auto a = make_session(m, o32);
     auto b = make_session(m, o16);
     ASSERT_NE(a, nullptr);

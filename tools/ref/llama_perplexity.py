@@ -6,7 +6,10 @@ BOS, the second half of each chunk scored). This is the reference that
 `minfer perplexity` is compared with.
 
 usage: llama_perplexity.py MODEL.gguf TEXT [--ctx 512] [--chunks N] [--threads 2]
-                           [--flash-attn 0|1] [--cache-type f16|f32] [--logits-out FILE]
+                           [--flash-attn 0|1] [--cache-type f16|f32|q8_0]
+                           [--cache-type-k TYPE] [--cache-type-v TYPE] [--logits-out FILE]
+--cache-type sets K and V; --cache-type-k/-v override it for one of them. A
+quantized V cache needs flash attention in llama.cpp.
 Prints "Final estimate: PPL = X +/- Y" and a JSON line with ln(PPL) and counts.
 """
 import argparse
@@ -17,7 +20,7 @@ import sys
 import numpy as np
 import llama_cpp
 
-GGML_TYPE = {"f32": 0, "f16": 1}
+GGML_TYPE = {"f32": 0, "f16": 1, "q8_0": 8}
 
 
 def main():
@@ -28,13 +31,17 @@ def main():
     ap.add_argument("--chunks", type=int, default=-1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--flash-attn", type=int, default=1)
-    ap.add_argument("--cache-type", default="f16")
+    ap.add_argument("--cache-type", default="f16", choices=sorted(GGML_TYPE))
+    ap.add_argument("--cache-type-k", choices=sorted(GGML_TYPE))
+    ap.add_argument("--cache-type-v", choices=sorted(GGML_TYPE))
     ap.add_argument("--logits-out")
     a = ap.parse_args()
+    type_k = GGML_TYPE[a.cache_type_k or a.cache_type]
+    type_v = GGML_TYPE[a.cache_type_v or a.cache_type]
 
     llm = llama_cpp.Llama(model_path=a.model, n_ctx=a.ctx, n_batch=a.ctx, n_ubatch=a.ctx,
                           logits_all=True, n_threads=a.threads, flash_attn=bool(a.flash_attn),
-                          type_k=GGML_TYPE[a.cache_type], type_v=GGML_TYPE[a.cache_type],
+                          type_k=type_k, type_v=type_v,
                           verbose=False)
     text = open(a.text, encoding="utf-8").read()
     tokens = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)

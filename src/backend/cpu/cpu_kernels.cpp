@@ -6,6 +6,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
+#include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/reference.h"
 
@@ -32,6 +33,42 @@ const float* f32(const void* p) {
 }
 float* f32(void* p) {
   return static_cast<float*>(p);
+}
+
+// The kernel-level cache type of a KV region, or an error naming the type.
+Result<KvType> cache_type(quant::TensorType t, int64_t head_dim) {
+  switch (t) {
+    case quant::TensorType::F32:
+      return KvType::kF32;
+    case quant::TensorType::F16:
+      return KvType::kF16;
+    case quant::TensorType::Q8_0:
+      if (head_dim % quant::kQK != 0) {
+        return Status::error("a q8_0 KV cache needs head_dim a multiple of 32, got " +
+                             std::to_string(head_dim));
+      }
+      return KvType::kQ8_0;
+    default:
+      return Status::error("KV cache type " + std::string(quant::type_name(t)) +
+                           " is not supported (F32, F16, Q8_0)");
+  }
+}
+
+// Writes one cache row of n elements: a copy, f16 rounding or Q8_0 blocks.
+Status store_cache_row(KvType type, const float* src, uint8_t* dst, int64_t n) {
+  switch (type) {
+    case KvType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return Status::ok();
+    case KvType::kF16: {
+      auto* h = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) h[i] = quant::f32_to_f16(src[i]);
+      return Status::ok();
+    }
+    case KvType::kQ8_0:
+      return quant::quantize_row(quant::TensorType::Q8_0, src, dst, n);
+  }
+  return Status::error("unknown KV cache type");
 }
 
 }  // namespace
@@ -131,28 +168,27 @@ Status CpuBackend::run_kv_store(const Call& c) {
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
     return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
+  Result<KvType> k_type = cache_type(c.kv->k_type, m->head_dim);
+  if (!k_type) return fail(c.node, k_type.message());
+  Result<KvType> v_type = cache_type(c.kv->v_type, m->head_dim);
+  if (!v_type) return fail(c.node, v_type.message());
   const int64_t row = m->n_head_kv * m->head_dim;
+  const size_t k_row_bytes = kv_bytes(*k_type, row), v_row_bytes = kv_bytes(*v_type, row);
   const auto* pos = static_cast<const int32_t*>(c.in[2]);
   const int64_t n = c.kv->n_ctx;
   const float* k = f32(c.in[0]);
   const float* v = f32(c.in[1]);
+  auto* kc = static_cast<uint8_t*>(c.k_cache);
+  auto* vc = static_cast<uint8_t*>(c.v_cache);
   for (int64_t t = 0; t < m->n_tokens; ++t) {
     if (pos[t] < 0 || pos[t] >= n) {
       return fail(c.node, "position " + std::to_string(pos[t]) + " outside the cache of " +
                               std::to_string(n) + " rows");
     }
-    const size_t dst = static_cast<size_t>(pos[t]) * static_cast<size_t>(row);
-    if (c.kv->dtype == DType::kF16) {
-      auto* kc = static_cast<uint16_t*>(c.k_cache) + dst;
-      auto* vc = static_cast<uint16_t*>(c.v_cache) + dst;
-      for (int64_t i = 0; i < row; ++i) {
-        kc[i] = quant::f32_to_f16(k[t * row + i]);
-        vc[i] = quant::f32_to_f16(v[t * row + i]);
-      }
-    } else {
-      std::memcpy(static_cast<float*>(c.k_cache) + dst, k + t * row, row * sizeof(float));
-      std::memcpy(static_cast<float*>(c.v_cache) + dst, v + t * row, row * sizeof(float));
-    }
+    const auto p = static_cast<size_t>(pos[t]);
+    Status s = store_cache_row(*k_type, k + t * row, kc + p * k_row_bytes, row);
+    if (s) s = store_cache_row(*v_type, v + t * row, vc + p * v_row_bytes, row);
+    if (!s) return fail(c.node, "position " + std::to_string(pos[t]) + ": " + s.message());
   }
   return Status::ok();
 }
@@ -162,6 +198,10 @@ Status CpuBackend::run_attention(const Call& c) {
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
     return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
+  Result<KvType> k_type = cache_type(c.kv->k_type, m->head_dim);
+  if (!k_type) return fail(c.node, k_type.message());
+  Result<KvType> v_type = cache_type(c.kv->v_type, m->head_dim);
+  if (!v_type) return fail(c.node, v_type.message());
   AttentionShape shape;
   shape.n_tokens = c.node.shape.ne[1];
   const auto* pos = static_cast<const int32_t*>(c.in[2]);
@@ -175,12 +215,13 @@ Status CpuBackend::run_attention(const Call& c) {
   shape.scale = m->scale;
   shape.sliding_window = m->sliding_window;
   // llama.cpp's CPU attention switches numerics at 64 queries: smaller
-  // batches (decoding) take a per-row path in half precision for f16 caches;
-  // larger ones a tiled f32 path. We follow the same split: small batches use
-  // the half-precision rows, large ones read the batch's own keys/values
-  // (inputs 3 and 4) at full precision when the positions are consecutive.
+  // batches (decoding) take a per-row path (in half precision for f16
+  // caches); larger ones a tiled f32 path, for f32/f16 caches only. We follow
+  // the same split: small batches use the per-row path, large ones read the
+  // batch's own keys/values (inputs 3 and 4) at full precision when the
+  // positions are consecutive (attention() ignores them for q8_0 caches).
   constexpr int64_t kTiledFromQueries = 64;
-  shape.half_precision_rows = shape.n_tokens < kTiledFromQueries;
+  shape.per_row = shape.n_tokens < kTiledFromQueries;
   bool consecutive = shape.n_tokens >= kTiledFromQueries;
   for (int64_t t = 1; t < shape.n_tokens && consecutive; ++t) consecutive = pos[t] == pos[0] + t;
   if (consecutive && c.in.size() >= 5 && c.in[3] != nullptr && c.in[4] != nullptr) {
@@ -188,9 +229,9 @@ Status CpuBackend::run_attention(const Call& c) {
     shape.batch_v = f32(c.in[4]);
     shape.batch_first = pos[0];
   }
-  const KvType type = c.kv->dtype == DType::kF16 ? KvType::kF16 : KvType::kF32;
   if (c.out == c.in[0]) return fail(c.node, "output aliases the query buffer");
-  Status s = attention(f32(c.in[0]), c.k_cache, c.v_cache, type, pos, shape, f32(c.out), pool_);
+  Status s = attention(f32(c.in[0]), c.k_cache, *k_type, c.v_cache, *v_type, pos, shape, f32(c.out),
+                       pool_);
   return s ? s : fail(c.node, s.message());
 }
 

@@ -60,7 +60,13 @@ void scale(const float* x, int64_t n, float s, float* y);
 // Row-wise softmax of x * scale over rows of n elements.
 void softmax(const float* x, int64_t n_rows, int64_t n, float scale, float* y);
 
-enum class KvType { kF32, kF16 };
+// Element type of KV cache rows. kQ8_0 rows are ggml Q8_0 blocks (32 values,
+// an f16 scale d = amax/127 and int8 q = round(x/d)); head_dim must then be a
+// multiple of 32 so that no block straddles two heads.
+enum class KvType { kF32, kF16, kQ8_0 };
+
+// Bytes of n elements of `type` (n a multiple of 32 for kQ8_0).
+size_t kv_bytes(KvType type, int64_t n);
 
 struct AttentionShape {
   int64_t n_tokens = 0;   // queries
@@ -71,38 +77,43 @@ struct AttentionShape {
   float scale = 1.0f;          // applied to q.k, usually 1/sqrt(head_dim)
   int64_t sliding_window = 0;  // 0: none; else key j is visible to a query at
                                // position p only if p - j < sliding_window
-  // Optional: the batch's own keys and values in f32 ([n_batch][n_head_kv *
-  // head_dim], position batch_first + row). Keys at positions >= batch_first
-  // are read from here instead of the cache, so a prompt attends to itself at
-  // full precision whatever the cache type (llama.cpp's prompt logits do not
-  // change with the cache type either; docs/PARITY.md).
+  // Optional (tiled path only): the batch's own keys and values in f32
+  // ([n_batch][n_head_kv * head_dim], position batch_first + row). Keys at
+  // positions >= batch_first are read from here instead of the cache, so a
+  // prompt attends to itself at full precision with an f32 or f16 cache
+  // (llama.cpp's prompt logits do not change between those either;
+  // docs/PARITY.md).
   const float* batch_k = nullptr;
   const float* batch_v = nullptr;
   int64_t batch_first = 0;
-  // f16 caches only: compute as llama.cpp's per-row CPU flash attention does
-  // (used there for batches of fewer than 64 queries, i.e. decoding): the
-  // query rounded to f16, K.Q by the f16 dot kernel, the V sum kept in f16,
-  // every key read from the cache (batch_k/batch_v ignored).
-  bool half_precision_rows = false;
+  // Compute as llama.cpp's per-row CPU flash attention does (used there for
+  // batches of fewer than 64 queries, i.e. decoding, and for every batch when
+  // the cache is quantized or K and V types differ): every key read from the
+  // cache (batch_k/batch_v ignored), the query converted to K's dot type.
+  bool per_row = false;
 };
 
 // Causal multi-head attention over a KV cache, as llama.cpp's CPU flash
 // attention computes it:
-//   q: [n_tokens][n_head * head_dim] f32; k_cache, v_cache: [n_kv][n_head_kv *
-//   head_dim] of kv_type; positions: [n_tokens]; out: [n_tokens][n_head *
-//   head_dim] f32 (must not alias q). Query head h reads kv head
-//   h / (n_head / n_head_kv). Key j is visible to a query at position p iff
-//   j <= p and (sliding_window == 0 or p - j < sliding_window); masked keys
-//   are skipped. A query that sees no key gets zeros.
-// Numerics: the query row is converted to the cache type (f16 rounding for an
-// f16 cache) and K.Q is the F32/F16 dot kernel; then an online softmax in f32
-// (running max M, sum S, expf) whose weighted V sum is f32; an f16 V row is
-// converted to f32 as it is accumulated (as llama.cpp does); the
-// result is divided by S at the end.
+//   q: [n_tokens][n_head * head_dim] f32; k_cache: [n_kv][n_head_kv *
+//   head_dim] of k_type, v_cache likewise of v_type; positions: [n_tokens];
+//   out: [n_tokens][n_head * head_dim] f32 (must not alias q). Query head h
+//   reads kv head h / (n_head / n_head_kv). Key j is visible to a query at
+//   position p iff j <= p and (sliding_window == 0 or p - j < sliding_window);
+//   masked keys are skipped. A query that sees no key gets zeros.
+// Numerics: an online softmax in f32 (running max M, sum S, expf); the
+// weighted V sum is divided by S at the end. Two paths, as in llama.cpp:
+//   - tiled (K and V both f32 or both f16, per_row false): K.Q in f32 (f16
+//     rows widened), V accumulated in f32; batch rows may come from batch_k/v.
+//   - per-row (per_row, or a q8_0 / mixed-type cache): the query converted
+//     to K's dot type (f32; f16-rounded for f16; Q8_0-quantized for q8_0,
+//     then the integer Q8_0 dot), and the V sum kept in f16 for an f16 V,
+//     in f32 otherwise (q8_0 V rows dequantized to f32 as they are added).
 // Errors: non-positive head counts or head_dim, n_head not a multiple of
-// n_head_kv, negative n_tokens/n_kv/sliding_window, null buffers.
-Status attention(const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
-                 const int32_t* positions, const AttentionShape& shape, float* out,
+// n_head_kv, negative n_tokens/n_kv/sliding_window, null buffers, head_dim not
+// a multiple of 32 with a q8_0 cache.
+Status attention(const float* q, const void* k_cache, KvType k_type, const void* v_cache,
+                 KvType v_type, const int32_t* positions, const AttentionShape& shape, float* out,
                  ThreadPool& pool);
 
 }  // namespace minfer::cpu

@@ -1,14 +1,17 @@
-// attention() from backend/cpu/ops.h: llama.cpp's CPU flash-attention loop
-// (ggml_compute_forward_flash_attn_ext_f16) for one query row and head at a
-// time, with an online softmax.
+// attention() from backend/cpu/ops.h: llama.cpp's CPU flash-attention loops
+// (ggml_compute_forward_flash_attn_ext_f16's per-row and tiled paths) for one
+// query row and head at a time, with an online softmax.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/ops.h"
 #include "backend/cpu/vec_dot.h"
+#include "quant/blocks.h"
 #include "quant/half.h"
+#include "quant/reference.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -105,18 +108,20 @@ MINFER_AVX2 void mad_f16_avx2(int64_t n, float* y, const uint16_t* x, float v) {
 struct Kernels {
   DotFn kq_dot;      // f32 cache row . query
   DotFn kq_dot_f32;  // batch row (f32) . query
-  DotFn kq_dot_f16;  // f16 cache row . f16-rounded query (half-precision rows)
+  DotFn kq_dot_f16;  // f16 cache row . f16-rounded query (per-row path)
+  DotFn kq_dot_q8;   // q8_0 cache row . q8_0-quantized query (per-row path)
   void (*mad_f32)(int64_t, float*, const float*, float);
   void (*mad_f16)(int64_t, float*, const uint16_t*, float);
   void (*mad_into_f16)(int64_t, uint16_t*, const uint16_t*, float);
   void (*scale_f16)(int64_t, uint16_t*, float);
 };
 
-Kernels pick_kernels(KvType kv_type) {
+Kernels pick_kernels() {
   const Isa isa = active_isa();
   Kernels k{dot_kernel(quant::TensorType::F32, isa),
             dot_kernel(quant::TensorType::F32, isa),
             dot_kernel(quant::TensorType::F16, isa),
+            dot_kernel(quant::TensorType::Q8_0, isa),
             mad_f32_scalar,
             mad_f16_scalar,
             mad_into_f16_scalar,
@@ -133,17 +138,20 @@ Kernels pick_kernels(KvType kv_type) {
 }
 
 struct Scratch {
+  explicit Scratch(int64_t d) : acc32(d), q16(d), acc16(d), k32(d), v32(d), q8(d / quant::kQK) {}
   std::vector<float> acc32;
   std::vector<uint16_t> q16, acc16;
-  std::vector<float> k32;  // an f16 cache row widened to f32
+  std::vector<float> k32;            // an f16 cache row widened to f32
+  std::vector<float> v32;            // a q8_0 V row dequantized
+  std::vector<quant::BlockQ8_0> q8;  // the query quantized for a q8_0 K
 };
 
 struct HeadJob {
   const float* q;    // this query row and head
   const uint8_t* k;  // kv head's first element in row 0 of the cache
   const uint8_t* v;
-  size_t kv_row_bytes;     // bytes between cache rows
-  int64_t j_begin, j_end;  // visible keys
+  size_t k_row_bytes, v_row_bytes;  // bytes between cache rows
+  int64_t j_begin, j_end;           // visible keys
   float* out;
   const float* batch_k;  // kv head's first element in the batch's row 0 (null: none)
   const float* batch_v;
@@ -151,40 +159,93 @@ struct HeadJob {
   int64_t batch_row;    // floats between batch rows
 };
 
-// The half-precision row path (AttentionShape::half_precision_rows): the
-// query is rounded to f16, K.Q is the f16 dot kernel and the V sum is kept in
-// f16; every key comes from the (f16) cache.
-void attend_half(const HeadJob& job, const AttentionShape& s, const Kernels& k, Scratch& scratch) {
+// x[i] = d * q[i] per block, as ggml's dequantize_row_q8_0 (and quant/reference).
+void dequantize_q8_0(const uint8_t* row, int64_t n, float* y) {
+  for (int64_t b = 0; b < n / quant::kQK; ++b) {
+    quant::BlockQ8_0 blk;
+    std::memcpy(&blk, row + b * sizeof(blk), sizeof(blk));
+    const float d = quant::f16_to_f32(blk.d);
+    for (int64_t i = 0; i < quant::kQK; ++i) y[b * quant::kQK + i] = blk.qs[i] * d;
+  }
+}
+
+// The query in K's dot type and the dot kernel that reads it; false if a
+// q8_0 query could not be quantized (a non-finite value).
+bool query_for_k(const HeadJob& job, int64_t d, KvType k_type, const Kernels& k, Scratch& scratch,
+                 const void*& q_vec, DotFn& dot) {
+  switch (k_type) {
+    case KvType::kF32:
+      q_vec = job.q;
+      dot = k.kq_dot;
+      return true;
+    case KvType::kF16:
+      for (int64_t i = 0; i < d; ++i) scratch.q16[i] = quant::f32_to_f16(job.q[i]);
+      q_vec = scratch.q16.data();
+      dot = k.kq_dot_f16;
+      return true;
+    case KvType::kQ8_0:
+      q_vec = scratch.q8.data();
+      dot = k.kq_dot_q8;
+      return quant::quantize_row(quant::TensorType::Q8_0, job.q, scratch.q8.data(), d).is_ok();
+  }
+  return false;
+}
+
+// The per-row path (AttentionShape::per_row): every key from the cache, the
+// query in K's dot type, the V sum in f16 for an f16 V and in f32 otherwise.
+void attend_rows(const HeadJob& job, const AttentionShape& s, KvType k_type, KvType v_type,
+                 const Kernels& k, Scratch& scratch) {
   const int64_t d = s.head_dim;
-  for (int64_t i = 0; i < d; ++i) scratch.q16[i] = quant::f32_to_f16(job.q[i]);
+  const void* q_vec = nullptr;
+  DotFn dot = nullptr;
+  if (!query_for_k(job, d, k_type, k, scratch, q_vec, dot)) {
+    std::fill(job.out, job.out + d, NAN);  // a non-finite query poisons its output
+    return;
+  }
+  const bool v16 = v_type == KvType::kF16;
   std::fill(scratch.acc16.begin(), scratch.acc16.end(), uint16_t{0});
+  std::fill(scratch.acc32.begin(), scratch.acc32.end(), 0.0f);
   float m = -INFINITY;
   float sum = 0.0f;
   for (int64_t j = job.j_begin; j < job.j_end; ++j) {
-    const float sc = k.kq_dot_f16(d, job.k + j * job.kv_row_bytes, scratch.q16.data()) * s.scale;
+    const float sc = dot(d, job.k + j * job.k_row_bytes, q_vec) * s.scale;
     const float m_old = m;
     float ms = 1.0f;
     float vs = 1.0f;
     if (sc > m) {
       m = sc;
       ms = std::exp(m_old - m);
-      k.scale_f16(d, scratch.acc16.data(), ms);
+      if (v16) {
+        k.scale_f16(d, scratch.acc16.data(), ms);
+      } else {
+        for (int64_t i = 0; i < d; ++i) scratch.acc32[i] *= ms;
+      }
     } else {
       vs = std::exp(sc - m);
     }
-    k.mad_into_f16(d, scratch.acc16.data(),
-                   reinterpret_cast<const uint16_t*>(job.v + j * job.kv_row_bytes), vs);
+    const uint8_t* v_row = job.v + j * job.v_row_bytes;
+    if (v16) {
+      k.mad_into_f16(d, scratch.acc16.data(), reinterpret_cast<const uint16_t*>(v_row), vs);
+    } else if (v_type == KvType::kQ8_0) {
+      dequantize_q8_0(v_row, d, scratch.v32.data());
+      k.mad_f32(d, scratch.acc32.data(), scratch.v32.data(), vs);
+    } else {
+      k.mad_f32(d, scratch.acc32.data(), reinterpret_cast<const float*>(v_row), vs);
+    }
     sum = sum * ms + vs;
   }
   const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-  for (int64_t i = 0; i < d; ++i) job.out[i] = quant::f16_to_f32(scratch.acc16[i]) * inv;
+  for (int64_t i = 0; i < d; ++i) {
+    const float acc = v16 ? quant::f16_to_f32(scratch.acc16[i]) : scratch.acc32[i];
+    job.out[i] = acc * inv;
+  }
 }
 
-// One query head against its visible keys; see ops.h for the numerics.
-void attend(const HeadJob& job, const AttentionShape& s, KvType kv_type, const Kernels& k,
-            Scratch& scratch) {
+// The tiled path: K and V both f32 or both f16 (`f16`); f32 sums; batch rows
+// from batch_k/batch_v when given. See ops.h for the numerics.
+void attend_tiled(const HeadJob& job, const AttentionShape& s, bool f16, const Kernels& k,
+                  Scratch& scratch) {
   const int64_t d = s.head_dim;
-  const bool f16 = kv_type == KvType::kF16;
   const void* q_vec = job.q;
   std::fill(scratch.acc32.begin(), scratch.acc32.end(), 0.0f);
   float m = -INFINITY;
@@ -192,7 +253,7 @@ void attend(const HeadJob& job, const AttentionShape& s, KvType kv_type, const K
   for (int64_t j = job.j_begin; j < job.j_end; ++j) {
     const bool from_batch = job.batch_k != nullptr && j >= job.batch_first;
     const int64_t b = j - job.batch_first;
-    const uint8_t* k_row = job.k + j * job.kv_row_bytes;
+    const uint8_t* k_row = job.k + j * job.k_row_bytes;
     float sc = 0.0f;
     if (from_batch) {
       sc = k.kq_dot_f32(d, job.batch_k + b * job.batch_row, q_vec);
@@ -216,7 +277,7 @@ void attend(const HeadJob& job, const AttentionShape& s, KvType kv_type, const K
     } else {
       vs = std::exp(sc - m);
     }
-    const uint8_t* v_row = job.v + j * job.kv_row_bytes;
+    const uint8_t* v_row = job.v + j * job.v_row_bytes;
     if (from_batch) {
       k.mad_f32(d, scratch.acc32.data(), job.batch_v + b * job.batch_row, vs);
     } else if (f16) {
@@ -230,8 +291,9 @@ void attend(const HeadJob& job, const AttentionShape& s, KvType kv_type, const K
   for (int64_t i = 0; i < d; ++i) job.out[i] = scratch.acc32[i] * inv;
 }
 
-Status validate(const float* q, const void* k_cache, const void* v_cache, const int32_t* positions,
-                const AttentionShape& s, const float* out) {
+Status validate(const float* q, const void* k_cache, KvType k_type, const void* v_cache,
+                KvType v_type, const int32_t* positions, const AttentionShape& s,
+                const float* out) {
   const std::string dims =
       "n_tokens " + std::to_string(s.n_tokens) + ", n_kv " + std::to_string(s.n_kv) + ", n_head " +
       std::to_string(s.n_head) + ", n_head_kv " + std::to_string(s.n_head_kv) + ", head_dim " +
@@ -243,6 +305,10 @@ Status validate(const float* q, const void* k_cache, const void* v_cache, const 
   if (s.n_head % s.n_head_kv != 0) {
     return Status::error("attention: n_head is not a multiple of n_head_kv (" + dims + ")");
   }
+  if ((k_type == KvType::kQ8_0 || v_type == KvType::kQ8_0) && s.head_dim % quant::kQK != 0) {
+    return Status::error("attention: a q8_0 KV cache needs head_dim a multiple of 32 (" + dims +
+                         ")");
+  }
   if (s.n_tokens > 0 && (q == nullptr || out == nullptr || positions == nullptr ||
                          (s.n_kv > 0 && (k_cache == nullptr || v_cache == nullptr)))) {
     return Status::error("attention: null buffer (" + dims + ")");
@@ -252,22 +318,37 @@ Status validate(const float* q, const void* k_cache, const void* v_cache, const 
 
 }  // namespace
 
-Status attention(const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
-                 const int32_t* positions, const AttentionShape& shape, float* out,
+size_t kv_bytes(KvType type, int64_t n) {
+  switch (type) {
+    case KvType::kF32:
+      return static_cast<size_t>(n) * sizeof(float);
+    case KvType::kF16:
+      return static_cast<size_t>(n) * sizeof(uint16_t);
+    case KvType::kQ8_0:
+      return static_cast<size_t>(n / quant::kQK) * sizeof(quant::BlockQ8_0);
+  }
+  return 0;
+}
+
+Status attention(const float* q, const void* k_cache, KvType k_type, const void* v_cache,
+                 KvType v_type, const int32_t* positions, const AttentionShape& shape, float* out,
                  ThreadPool& pool) {
-  MINFER_RETURN_IF_ERROR(validate(q, k_cache, v_cache, positions, shape, out));
+  MINFER_RETURN_IF_ERROR(validate(q, k_cache, k_type, v_cache, v_type, positions, shape, out));
   if (shape.n_kv == 0) {  // no key is visible to anyone
     std::fill(out, out + shape.n_tokens * shape.n_head * shape.head_dim, 0.0f);
     return Status::ok();
   }
-  const Kernels kernels = pick_kernels(kv_type);
-  const size_t elem = kv_type == KvType::kF16 ? 2 : 4;
+  const Kernels kernels = pick_kernels();
+  // llama.cpp takes its tiled path only for equal f32/f16 K and V types.
+  const bool tiled = !shape.per_row && k_type == v_type && k_type != KvType::kQ8_0;
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t q_row = shape.n_head * shape.head_dim;
-  const size_t kv_row_bytes = static_cast<size_t>(shape.n_head_kv * shape.head_dim) * elem;
+  const int64_t kv_row = shape.n_head_kv * shape.head_dim;
+  const size_t k_row_bytes = kv_bytes(k_type, kv_row);
+  const size_t v_row_bytes = kv_bytes(v_type, kv_row);
+  const bool batch = tiled && shape.batch_k != nullptr && shape.batch_v != nullptr;
   pool.parallel_for(shape.n_tokens * shape.n_head, [&](int64_t begin, int64_t end, int) {
-    Scratch scratch{std::vector<float>(shape.head_dim), std::vector<uint16_t>(shape.head_dim),
-                    std::vector<uint16_t>(shape.head_dim), std::vector<float>(shape.head_dim)};
+    Scratch scratch(shape.head_dim);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t t = task / shape.n_head;
       const int64_t h = task % shape.n_head;
@@ -275,24 +356,23 @@ Status attention(const float* q, const void* k_cache, const void* v_cache, KvTyp
       int64_t j_begin = 0;
       if (shape.sliding_window > 0) j_begin = std::max<int64_t>(0, pos - shape.sliding_window + 1);
       const int64_t j_end = std::clamp<int64_t>(pos + 1, 0, shape.n_kv);
-      const size_t head_offset = static_cast<size_t>((h / group) * shape.head_dim) * elem;
-      const int64_t kv_head = (h / group) * shape.head_dim;
-      const bool batch = shape.batch_k != nullptr && shape.batch_v != nullptr;
+      const int64_t kv_head = (h / group) * shape.head_dim;  // element offset in a row
       const HeadJob job{q + t * q_row + h * shape.head_dim,
-                        static_cast<const uint8_t*>(k_cache) + head_offset,
-                        static_cast<const uint8_t*>(v_cache) + head_offset,
-                        kv_row_bytes,
+                        static_cast<const uint8_t*>(k_cache) + kv_bytes(k_type, kv_head),
+                        static_cast<const uint8_t*>(v_cache) + kv_bytes(v_type, kv_head),
+                        k_row_bytes,
+                        v_row_bytes,
                         j_begin,
                         std::max(j_begin, j_end),
                         out + t * q_row + h * shape.head_dim,
                         batch ? shape.batch_k + kv_head : nullptr,
                         batch ? shape.batch_v + kv_head : nullptr,
                         shape.batch_first,
-                        shape.n_head_kv * shape.head_dim};
-      if (kv_type == KvType::kF16 && shape.half_precision_rows) {
-        attend_half(job, shape, kernels, scratch);
+                        kv_row};
+      if (tiled) {
+        attend_tiled(job, shape, k_type == KvType::kF16, kernels, scratch);
       } else {
-        attend(job, shape, kv_type, kernels, scratch);
+        attend_rows(job, shape, k_type, v_type, kernels, scratch);
       }
     }
   });

@@ -197,15 +197,29 @@ bool rope_ok(const Node& n, const DeviceWeights& w) {
          m->head_dim % 2 == 0;
 }
 
+// The CUDA kernels read f32 or f16 caches, K and V of one type; anything else
+// (q8_0, mixed) is refused so that those nodes stay on the CPU.
+bool cache_types_ok(quant::TensorType k, quant::TensorType v) {
+  return k == v && (k == quant::TensorType::F32 || k == quant::TensorType::F16);
+}
+
 bool kv_store_ok(const Node& n, const DeviceWeights&) {
-  return std::holds_alternative<graph::KvMeta>(n.meta);
+  const auto* m = std::get_if<graph::KvMeta>(&n.meta);
+  return m != nullptr && cache_types_ok(m->k_type, m->v_type);
 }
 
 bool attention_ok(const Node& n, const DeviceWeights&) {
   const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
   return m != nullptr && n.dtype == DType::kF32 && attention_head_dim_ok(m->head_dim) &&
-         m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 &&
+         m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 && cache_types_ok(m->k_type, m->v_type) &&
          (!m->packed_qkv || n.shape.ne[1] == 1);  // packed rows: one token (decode)
+}
+
+Status cache_types_status(const Node& n, const KvPair& kv) {
+  if (cache_types_ok(kv.k_type, kv.v_type)) return Status::ok();
+  return fail(n, "KV cache types K " + std::string(quant::type_name(kv.k_type)) + ", V " +
+                     std::string(quant::type_name(kv.v_type)) +
+                     " have no CUDA kernel (f32 or f16, K and V alike)");
 }
 
 // A weight with a decoder whose rows have `in_dim` elements (a multiple of 32).
@@ -232,7 +246,7 @@ bool fused_qkv_ok(const Node& n, const DeviceWeights& w) {
   const DeviceWeight* v = gemv_weight(w, m->v_weight, m->in_dim);
   return q != nullptr && k != nullptr && v != nullptr && q->rows == q_dim && k->rows == kv_dim &&
          v->rows == kv_dim && n.shape.ne[0] == q_dim + 2 * kv_dim && fused_head_dim_ok(D) &&
-         m->kv.head_dim == D && m->rope.n_rot > 0 && m->rope.n_rot <= D && m->rope.n_rot % 2 == 0 &&
+         m->kv.head_dim == D && cache_types_ok(m->kv.k_type, m->kv.v_type) && m->rope.n_rot > 0 && m->rope.n_rot <= D && m->rope.n_rot % 2 == 0 &&
          f32_vector(w, m->q_bias, q_dim) && f32_vector(w, m->k_bias, kv_dim) &&
          f32_vector(w, m->v_bias, kv_dim) && f32_vector(w, m->q_norm, D) &&
          f32_vector(w, m->k_norm, D) && f32_weight(w, m->rope.freq_factors) &&
@@ -631,15 +645,12 @@ Status CudaBackend::run_kv_store(const Call& c) {
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
     return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
-  if (c.kv->dtype != DType::kF32 && c.kv->dtype != DType::kF16) {
-    return fail(c.node, std::string("KV cache type ") + graph::dtype_name(c.kv->dtype) +
-                            " has no CUDA kernel");
-  }
-  return launched(
-      c.node, "kv_store",
-      launch_kv_store(c.f32_in(0), c.f32_in(1), c.i32_in(2), m->n_tokens,
-                      m->n_head_kv * m->head_dim, c.kv->n_ctx, c.kv->dtype == DType::kF16,
-                      c.k_cache, c.v_cache, static_cast<int*>(err_.data()), stream_.get()));
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv));
+  return launched(c.node, "kv_store",
+                  launch_kv_store(c.f32_in(0), c.f32_in(1), c.i32_in(2), m->n_tokens,
+                                  m->n_head_kv * m->head_dim, c.kv->n_ctx,
+                                  c.kv->k_type == quant::TensorType::F16, c.k_cache, c.v_cache,
+                                  static_cast<int*>(err_.data()), stream_.get()));
 }
 
 Status CudaBackend::run_attention(const Call& c) {
@@ -654,16 +665,13 @@ Status CudaBackend::run_attention(const Call& c) {
                             std::to_string(m->head_dim) + " (32, 64, 96, 128 or 256), row " +
                             std::to_string(c.node.shape.ne[0]));
   }
-  if (c.kv->dtype != DType::kF32 && c.kv->dtype != DType::kF16) {
-    return fail(c.node, std::string("KV cache type ") + graph::dtype_name(c.kv->dtype) +
-                            " has no CUDA kernel");
-  }
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv));
   if (c.out == c.in[0]) return fail(c.node, "output aliases the query buffer");
   AttentionArgs a;
   a.q = c.f32_in(0);
   a.k_cache = c.k_cache;
   a.v_cache = c.v_cache;
-  a.f16_cache = c.kv->dtype == DType::kF16;
+  a.f16_cache = c.kv->k_type == quant::TensorType::F16;
   if (m->packed_qkv) {  // one token's [q | k | v] row (a FusedQKV output)
     if (c.n_in != 2 || c.node.shape.ne[1] != 1) {
       return fail(c.node, "packed q|k|v attention takes (packed, positions) for one token");
@@ -742,10 +750,7 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
     return fail(c.node, "no KV cache for layer " + std::to_string(m->kv.layer));
   }
-  if (c.kv->dtype != DType::kF32 && c.kv->dtype != DType::kF16) {
-    return fail(c.node, std::string("KV cache type ") + graph::dtype_name(c.kv->dtype) +
-                            " has no CUDA kernel");
-  }
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv));
   if (c.out == c.in[0]) return fail(c.node, "output aliases the input");
   auto vec = [&](const std::string& name) -> const float* {
     if (name.empty()) return nullptr;
@@ -778,7 +783,7 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
   a.eps = m->norm_eps;
   a.positions = c.i32_in(1);
   a.n_ctx = c.kv->n_ctx;
-  a.f16_cache = c.kv->dtype == DType::kF16;
+  a.f16_cache = c.kv->k_type == quant::TensorType::F16;
   a.k_cache = c.k_cache;
   a.v_cache = c.v_cache;
   a.err = static_cast<int*>(err_.data());

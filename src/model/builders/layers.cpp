@@ -95,7 +95,7 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   // which it uses at full precision for the batch's positions.
   Node store =
       make(Op::kKvStore, {{0, 0}}, {k, v, g_.positions}, layer_name(layer, "kv_store"), layer);
-  store.meta = graph::KvMeta{layer, hp_.n_head_kv, hp_.head_dim, p_.n_tokens};
+  store.meta = graph::KvMeta{layer, hp_.n_head_kv, hp_.head_dim, p_.n_tokens, p_.k_type, p_.v_type};
   const NodeId stored = add(std::move(store));
   Node attn = make(Op::kAttention, node(q).shape, {q, stored, g_.positions, k, v},
                    layer_name(layer, "attention"), layer);
@@ -106,6 +106,8 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   m.head_dim = hp_.head_dim;
   m.scale = hp_.attn_scale;
   m.sliding_window = hp_.is_swa_layer(layer) ? hp_.sliding_window : 0;
+  m.k_type = p_.k_type;
+  m.v_type = p_.v_type;
   attn.meta = m;
   return add(std::move(attn));
 }
