@@ -1,6 +1,7 @@
-// Bit placement helpers shared by the K-quant dequantizers and quantizers, so
-// that reading and writing a field is defined in exactly one place. See
-// quant/blocks.h for the layouts these implement. Internal; no state.
+// Bit placement helpers shared by the K-quant dequantizers and quantizers, and
+// by the CPU dot-product kernels, so that reading and writing a field is
+// defined in exactly one place. See quant/blocks.h for the layouts these
+// implement. No state.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/vec_dot.h"
 #include "quant/blocks.h"
+#include "quant/kquant_layout.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -154,13 +155,7 @@ struct Q4_KKernel {
     alignas(32) int16_t mins[16];
     for (int j = 0; j < 8; ++j) {
       int scale, min;
-      if (j < 4) {
-        scale = packed[j] & 63;
-        min = packed[j + 4] & 63;
-      } else {
-        scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
-        min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
-      }
+      quant::detail::get_k4_scale_min(packed, j, &scale, &min);
       w.sc[j] = _mm256_set1_epi16(static_cast<int16_t>(scale));
       mins[2 * j] = mins[2 * j + 1] = static_cast<int16_t>(min);
     }

@@ -13,6 +13,7 @@
 
 #include "quant/blocks.h"
 #include "quant/half.h"
+#include "quant/kquant_layout.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -202,15 +203,7 @@ MINFER_VNNI void repack_q4_k(const uint8_t* w0, size_t w_stride, const Gather& g
       const uint8_t* packed = pb + r * w_stride + offsetof(quant::BlockQ4_K, scales);
       for (int j = 0; j < 8; ++j) {
         int scale = 0, min = 0;
-        if (r < rows) {
-          if (j < 4) {
-            scale = packed[j] & 63;
-            min = packed[j + 4] & 63;
-          } else {
-            scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
-            min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
-          }
-        }
+        if (r < rows) quant::detail::get_k4_scale_min(packed, j, &scale, &min);
         sc[j * kRows + r] = scale;
         mp[j * kRows + r] = min | (min << 16);  // (min, min) . (bsums[2j], bsums[2j+1])
       }

@@ -16,6 +16,7 @@
 #include "backend/cpu/vec_dot_internal.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
+#include "quant/kquant_layout.h"
 
 #define MINFER_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -178,13 +179,7 @@ MINFER_AVX2 inline int q4k_scales(const uint8_t* packed, const uint8_t* bsums, i
   int summ = 0;
   for (int j = 0; j < 8; ++j) {
     int scale, min;
-    if (j < 4) {
-      scale = packed[j] & 63;
-      min = packed[j + 4] & 63;
-    } else {
-      scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
-      min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
-    }
+    quant::detail::get_k4_scale_min(packed, j, &scale, &min);
     int16_t b[2];
     std::memcpy(b, bsums + 4 * j, 4);
     sc[j] = static_cast<int16_t>(scale);

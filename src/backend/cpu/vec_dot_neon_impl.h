@@ -31,6 +31,7 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/kquant_layout.h"
 
 namespace minfer::cpu::detail::neon {
 namespace {
@@ -197,13 +198,7 @@ inline int k4_scales(const uint8_t* packed, const uint8_t* bsums_bytes, int sc[8
   int summ = 0;
   for (int j = 0; j < 8; ++j) {
     int m;
-    if (j < 4) {
-      sc[j] = packed[j] & 63;
-      m = packed[j + 4] & 63;
-    } else {
-      sc[j] = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
-      m = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
-    }
+    quant::detail::get_k4_scale_min(packed, j, &sc[j], &m);
     summ += m * (bsums[2 * j] + bsums[2 * j + 1]);
   }
   return summ;

@@ -8,6 +8,7 @@
 #include "backend/cpu/vec_dot_internal.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
+#include "quant/kquant_layout.h"
 
 // A fused multiply-add would round differently from ggml's generic build.
 #if defined(__clang__)
@@ -35,17 +36,6 @@ void accumulate_groups(const int8_t* a, const int8_t* q8, const int* scales, int
   }
 }
 
-// The six-bit (scale, min) pairs of Q4_K/Q5_K sub-block j.
-void k4_scale_min(const uint8_t* s, int j, int* sc, int* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
 // Q4_K and Q5_K share everything but the fifth bit; `qh` is null for Q4_K.
 float k4_block_dot(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_scales, float d,
                    float dmin, const quant::BlockQ8_K& y, float sums[8]) {
@@ -58,7 +48,8 @@ float k4_block_dot(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_s
   }
   int scales[8];
   int mins[8];
-  for (int j = 0; j < 8; ++j) k4_scale_min(packed_scales, j, &scales[j], &mins[j]);
+  for (int j = 0; j < 8; ++j)
+    quant::detail::get_k4_scale_min(packed_scales, j, &scales[j], &mins[j]);
   int sumi = 0;
   for (int j = 0; j < kQK_K / 16; ++j) sumi += y.bsums[j] * mins[j / 2];
   int32_t aux32[8] = {};
