@@ -132,6 +132,9 @@ void expect_exact(TensorType type, int64_t rows, int64_t row_len, int64_t n_toke
 }
 
 TEST(cpu_MatmulGemmVnni, TypesCovered) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the VNNI GEMM exists on x86-64 only";
+#endif
   for (TensorType t : kTypes) EXPECT_TRUE(vnni_gemm_type(t)) << quant::type_name(t);
   EXPECT_TRUE(vnni_gemm_type(TensorType::Q4_K));
   EXPECT_TRUE(vnni_gemm_type(TensorType::Q6_K));
