@@ -275,6 +275,62 @@ TEST_P(cpu_VecDotSimd, RandomBitPatternsMatchScalar) {
   }
 }
 
+// BF16 rows of random bit patterns: random signs and mantissas, exponents over
+// 2^-50..2^50 and now and then a zero exponent field (zeros, subnormals), so
+// every product and sum stays finite. Scalar and SIMD kernels both match the
+// exact dot product to the rounding of their float sums, in the SIMD main
+// loop and in its tail alike.
+TEST_P(cpu_VecDotSimd, Bf16RandomBitPatternsMatchReference) {
+  std::mt19937 rng(9);
+  for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{32}, int64_t{1000}, int64_t{4096 + 17}}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    std::vector<uint16_t> w(n), x(n);
+    for (auto* row : {&w, &x}) {
+      for (uint16_t& v : *row) {
+        const uint32_t bits = rng();
+        const uint32_t exponent = (bits >> 8) % 16 == 0 ? 0 : 127 - 50 + (bits >> 12) % 101;
+        v = static_cast<uint16_t>((bits & 0x8000u) | (exponent << 7) | (bits & 0x7fu));
+      }
+    }
+    double exact = 0.0;
+    double mag = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double p = static_cast<double>(quant::bf16_to_f32(w[i])) * quant::bf16_to_f32(x[i]);
+      exact += p;
+      mag += std::fabs(p);
+    }
+    const double tol = 1e-5 * mag + 1e-37;
+    const float a = dot_kernel(TensorType::BF16, Isa::kScalar)(n, w.data(), x.data());
+    const float b = dot_kernel(TensorType::BF16, GetParam())(n, w.data(), x.data());
+    EXPECT_NEAR(a, exact, tol) << "mag " << mag;
+    EXPECT_NEAR(b, exact, tol) << "mag " << mag;
+  }
+}
+
+// An infinite or NaN element, or a product beyond the f32 range, reaches the
+// result wherever it sits (main loop or tail), as in the scalar kernel.
+TEST_P(cpu_VecDotSimd, Bf16SpecialValuesPropagate) {
+  constexpr uint16_t kOne = 0x3f80, kInf = 0x7f80, kNan = 0x7fc0, kMax = 0x7f7f;
+  const int64_t n = 45;
+  for (int64_t pos : {int64_t{0}, int64_t{17}, int64_t{33}, int64_t{44}}) {
+    SCOPED_TRACE("pos=" + std::to_string(pos));
+    for (uint16_t special : {kInf, kNan, kMax}) {
+      std::vector<uint16_t> w(n, kOne), x(n, kOne);
+      w[pos] = special;
+      if (special == kMax) x[pos] = kMax;  // about 2^256: beyond f32
+      const float a = dot_kernel(TensorType::BF16, Isa::kScalar)(n, w.data(), x.data());
+      const float b = dot_kernel(TensorType::BF16, GetParam())(n, w.data(), x.data());
+      if (special == kNan) {
+        EXPECT_TRUE(std::isnan(a));
+        EXPECT_TRUE(std::isnan(b));
+      } else {
+        EXPECT_EQ(a, INFINITY);
+        EXPECT_EQ(b, INFINITY);
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, cpu_VecDotSimd,
                          ::testing::Values(Isa::kAvx2, Isa::kNeon, Isa::kNeonDotprod),
                          [](const ::testing::TestParamInfo<Isa>& info) {
@@ -289,6 +345,15 @@ TEST(cpu_VecDot, DotprodFallsBackToNeonForFloatRows) {
             dot_kernel(TensorType::F32, Isa::kNeon));
   EXPECT_NE(dot_kernel(TensorType::Q4_K, Isa::kNeonDotprod),
             dot_kernel(TensorType::Q4_K, Isa::kNeon));
+}
+
+// Every type has its own AVX2 kernel, so the tests above exercise them all.
+TEST(cpu_VecDot, Avx2HasAKernelForEveryType) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU without avx2";
+  for (TensorType type : kWeightTypes) {
+    EXPECT_NE(dot_kernel(type, Isa::kAvx2), dot_kernel(type, Isa::kScalar))
+        << quant::type_name(type);
+  }
 }
 
 TEST(cpu_VecDot, UnsupportedIsaGetsScalarKernels) {

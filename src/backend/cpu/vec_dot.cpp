@@ -25,7 +25,7 @@ using quant::TensorType;
 struct Kernels {
   TensorType vec_dot_type;
   DotFn scalar;
-  DotFn avx2;          // nullptr: no AVX2 version, use scalar
+  DotFn avx2;          // nullptr: no AVX2 version (non-x86 builds), use scalar
   DotFn neon;          // nullptr: no NEON version, use scalar
   DotFn neon_dotprod;  // nullptr: no SDOT version, use neon
 };
@@ -57,16 +57,17 @@ bool find_kernels(TensorType weight, Kernels* out) {
               nullptr};
       return true;
     case TensorType::BF16:
-      *out = {TensorType::BF16, dot_bf16_scalar, nullptr, MINFER_ARM(dot_bf16_neon), nullptr};
+      *out = {TensorType::BF16, dot_bf16_scalar, MINFER_X86(dot_bf16_avx2),
+              MINFER_ARM(dot_bf16_neon), nullptr};
       return true;
     case TensorType::Q4_0:
       MINFER_KERNELS(Q8_0, q4_0, MINFER_X86(dot_q4_0_avx2));
     case TensorType::Q4_1:
-      MINFER_KERNELS(Q8_1, q4_1, nullptr);
+      MINFER_KERNELS(Q8_1, q4_1, MINFER_X86(dot_q4_1_avx2));
     case TensorType::Q5_0:
       MINFER_KERNELS(Q8_0, q5_0, MINFER_X86(dot_q5_0_avx2));
     case TensorType::Q5_1:
-      MINFER_KERNELS(Q8_1, q5_1, nullptr);
+      MINFER_KERNELS(Q8_1, q5_1, MINFER_X86(dot_q5_1_avx2));
     case TensorType::Q8_0:
       MINFER_KERNELS(Q8_0, q8_0, MINFER_X86(dot_q8_0_avx2));
     case TensorType::Q2_K:

@@ -15,9 +15,11 @@
 //     (not necessarily in the same order; Q4_0/Q5_0/Q8_0 use one accumulator
 //     in block order, exactly as ggml's AVX2 code); they differ from the scalar ones
 //     only by float rounding. F16/F32 mirror
-//     ggml's AVX2 ggml_vec_dot_f16/f32 exactly (4x8-lane accumulators).
-// AVX2 kernels exist for F32, F16, Q4_0, Q5_0, Q8_0 and Q2_K..Q6_K; BF16, Q4_1
-// and Q5_1 always use the scalar kernel there.
+//     ggml's AVX2 ggml_vec_dot_f16/f32 exactly (4x8-lane accumulators); BF16
+//     uses the same 4x8-lane FMA tree. Q4_1/Q5_1 add d_w * d_x * sumi per
+//     block in one accumulator, in block order, and the offsets m_w * s_x
+//     (s from the Q8_1 block) in a separate f32 sum added at the end.
+// AVX2 kernels exist for every type with a dot kernel.
 //   - The NEON kernels (AArch64) exist for every type and, like the AVX2
 //     ones, compute the same integer block sums as the scalar kernels and
 //     differ from them only by float rounding (4-lane f32 accumulators; not

@@ -5,7 +5,8 @@
 //
 // The quantized kernels form the same exact integer block sums as the scalar
 // ones and differ only in how the scaled block sums are added up (8-lane f32
-// FMA accumulators). F32/F16 follow ggml's AVX2 reduction tree exactly.
+// FMA accumulators). F32/F16 follow ggml's AVX2 reduction tree exactly; BF16
+// uses the same tree.
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>
@@ -171,6 +172,85 @@ MINFER_AVX2 float dot_q5_0_avx2(int64_t n, const void* w, const void* x) {
 
 MINFER_AVX2 float dot_q8_0_avx2(int64_t n, const void* w, const void* x) {
   return sum_q8_0_blocks<sizeof(quant::BlockQ8_0), q8_0_block>(n, w, x);
+}
+
+// Eight bf16 values widened to f32 (a bf16 is the upper half of an f32).
+MINFER_AVX2 inline __m256 load_bf16x8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// As dot_f16_avx2: 4x8-lane FMA accumulators, then the tail in double.
+MINFER_AVX2 float dot_bf16_avx2(int64_t n, const void* w, const void* x) {
+  const uint16_t* a = static_cast<const uint16_t*>(w);
+  const uint16_t* b = static_cast<const uint16_t*>(x);
+  const int64_t np = n & ~int64_t{31};
+  __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  for (int64_t i = 0; i < np; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      sum[j] = _mm256_fmadd_ps(load_bf16x8(a + i + 8 * j), load_bf16x8(b + i + 8 * j), sum[j]);
+    }
+  }
+  double sumf = reduce4(sum);
+  for (int64_t i = np; i < n; ++i) {
+    uint16_t wa, xb;
+    std::memcpy(&wa, a + i, 2);
+    std::memcpy(&xb, b + i, 2);
+    sumf += static_cast<double>(quant::bf16_to_f32(wa) * quant::bf16_to_f32(xb));
+  }
+  return static_cast<float>(sumf);
+}
+
+// Eight int32 lanes of sum(q[i] * y[i]) over adjacent groups of four bytes,
+// q unsigned and below 32, y signed (-128 included): maddubs' 16-bit pair
+// sums stay within 2 * 31 * 128, so nothing saturates.
+MINFER_AVX2 inline __m256i dot_u8_i8(__m256i q, __m256i y) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), _mm256_set1_epi16(1));
+}
+
+// Q4_1/Q5_1 against Q8_1 (d, s = d * sum(q) as f16, then the quants): acc +
+// d_w * d_x * (integer dot of one block); the offset m_w * s_x goes to *summs.
+MINFER_AVX2 inline __m256 q4_1_block(const uint8_t* pw, const uint8_t* px, __m256 acc,
+                                     float* summs) {
+  const __m256 s = _mm256_cvtepi32_ps(dot_u8_i8(unpack_nibbles(pw + 4), load256(px + 4)));
+  *summs += half_at(pw + 2) * half_at(px + 2);
+  return _mm256_fmadd_ps(_mm256_set1_ps(half_at(pw) * half_at(px)), s, acc);
+}
+
+MINFER_AVX2 inline __m256 q5_1_block(const uint8_t* pw, const uint8_t* px, __m256 acc,
+                                     float* summs) {
+  uint32_t qh;
+  std::memcpy(&qh, pw + 4, 4);
+  const __m256i hi = _mm256_and_si256(expand_bits(qh), _mm256_set1_epi8(0x10));
+  const __m256i q = _mm256_or_si256(unpack_nibbles(pw + 8), hi);
+  const __m256 s = _mm256_cvtepi32_ps(dot_u8_i8(q, load256(px + 4)));
+  *summs += half_at(pw + 2) * half_at(px + 2);
+  return _mm256_fmadd_ps(_mm256_set1_ps(half_at(pw) * half_at(px)), s, acc);
+}
+
+// The blocks of a Q4_1/Q5_1 row in one accumulator, in block order, with the
+// offsets summed apart in f32 and added at the end (as ggml's AVX2 code).
+template <size_t kWeightBlock, __m256 (*kBlock)(const uint8_t*, const uint8_t*, __m256, float*)>
+MINFER_AVX2 inline float sum_q8_1_blocks(int64_t n, const void* w, const void* x) {
+  const auto* pw = static_cast<const uint8_t*>(w);
+  const auto* px = static_cast<const uint8_t*>(x);
+  constexpr size_t kXBlock = sizeof(quant::BlockQ8_1);
+  const int64_t nb = n / kQK;
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0.0f;
+  for (int64_t ib = 0; ib < nb; ++ib) {
+    acc = kBlock(pw + ib * kWeightBlock, px + ib * kXBlock, acc, &summs);
+  }
+  return hsum_ps(acc) + summs;
+}
+
+MINFER_AVX2 float dot_q4_1_avx2(int64_t n, const void* w, const void* x) {
+  return sum_q8_1_blocks<sizeof(quant::BlockQ4_1), q4_1_block>(n, w, x);
+}
+
+MINFER_AVX2 float dot_q5_1_avx2(int64_t n, const void* w, const void* x) {
+  return sum_q8_1_blocks<sizeof(quant::BlockQ5_1), q5_1_block>(n, w, x);
 }
 
 // Q4_K's eight (scale, min) pairs, and the sum over sub-blocks of

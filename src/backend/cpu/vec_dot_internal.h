@@ -44,8 +44,11 @@ float dot_q6_k_scalar(int64_t n, const void* w, const void* x);
 // Defined only on x86; callers check isa_supported(Isa::kAvx2) first.
 float dot_f32_avx2(int64_t n, const void* w, const void* x);
 float dot_f16_avx2(int64_t n, const void* w, const void* x);
+float dot_bf16_avx2(int64_t n, const void* w, const void* x);
 float dot_q4_0_avx2(int64_t n, const void* w, const void* x);
+float dot_q4_1_avx2(int64_t n, const void* w, const void* x);
 float dot_q5_0_avx2(int64_t n, const void* w, const void* x);
+float dot_q5_1_avx2(int64_t n, const void* w, const void* x);
 float dot_q8_0_avx2(int64_t n, const void* w, const void* x);
 float dot_q2_k_avx2(int64_t n, const void* w, const void* x);
 float dot_q3_k_avx2(int64_t n, const void* w, const void* x);
