@@ -174,13 +174,17 @@ MINFER_AVX2 float dot_q8_0_avx2(int64_t n, const void* w, const void* x) {
   return sum_q8_0_blocks<sizeof(quant::BlockQ8_0), q8_0_block>(n, w, x);
 }
 
-// Eight bf16 values widened to f32 (a bf16 is the upper half of an f32).
-MINFER_AVX2 inline __m256 load_bf16x8(const uint16_t* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+// The even and the odd elements of 16 bf16 values as eight f32 each (a bf16
+// is the upper half of an f32, so no shuffles are needed).
+MINFER_AVX2 inline __m256 bf16_even(__m256i v) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+MINFER_AVX2 inline __m256 bf16_odd(__m256i v) {
+  return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
-// As dot_f16_avx2: 4x8-lane FMA accumulators, then the tail in double.
+// Four 8-lane FMA accumulators as dot_f16_avx2, reduced the same way, but each
+// takes the even or the odd elements of 16; then the tail in double.
 MINFER_AVX2 float dot_bf16_avx2(int64_t n, const void* w, const void* x) {
   const uint16_t* a = static_cast<const uint16_t*>(w);
   const uint16_t* b = static_cast<const uint16_t*>(x);
@@ -188,8 +192,11 @@ MINFER_AVX2 float dot_bf16_avx2(int64_t n, const void* w, const void* x) {
   __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
   for (int64_t i = 0; i < np; i += 32) {
-    for (int j = 0; j < 4; ++j) {
-      sum[j] = _mm256_fmadd_ps(load_bf16x8(a + i + 8 * j), load_bf16x8(b + i + 8 * j), sum[j]);
+    for (int j = 0; j < 2; ++j) {
+      const __m256i va = load256(a + i + 16 * j);
+      const __m256i vb = load256(b + i + 16 * j);
+      sum[2 * j] = _mm256_fmadd_ps(bf16_even(va), bf16_even(vb), sum[2 * j]);
+      sum[2 * j + 1] = _mm256_fmadd_ps(bf16_odd(va), bf16_odd(vb), sum[2 * j + 1]);
     }
   }
   double sumf = reduce4(sum);
@@ -209,40 +216,52 @@ MINFER_AVX2 inline __m256i dot_u8_i8(__m256i q, __m256i y) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), _mm256_set1_epi16(1));
 }
 
+// The two f16 values at p in lanes 0 and 1 (Q4_1/Q5_1: d, m; Q8_1: d, s).
+MINFER_AVX2 inline __m128 two_halves(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+}
+
 // Q4_1/Q5_1 against Q8_1 (d, s = d * sum(q) as f16, then the quants): acc +
-// d_w * d_x * (integer dot of one block); the offset m_w * s_x goes to *summs.
+// d_w * d_x * (integer dot of one block) from lane 0 of d_m = (d_w * d_x,
+// m_w * s_x), and *summs + d_m, whose lane 1 sums the offsets.
+MINFER_AVX2 inline __m256 q8_1_scaled(const uint8_t* pw, const uint8_t* px, __m256i sumi,
+                                      __m256 acc, __m128* summs) {
+  const __m128 d_m = _mm_mul_ps(two_halves(pw), two_halves(px));
+  *summs = _mm_add_ps(*summs, d_m);
+  return _mm256_fmadd_ps(_mm256_broadcastss_ps(d_m), _mm256_cvtepi32_ps(sumi), acc);
+}
+
 MINFER_AVX2 inline __m256 q4_1_block(const uint8_t* pw, const uint8_t* px, __m256 acc,
-                                     float* summs) {
-  const __m256 s = _mm256_cvtepi32_ps(dot_u8_i8(unpack_nibbles(pw + 4), load256(px + 4)));
-  *summs += half_at(pw + 2) * half_at(px + 2);
-  return _mm256_fmadd_ps(_mm256_set1_ps(half_at(pw) * half_at(px)), s, acc);
+                                     __m128* summs) {
+  const __m256i sumi = dot_u8_i8(unpack_nibbles(pw + 4), load256(px + 4));
+  return q8_1_scaled(pw, px, sumi, acc, summs);
 }
 
 MINFER_AVX2 inline __m256 q5_1_block(const uint8_t* pw, const uint8_t* px, __m256 acc,
-                                     float* summs) {
+                                     __m128* summs) {
   uint32_t qh;
   std::memcpy(&qh, pw + 4, 4);
   const __m256i hi = _mm256_and_si256(expand_bits(qh), _mm256_set1_epi8(0x10));
   const __m256i q = _mm256_or_si256(unpack_nibbles(pw + 8), hi);
-  const __m256 s = _mm256_cvtepi32_ps(dot_u8_i8(q, load256(px + 4)));
-  *summs += half_at(pw + 2) * half_at(px + 2);
-  return _mm256_fmadd_ps(_mm256_set1_ps(half_at(pw) * half_at(px)), s, acc);
+  return q8_1_scaled(pw, px, dot_u8_i8(q, load256(px + 4)), acc, summs);
 }
 
 // The blocks of a Q4_1/Q5_1 row in one accumulator, in block order, with the
 // offsets summed apart in f32 and added at the end (as ggml's AVX2 code).
-template <size_t kWeightBlock, __m256 (*kBlock)(const uint8_t*, const uint8_t*, __m256, float*)>
+template <size_t kWeightBlock, __m256 (*kBlock)(const uint8_t*, const uint8_t*, __m256, __m128*)>
 MINFER_AVX2 inline float sum_q8_1_blocks(int64_t n, const void* w, const void* x) {
   const auto* pw = static_cast<const uint8_t*>(w);
   const auto* px = static_cast<const uint8_t*>(x);
   constexpr size_t kXBlock = sizeof(quant::BlockQ8_1);
   const int64_t nb = n / kQK;
   __m256 acc = _mm256_setzero_ps();
-  float summs = 0.0f;
+  __m128 summs = _mm_setzero_ps();
   for (int64_t ib = 0; ib < nb; ++ib) {
     acc = kBlock(pw + ib * kWeightBlock, px + ib * kXBlock, acc, &summs);
   }
-  return hsum_ps(acc) + summs;
+  return hsum_ps(acc) + _mm_cvtss_f32(_mm_movehdup_ps(summs));
 }
 
 MINFER_AVX2 float dot_q4_1_avx2(int64_t n, const void* w, const void* x) {
