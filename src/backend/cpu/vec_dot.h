@@ -10,16 +10,16 @@
 //     (same integer sums, same float products, same accumulation order), so
 //     they reproduce a non-SIMD ggml build bit for bit (neither contracting
 //     products into FMAs).
-//   - The AVX2 kernels compute the same integer block sums but accumulate
-//     the scaled block sums in 8-lane f32 vectors, as ggml's AVX2 code does
-//     (not necessarily in the same order; Q4_0/Q5_0/Q8_0 use one accumulator
-//     in block order, exactly as ggml's AVX2 code); they differ from the scalar ones
-//     only by float rounding. F16/F32 mirror
-//     ggml's AVX2 ggml_vec_dot_f16/f32 exactly (4x8-lane accumulators); BF16
-//     uses the same 4x8-lane FMA tree. Q4_1/Q5_1 add d_w * d_x * sumi per
-//     block in one accumulator, in block order, and the offsets m_w * s_x
-//     (s from the Q8_1 block) in a separate f32 sum added at the end.
-// AVX2 kernels exist for every type with a dot kernel.
+//   - The AVX2 kernels (every type) compute the same integer block sums but
+//     accumulate the scaled block sums in 8-lane f32 vectors, as ggml's AVX2
+//     code does (the K-quants not necessarily in ggml's order), and differ
+//     from the scalar ones only by float rounding.
+//     Q4_0/Q5_0/Q8_0 use one accumulator in block order, exactly as ggml's
+//     AVX2 code; Q4_1/Q5_1 also use one, with the offsets m_w * s_x (s from
+//     the Q8_1 block) summed apart in f32 and added at the end. F16/F32
+//     mirror ggml's AVX2 ggml_vec_dot_f16/f32 exactly (4x8-lane
+//     accumulators); BF16 has four 8-lane FMA accumulators too (even and odd
+//     elements apart, reduced as F16).
 //   - The NEON kernels (AArch64) exist for every type and, like the AVX2
 //     ones, compute the same integer block sums as the scalar kernels and
 //     differ from them only by float rounding (4-lane f32 accumulators; not
