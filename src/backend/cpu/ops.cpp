@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/norm_rope.h"
 #include "backend/cpu/vec_math.h"
 #include "quant/half.h"
 
@@ -43,54 +44,14 @@ inline float gelu_one(float x, const std::array<uint16_t, 65536>& table) {
   return quant::f16_to_f32(table[quant::f32_to_f16(x)]);
 }
 
-void rms_norm_row(const float* x, const float* weight, int64_t dim, float eps, float* y) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < dim; ++i) sum += static_cast<double>(x[i] * x[i]);
-  const float mean = static_cast<float>(sum / static_cast<double>(dim));
-  const float s = 1.0f / std::sqrt(mean + eps);
-  if (weight != nullptr) {
-    for (int64_t i = 0; i < dim; ++i) y[i] = (x[i] * s) * weight[i];
-  } else {
-    for (int64_t i = 0; i < dim; ++i) y[i] = x[i] * s;
-  }
-}
-
-// cos/sin per rotated pair for one position (ggml_rope_cache_init with
-// ext_factor = 0 and attn_factor = 1).
-void rope_cache(float pos, int64_t n_rot, float freq_base, float freq_scale,
-                const float* freq_factors, std::vector<float>& cache) {
-  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
-  float theta = pos;
-  for (int64_t i = 0; i < n_rot / 2; ++i) {
-    const float ff = freq_factors != nullptr ? freq_factors[i] : 1.0f;
-    const float t = freq_scale * (theta / ff);
-    cache[2 * i] = std::cos(t);
-    cache[2 * i + 1] = std::sin(t);
-    theta *= theta_scale;
-  }
-}
-
-void rope_head(const float* x, int64_t head_dim, int64_t n_rot, RopeMode mode,
-               const std::vector<float>& cache, float* y) {
-  const int64_t half = n_rot / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    const int64_t i0 = mode == RopeMode::kNormal ? 2 * i : i;
-    const int64_t i1 = mode == RopeMode::kNormal ? 2 * i + 1 : i + half;
-    const float c = cache[2 * i];
-    const float s = cache[2 * i + 1];
-    const float x0 = x[i0];
-    const float x1 = x[i1];
-    y[i0] = x0 * c - x1 * s;
-    y[i1] = x0 * s + x1 * c;
-  }
-  for (int64_t i = n_rot; i < head_dim; ++i) y[i] = x[i];
-}
-
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim, float eps,
               float* y) {
-  for (int64_t r = 0; r < n_rows; ++r) rms_norm_row(x + r * dim, weight, dim, eps, y + r * dim);
+  const Isa isa = active_isa();
+  for (int64_t r = 0; r < n_rows; ++r) {
+    detail::rms_norm_row_f32(x + r * dim, weight, dim, eps, y + r * dim, isa);
+  }
 }
 
 void rms_norm_heads(const float* x, const float* weight, int64_t n_tokens, int64_t n_heads,
@@ -117,13 +78,17 @@ Status rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
   if (n_tokens * n_heads > 0 && (x == nullptr || y == nullptr || positions == nullptr)) {
     return Status::error("rope: null buffer");
   }
-  std::vector<float> cache(static_cast<size_t>(n_rot));
+  const Isa isa = active_isa();
+  std::vector<float> cache(static_cast<size_t>(n_rot));  // cos[n_rot/2], then sin[n_rot/2]
+  float* cos_v = cache.data();
+  float* sin_v = cache.data() + n_rot / 2;
   const int64_t row = n_heads * head_dim;
   for (int64_t t = 0; t < n_tokens; ++t) {
-    rope_cache(static_cast<float>(positions[t]), n_rot, freq_base, freq_scale, freq_factors, cache);
+    detail::rope_cache_f32(static_cast<float>(positions[t]), n_rot, freq_base, freq_scale,
+                           freq_factors, cos_v, sin_v);
     for (int64_t h = 0; h < n_heads; ++h) {
-      rope_head(x + t * row + h * head_dim, head_dim, n_rot, mode, cache,
-                y + t * row + h * head_dim);
+      const int64_t off = t * row + h * head_dim;
+      detail::rope_rotate_f32(x + off, head_dim, n_rot, mode, cos_v, sin_v, y + off, isa);
     }
   }
   return Status::ok();

@@ -6,11 +6,14 @@
 // returning void trust their arguments (non-negative sizes, buffers of the
 // stated sizes); those returning Status validate shapes and report errors that
 // name the offending values. Numerics, per function:
-//   - rms_norm: sum of squares of f32 products accumulated in double, mean
-//     narrowed to f32, scale = 1/sqrtf(mean + eps), y = (x * scale) * w.
+//   - rms_norm: sum of squares of f32 products accumulated in double (in
+//     order on the scalar ISA, in 16 partial sums with AVX2), mean narrowed to
+//     f32, scale = 1/sqrtf(mean + eps), y = (x * scale) * w
+//     (backend/cpu/norm_rope.h).
 //   - rope: ggml's rope cache: theta starts at the position, is multiplied by
 //     theta_scale = powf(base, -2/n_rot) per pair, divided by the pair's freq
 //     factor, times freq_scale; cosf/sinf in f32; dims past n_rot are copied.
+//     The rotation is bit-identical on every ISA.
 //   - gelu/geglu: ggml's GELU_FP16 path: x in (-10, 10) is rounded to f16 and
 //     looked up in a table of f16-rounded tanh-approximation values.
 //   - silu/swiglu: x / (1 + exp(-x)); softmax: exp(x*scale - max) summed in
