@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/op_support.h"
 #include "backend/cuda/replay.h"
 #include "backend/cuda/weights.h"
 
@@ -157,115 +158,11 @@ struct OpEntry {
   Status (CudaBackend::*run)(const Call&);
 };
 
-bool f32_out(const Node& n, const DeviceWeights&) {
-  return n.dtype == DType::kF32;
-}
-bool input_node(const Node& n, const DeviceWeights&) {
-  return n.dtype == DType::kI32;
-}
-
-bool f32_weight(const DeviceWeights& w, const std::string& name) {
-  if (name.empty()) return true;
-  const DeviceWeight* v = w.find(name);
-  return v != nullptr && v->type == quant::TensorType::F32;
-}
-
-bool matmul_ok(const Node& n, const DeviceWeights& w) {
-  const auto* m = std::get_if<graph::MatMulMeta>(&n.meta);
-  if (m == nullptr || n.dtype != DType::kF32) return false;
-  const DeviceWeight* v = w.find(m->weight);
-  return v != nullptr && has_decoder(v->type) && v->row_len == m->in_dim && v->row_len % 32 == 0 &&
-         f32_weight(w, m->bias);
-}
-
-bool get_rows_ok(const Node& n, const DeviceWeights& w) {
-  const auto* m = std::get_if<graph::GetRowsMeta>(&n.meta);
-  if (m == nullptr || n.dtype != DType::kF32) return false;
-  if (m->weight.empty()) return true;
-  const DeviceWeight* v = w.find(m->weight);
-  return v != nullptr && has_decoder(v->type) && v->row_len % 32 == 0;
-}
-
-bool rms_norm_ok(const Node& n, const DeviceWeights& w) {
-  const auto* m = std::get_if<graph::RmsNormMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->weight);
-}
-
-bool rope_ok(const Node& n, const DeviceWeights& w) {
-  const auto* m = std::get_if<graph::RopeMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->freq_factors) &&
-         m->head_dim % 2 == 0;
-}
-
-// The CUDA kernels read f32 or f16 caches, K and V of one type; anything else
-// (q8_0, mixed) is refused so that those nodes stay on the CPU.
-bool cache_types_ok(quant::TensorType k, quant::TensorType v) {
-  return k == v && (k == quant::TensorType::F32 || k == quant::TensorType::F16);
-}
-
-bool kv_store_ok(const Node& n, const DeviceWeights&) {
-  const auto* m = std::get_if<graph::KvMeta>(&n.meta);
-  return m != nullptr && cache_types_ok(m->k_type, m->v_type);
-}
-
-bool attention_ok(const Node& n, const DeviceWeights&) {
-  const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && attention_head_dim_ok(m->head_dim) &&
-         m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 && cache_types_ok(m->k_type, m->v_type) &&
-         (!m->packed_qkv || n.shape.ne[1] == 1);  // packed rows: one token (decode)
-}
-
 Status cache_types_status(const Node& n, const KvPair& kv) {
   if (cache_types_ok(kv.k_type, kv.v_type)) return Status::ok();
   return fail(n, "KV cache types K " + std::string(quant::type_name(kv.k_type)) + ", V " +
                      std::string(quant::type_name(kv.v_type)) +
                      " have no CUDA kernel (f32 or f16, K and V alike)");
-}
-
-// A weight with a decoder whose rows have `in_dim` elements (a multiple of 32).
-const DeviceWeight* gemv_weight(const DeviceWeights& w, const std::string& name, int64_t in_dim) {
-  const DeviceWeight* v = w.find(name);
-  if (v == nullptr || !has_decoder(v->type) || v->row_len != in_dim || in_dim % 32 != 0) {
-    return nullptr;
-  }
-  return v;
-}
-
-bool f32_vector(const DeviceWeights& w, const std::string& name, int64_t len) {
-  if (name.empty()) return true;
-  const DeviceWeight* v = w.find(name);
-  return v != nullptr && v->type == quant::TensorType::F32 && v->rows * v->row_len == len;
-}
-
-bool fused_qkv_ok(const Node& n, const DeviceWeights& w) {
-  const auto* m = std::get_if<graph::FusedQkvMeta>(&n.meta);
-  if (m == nullptr || n.dtype != DType::kF32 || n.shape.ne[1] != 1) return false;
-  const int64_t D = m->rope.head_dim, q_dim = m->n_head * D, kv_dim = m->kv.n_head_kv * D;
-  const DeviceWeight* q = gemv_weight(w, m->q_weight, m->in_dim);
-  const DeviceWeight* k = gemv_weight(w, m->k_weight, m->in_dim);
-  const DeviceWeight* v = gemv_weight(w, m->v_weight, m->in_dim);
-  return q != nullptr && k != nullptr && v != nullptr && q->rows == q_dim && k->rows == kv_dim &&
-         v->rows == kv_dim && n.shape.ne[0] == q_dim + 2 * kv_dim && fused_head_dim_ok(D) &&
-         m->kv.head_dim == D && cache_types_ok(m->kv.k_type, m->kv.v_type) && m->rope.n_rot > 0 && m->rope.n_rot <= D && m->rope.n_rot % 2 == 0 &&
-         f32_vector(w, m->q_bias, q_dim) && f32_vector(w, m->k_bias, kv_dim) &&
-         f32_vector(w, m->v_bias, kv_dim) && f32_vector(w, m->q_norm, D) &&
-         f32_vector(w, m->k_norm, D) && f32_weight(w, m->rope.freq_factors) &&
-         (n.op == Op::kFusedQkvNorm) == !m->q_norm.empty();
-}
-
-bool matmul_add_ok(const Node& n, const DeviceWeights& w) {
-  return n.shape.ne[1] <= 4 && n.inputs.size() == 2 && matmul_ok(n, w);
-}
-
-bool fused_ffn_ok(const Node& n, const DeviceWeights& w) {
-  const auto* m = std::get_if<graph::FusedFfnMeta>(&n.meta);
-  if (m == nullptr || n.dtype != DType::kF32 || n.shape.ne[1] > 4 || n.shape.ne[0] != m->n_ff) {
-    return false;
-  }
-  const DeviceWeight* g = gemv_weight(w, m->gate_weight, m->in_dim);
-  const DeviceWeight* u = gemv_weight(w, m->up_weight, m->in_dim);
-  return g != nullptr && u != nullptr && g->type == u->type && g->row_bytes == u->row_bytes &&
-         g->rows == m->n_ff && u->rows == m->n_ff;
 }
 
 const OpEntry& entry(Op op) {
@@ -341,7 +238,7 @@ Status CudaBackend::launched(const Node& n, const char* kernel, cudaError_t err)
   ++pending_;
   if (recorder_.capturing()) recorder_.count_launch();
   if (err != cudaSuccess) {
-    recorder_.abort(stream_.get());
+    recorder_.discard(stream_.get());
     return fail(n, std::string("launch of ") + kernel + " failed: " + cudaGetErrorName(err) + " (" +
                        cudaGetErrorString(err) + ")");
   }
@@ -500,7 +397,7 @@ Status CudaBackend::execute_node(const Node& node, std::span<const BufferId> inp
   }
   Status st = (this->*entry(node.op).run)(call);
   if (!st) {
-    recorder_.abort(stream_.get());
+    recorder_.discard(stream_.get());
     return st;
   }
   if (stop != nullptr) MINFER_CUDA_CHECK(cudaEventRecord(stop->get(), stream_.get()));

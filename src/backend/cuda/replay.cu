@@ -40,7 +40,7 @@ Status SplitRecorder::end(cudaStream_t stream) {
   return Status::ok();
 }
 
-void SplitRecorder::abort(cudaStream_t stream) {
+void SplitRecorder::discard(cudaStream_t stream) {
   if (!capturing_) return;
   capturing_ = false;
   cudaGraph_t graph = nullptr;

@@ -14,7 +14,7 @@
 //     allocate scratch memory or upload row lists, which capture forbids);
 //     the second is captured, instantiated and launched in end(); from the
 //     third on it is replayed.
-//   - abort() ends a capture in progress without keeping it (a node failed);
+//   - discard() ends a capture in progress without keeping it (a node failed);
 //     that key is never captured again.
 //   - clear() drops every recording. The owner calls it whenever a device
 //     pointer a recording may hold changes (a buffer freed, scratch
@@ -47,7 +47,7 @@ class SplitRecorder {
 
   [[nodiscard]] Result<bool> begin(uint64_t key, cudaStream_t stream);
   [[nodiscard]] Status end(cudaStream_t stream);
-  void abort(cudaStream_t stream);
+  void discard(cudaStream_t stream);
   void clear();
 
   bool capturing() const { return capturing_; }
