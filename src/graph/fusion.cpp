@@ -61,7 +61,7 @@ int fuse_ffn(Graph& g, std::span<backend::Backend* const> backends, const std::v
     candidate.op = Op::kFusedFFN;
     candidate.inputs = {x};
     candidate.meta =
-        FusedFfnMeta{mg->weight, mu->weight, n.op == Op::kGeGLU, mg->in_dim, mg->out_dim};
+        FusedFfnMeta{mg->weight, mu->weight, n.op == Op::kGeGLU, mg->in_dim, mg->out_dim, {}};
     if (!b->supports_op(candidate)) continue;
     n = std::move(candidate);
     ++fused;
@@ -187,6 +187,39 @@ int fuse_qkv(Graph& g, std::span<backend::Backend* const> backends) {
   return fused;
 }
 
+InputNorm* input_norm_of(Node& n) {
+  if (auto* q = std::get_if<FusedQkvMeta>(&n.meta)) return &q->in_norm;
+  if (auto* f = std::get_if<FusedFfnMeta>(&n.meta)) return &f->in_norm;
+  return nullptr;
+}
+
+// FusedQKV/FusedQkvNorm/FusedFFN(RmsNorm(x), ...), the whole-row norm used
+// only there -> the fused node over x with the norm folded in (in_norm).
+int fuse_input_norm(Graph& g, std::span<backend::Backend* const> backends,
+                    const std::vector<int>& users) {
+  int fused = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    InputNorm* in_norm = input_norm_of(n);
+    if (in_norm == nullptr || in_norm->on || n.inputs.empty()) continue;
+    const NodeId norm = n.inputs[0];
+    const auto* nm = std::get_if<RmsNormMeta>(&g.at(norm).meta);
+    if (g.at(norm).op != Op::kRmsNorm || nm == nullptr || nm->group != 0 || users[norm] != 1 ||
+        g.at(norm).inputs.size() != 1) {
+      continue;
+    }
+    backend::Backend* b = common_backend(g, {norm, static_cast<NodeId>(i)}, Op::kRmsNorm, backends);
+    if (b == nullptr) continue;
+    Node candidate = n;
+    candidate.inputs[0] = g.at(norm).inputs[0];
+    *input_norm_of(candidate) = InputNorm{true, nm->weight, nm->eps};
+    if (!b->supports_op(candidate)) continue;
+    n = std::move(candidate);
+    ++fused;
+  }
+  return fused;
+}
+
 }  // namespace
 
 void remove_dead_nodes(Graph& g) {
@@ -254,7 +287,13 @@ int fuse(Graph& g, std::span<backend::Backend* const> backends) {
   }
   const int n_qkv = fuse_qkv(g, backends);
   if (n_qkv > 0) remove_dead_nodes(g);
-  return fused + n_qkv;
+  fused += n_qkv;
+  if (!env_off("MINFER_NO_FUSE_NORM")) {
+    const int n_norm = fuse_input_norm(g, backends, count_users(g));
+    if (n_norm > 0) remove_dead_nodes(g);
+    fused += n_norm;
+  }
+  return fused;
 }
 
 }  // namespace minfer::graph

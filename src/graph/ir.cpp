@@ -56,13 +56,15 @@ std::vector<std::string> weights_read(const Graph& g) {
           } else if constexpr (std::is_same_v<M, RopeMeta>) {
             add(m.freq_factors);
           } else if constexpr (std::is_same_v<M, FusedQkvMeta>) {
-            for (const auto* n : {&m.q_weight, &m.k_weight, &m.v_weight, &m.q_bias, &m.k_bias,
-                                  &m.v_bias, &m.q_norm, &m.k_norm, &m.rope.freq_factors}) {
+            for (const auto* n :
+                 {&m.q_weight, &m.k_weight, &m.v_weight, &m.q_bias, &m.k_bias, &m.v_bias, &m.q_norm,
+                  &m.k_norm, &m.rope.freq_factors, &m.in_norm.weight}) {
               add(*n);
             }
           } else if constexpr (std::is_same_v<M, FusedFfnMeta>) {
             add(m.gate_weight);
             add(m.up_weight);
+            add(m.in_norm.weight);
           }
         },
         node.meta);

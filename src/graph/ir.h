@@ -124,11 +124,21 @@ struct AttentionMeta {
   bool packed_qkv = false;
 };
 
+// An RMSNorm of a fused node's input folded into the node (the fusion pass's
+// input-norm rule): the node reads the un-normalized x and normalizes it
+// itself, x / sqrt(mean(x^2) + eps) * weight (no weight when empty).
+struct InputNorm {
+  bool on = false;
+  std::string weight;
+  float eps = 1e-6f;
+};
+
 // The q, k and v projections of one layer fused with what follows them up to
 // the KV store. Output: rows [q (n_head*head_dim) | k | v (n_head_kv*head_dim
 // each)] with biases added, q/k normalized per head (q_norm/k_norm non-empty)
 // and rotated; k and v are also written to the layer's cache at the positions.
-// Inputs: the normalized hidden state, positions.
+// Inputs: the normalized hidden state (or the hidden state, with in_norm),
+// positions.
 struct FusedQkvMeta {
   std::string q_weight, k_weight, v_weight;
   std::string q_bias, k_bias, v_bias;  // optional
@@ -138,13 +148,16 @@ struct FusedQkvMeta {
   RopeMeta rope;  // n_heads = n_head (k uses n_head_kv), head_dim, mode, bases
   KvMeta kv;
   int64_t n_head = 0;
+  InputNorm in_norm;
 };
 
-// act(x Wg^T) * (x Wu^T), act = SiLU or GELU. Input: the normalized hidden state.
+// act(x Wg^T) * (x Wu^T), act = SiLU or GELU. Input: the normalized hidden
+// state (or the hidden state, with in_norm).
 struct FusedFfnMeta {
   std::string gate_weight, up_weight;
   bool gelu = false;
   int64_t in_dim = 0, n_ff = 0;
+  InputNorm in_norm;
 };
 
 using NodeMeta =

@@ -1,11 +1,10 @@
 // The CUDA backend's MatMul and GetRows for every weight type it supports,
 // against the scalar reference: weights dequantized with
 // quant::dequantize_row, then dot products in double with the f32 activations
-// (the GPU path does not quantize activations). Shapes cover the decode GEMV
-// (1 and 3 tokens) and the tiled multi-token kernel (70 tokens: partial
-// tiles), input dims 896 (32-element block types) and 3584/256 (all types),
-// with and without bias. Tolerance: max abs diff < 1e-3 with outputs of unit
-// scale (activations scaled by 1/sqrt(in_dim)). GetRows must equal the
+// (the f32 path does not quantize activations; MINFER_GEMV_F32=1 here). Shapes cover the decode
+// GEMV (1 and 3 tokens) and the tiled multi-token kernel (70 tokens: partial tiles), input dims 896
+// (32-element block types) and 3584/256 (all types), with and without bias. Tolerance: max abs diff
+// < 1e-3 with outputs of unit scale (activations scaled by 1/sqrt(in_dim)). GetRows must equal the
 // dequantized rows times the scale to f32 rounding.
 // Batches of >= kMmaMinTokens tokens take the bf16 tensor-core path
 // (matmul_mma.cu), checked at real shapes (in 896/3584/4864/18944, up to 2048
@@ -17,6 +16,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "backend/backend_testutil.h"
@@ -34,6 +34,15 @@ const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF1
                              TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
                              TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
                              TensorType::Q6_K};
+
+// These tests check the f32-activation path (one-token GEMVs otherwise take
+// the int8 path, tested in cuda_gemv_q8_test.cpp): MINFER_GEMV_F32=1 while
+// each backend is created (it reads the switch at construction).
+class GemvF32On {
+ public:
+  GemvF32On() { setenv("MINFER_GEMV_F32", "1", 1); }
+  ~GemvF32On() { unsetenv("MINFER_GEMV_F32"); }
+};
 
 bool is_k_quant(TensorType t) {
   return quant::type_traits(t).block_size == 256;
@@ -53,6 +62,7 @@ std::vector<float> dequantized(const model::Weights& w, const std::string& name)
 
 TEST(cuda_Matmul, EveryTypeMatchesDequantizedDoubleDot) {
   MINFER_SKIP_WITHOUT_CUDA();
+  GemvF32On f32_path;
   struct Shape {
     int64_t in, out;
   };
@@ -105,6 +115,7 @@ TEST(cuda_Matmul, EveryTypeMatchesDequantizedDoubleDot) {
 // residual add of MatMulAdd, against the dequantized weights in double.
 TEST(cuda_Matmul, GemvSplitsAndResidualMatchDequantizedDoubleDot) {
   MINFER_SKIP_WITHOUT_CUDA();
+  GemvF32On f32_path;
   struct Shape {
     int64_t in, out;
   };

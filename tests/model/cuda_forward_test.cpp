@@ -2,10 +2,13 @@
 // (reference_forward_testutil.h) on synthetic tiny models of every
 // architecture, and greedy decoding of the real Gemma 3 270M on the GPU.
 //
-// The GPU path reads f32 activations (no Q8 quantization, DESIGN.md §3.7), so
-// for every weight type it should agree with the reference (which multiplies
-// the same dequantized weights in double) to f32 rounding; only an f16 KV
-// cache adds the rounding of stored keys/values. Each case runs a Session
+// MatchesReference runs the f32-activation path (MINFER_GEMV_F32=1: no
+// activation quantization), so for every weight type it should agree with
+// the reference (which multiplies the same dequantized weights in double) to
+// f32 rounding; only an f16 KV cache adds the rounding of stored keys/values.
+// Int8GemvMatchesReference runs the default path, whose one-token GEMVs
+// quantize activations to int8 (gemv_q8.cu), under the CPU path's tolerances
+// for quantized activations (reference_forward_test.cpp). Each case runs a Session
 // with the GPU in four modes (one batch, batches of 16, one token at a time,
 // a 40-token prompt then single tokens) and compares every position:
 //   rel  max_i |Δlogit_i| / (max ref - min ref), worst over positions;
@@ -23,9 +26,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,10 +104,56 @@ Result<std::vector<float>> run_gpu(const Model& model, quant::TensorType kv, int
   return logits;
 }
 
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) saved_ = v;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (saved_) {
+      setenv(name_, saved_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+struct Agreement {
+  double rel = 0;  // max_i |Δlogit_i| / (max ref - min ref), worst over positions
+  double top1 = 0;
+};
+
+Agreement agreement(const std::vector<float>& ref, const std::vector<float>& got, int64_t n_vocab) {
+  Agreement m;
+  int agree = 0;
+  const size_t n = ref.size() / static_cast<size_t>(n_vocab);
+  for (size_t r = 0; r < n; ++r) {
+    const float* a = ref.data() + r * n_vocab;
+    const float* b = got.data() + r * n_vocab;
+    const auto [lo, hi] = std::minmax_element(a, a + n_vocab);
+    double d = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) d = std::max(d, std::fabs(double(a[i]) - b[i]));
+    m.rel = std::max(m.rel, d / (double(*hi) - *lo));
+    agree += (std::max_element(a, a + n_vocab) - a) == (std::max_element(b, b + n_vocab) - b);
+  }
+  m.top1 = double(agree) / double(n);
+  return m;
+}
+
 class CudaForward : public ::testing::TestWithParam<GpuCase> {};
 
 TEST_P(CudaForward, MatchesReference) {
   SKIP_WITHOUT_CUDA();
+  ScopedEnv f32_path("MINFER_GEMV_F32", "1");
   const GpuCase& c = GetParam();
   auto model = tiny_model(c.shape, c.quant);
   ASSERT_TRUE(model.is_ok()) << model.message();
@@ -123,24 +174,13 @@ TEST_P(CudaForward, MatchesReference) {
         c.kv_type == graph::DType::kF16 ? quant::TensorType::F16 : quant::TensorType::F32;
     auto got = run_gpu(**model, kv, mode.max_batch, tokens, mode.n_first);
     ASSERT_TRUE(got.is_ok()) << mode.name << ": " << got.message();
-    double rel = 0;
-    int agree = 0;
-    for (size_t r = 0; r < n; ++r) {
-      const float* a = ref.data() + r * n_vocab;
-      const float* b = got->data() + r * n_vocab;
-      const auto [lo, hi] = std::minmax_element(a, a + n_vocab);
-      double d = 0;
-      for (int64_t i = 0; i < n_vocab; ++i) d = std::max(d, std::fabs(double(a[i]) - b[i]));
-      rel = std::max(rel, d / (double(*hi) - *lo));
-      agree += (std::max_element(a, a + n_vocab) - a) == (std::max_element(b, b + n_vocab) - b);
-    }
-    const double top1 = double(agree) / double(n);
+    const Agreement m = agreement(ref, *got, n_vocab);
     std::printf("  gpu %-11s %-6s kv %s %-7s rel %.2e top1 %.3f\n", c.shape.c_str(),
-                c.quant.c_str(), graph::dtype_name(c.kv_type), mode.name, rel, top1);
-    EXPECT_LE(rel, c.rel) << mode.name;
+                c.quant.c_str(), graph::dtype_name(c.kv_type), mode.name, m.rel, m.top1);
+    EXPECT_LE(m.rel, c.rel) << mode.name;
     // bf16 matmuls move near-ties of these random tiny models' logits (measured
     // 0.975 on tiny-qwen2 Q4_0 at rel 7e-3).
-    EXPECT_GE(top1, c.rel > 1e-3 ? 0.95 : 0.98) << mode.name;
+    EXPECT_GE(m.top1, c.rel > 1e-3 ? 0.95 : 0.98) << mode.name;
   }
 }
 
@@ -169,6 +209,48 @@ INSTANTIATE_TEST_SUITE_P(Tiny, CudaForward,
                            std::replace(s.begin(), s.end(), '-', '_');
                            return s;
                          });
+
+// The default decode path: one-token GEMVs on int8 activations with the input
+// norms folded in. Tolerances are the CPU path's for quantized activations
+// (reference_forward_test.cpp: kQ8_0 rel 5e-2, kQ4_K_M rel 8e-2, top-1 0.9),
+// and the int8 path must differ from the f32 path (it ran).
+TEST(CudaForward, Int8GemvMatchesReference) {
+  SKIP_WITHOUT_CUDA();
+  ScopedEnv q8_path("MINFER_GEMV_F32", nullptr);
+  struct Case {
+    const char* shape;
+    const char* quant;
+    int n_tokens;
+    double rel;
+  };
+  for (const Case& c :
+       {Case{"tiny-qwen2", "Q4_0", 50, 5e-2}, Case{"tiny-qwen2", "Q8_0", 50, 5e-2},
+        Case{"tiny-qwen3", "Q4_K_M", 50, 8e-2}, Case{"tiny-llama", "Q6_K", 50, 8e-2},
+        Case{"tiny-gemma3", "Q4_K_M", 80, 8e-2}}) {
+    auto model = tiny_model(c.shape, c.quant);
+    ASSERT_TRUE(model.is_ok()) << model.message();
+    const int64_t n_vocab = (*model)->hparams().n_vocab;
+    auto weights = load_reference_weights(**model);
+    ASSERT_TRUE(weights.is_ok()) << weights.message();
+    const auto tokens = make_tokens(c.n_tokens, n_vocab, 0x243f6a8885a308d3ull);
+    const std::vector<float> ref = reference_forward(*weights, tokens);
+    auto got = run_gpu(**model, quant::TensorType::F32, 512, tokens, 1);
+    ASSERT_TRUE(got.is_ok()) << got.message();
+    const Agreement m = agreement(ref, *got, n_vocab);
+    Result<std::vector<float>> f32 = Status::error("unset");
+    {
+      ScopedEnv f32_path("MINFER_GEMV_F32", "1");
+      f32 = run_gpu(**model, quant::TensorType::F32, 512, tokens, 1);
+    }
+    ASSERT_TRUE(f32.is_ok()) << f32.message();
+    const Agreement vs_f32 = agreement(*f32, *got, n_vocab);
+    std::printf("  gpu int8 %-11s %-6s decode rel %.2e top1 %.3f (vs f32 path rel %.2e)\n", c.shape,
+                c.quant, m.rel, m.top1, vs_f32.rel);
+    EXPECT_LE(m.rel, c.rel) << c.shape << " " << c.quant;
+    EXPECT_GE(m.top1, 0.9) << c.shape << " " << c.quant;
+    EXPECT_GT(vs_f32.rel, 0.0) << c.shape << " " << c.quant;
+  }
+}
 
 // A q8_0 KV cache has no CUDA kernel: the session still takes the GPU for the
 // rest of the graph, keeps the cache and attention on the CPU, and matches the
@@ -233,6 +315,14 @@ TEST(CudaForward, DecodeGraphIsFused) {
     EXPECT_EQ(count(1, graph::Op::kMatMulAdd), gemma ? 0 : 2 * n_layer) << shape;
     EXPECT_EQ(count(40, qkv_op), 0) << shape;
     EXPECT_EQ(count(40, graph::Op::kFusedFFN), 0) << shape;
+    // The attention and FFN input norms are folded into the fused nodes: the
+    // output norm is the one whole-row norm left (Gemma keeps its post-norms).
+    if (!gemma) {
+      EXPECT_EQ(count(1, graph::Op::kRmsNorm), 1) << shape;
+      setenv("MINFER_NO_FUSE_NORM", "1", 1);
+      EXPECT_EQ(count(1, graph::Op::kRmsNorm), 2 * n_layer + 1) << shape;
+      unsetenv("MINFER_NO_FUSE_NORM");
+    }
     setenv("MINFER_NO_FUSE_QKV", "1", 1);
     setenv("MINFER_NO_FUSE_FFN", "1", 1);
     setenv("MINFER_NO_FUSE_ADD", "1", 1);

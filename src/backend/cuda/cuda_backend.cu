@@ -80,7 +80,8 @@ class CudaBackend final : public backend::Backend {
         err_host_(err_host),
         timeout_s_(timeout_seconds()),
         recorder_(!env_on("MINFER_NO_CUDA_GRAPH")),
-        profiling_(env_on("MINFER_OP_PROFILE")) {}
+        profiling_(env_on("MINFER_OP_PROFILE")),
+        q8_gemv_(!env_on("MINFER_GEMV_F32")) {}
   ~CudaBackend() override {
     (void)cudaStreamSynchronize(stream_.get());
     if (err_host_ != nullptr) (void)cudaFreeHost(err_host_);
@@ -90,7 +91,8 @@ class CudaBackend final : public backend::Backend {
   bool supports_op(const Node& node) const override;
   bool supports_fused(Op fused) const override {
     return fused == Op::kSwiGLU || fused == Op::kGeGLU || fused == Op::kFusedQKV ||
-           fused == Op::kFusedQkvNorm || fused == Op::kFusedFFN || fused == Op::kMatMulAdd;
+           fused == Op::kFusedQkvNorm || fused == Op::kFusedFFN || fused == Op::kMatMulAdd ||
+           fused == Op::kRmsNorm;  // an input norm folded into FusedQKV/FusedFFN
   }
   bool has_weight(std::string_view name) const override { return weights_->find(name) != nullptr; }
 
@@ -132,6 +134,11 @@ class CudaBackend final : public backend::Backend {
   Result<float*> scratch(const Node& n, size_t bytes);
   // Device copy of an activation gather's row list (cached by content).
   Result<const int32_t*> row_list(const std::vector<int32_t>& rows);
+  // Input 0 of a node with an InputNorm, for a kernel that does not normalize
+  // itself: the rows normalized into scratch (or input 0 as is when off).
+  Result<const float*> normalized_input(const Call& c, const graph::InputNorm& norm, int64_t dim);
+  // The int8 GEMV's input for input 0 (one token) with the node's InputNorm.
+  Q8Input q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim) const;
 
   std::shared_ptr<const DeviceWeights> weights_;
   Stream stream_;
@@ -148,6 +155,7 @@ class CudaBackend final : public backend::Backend {
   SplitRecorder recorder_;
   // MINFER_OP_PROFILE: timing events around each node (a pool grown on use).
   bool profiling_;
+  bool q8_gemv_;  // one-token GEMVs on int8 activations (off: MINFER_GEMV_F32=1)
   std::vector<std::pair<Event, Event>> node_events_;
   size_t n_timed_ = 0;
 };
@@ -440,10 +448,16 @@ Status CudaBackend::run_matmul(const Call& c) {
   if (aliased) {
     MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
   }
-  if (c.node.op == Op::kMatMulAdd) {  // the residual add in the GEMV's epilogue
-    if (c.n_in != 2 || c.in[1] == nullptr || n_tokens > 4) {
-      return fail(c.node, "mul_mat_add takes (x, residual) for at most 4 tokens");
-    }
+  const bool add = c.node.op == Op::kMatMulAdd;
+  if (add && (c.n_in != 2 || c.in[1] == nullptr || n_tokens > 4)) {
+    return fail(c.node, "mul_mat_add takes (x, residual) for at most 4 tokens");
+  }
+  if (n_tokens == 1 && q8_gemv_ && has_q8_gemv(w->type, w->row_len)) {
+    MINFER_RETURN_IF_ERROR(launched(
+        c.node, "gemv_q8",
+        launch_gemv_q8(w->type, w->data, w->row_bytes, w->rows, q8_input(c, {}, w->row_len), bias,
+                       add ? c.f32_in(1) : nullptr, y, stream_.get())));
+  } else if (add) {  // the residual add in the GEMV's epilogue
     MINFER_RETURN_IF_ERROR(
         launched(c.node, "gemv_add",
                  launch_gemv_add(w->type, w->data, w->row_bytes, w->rows, w->row_len, c.f32_in(0),
@@ -637,6 +651,31 @@ Status CudaBackend::run_elementwise(const Call& c) {
                                      c.f32_out(), stream_.get()));
 }
 
+Result<const float*> CudaBackend::normalized_input(const Call& c, const graph::InputNorm& norm,
+                                                   int64_t dim) {
+  if (!norm.on) return c.f32_in(0);
+  const int64_t rows = c.node.shape.ne[1];
+  MINFER_ASSIGN_OR_RETURN(float* x, scratch(c.node, static_cast<size_t>(rows * dim) * 4));
+  const float* w = norm.weight.empty()
+                       ? nullptr
+                       : reinterpret_cast<const float*>(weights_->find(norm.weight)->data);
+  MINFER_RETURN_IF_ERROR(launched(
+      c.node, "rms_norm", launch_rms_norm(c.f32_in(0), w, rows, dim, norm.eps, x, stream_.get())));
+  return static_cast<const float*>(x);
+}
+
+Q8Input CudaBackend::q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim) const {
+  Q8Input in;
+  in.x = c.f32_in(0);
+  in.in_dim = dim;
+  in.rms_norm = norm.on;
+  in.eps = norm.eps;
+  if (norm.on && !norm.weight.empty()) {
+    in.norm_weight = reinterpret_cast<const float*>(weights_->find(norm.weight)->data);
+  }
+  return in;
+}
+
 Status CudaBackend::run_fused_qkv(const Call& c) {
   MINFER_ASSIGN_OR_RETURN(const graph::FusedQkvMeta* m, meta<graph::FusedQkvMeta>(c.node));
   if (!fused_qkv_ok(c.node, *weights_)) {
@@ -665,7 +704,14 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
     a.bias[i] = vec(*biases[i]);
   }
   a.in_dim = m->in_dim;
-  a.x = c.f32_in(0);
+  a.q8_gemv = q8_gemv_ && a.type[0] == a.type[1] && a.type[1] == a.type[2] &&
+              has_q8_gemv(a.type[0], m->in_dim);
+  if (a.q8_gemv) {
+    a.q8 = q8_input(c, m->in_norm, m->in_dim);
+    a.x = a.q8.x;
+  } else {
+    MINFER_ASSIGN_OR_RETURN(a.x, normalized_input(c, m->in_norm, m->in_dim));
+  }
   a.out = c.f32_out();
   a.n_head = m->n_head;
   a.n_head_kv = m->kv.n_head_kv;
@@ -696,10 +742,17 @@ Status CudaBackend::run_fused_ffn(const Call& c) {
   if (c.out == c.in[0]) return fail(c.node, "output aliases the input");
   const DeviceWeight* g = weights_->find(m->gate_weight);
   const DeviceWeight* u = weights_->find(m->up_weight);
-  return launched(
-      c.node, "fused_ffn",
-      launch_fused_ffn(g->type, g->data, u->data, g->row_bytes, m->n_ff, m->in_dim, c.f32_in(0),
-                       c.node.shape.ne[1], m->gelu, c.f32_out(), stream_.get()));
+  const int64_t n_tokens = c.node.shape.ne[1];
+  if (n_tokens == 1 && q8_gemv_ && has_q8_gemv(g->type, m->in_dim)) {
+    return launched(
+        c.node, "ffn_q8",
+        launch_ffn_q8(g->type, g->data, u->data, g->row_bytes, m->n_ff,
+                      q8_input(c, m->in_norm, m->in_dim), m->gelu, c.f32_out(), stream_.get()));
+  }
+  MINFER_ASSIGN_OR_RETURN(const float* x, normalized_input(c, m->in_norm, m->in_dim));
+  return launched(c.node, "fused_ffn",
+                  launch_fused_ffn(g->type, g->data, u->data, g->row_bytes, m->n_ff, m->in_dim, x,
+                                   n_tokens, m->gelu, c.f32_out(), stream_.get()));
 }
 
 }  // namespace

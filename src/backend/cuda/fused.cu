@@ -118,8 +118,7 @@ __global__ void __launch_bounds__(kGemvBlockWarps * 32)
   float g[1], u[1];
   rows_dot_lane<T, 1>(gate + s.row0 * row_bytes, row_bytes, n, n_chunks, s.c_begin(), s.kStep, xt,
                       g);
-  rows_dot_lane<T, 1>(up + s.row0 * row_bytes, row_bytes, n, n_chunks, s.c_begin(), s.kStep, xt,
-                      u);
+  rows_dot_lane<T, 1>(up + s.row0 * row_bytes, row_bytes, n, n_chunks, s.c_begin(), s.kStep, xt, u);
   s.reduce(g, part_g);
   s.reduce(u, part_u);
   if (n > 0 && s.writer()) y[t * rows + s.row0] = (kGelu ? gelu_f(g[0]) : silu_f(g[0])) * u[0];
@@ -138,8 +137,20 @@ bool fused_head_dim_ok(int64_t head_dim) {
 cudaError_t launch_fused_qkv(const FusedQkvArgs& a, cudaStream_t stream) {
   const int64_t n_chunks = a.in_dim / kChunk;
   const bool same = a.type[0] == a.type[1] && a.type[1] == a.type[2];
+  if (a.q8_gemv) {
+    if (!same) return cudaErrorInvalidValue;
+    Q8Stack s;
+    for (int i = 0; i < 3; ++i) {
+      s.w[i] = static_cast<const uint8_t*>(a.w[i]);
+      s.row_bytes[i] = a.row_bytes[i];
+      s.rows[i] = a.rows[i];
+      s.bias[i] = a.bias[i];
+    }
+    const cudaError_t e = launch_stacked_q8(a.type[0], s, a.q8, a.out, stream);
+    if (e != cudaSuccess) return e;
+  }
   int64_t offset = 0;
-  for (int first = 0; first < 3;) {
+  for (int first = a.q8_gemv ? 3 : 0; first < 3;) {
     const int last = same ? 3 : first + 1;  // segments [first, last) in one launch
     Segments s;
     int64_t rows = 0;

@@ -98,6 +98,41 @@ struct AttentionArgs {
 bool attention_head_dim_ok(int64_t head_dim);
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
+// --- gemv_q8.cu (decode GEMVs on int8-quantized activations) ---------------
+// One token's activation and how to prepare it: x (in_dim floats, 16-byte
+// aligned, in_dim a multiple of 32), RMS-normalized first when rms_norm
+// (x / sqrt(mean(x^2) + eps), times norm_weight when not null), then quantized
+// per 32 elements to int8 in each block's shared memory.
+struct Q8Input {
+  const float* x = nullptr;
+  int64_t in_dim = 0;
+  bool rms_norm = false;
+  const float* norm_weight = nullptr;
+  float eps = 1e-6f;
+};
+// Whether the int8 GEMVs take `type` with rows of in_dim elements (Q4_0,
+// Q8_0, Q4_K, Q6_K; K-quants need in_dim a multiple of 256).
+bool has_q8_gemv(quant::TensorType type, int64_t in_dim);
+// y[r] = W[r] . x (+ bias[r]) (+ residual[r]) for one token; y may alias
+// residual, not x. Weight rows 16-byte aligned for Q4_K, 2-byte otherwise.
+cudaError_t launch_gemv_q8(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
+                           const Q8Input& in, const float* bias, const float* residual, float* y,
+                           cudaStream_t stream);
+// y[r] = act(gate[r] . x) * (up[r] . x), act = gelu or silu; one token.
+cudaError_t launch_ffn_q8(quant::TensorType type, const void* gate, const void* up,
+                          size_t row_bytes, int64_t n_ff, const Q8Input& in, bool gelu, float* y,
+                          cudaStream_t stream);
+// Up to three weights of one type whose outputs are stacked: y = [W0 x + b0 |
+// W1 x + b1 | W2 x + b2] (rows[i] = 0 for an absent weight; biases nullable).
+struct Q8Stack {
+  const uint8_t* w[3] = {};
+  size_t row_bytes[3] = {};
+  int64_t rows[3] = {};
+  const float* bias[3] = {};
+};
+cudaError_t launch_stacked_q8(quant::TensorType type, const Q8Stack& s, const Q8Input& in, float* y,
+                              cudaStream_t stream);
+
 // --- fused.cu (decode fusions) ----------------------------------------------
 // FusedQKV / FusedQkvNorm for one token: out = [q | k | v] = x W^T + bias for
 // the three weights, then per head: RMSNorm (q/k, when q_norm/k_norm are set),
@@ -124,6 +159,10 @@ struct FusedQkvArgs {
   void* k_cache = nullptr;
   void* v_cache = nullptr;
   int* err = nullptr;
+  // The projections on the int8 GEMV (launch_stacked_q8, one type for all
+  // three) with q8's input preparation (x and in_dim are taken from q8).
+  bool q8_gemv = false;
+  Q8Input q8;
 };
 // Head dims the fused post-processing kernel handles (even, <= 256).
 bool fused_head_dim_ok(int64_t head_dim);

@@ -98,7 +98,8 @@ bool fused_qkv_ok(const Node& n, const DeviceWeights& w) {
          m->rope.n_rot <= D && m->rope.n_rot % 2 == 0 && f32_vector(w, m->q_bias, q_dim) &&
          f32_vector(w, m->k_bias, kv_dim) && f32_vector(w, m->v_bias, kv_dim) &&
          f32_vector(w, m->q_norm, D) && f32_vector(w, m->k_norm, D) &&
-         f32_weight(w, m->rope.freq_factors) && (n.op == Op::kFusedQkvNorm) == !m->q_norm.empty();
+         f32_weight(w, m->rope.freq_factors) && (n.op == Op::kFusedQkvNorm) == !m->q_norm.empty() &&
+         (!m->in_norm.on || f32_vector(w, m->in_norm.weight, m->in_dim));
 }
 
 bool matmul_add_ok(const Node& n, const DeviceWeights& w) {
@@ -113,7 +114,8 @@ bool fused_ffn_ok(const Node& n, const DeviceWeights& w) {
   const DeviceWeight* g = gemv_weight(w, m->gate_weight, m->in_dim);
   const DeviceWeight* u = gemv_weight(w, m->up_weight, m->in_dim);
   return g != nullptr && u != nullptr && g->type == u->type && g->row_bytes == u->row_bytes &&
-         g->rows == m->n_ff && u->rows == m->n_ff;
+         g->rows == m->n_ff && u->rows == m->n_ff &&
+         (!m->in_norm.on || f32_vector(w, m->in_norm.weight, m->in_dim));
 }
 
 }  // namespace minfer::cuda

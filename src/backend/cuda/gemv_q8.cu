@@ -1,0 +1,598 @@
+// Decode GEMVs on int8-quantized activations (launchers in kernels.h):
+// y = W x for one token, with x quantized per 32 elements to int8 (scale
+// amax / 127, round to nearest even) and the products summed with dp4a.
+//
+// Each block (kThreads threads) first builds the quantized activation in
+// shared memory: optionally RMS-normalizes x (x / rms(x) * weight, the fused
+// input norm), then quantizes it, 8 threads per 32-element block. It then
+// walks row groups (grid-stride): warp w takes R rows at a time, its lanes take
+// units u = lane, lane + 32, ... of each row, a unit being 32 weights read as
+// wide loads:
+//   - Q4_0 / Q8_0: one 32-element block (2-byte aligned: read as 32-bit words
+//     realigned with funnel shifts).
+//   - Q4_K: 16 bytes of a super-block's quants (16 values of two sub-blocks)
+//     plus the super-block's 16-byte header; eight lanes per super-block.
+//   - Q6_K: 8 bytes each of the low nibbles (twice) and high bits, 32 values
+//     of four sub-blocks; eight lanes per super-block.
+// Integer dot products per sub-block are scaled in f32: sum over sub-blocks
+// of d_w * d_x * sum(q_w q_x) (K-quant minimums: - dmin * m * d_x * sum q_x).
+// Warp sums give the rows. The activation rounding makes results differ from
+// the f32 path by at most sum |w| * d_x / 2 per block (checked in the tests).
+#include <cuda_fp16.h>
+
+#include <cstdlib>
+
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace minfer::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kBlocksPerSm = 4;
+
+// Programmatic dependent launch: every kernel here is launched with the
+// programmatic-serialization attribute (launch_pdl), lets its own dependents
+// start at once (launch_dependents), prefetches the first weights it will
+// read into L2 while the previous kernel finishes, and waits for that kernel
+// (griddepcontrol.wait: its writes visible) before reading any activation.
+// Nothing is written before the wait.
+__device__ __forceinline__ void pdl_start() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void pdl_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// Prefetches the first row group (R rows from row0) of this warp: each lane
+// one 128-byte line per row, lines lane, lane + 32, ... up to 4 per row.
+__device__ __forceinline__ void prefetch_rows(const uint8_t* w, size_t row_bytes, int64_t row0,
+                                              int n_rows) {
+  const int lane = threadIdx.x & 31;
+  for (int r = 0; r < n_rows; ++r) {
+    const uint8_t* row = w + (row0 + r) * static_cast<int64_t>(row_bytes);
+    for (int64_t off = 128 * lane; off < static_cast<int64_t>(row_bytes) && off < 128 * 128;
+         off += 128 * 32) {
+      prefetch_l2(row + off);
+    }
+  }
+}
+
+// Quantized activation of one token in shared memory.
+struct Q8Smem {
+  int8_t* q;  // [in_dim], 16-byte aligned
+  float* d;   // [in_dim / 32]
+};
+
+__device__ __forceinline__ float4 scale4(float4 v, float s) {
+  return make_float4(v.x * s, v.y * s, v.z * s, v.w * s);
+}
+
+// Every thread of the block calls it (it holds barriers).
+__device__ void quantize_activation(const float* __restrict__ x, int64_t in_dim, const Q8Input& in,
+                                    Q8Smem xs) {
+  __shared__ float red[kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const auto* x4 = reinterpret_cast<const float4*>(x);
+  const int64_t n4 = in_dim / 4;
+  float s = 1.0f;
+  if (in.rms_norm) {
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
+      const float4 v = x4[i];
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += red[w];
+    s = rsqrtf(total / static_cast<float>(in_dim) + in.eps);
+  }
+  const auto* w4 = reinterpret_cast<const float4*>(in.norm_weight);
+  const int64_t iters = (n4 + kThreads - 1) / kThreads;
+  for (int64_t k = 0; k < iters; ++k) {  // uniform trip count: the shuffles see whole warps
+    const int64_t i = k * kThreads + threadIdx.x;
+    const bool ok = i < n4;
+    float4 v = ok ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (in.rms_norm) {
+      v = scale4(v, s);
+      if (w4 != nullptr && ok) {
+        const float4 g = w4[i];
+        v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+      }
+    }
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+    const float d = amax / 127.0f;
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    char4 q;
+    q.x = static_cast<signed char>(__float2int_rn(v.x * id));
+    q.y = static_cast<signed char>(__float2int_rn(v.y * id));
+    q.z = static_cast<signed char>(__float2int_rn(v.z * id));
+    q.w = static_cast<signed char>(__float2int_rn(v.w * id));
+    if (ok) {
+      reinterpret_cast<char4*>(xs.q)[i] = q;
+      if ((lane & 7) == 0) xs.d[i / 8] = d;
+    }
+  }
+  __syncthreads();
+}
+
+// N 32-bit words from the 2-byte aligned address p (aligned loads realigned
+// with funnel shifts; no byte past p + 4N is read).
+template <int N>
+__device__ __forceinline__ void load_words2(const uint8_t* p, uint32_t (&out)[N]) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const auto* base = reinterpret_cast<const uint32_t*>(a & ~static_cast<uintptr_t>(3));
+  const bool odd = (a & 2) != 0;
+  uint32_t w[N + 1];
+#pragma unroll
+  for (int i = 0; i < N; ++i) w[i] = __ldg(base + i);
+  w[N] = odd ? __ldg(base + N) : 0u;
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], odd ? 16 : 0);
+}
+
+__device__ __forceinline__ float half_at(const uint8_t* p) {
+  return __half2float(*reinterpret_cast<const __half*>(p));
+}
+
+__device__ __forceinline__ int dot8(const uint32_t (&a)[4], const int4 lo, const int4 hi,
+                                    const uint32_t (&b)[4]) {
+  int s = 0;
+  s = __dp4a(static_cast<int>(a[0]), lo.x, s);
+  s = __dp4a(static_cast<int>(a[1]), lo.y, s);
+  s = __dp4a(static_cast<int>(a[2]), lo.z, s);
+  s = __dp4a(static_cast<int>(a[3]), lo.w, s);
+  s = __dp4a(static_cast<int>(b[0]), hi.x, s);
+  s = __dp4a(static_cast<int>(b[1]), hi.y, s);
+  s = __dp4a(static_cast<int>(b[2]), hi.z, s);
+  s = __dp4a(static_cast<int>(b[3]), hi.w, s);
+  return s;
+}
+
+__device__ __forceinline__ int dot4(const uint32_t (&a)[4], const int4 x) {
+  int s = __dp4a(static_cast<int>(a[0]), x.x, 0);
+  s = __dp4a(static_cast<int>(a[1]), x.y, s);
+  s = __dp4a(static_cast<int>(a[2]), x.z, s);
+  return __dp4a(static_cast<int>(a[3]), x.w, s);
+}
+
+__device__ __forceinline__ int sum4(const int4 x) {  // sum of the 16 int8 values
+  int s = __dp4a(0x01010101, x.x, 0);
+  s = __dp4a(0x01010101, x.y, s);
+  s = __dp4a(0x01010101, x.z, s);
+  return __dp4a(0x01010101, x.w, s);
+}
+
+__device__ __forceinline__ int4 xq16(const Q8Smem& xs, int64_t e) {  // 16 values from element e
+  return *reinterpret_cast<const int4*>(xs.q + e);
+}
+
+__device__ __forceinline__ uint32_t byte_of(uint32_t w, int i) {
+  return (w >> (8 * i)) & 0xffu;
+}
+
+// The 32-weight unit u of a row dotted with the activation: one per type.
+template <TensorType T>
+__device__ __forceinline__ float unit_dot(const uint8_t* __restrict__ row, int64_t u,
+                                          const Q8Smem& xs);
+
+template <>
+__device__ __forceinline__ float unit_dot<TensorType::Q4_0>(const uint8_t* __restrict__ row,
+                                                            int64_t u, const Q8Smem& xs) {
+  const uint8_t* b = row + u * 18;
+  uint32_t q[4];
+  load_words2(b + 2, q);
+  uint32_t lo[4], hi[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    lo[j] = __vsub4(q[j] & 0x0f0f0f0fu, 0x08080808u);         // elements 4j..4j+3
+    hi[j] = __vsub4((q[j] >> 4) & 0x0f0f0f0fu, 0x08080808u);  // 16 + 4j..
+  }
+  const int s = dot8(lo, xq16(xs, 32 * u), xq16(xs, 32 * u + 16), hi);
+  return half_at(b) * xs.d[u] * static_cast<float>(s);
+}
+
+template <>
+__device__ __forceinline__ float unit_dot<TensorType::Q8_0>(const uint8_t* __restrict__ row,
+                                                            int64_t u, const Q8Smem& xs) {
+  const uint8_t* b = row + u * 34;
+  uint32_t q[8];
+  load_words2(b + 2, q);
+  const uint32_t a[4] = {q[0], q[1], q[2], q[3]};
+  const uint32_t c[4] = {q[4], q[5], q[6], q[7]};
+  const int s = dot8(a, xq16(xs, 32 * u), xq16(xs, 32 * u + 16), c);
+  return half_at(b) * xs.d[u] * static_cast<float>(s);
+}
+
+template <>
+__device__ __forceinline__ float unit_dot<TensorType::Q4_K>(const uint8_t* __restrict__ row,
+                                                            int64_t u, const Q8Smem& xs) {
+  const int64_t sb = u / 8;
+  const int k = static_cast<int>(u % 8), g = k / 2, h = k % 2;
+  const uint8_t* b = row + sb * 144;
+  const uint4 head = __ldg(reinterpret_cast<const uint4*>(b));
+  const uint4 qv = __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * k));
+  const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
+  uint32_t lo[4], hi[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    lo[j] = q[j] & 0x0f0f0f0fu;
+    hi[j] = (q[j] >> 4) & 0x0f0f0f0fu;
+  }
+  const int64_t e = 256 * sb + 64 * g + 16 * h;
+  const int4 xlo = xq16(xs, e), xhi = xq16(xs, e + 32);
+  // Scales and minimums of sub-blocks 2g and 2g + 1 (6-bit, packed in 12 bytes).
+  int sc0, m0, sc1, m1;
+  if (g < 2) {
+    sc0 = byte_of(head.y, 2 * g) & 63;
+    m0 = byte_of(head.z, 2 * g) & 63;
+    sc1 = byte_of(head.y, 2 * g + 1) & 63;
+    m1 = byte_of(head.z, 2 * g + 1) & 63;
+  } else {
+    const int j0 = 2 * g - 4, j1 = j0 + 1;
+    sc0 = (byte_of(head.w, j0) & 15) | ((byte_of(head.y, j0) >> 6) << 4);
+    m0 = (byte_of(head.w, j0) >> 4) | ((byte_of(head.z, j0) >> 6) << 4);
+    sc1 = (byte_of(head.w, j1) & 15) | ((byte_of(head.y, j1) >> 6) << 4);
+    m1 = (byte_of(head.w, j1) >> 4) | ((byte_of(head.z, j1) >> 6) << 4);
+  }
+  const __half2 dm = *reinterpret_cast<const __half2*>(&head.x);
+  const float d = __low2float(dm), dmin = __high2float(dm);
+  const float* xd = xs.d + 8 * sb + 2 * g;
+  const float r0 =
+      d * static_cast<float>(sc0 * dot4(lo, xlo)) - dmin * static_cast<float>(m0 * sum4(xlo));
+  const float r1 =
+      d * static_cast<float>(sc1 * dot4(hi, xhi)) - dmin * static_cast<float>(m1 * sum4(xhi));
+  return xd[0] * r0 + xd[1] * r1;
+}
+
+template <>
+__device__ __forceinline__ float unit_dot<TensorType::Q6_K>(const uint8_t* __restrict__ row,
+                                                            int64_t u, const Q8Smem& xs) {
+  const int64_t sb = u / 8;
+  const int k = static_cast<int>(u % 8), n = k / 4, l0 = 8 * (k % 4);
+  const uint8_t* b = row + sb * 210;
+  uint32_t ql0[2], ql1[2], qh[2], sc2[2];
+  load_words2(b + 64 * n + l0, ql0);       // low nibbles: t = 0, high: t = 2
+  load_words2(b + 64 * n + 32 + l0, ql1);  // low nibbles: t = 1, high: t = 3
+  load_words2(b + 128 + 32 * n + l0, qh);
+  load_words2(b + 192 + 8 * n, sc2);
+  const uint64_t sc = sc2[0] | (static_cast<uint64_t>(sc2[1]) << 32);  // 8 scale bytes
+  const float d = half_at(b + 208);
+  const int half = l0 / 16;
+  const int64_t e = 256 * sb + 128 * n + l0;
+  float acc = 0.0f;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const uint32_t* ql = (t & 1) ? ql1 : ql0;
+    const int lshift = 4 * (t / 2), hshift = 2 * t;
+    int s = 0;
+    const int2 xv = *reinterpret_cast<const int2*>(xs.q + e + 32 * t);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const uint32_t v =
+          ((ql[j] >> lshift) & 0x0f0f0f0fu) | (((qh[j] >> hshift) & 0x03030303u) << 4);
+      s = __dp4a(static_cast<int>(__vsub4(v, 0x20202020u)), j == 0 ? xv.x : xv.y, s);
+    }
+    const int idx = 2 * t + half;  // scale byte 8n + 2t + half
+    const int scale = static_cast<int8_t>((sc >> (8 * idx)) & 0xffu);
+    acc += xs.d[8 * sb + 4 * n + t] * static_cast<float>(scale * s);
+  }
+  return d * acc;
+}
+
+// A row's dot product over units lane, lane + 32, ... (this lane's share).
+template <TensorType T, int R>
+__device__ __forceinline__ void rows_dot_q8(const uint8_t* const (&rows)[R], int n_rows,
+                                            int64_t n_units, const Q8Smem& xs, float (&acc)[R]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+#pragma unroll 4
+  for (int64_t u = lane; u < n_units; u += 32) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r < n_rows) acc[r] += unit_dot<T>(rows[r], u, xs);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+}
+
+__device__ __forceinline__ Q8Smem q8_smem(int64_t in_dim) {
+  extern __shared__ int4 smem[];
+  Q8Smem xs;
+  xs.q = reinterpret_cast<int8_t*>(smem);
+  xs.d = reinterpret_cast<float*>(xs.q + in_dim);
+  return xs;
+}
+
+size_t smem_bytes(int64_t in_dim) {
+  return static_cast<size_t>(in_dim) + static_cast<size_t>(in_dim / 32) * sizeof(float);
+}
+
+// y[r] = W[r] . x (+ bias[r]) (+ residual[r]).
+template <TensorType T, int R>
+__global__ void __launch_bounds__(kThreads)
+    gemv_q8_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, Q8Input in,
+                   const float* __restrict__ bias, const float* residual, float* y) {
+  pdl_start();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t n_groups = (rows + R - 1) / R;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (first < n_groups) {
+    prefetch_rows(w, row_bytes, first * R,
+                  static_cast<int>(rows - first * R < R ? rows - first * R : R));
+  }
+  pdl_wait();
+  const Q8Smem xs = q8_smem(in.in_dim);
+  quantize_activation(in.x, in.in_dim, in, xs);
+  for (int64_t g = first; g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
+    const int64_t row0 = g * R;
+    const int n = static_cast<int>(rows - row0 < R ? rows - row0 : R);
+    const uint8_t* rp[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) rp[r] = w + (row0 + (r < n ? r : 0)) * row_bytes;
+    float acc[R];
+    rows_dot_q8<T, R>(rp, n, in.in_dim / 32, xs, acc);
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r < n) {
+          const int64_t i = row0 + r;
+          float v = acc[r] + (bias != nullptr ? bias[i] : 0.0f);
+          y[i] = residual != nullptr ? v + residual[i] : v;  // y may alias residual
+        }
+      }
+    }
+  }
+}
+
+// y[r] = act(gate[r] . x) * (up[r] . x).
+template <TensorType T, int R, bool kGelu>
+__global__ void __launch_bounds__(kThreads)
+    ffn_q8_kernel(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up,
+                  size_t row_bytes, int64_t rows, Q8Input in, float* __restrict__ y) {
+  pdl_start();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t n_groups = (rows + R - 1) / R;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (first < n_groups) {
+    const int n0 = static_cast<int>(rows - first * R < R ? rows - first * R : R);
+    prefetch_rows(gate, row_bytes, first * R, n0);
+    prefetch_rows(up, row_bytes, first * R, n0);
+  }
+  pdl_wait();
+  const Q8Smem xs = q8_smem(in.in_dim);
+  quantize_activation(in.x, in.in_dim, in, xs);
+  for (int64_t g = first; g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
+    const int64_t row0 = g * R;
+    const int n = static_cast<int>(rows - row0 < R ? rows - row0 : R);
+    const uint8_t* rp[2 * R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t off = (row0 + (r < n ? r : 0)) * static_cast<int64_t>(row_bytes);
+      rp[r] = gate + off;
+      rp[R + r] = up + off;
+    }
+    float acc[2 * R];
+    // Gate and up rows in one pass: 2R independent loads per unit.
+    const int m = n < R ? n : R;
+    const uint8_t* const(&all)[2 * R] = rp;
+    if (m == R) {
+      rows_dot_q8<T, 2 * R>(all, 2 * R, in.in_dim / 32, xs, acc);
+    } else {  // tail group: gate rows then up rows, n of each
+      float a[R], b[R];
+      const uint8_t* gr[R];
+      const uint8_t* ur[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        gr[r] = rp[r];
+        ur[r] = rp[R + r];
+      }
+      rows_dot_q8<T, R>(gr, n, in.in_dim / 32, xs, a);
+      rows_dot_q8<T, R>(ur, n, in.in_dim / 32, xs, b);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        acc[r] = a[r];
+        acc[R + r] = b[r];
+      }
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r < n) {
+          const float gv = acc[r];
+          y[row0 + r] = (kGelu ? gelu_f(gv) : silu_f(gv)) * acc[R + r];
+        }
+      }
+    }
+  }
+}
+
+// Rows of up to three weights of one type stacked: [w0 rows | w1 rows | w2 rows].
+template <TensorType T>
+__global__ void __launch_bounds__(kThreads)
+    stacked_q8_kernel(Q8Stack s, Q8Input in, float* __restrict__ y) {
+  pdl_start();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t total = s.rows[0] + s.rows[1] + s.rows[2];
+  constexpr int R = 2;
+  const int64_t n_groups = (total + R - 1) / R;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (first * R < s.rows[0]) {  // the first weight's rows (most of them)
+    const int64_t left = s.rows[0] - first * R;
+    prefetch_rows(s.w[0], s.row_bytes[0], first * R, static_cast<int>(left < R ? left : R));
+  }
+  pdl_wait();
+  const Q8Smem xs = q8_smem(in.in_dim);
+  quantize_activation(in.x, in.in_dim, in, xs);
+  for (int64_t g = first; g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
+    const int64_t row0 = g * R;
+    const int n = static_cast<int>(total - row0 < R ? total - row0 : R);
+    const uint8_t* rp[R];
+    const float* bias[R];
+    int64_t local[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      // Selects, not indexing: a dynamic index into the parameter struct
+      // would copy it to local memory.
+      int64_t row = row0 + (r < n ? r : 0);
+      const bool in0 = row < s.rows[0];
+      if (!in0) row -= s.rows[0];
+      const bool in1 = !in0 && row < s.rows[1];
+      if (!in0 && !in1) row -= s.rows[1];
+      const uint8_t* base = in0 ? s.w[0] : (in1 ? s.w[1] : s.w[2]);
+      const size_t rb = in0 ? s.row_bytes[0] : (in1 ? s.row_bytes[1] : s.row_bytes[2]);
+      rp[r] = base + row * static_cast<int64_t>(rb);
+      bias[r] = in0 ? s.bias[0] : (in1 ? s.bias[1] : s.bias[2]);
+      local[r] = row;
+    }
+    float acc[R];
+    rows_dot_q8<T, R>(rp, n, in.in_dim / 32, xs, acc);
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r < n) y[row0 + r] = acc[r] + (bias[r] != nullptr ? bias[r][local[r]] : 0.0f);
+      }
+    }
+  }
+}
+
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MINFER_NO_PDL");
+    return v == nullptr || *v == '\0' || (v[0] == '0' && v[1] == '\0');
+  }();
+  return on;
+}
+
+// Launches `kernel` with programmatic stream serialization (unless
+// MINFER_NO_PDL=1): it may start while the previous kernel on the stream
+// finishes, and waits for it in pdl_wait().
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), unsigned grid, size_t smem, cudaStream_t stream,
+                       Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
+
+template <class F>
+bool dispatch_q8(TensorType t, F&& f) {
+  switch (t) {
+    case TensorType::Q4_0:
+      f(TypeTag<TensorType::Q4_0>{});
+      return true;
+    case TensorType::Q8_0:
+      f(TypeTag<TensorType::Q8_0>{});
+      return true;
+    case TensorType::Q4_K:
+      f(TypeTag<TensorType::Q4_K>{});
+      return true;
+    case TensorType::Q6_K:
+      f(TypeTag<TensorType::Q6_K>{});
+      return true;
+    default:
+      return false;
+  }
+}
+
+unsigned grid_for(int64_t groups) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 132;
+    }
+    return n;
+  }();
+  const int64_t blocks = (groups + kWarps - 1) / kWarps;
+  const int64_t cap = static_cast<int64_t>(sms) * kBlocksPerSm;
+  return static_cast<unsigned>(blocks < cap ? blocks : cap);
+}
+
+bool input_ok(const Q8Input& in) {
+  return in.x != nullptr && in.in_dim > 0 && in.in_dim % 32 == 0;
+}
+
+}  // namespace
+
+bool has_q8_gemv(TensorType type, int64_t in_dim) {
+  const bool k_quant = type == TensorType::Q4_K || type == TensorType::Q6_K;
+  return dispatch_q8(type, [](auto) {}) && in_dim % (k_quant ? 256 : 32) == 0 &&
+         smem_bytes(in_dim) <= 48 * 1024;
+}
+
+cudaError_t launch_gemv_q8(TensorType type, const void* w, size_t row_bytes, int64_t rows,
+                           const Q8Input& in, const float* bias, const float* residual, float* y,
+                           cudaStream_t stream) {
+  if (!has_q8_gemv(type, in.in_dim) || !input_ok(in)) return cudaErrorInvalidValue;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const size_t smem = smem_bytes(in.in_dim);
+  cudaError_t e = cudaSuccess;
+  dispatch_q8(type, [&](auto tag) {
+    constexpr TensorType T = decltype(tag)::value;
+    if (rows >= 8 * 1024) {
+      e = launch_pdl(gemv_q8_kernel<T, 4>, grid_for((rows + 3) / 4), smem, stream, wb, row_bytes,
+                     rows, in, bias, residual, y);
+    } else {
+      e = launch_pdl(gemv_q8_kernel<T, 1>, grid_for(rows), smem, stream, wb, row_bytes, rows, in,
+                     bias, residual, y);
+    }
+  });
+  return e;
+}
+
+cudaError_t launch_ffn_q8(TensorType type, const void* gate, const void* up, size_t row_bytes,
+                          int64_t n_ff, const Q8Input& in, bool gelu, float* y,
+                          cudaStream_t stream) {
+  if (!has_q8_gemv(type, in.in_dim) || !input_ok(in)) return cudaErrorInvalidValue;
+  const auto* g = static_cast<const uint8_t*>(gate);
+  const auto* u = static_cast<const uint8_t*>(up);
+  const size_t smem = smem_bytes(in.in_dim);
+  constexpr int R = 2;
+  const unsigned grid = grid_for((n_ff + R - 1) / R);
+  cudaError_t e = cudaSuccess;
+  dispatch_q8(type, [&](auto tag) {
+    constexpr TensorType T = decltype(tag)::value;
+    e = gelu ? launch_pdl(ffn_q8_kernel<T, R, true>, grid, smem, stream, g, u, row_bytes, n_ff, in,
+                          y)
+             : launch_pdl(ffn_q8_kernel<T, R, false>, grid, smem, stream, g, u, row_bytes, n_ff, in,
+                          y);
+  });
+  return e;
+}
+
+cudaError_t launch_stacked_q8(TensorType type, const Q8Stack& s, const Q8Input& in, float* y,
+                              cudaStream_t stream) {
+  if (!has_q8_gemv(type, in.in_dim) || !input_ok(in)) return cudaErrorInvalidValue;
+  const int64_t total = s.rows[0] + s.rows[1] + s.rows[2];
+  const size_t smem = smem_bytes(in.in_dim);
+  cudaError_t e = cudaSuccess;
+  dispatch_q8(type, [&](auto tag) {
+    constexpr TensorType T = decltype(tag)::value;
+    e = launch_pdl(stacked_q8_kernel<T>, grid_for((total + 1) / 2), smem, stream, s, in, y);
+  });
+  return e;
+}
+
+}  // namespace minfer::cuda

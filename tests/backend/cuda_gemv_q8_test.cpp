@@ -1,0 +1,274 @@
+// The CUDA backend's one-token GEMVs on int8 activations (gemv_q8.cu), for
+// every type they take (Q4_0, Q8_0, Q4_K, Q6_K), through MatMul, MatMulAdd
+// and FusedFFN nodes, with and without the folded input RMSNorm.
+//
+// Two checks per output:
+//   - against a host emulation of the int8 path: x quantized per 32 values
+//     exactly as the kernel does (d = amax / 127, q = round-half-even(x *
+//     (127 / amax)) in f32), then sum of w * d * q in double with the
+//     reference-dequantized weights. The GPU sums in f32 with integer partial
+//     dots: |got - emulated| <= 1e-5 * sum |w * x^| + 1e-6.
+//   - against the exact f32 dot in double, within the rounding bound of the
+//     activation: |got - exact| <= sum over blocks of d / 2 * sum |w| (times
+//     1.01, plus 1e-5), which any indexing or scaling error breaks.
+// With the input norm, x is first normalized on the host (in double), and only
+// the second (bound) check applies, the bound computed from the normalized x.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "backend/backend_testutil.h"
+#include "backend/cuda_testutil.h"
+
+namespace minfer::cuda::testing {
+namespace {
+
+using cpu::testing::random_floats;
+using graph::Node;
+using graph::Op;
+using quant::TensorType;
+
+std::vector<float> dequantized(const model::Weights& w, const std::string& name) {
+  const model::WeightView* v = w.find(name);
+  std::vector<float> out(static_cast<size_t>(v->rows() * v->row_length()));
+  for (int64_t r = 0; r < v->rows(); ++r) {
+    const Status s = quant::dequantize_row(v->type, v->data + r * v->row_bytes(),
+                                           out.data() + r * v->row_length(), v->row_length());
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return out;
+}
+
+// x as the kernel quantizes it: per 32-value block, scale and dequantized values.
+struct Quantized {
+  std::vector<float> d;       // per block
+  std::vector<double> value;  // d * q per element
+};
+
+Quantized quantize_like_gpu(const std::vector<float>& x) {
+  Quantized q;
+  const size_t n = x.size();
+  q.d.resize(n / 32);
+  q.value.resize(n);
+  for (size_t b = 0; b < n / 32; ++b) {
+    float amax = 0.0f;
+    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
+    const float d = amax / 127.0f;
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    q.d[b] = d;
+    for (size_t i = 0; i < 32; ++i) {
+      q.value[32 * b + i] = double(d) * std::nearbyint(x[32 * b + i] * id);
+    }
+  }
+  return q;
+}
+
+struct Expect {
+  double exact = 0, emulated = 0, bound = 0, scale = 0;
+};
+
+// Row r of w against x: the exact dot, the emulated int8 dot and the bound.
+Expect expect_row(const std::vector<float>& w, int64_t in, int64_t r, const std::vector<float>& x,
+                  const Quantized& q) {
+  Expect e;
+  for (int64_t b = 0; b < in / 32; ++b) {
+    double abs_w = 0;
+    for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
+      const double wi = w[r * in + i];
+      e.exact += wi * double(x[i]);
+      e.emulated += wi * q.value[i];
+      e.scale += std::fabs(wi * q.value[i]);
+      abs_w += std::fabs(wi);
+    }
+    e.bound += double(q.d[b]) / 2 * abs_w;
+  }
+  e.bound = e.bound * 1.01 + 1e-5;
+  return e;
+}
+
+class GemvF32Off {  // the int8 path on (the default), whatever the environment says
+ public:
+  GemvF32Off() {
+    if (const char* v = std::getenv("MINFER_GEMV_F32")) saved_ = v;
+    unsetenv("MINFER_GEMV_F32");
+  }
+  ~GemvF32Off() {
+    if (!saved_.empty()) setenv("MINFER_GEMV_F32", saved_.c_str(), 1);
+  }
+
+ private:
+  std::string saved_;
+};
+
+std::vector<float> rms_normalized(const std::vector<float>& x, const std::vector<float>& w,
+                                  float eps) {
+  double ss = 0;
+  for (float v : x) ss += double(v) * v;
+  const double s = 1.0 / std::sqrt(ss / double(x.size()) + eps);
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(x[i] * s * w[i]);
+  return y;
+}
+
+TEST(cuda_GemvQ8, MatMulAndResidualMatchEmulationAndBound) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  GemvF32Off q8_on;
+  struct Shape {
+    int64_t in, out;
+  };
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    const bool k_quant = quant::type_traits(type).block_size == 256;
+    for (const Shape& sh : {Shape{896, 160}, Shape{3584, 4200}, Shape{1024, 16500},
+                            Shape{18944, 64}, Shape{256, 5}, Shape{4864, 33}}) {
+      if (k_quant && sh.in % 256 != 0) continue;
+      model::Weights weights;
+      add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 41));
+      add_weight(weights, "b", TensorType::F32, 1, sh.out, random_floats(sh.out, 42));
+      auto gpu = create_backend(weights);
+      ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+      const std::vector<float> w = dequantized(weights, "w");
+      const std::vector<float> bias = random_floats(sh.out, 42);
+      const auto x = random_floats(sh.in, 43, 1.0f / std::sqrt(float(sh.in)));
+      const auto res = random_floats(sh.out, 44);
+      const Quantized q = quantize_like_gpu(x);
+      for (bool residual : {false, true}) {
+        Node n;
+        n.op = residual ? Op::kMatMulAdd : Op::kMatMul;
+        n.shape.ne = {sh.out, 1};
+        n.name = "test.gemv_q8";
+        n.inputs = residual ? std::vector<graph::NodeId>{0, 1} : std::vector<graph::NodeId>{0};
+        n.meta = graph::MatMulMeta{"w", "b", type, sh.in, sh.out};
+        ASSERT_TRUE((*gpu)->supports_op(n));
+        auto got = residual ? run_node(**gpu, n, {bytes_of(x), bytes_of(res)})
+                            : run_node(**gpu, n, {bytes_of(x)});
+        ASSERT_TRUE(got.is_ok()) << got.message();
+        double worst_emu = 0, worst_bound = 0;  // as fractions of their tolerance
+        for (int64_t r = 0; r < sh.out; ++r) {
+          const Expect e = expect_row(w, sh.in, r, x, q);
+          const double base = bias[r] + (residual ? res[r] : 0.0);
+          const double g = (*got)[r];
+          worst_emu = std::max(worst_emu, std::fabs(g - base - e.emulated) /
+                                              (1e-5 * e.scale + 1e-6 + 1e-7 * std::fabs(base)));
+          worst_bound = std::max(worst_bound, std::fabs(g - base - e.exact) / e.bound);
+        }
+        std::printf("  q8 %-5s in %5lld out %5lld residual %d: emulation %.2f, bound %.2f\n",
+                    std::string(quant::type_name(type)).c_str(), static_cast<long long>(sh.in),
+                    static_cast<long long>(sh.out), int(residual), worst_emu, worst_bound);
+        EXPECT_LE(worst_emu, 1.0) << quant::type_name(type) << " in " << sh.in;
+        EXPECT_LE(worst_bound, 1.0) << quant::type_name(type) << " in " << sh.in;
+      }
+    }
+  }
+}
+
+TEST(cuda_GemvQ8, FusedFfnWithInputNormWithinTheRoundingBound) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  GemvF32Off q8_on;
+  struct Shape {
+    int64_t in, n_ff;
+  };
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    for (const Shape& sh : {Shape{896, 4864}, Shape{1024, 301}}) {
+      model::Weights weights;
+      add_weight(weights, "gate", type, sh.n_ff, sh.in, random_floats(sh.in * sh.n_ff, 51));
+      add_weight(weights, "up", type, sh.n_ff, sh.in, random_floats(sh.in * sh.n_ff, 52));
+      const auto norm_w = random_floats(sh.in, 53);
+      add_weight(weights, "norm", TensorType::F32, 1, sh.in, norm_w);
+      auto gpu = create_backend(weights);
+      ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+      const std::vector<float> wg = dequantized(weights, "gate");
+      const std::vector<float> wu = dequantized(weights, "up");
+      const auto x_raw = random_floats(sh.in, 54, 3.0f);
+      for (bool with_norm : {false, true}) {
+        for (bool gelu : {false, true}) {
+          const float eps = 1e-6f;
+          std::vector<float> x = x_raw;
+          if (with_norm) {
+            x = rms_normalized(x_raw, norm_w, eps);
+          } else {
+            for (float& v : x) v /= std::sqrt(float(sh.in));
+          }
+          Node n;
+          n.op = Op::kFusedFFN;
+          n.shape.ne = {sh.n_ff, 1};
+          n.name = "test.ffn_q8";
+          n.inputs = {0};
+          graph::FusedFfnMeta m{"gate", "up", gelu, sh.in, sh.n_ff, {}};
+          if (with_norm) m.in_norm = graph::InputNorm{true, "norm", eps};
+          n.meta = m;
+          ASSERT_TRUE((*gpu)->supports_op(n));
+          auto got = run_node(**gpu, n, {bytes_of(with_norm ? x_raw : x)});
+          ASSERT_TRUE(got.is_ok()) << got.message();
+          const Quantized q = quantize_like_gpu(x);
+          double worst = 0;
+          for (int64_t r = 0; r < sh.n_ff; ++r) {
+            const Expect eg = expect_row(wg, sh.in, r, x, q);
+            const Expect eu = expect_row(wu, sh.in, r, x, q);
+            // act(g) * u moves by at most |act'| * dg * |u| + |act(g)| * du +
+            // dg * du, with |act'| <= 1.13 for SiLU and GELU; the norm's f32
+            // arithmetic adds 1e-5 relative.
+            const double dg = eg.bound + 1e-5 * std::fabs(eg.exact);
+            const double du = eu.bound + 1e-5 * std::fabs(eu.exact);
+            const double g = eg.exact, u = eu.exact;
+            const double act =
+                gelu ? 0.5 * g * (1 + std::tanh(0.7978845608 * (g + 0.044715 * g * g * g)))
+                     : g / (1 + std::exp(-g));
+            const double tol = 1.13 * dg * (std::fabs(u) + du) + std::fabs(act) * du + 1e-5;
+            worst = std::max(worst, std::fabs((*got)[r] - act * u) / tol);
+          }
+          std::printf("  ffn q8 %-5s in %4lld n_ff %4lld norm %d gelu %d: bound %.2f\n",
+                      std::string(quant::type_name(type)).c_str(), static_cast<long long>(sh.in),
+                      static_cast<long long>(sh.n_ff), int(with_norm), int(gelu), worst);
+          EXPECT_LE(worst, 1.0) << quant::type_name(type);
+        }
+      }
+    }
+  }
+}
+
+// The same FusedFFN node on the f32 path (MINFER_GEMV_F32=1): the input norm
+// runs as its own kernel, then the f32 GEMV; the result matches the exact
+// dot of the normalized input to 1e-3 (the f32 path's tolerance).
+TEST(cuda_GemvQ8, InputNormOnTheF32Path) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  setenv("MINFER_GEMV_F32", "1", 1);
+  const int64_t in = 896, n_ff = 700;
+  model::Weights weights;
+  add_weight(weights, "gate", TensorType::Q4_0, n_ff, in, random_floats(in * n_ff, 61));
+  add_weight(weights, "up", TensorType::Q4_0, n_ff, in, random_floats(in * n_ff, 62));
+  const auto norm_w = random_floats(in, 63);
+  add_weight(weights, "norm", TensorType::F32, 1, in, norm_w);
+  auto gpu = create_backend(weights);
+  unsetenv("MINFER_GEMV_F32");
+  ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+  const std::vector<float> wg = dequantized(weights, "gate");
+  const std::vector<float> wu = dequantized(weights, "up");
+  const auto x_raw = random_floats(in, 64, 3.0f);
+  const auto x = rms_normalized(x_raw, norm_w, 1e-6f);
+  Node n;
+  n.op = Op::kFusedFFN;
+  n.shape.ne = {n_ff, 1};
+  n.name = "test.ffn_f32";
+  n.inputs = {0};
+  graph::FusedFfnMeta m{"gate", "up", false, in, n_ff, {}};
+  m.in_norm = graph::InputNorm{true, "norm", 1e-6f};
+  n.meta = m;
+  auto got = run_node(**gpu, n, {bytes_of(x_raw)});
+  ASSERT_TRUE(got.is_ok()) << got.message();
+  double diff = 0;
+  for (int64_t r = 0; r < n_ff; ++r) {
+    double g = 0, u = 0;
+    for (int64_t k = 0; k < in; ++k) {
+      g += double(wg[r * in + k]) * x[k];
+      u += double(wu[r * in + k]) * x[k];
+    }
+    diff = std::max(diff, std::fabs((*got)[r] - g / (1 + std::exp(-g)) * u));
+  }
+  std::printf("  ffn f32 with input norm: max diff %.2e\n", diff);
+  EXPECT_LT(diff, 1e-3 * std::sqrt(double(in)));
+}
+
+}  // namespace
+}  // namespace minfer::cuda::testing
