@@ -201,11 +201,11 @@ INSTANTIATE_TEST_SUITE_P(Tiny, CudaForward,
 // q8_0 and mixed KV caches run on the GPU: the session's cache and attention
 // move there, and the GPU session matches the CPU session with the same cache
 // types, each within the CPU q8_0-cache bound against the reference
-// (reference_forward_test.cpp: rel < 3e-2). The two paths differ by design:
-// the CPU quantizes the query to q8_0 for its K dot products (decode rows) and
-// reads a prompt's own keys back from the q8_0 cache; the GPU keeps the query
-// and a prompt's own k/v in f32. Modes: one batch, a 40-token prompt then
-// single tokens, single tokens only (the fused q|k|v store).
+// (reference_forward_test.cpp: rel < 3e-2, measured 9.2e-3 on the CPU). The two paths differ by
+// design: the CPU quantizes the query to q8_0 for its K dot products (decode rows) and reads a
+// prompt's own keys back from the q8_0 cache; the GPU keeps the query and a prompt's own k/v in
+// f32. Modes: one batch, a 40-token prompt then single tokens, single tokens only (the fused q|k|v
+// store).
 TEST(CudaForward, QuantizedKvCacheMatchesTheCpuSession) {
   SKIP_WITHOUT_CUDA();
   using quant::TensorType;
@@ -214,10 +214,12 @@ TEST(CudaForward, QuantizedKvCacheMatchesTheCpuSession) {
     TensorType k, v;
     int n_tokens;
   };
+  // F32 weights: the CPU quantizes activations for quantized weights (Q8_0 /
+  // Q8_K blocks), which would hide the cache's share of the difference.
   for (const Case& c : {Case{"tiny-qwen2", "F32", TensorType::Q8_0, TensorType::Q8_0, 50},
-                        Case{"tiny-qwen3", "Q4_0", TensorType::Q8_0, TensorType::F16, 50},
-                        Case{"tiny-llama", "Q8_0", TensorType::F16, TensorType::Q8_0, 50},
-                        Case{"tiny-gemma3", "Q4_K_M", TensorType::Q8_0, TensorType::Q8_0, 80}}) {
+                        Case{"tiny-qwen3", "F32", TensorType::Q8_0, TensorType::F16, 50},
+                        Case{"tiny-llama", "F32", TensorType::F16, TensorType::Q8_0, 50},
+                        Case{"tiny-gemma3", "F32", TensorType::Q8_0, TensorType::Q8_0, 80}}) {
     SCOPED_TRACE(c.shape + " " + c.quant);
     auto model = tiny_model(c.shape, c.quant);
     ASSERT_TRUE(model.is_ok()) << model.message();

@@ -479,39 +479,22 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.n_tokens >= kFlashMinTokens) {
     cudaError_t e = cudaErrorInvalidValue;
     switch (a.head_dim) {
-      case 32:
-        e = launch_flash<32>(a, stream);
-        break;
-      case 64:
-        e = launch_flash<64>(a, stream);
-        break;
-      case 96:
-        e = launch_flash<96>(a, stream);
-        break;
-      case 128:
-        e = launch_flash<128>(a, stream);
-        break;
-      case 256:
-        e = launch_flash<256>(a, stream);
-        break;
-      default:
-        break;
+      case 32: e = launch_flash<32>(a, stream); break;
+      case 64: e = launch_flash<64>(a, stream); break;
+      case 96: e = launch_flash<96>(a, stream); break;
+      case 128: e = launch_flash<128>(a, stream); break;
+      case 256: e = launch_flash<256>(a, stream); break;
+      default: break;
     }
     if (e != cudaErrorNotSupported) return e;
   }
   switch (a.head_dim) {
-    case 32:
-      return launch_per_token<1>(a, stream);
-    case 64:
-      return launch_per_token<2>(a, stream);
-    case 96:
-      return launch_per_token<3>(a, stream);
-    case 128:
-      return launch_per_token<4>(a, stream);
-    case 256:
-      return launch_per_token<8>(a, stream);
-    default:
-      return cudaErrorInvalidValue;
+    case 32: return launch_per_token<1>(a, stream);
+    case 64: return launch_per_token<2>(a, stream);
+    case 96: return launch_per_token<3>(a, stream);
+    case 128: return launch_per_token<4>(a, stream);
+    case 256: return launch_per_token<8>(a, stream);
+    default: return cudaErrorInvalidValue;
   }
 }
 

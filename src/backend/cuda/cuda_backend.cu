@@ -159,8 +159,8 @@ struct OpEntry {
 };
 
 Status cache_types_status(const Node& n, const KvPair& kv, int64_t head_dim) {
-  const std::string problem = cache_types_problem(kv.k_type, kv.v_type, head_dim);
-  return problem.empty() ? Status::ok() : fail(n, problem);
+  if (cache_types_ok(kv.k_type, kv.v_type, head_dim)) return Status::ok();
+  return fail(n, cache_types_problem(kv.k_type, kv.v_type, head_dim));
 }
 
 const OpEntry& entry(Op op) {

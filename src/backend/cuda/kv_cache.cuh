@@ -64,11 +64,9 @@ bool dispatch_kv_type(TensorType t, F&& f) {
   }
 }
 
-// The Q8_0 block holding element i of row `pos`.
-__device__ __forceinline__ const uint8_t* kv_q8_block(const void* cache, int64_t pos,
-                                                      int64_t row_len, int64_t i) {
-  const int64_t block = pos * (row_len / kKvQ8Elems) + i / kKvQ8Elems;
-  return static_cast<const uint8_t*>(cache) + block * kKvQ8Block;
+// Byte offset of the Q8_0 block holding element i of row `pos`.
+__device__ __forceinline__ int64_t kv_q8_block(int64_t pos, int64_t row_len, int64_t i) {
+  return (pos * (row_len / kKvQ8Elems) + i / kKvQ8Elems) * kKvQ8Block;
 }
 
 template <TensorType T>
@@ -89,7 +87,7 @@ __device__ __forceinline__ void kv_store_element(void* cache, int64_t pos, int64
     const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
     const float r = roundf(__fmul_rn(x, id));  // half away from zero, as std::round
     const int q = r < -127.0f ? -127 : (r > 127.0f ? 127 : static_cast<int>(r));
-    auto* block = const_cast<uint8_t*>(kv_q8_block(cache, pos, row_len, i));
+    uint8_t* block = static_cast<uint8_t*>(cache) + kv_q8_block(pos, row_len, i);
     const int lane = static_cast<int>(i % kKvQ8Elems);
     block[2 + lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
     if (lane == 0) {
@@ -110,7 +108,7 @@ __device__ __forceinline__ float kv_load(const void* cache, int64_t pos, int64_t
   } else if constexpr (T == TensorType::F16) {
     return __half2float(static_cast<const __half*>(cache)[pos * row_len + i]);
   } else {
-    const uint8_t* block = kv_q8_block(cache, pos, row_len, i);
+    const uint8_t* block = static_cast<const uint8_t*>(cache) + kv_q8_block(pos, row_len, i);
     const float d = __half2float(*reinterpret_cast<const __half*>(block));
     return static_cast<float>(static_cast<int8_t>(block[2 + i % kKvQ8Elems])) * d;
   }
@@ -129,7 +127,7 @@ __device__ __forceinline__ float4 kv_load4(const void* cache, int64_t pos, int64
     const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
     return make_float4(a.x, a.y, b.x, b.y);
   } else {
-    const uint8_t* block = kv_q8_block(cache, pos, row_len, i);
+    const uint8_t* block = static_cast<const uint8_t*>(cache) + kv_q8_block(pos, row_len, i);
     const float d = __half2float(*reinterpret_cast<const __half*>(block));
     // 2 + (i % 32) is even: two 2-byte loads.
     const auto* qs = reinterpret_cast<const char2*>(block + 2 + i % kKvQ8Elems);

@@ -66,26 +66,23 @@ bool rope_ok(const Node& n, const DeviceWeights& w) {
          m->head_dim % 2 == 0;
 }
 
-std::string cache_types_problem(quant::TensorType k, quant::TensorType v, int64_t head_dim) {
+bool cache_types_ok(quant::TensorType k, quant::TensorType v, int64_t head_dim) {
   auto readable = [](quant::TensorType t) {
     return t == quant::TensorType::F32 || t == quant::TensorType::F16 ||
            t == quant::TensorType::Q8_0;
   };
-  const std::string types = "KV cache types K " + std::string(quant::type_name(k)) + ", V " +
-                            std::string(quant::type_name(v));
-  if (!readable(k) || !readable(v)) {
-    return types + " have no CUDA kernel (F32, F16 or Q8_0 each)";
-  }
-  if ((k == quant::TensorType::Q8_0 || v == quant::TensorType::Q8_0) && head_dim % 32 != 0) {
-    return types + ": a q8_0 cache needs head_dim a multiple of 32, got " +
-           std::to_string(head_dim) + " (" + std::to_string(head_dim) +
-           " % 32 = " + std::to_string(head_dim % 32) + ")";
-  }
-  return "";
+  const bool q8 = k == quant::TensorType::Q8_0 || v == quant::TensorType::Q8_0;
+  return readable(k) && readable(v) && (!q8 || head_dim % 32 == 0);
 }
 
-bool cache_types_ok(quant::TensorType k, quant::TensorType v, int64_t head_dim) {
-  return cache_types_problem(k, v, head_dim).empty();
+std::string cache_types_problem(quant::TensorType k, quant::TensorType v, int64_t head_dim) {
+  if (cache_types_ok(k, v, head_dim)) return "";
+  const std::string types = "KV cache types K " + std::string(quant::type_name(k)) + ", V " +
+                            std::string(quant::type_name(v));
+  if (!cache_types_ok(k, v, 32)) return types + " have no CUDA kernel (F32, F16 or Q8_0 each)";
+  return types + ": a q8_0 cache needs head_dim a multiple of 32, got " +
+         std::to_string(head_dim) + " (" + std::to_string(head_dim) +
+         " % 32 = " + std::to_string(head_dim % 32) + ")";
 }
 
 bool kv_store_ok(const Node& n, const DeviceWeights&) {
