@@ -213,17 +213,24 @@ void check_attention(const AttnCase& c) {
   const auto v = random_floats(kv_row * c.n_tokens, 14);
   const auto pos = iota_positions(c.n_tokens, static_cast<int32_t>(c.n_past));
 
-  Node store = make_node(Op::kKvStore, 0, 0, graph::KvMeta{0, c.n_head_kv, c.head_dim, c.n_tokens});
+  Node store = make_node(Op::kKvStore, 0, 0,
+                         graph::KvMeta{0, c.n_head_kv, c.head_dim, c.n_tokens, c.k, c.v});
   graph::AttentionMeta am;
   am.n_head = c.n_head;
   am.n_head_kv = c.n_head_kv;
   am.head_dim = c.head_dim;
+  am.k_type = c.k;
+  am.v_type = c.v;
   am.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   am.sliding_window = c.window;
   Node attn = make_node(Op::kAttention, c.n_head * c.head_dim, c.n_tokens, am);
   const std::vector<std::vector<std::byte>> store_in = {bytes_of(k), bytes_of(v), bytes_of(pos)};
-  ASSERT_TRUE(run_node(*b.gpu, store, store_in, &gpu_kv.pair).is_ok());
-  ASSERT_TRUE(run_node(*b.cpu, store, store_in, &cpu_kv.pair).is_ok());
+  ASSERT_TRUE(b.gpu->supports_op(store));
+  ASSERT_TRUE(b.gpu->supports_op(attn));
+  auto stored = run_node(*b.gpu, store, store_in, &gpu_kv.pair);
+  ASSERT_TRUE(stored.is_ok()) << stored.message();
+  stored = run_node(*b.cpu, store, store_in, &cpu_kv.pair);
+  ASSERT_TRUE(stored.is_ok()) << stored.message();
   // The stored bytes are the CPU's, bit for bit (q8_0: the reference quantizer).
   const auto cache_k_bytes = read_all(*b.gpu, gpu_kv.pair.k);
   const auto cache_v_bytes = read_all(*b.gpu, gpu_kv.pair.v);
