@@ -171,6 +171,7 @@ TEST(cuda_GemvQ8, FusedFfnWithInputNormWithinTheRoundingBound) {
   };
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
     for (const Shape& sh : {Shape{896, 4864}, Shape{1024, 301}}) {
+      if (quant::type_traits(type).block_size == 256 && sh.in % 256 != 0) continue;
       model::Weights weights;
       add_weight(weights, "gate", type, sh.n_ff, sh.in, random_floats(sh.in * sh.n_ff, 51));
       add_weight(weights, "up", type, sh.n_ff, sh.in, random_floats(sh.in * sh.n_ff, 52));

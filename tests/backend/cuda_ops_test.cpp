@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "backend/backend_testutil.h"
@@ -182,11 +183,17 @@ TEST(cuda_Ops, RopeMatchesCpu) {
   }
 }
 
+using quant::TensorType;
+constexpr TensorType kF32 = TensorType::F32, kF16 = TensorType::F16, kQ8 = TensorType::Q8_0;
+
 struct AttnCase {
   int64_t n_head, n_head_kv, head_dim;
   int64_t n_past, n_tokens;
   int64_t window;
-  DType kv;
+  TensorType k, v;  // cache row types
+  // Attention without the batch's own k/v: every key, the batch's too, is
+  // read back from the cache (as after a non-consecutive batch).
+  bool from_cache = false;
 };
 
 // KV store of a batch after n_past cached rows, then attention; both backends.
@@ -195,49 +202,53 @@ void check_attention(const AttnCase& c) {
   b.start();
   const int64_t n_ctx = c.n_past + c.n_tokens + 8;
   const int64_t kv_row = c.n_head_kv * c.head_dim;
-  // Earlier rows of the cache (positions < n_past), in the cache's type.
-  const auto k_old = random_floats(n_ctx * kv_row, 10);
-  const auto v_old = random_floats(n_ctx * kv_row, 11);
-  auto cache_bytes = [&](const std::vector<float>& v) {
-    if (c.kv == DType::kF32) return bytes_of(v);
-    std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = quant::f32_to_f16(v[i]);
-    return bytes_of(h);
-  };
+  // Earlier rows of the cache (positions < n_past), in the cache's types.
+  const auto k_bytes = encode_rows(c.k, random_floats(n_ctx * kv_row, 10), kv_row);
+  const auto v_bytes = encode_rows(c.v, random_floats(n_ctx * kv_row, 11), kv_row);
   KvRegions gpu_kv, cpu_kv;
-  make_kv(*b.gpu, c.kv, n_ctx, kv_row, cache_bytes(k_old), cache_bytes(v_old), gpu_kv);
-  make_kv(*b.cpu, c.kv, n_ctx, kv_row, cache_bytes(k_old), cache_bytes(v_old), cpu_kv);
+  make_kv(*b.gpu, c.k, c.v, n_ctx, kv_row, k_bytes, v_bytes, gpu_kv);
+  make_kv(*b.cpu, c.k, c.v, n_ctx, kv_row, k_bytes, v_bytes, cpu_kv);
   const auto q = random_floats(c.n_head * c.head_dim * c.n_tokens, 12);
   const auto k = random_floats(kv_row * c.n_tokens, 13);
   const auto v = random_floats(kv_row * c.n_tokens, 14);
   const auto pos = iota_positions(c.n_tokens, static_cast<int32_t>(c.n_past));
 
-  Node store = make_node(Op::kKvStore, 0, 0, graph::KvMeta{0, c.n_head_kv, c.head_dim, c.n_tokens});
+  Node store = make_node(Op::kKvStore, 0, 0,
+                         graph::KvMeta{0, c.n_head_kv, c.head_dim, c.n_tokens, c.k, c.v});
   graph::AttentionMeta am;
   am.n_head = c.n_head;
   am.n_head_kv = c.n_head_kv;
   am.head_dim = c.head_dim;
+  am.k_type = c.k;
+  am.v_type = c.v;
   am.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   am.sliding_window = c.window;
   Node attn = make_node(Op::kAttention, c.n_head * c.head_dim, c.n_tokens, am);
   const std::vector<std::vector<std::byte>> store_in = {bytes_of(k), bytes_of(v), bytes_of(pos)};
-  ASSERT_TRUE(run_node(*b.gpu, store, store_in, &gpu_kv.pair).is_ok());
-  ASSERT_TRUE(run_node(*b.cpu, store, store_in, &cpu_kv.pair).is_ok());
-  EXPECT_EQ(read_all(*b.gpu, gpu_kv.pair.k), read_all(*b.cpu, cpu_kv.pair.k));
-  EXPECT_EQ(read_all(*b.gpu, gpu_kv.pair.v), read_all(*b.cpu, cpu_kv.pair.v));
-  const std::vector<std::vector<std::byte>> attn_in = {
-      bytes_of(q), {}, bytes_of(pos), bytes_of(k), bytes_of(v)};
+  ASSERT_TRUE(b.gpu->supports_op(store));
+  ASSERT_TRUE(b.gpu->supports_op(attn));
+  auto stored = run_node(*b.gpu, store, store_in, &gpu_kv.pair);
+  ASSERT_TRUE(stored.is_ok()) << stored.message();
+  stored = run_node(*b.cpu, store, store_in, &cpu_kv.pair);
+  ASSERT_TRUE(stored.is_ok()) << stored.message();
+  // The stored bytes are the CPU's, bit for bit (q8_0: the reference quantizer).
+  const auto cache_k_bytes = read_all(*b.gpu, gpu_kv.pair.k);
+  const auto cache_v_bytes = read_all(*b.gpu, gpu_kv.pair.v);
+  EXPECT_TRUE(cache_k_bytes == read_all(*b.cpu, cpu_kv.pair.k)) << "K bytes differ";
+  EXPECT_TRUE(cache_v_bytes == read_all(*b.cpu, cpu_kv.pair.v)) << "V bytes differ";
+  std::vector<std::vector<std::byte>> attn_in = {bytes_of(q), {}, bytes_of(pos)};
+  if (!c.from_cache) {
+    attn_in.push_back(bytes_of(k));
+    attn_in.push_back(bytes_of(v));
+  }
   auto got = run_node(*b.gpu, attn, attn_in, &gpu_kv.pair);
   ASSERT_TRUE(got.is_ok()) << got.message();
   // Reference: the GPU path's semantics (f32 query; keys at the batch's
-  // positions from the batch's f32 k/v, earlier ones from the cache, f16
-  // widened), with double sums.
-  std::vector<float> cache_k(k_old), cache_v(v_old);
-  if (c.kv == DType::kF16) {
-    for (auto* vec : {&cache_k, &cache_v}) {
-      for (float& f : *vec) f = quant::f16_to_f32(quant::f32_to_f16(f));
-    }
-  }
+  // positions from the batch's f32 k/v unless from_cache, others from the
+  // cache as the reference decodes its bytes), with double sums.
+  const std::vector<float> cache_k = decode_rows(c.k, cache_k_bytes, kv_row);
+  const std::vector<float> cache_v = decode_rows(c.v, cache_v_bytes, kv_row);
+  const int64_t batch_from = c.from_cache ? n_ctx : c.n_past;
   std::vector<float> want(q.size());
   const int64_t group = c.n_head / c.n_head_kv;
   for (int64_t t = 0; t < c.n_tokens; ++t) {
@@ -247,12 +258,12 @@ void check_attention(const AttnCase& c) {
       const float* qh = q.data() + (t * c.n_head + h) * c.head_dim;
       const int64_t off = (h / group) * c.head_dim;
       auto key = [&](int64_t j) {
-        return j >= c.n_past ? k.data() + (j - c.n_past) * kv_row + off
-                             : cache_k.data() + j * kv_row + off;
+        return j >= batch_from ? k.data() + (j - c.n_past) * kv_row + off
+                               : cache_k.data() + j * kv_row + off;
       };
       auto val = [&](int64_t j) {
-        return j >= c.n_past ? v.data() + (j - c.n_past) * kv_row + off
-                             : cache_v.data() + j * kv_row + off;
+        return j >= batch_from ? v.data() + (j - c.n_past) * kv_row + off
+                               : cache_v.data() + j * kv_row + off;
       };
       std::vector<double> sc;
       double mx = -INFINITY;
@@ -273,44 +284,90 @@ void check_attention(const AttnCase& c) {
   }
   const double diff = max_abs_diff(*got, want);
   std::printf(
-      "  attention heads %lld/%lld hd %lld past %lld n %lld window %lld kv %s: "
+      "  attention heads %lld/%lld hd %lld past %lld n %lld window %lld k %s v %s%s: "
       "max diff %.2e\n",
       static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv),
       static_cast<long long>(c.head_dim), static_cast<long long>(c.n_past),
-      static_cast<long long>(c.n_tokens), static_cast<long long>(c.window), graph::dtype_name(c.kv),
-      diff);
+      static_cast<long long>(c.n_tokens), static_cast<long long>(c.window),
+      std::string(quant::type_name(c.k)).c_str(), std::string(quant::type_name(c.v)).c_str(),
+      c.from_cache ? " from cache" : "", diff);
   EXPECT_LT(diff, kTol);
 }
 
 TEST(cuda_Ops, KvStoreMatchesCpuAndAttentionItsReference) {
   MINFER_SKIP_WITHOUT_CUDA();
   const AttnCase cases[] = {
-      {14, 2, 64, 0, 37, 0, DType::kF32},    // qwen2.5-0.5b prompt (GQA 7)
-      {14, 2, 64, 300, 1, 0, DType::kF32},   // its decode step
-      {14, 2, 64, 2000, 1, 0, DType::kF16},  // a decode step deep into the context
-      {28, 4, 128, 200, 1, 0, DType::kF16},  // qwen2.5-7b decode, f16 cache (GQA 7)
-      {28, 4, 128, 50, 20, 0, DType::kF16},  // a prompt chunk after cached rows
-      {32, 4, 128, 130, 3, 0, DType::kF32},  // GQA 8
-      {4, 1, 256, 90, 1, 64, DType::kF32},   // gemma3 270m local layer: window
-      {4, 1, 256, 10, 80, 64, DType::kF16},  // window inside the batch
-      {8, 8, 64, 5, 4, 0, DType::kF32},      // no GQA
+      {14, 2, 64, 0, 37, 0, kF32, kF32},    // qwen2.5-0.5b prompt (GQA 7)
+      {14, 2, 64, 300, 1, 0, kF32, kF32},   // its decode step
+      {14, 2, 64, 2000, 1, 0, kF16, kF16},  // a decode step deep into the context
+      {28, 4, 128, 200, 1, 0, kF16, kF16},  // qwen2.5-7b decode, f16 cache (GQA 7)
+      {28, 4, 128, 50, 20, 0, kF16, kF16},  // a prompt chunk after cached rows
+      {32, 4, 128, 130, 3, 0, kF32, kF32},  // GQA 8
+      {4, 1, 256, 90, 1, 64, kF32, kF32},   // gemma3 270m local layer: window
+      {4, 1, 256, 10, 80, 64, kF16, kF16},  // window inside the batch
+      {8, 8, 64, 5, 4, 0, kF32, kF32},      // no GQA
       // Prompt batches of >= 8 tokens run the tiled (flash) kernel:
-      {14, 2, 64, 0, 1024, 0, DType::kF16},     // 0.5b prompt, GQA 7, partial row tiles
-      {28, 4, 128, 100, 300, 0, DType::kF16},   // 7b prompt chunk after cached rows
-      {32, 4, 128, 0, 256, 0, DType::kF32},     // GQA 8
-      {32, 8, 128, 40, 9, 0, DType::kF32},      // short chunk: key range starts mid-tile
-      {8, 1, 256, 0, 600, 128, DType::kF16},    // gemma-like, window inside the batch
-      {8, 1, 256, 200, 100, 128, DType::kF32},  // window reaching into the cache
-      {4, 4, 32, 3, 70, 0, DType::kF32},        // head dim 32, no GQA
-      {6, 2, 96, 0, 33, 20, DType::kF32},       // head dim 96
+      {14, 2, 64, 0, 1024, 0, kF16, kF16},     // 0.5b prompt, GQA 7, partial row tiles
+      {28, 4, 128, 100, 300, 0, kF16, kF16},   // 7b prompt chunk after cached rows
+      {32, 4, 128, 0, 256, 0, kF32, kF32},     // GQA 8
+      {32, 8, 128, 40, 9, 0, kF32, kF32},      // short chunk: key range starts mid-tile
+      {8, 1, 256, 0, 600, 128, kF16, kF16},    // gemma-like, window inside the batch
+      {8, 1, 256, 200, 100, 128, kF32, kF32},  // window reaching into the cache
+      {4, 4, 32, 3, 70, 0, kF32, kF32},        // head dim 32, no GQA
+      {6, 2, 96, 0, 33, 20, kF32, kF32},       // head dim 96
       // Few blocks: the key range is split over several blocks, then merged.
-      {14, 2, 64, 2000, 12, 0, DType::kF16},    // prompt tail after a long context
-      {28, 4, 128, 1500, 40, 0, DType::kF32},   // 7b shape
-      {8, 1, 256, 1000, 20, 128, DType::kF16},  // window: most splits empty
+      {14, 2, 64, 2000, 12, 0, kF16, kF16},    // prompt tail after a long context
+      {28, 4, 128, 1500, 40, 0, kF32, kF32},   // 7b shape
+      {8, 1, 256, 1000, 20, 128, kF16, kF16},  // window: most splits empty
   };
   for (const AttnCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << "heads " << c.n_head << "/" << c.n_head_kv << " hd "
                                       << c.head_dim << " past " << c.n_past << " n " << c.n_tokens);
+    check_attention(c);
+  }
+}
+
+// q8_0 and mixed caches: the stored bytes equal the CPU quantizer's, and
+// attention (both kernels, split or not) matches the reference reading the
+// same dequantized rows.
+TEST(cuda_Ops, QuantizedAndMixedKvCachesMatchTheirReference) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  const AttnCase cases[] = {
+      // Decode (per-token kernel).
+      {14, 2, 64, 300, 1, 0, kQ8, kQ8},         // qwen2.5-0.5b decode, GQA 7
+      {28, 4, 128, 2000, 1, 0, kQ8, kQ8},       // 7b decode deep into the context
+      {32, 4, 128, 130, 3, 0, kQ8, kF16},       // GQA 8, mixed
+      {4, 1, 256, 90, 1, 64, kQ8, kQ8},         // gemma3 270m local layer: window
+      {8, 8, 64, 5, 4, 0, kF16, kQ8},           // no GQA, mixed
+      {14, 2, 64, 200, 2, 0, kF32, kQ8},        // f32 K, q8_0 V
+      {4, 1, 256, 40, 1, 0, kQ8, kF32},         // q8_0 K, f32 V
+      {8, 2, 32, 50, 5, 0, kQ8, kQ8},           // head dim 32
+      {6, 2, 96, 60, 3, 20, kQ8, kF16},         // head dim 96, window
+      {14, 2, 64, 100, 4, 0, kQ8, kQ8, true},   // the batch read back from the cache
+      {4, 1, 256, 70, 6, 32, kF16, kQ8, true},  // the same, window
+      // Prefill (tiled kernel).
+      {14, 2, 64, 0, 1024, 0, kQ8, kQ8},          // 0.5b prompt, GQA 7
+      {28, 4, 128, 100, 300, 0, kQ8, kQ8},        // 7b prompt chunk after cached rows
+      {32, 8, 128, 40, 9, 0, kQ8, kF16},          // short chunk: key range starts mid-tile
+      {8, 1, 256, 200, 100, 128, kQ8, kQ8},       // window reaching into the cache
+      {8, 1, 256, 0, 600, 128, kF16, kQ8},        // gemma-like, window inside the batch
+      {32, 4, 128, 64, 256, 0, kF32, kQ8},        // GQA 8, f32 K
+      {4, 4, 32, 3, 70, 0, kQ8, kF32},            // head dim 32, no GQA
+      {6, 2, 96, 30, 33, 20, kQ8, kQ8},           // head dim 96
+      {14, 2, 64, 50, 40, 0, kQ8, kQ8, true},     // the batch from the cache
+      {8, 1, 256, 100, 64, 64, kQ8, kF16, true},  // the same, window
+      {28, 4, 128, 20, 200, 0, kF16, kQ8, true},  // the same, mixed
+      // Few blocks: the key range split over several blocks, then merged.
+      {14, 2, 64, 2000, 12, 0, kQ8, kQ8},
+      {28, 4, 128, 1500, 40, 0, kQ8, kF32},
+      {8, 1, 256, 1000, 20, 128, kQ8, kQ8},
+      {14, 2, 64, 1500, 16, 0, kF16, kQ8, true},
+  };
+  for (const AttnCase& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.head_dim << " past "
+                 << c.n_past << " n " << c.n_tokens << " k " << quant::type_name(c.k) << " v "
+                 << quant::type_name(c.v) << (c.from_cache ? " from cache" : ""));
     check_attention(c);
   }
 }
@@ -359,17 +416,161 @@ TEST(cuda_Ops, PositionPastTheCacheIsAnErrorAtSynchronize) {
   EXPECT_TRUE(ok.is_ok()) << ok.message();
 }
 
-}  // namespace
-// The CUDA kernels read only f32 or f16 caches with K and V alike: a q8_0 or
-// mixed cache is refused in supports_op (so attention stays on the CPU, which
-// owns such a cache) and is an error, never a misread, if handed over anyway.
-TEST(cuda_Ops, RefusesQuantizedOrMixedKvCaches) {
+// Rows whose q8_0 blocks probe the quantizer's rounding: exact halves after
+// scaling (round half away from zero, not to even), an all-zero block (d =
+// 0), tiny values whose scale rounds to 0 in f16, huge ones whose scale
+// overflows f16, a block of one sign, and random blocks of mixed magnitude.
+std::vector<float> q8_probe_rows(int64_t n_rows, int64_t row, uint32_t seed) {
+  std::vector<float> x = random_floats(n_rows * row, seed, 2.0f);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* xr = x.data() + r * row;
+    for (int e = 0; e < 32; ++e) {  // d = 1: x * id is exact
+      xr[e] = e == 0 ? 127.0f : (e % 2 ? 1.0f : -1.0f) * (static_cast<float>(e) * 3.0f + 0.5f);
+    }
+    for (int e = 32; e < 64; ++e) xr[e] = 0.0f;
+    for (int e = 64; e < 96; ++e) xr[e] *= 1e-30f;
+    for (int e = 96; e < 128; ++e) xr[e] *= 1e7f;
+    for (int e = 128; e < 160 && e < row; ++e) xr[e] = std::fabs(xr[e]) * static_cast<float>(r + 1);
+    for (int64_t e = 160; e < row; ++e) xr[e] *= static_cast<float>(1 << (e / 32 % 8)) / 16.0f;
+  }
+  return x;
+}
+
+// KV store into q8_0 (and mixed) caches: the bytes equal the CPU store's and
+// quant::quantize_row's, bit for bit; rows other than the batch's untouched.
+TEST(cuda_Ops, KvStoreQ8_0IsTheCpuQuantizerBitForBit) {
   MINFER_SKIP_WITHOUT_CUDA();
   Backends b;
   b.start();
-  using quant::TensorType;
-  auto store_with = [](TensorType k, TensorType v) {
-    return make_node(Op::kKvStore, 0, 0, graph::KvMeta{0, 1, 64, 1, k, v});
+  const int64_t n_head_kv = 4, head_dim = 64, row = n_head_kv * head_dim, n_ctx = 6;
+  const std::vector<int32_t> pos = {4, 0, 5, 2};  // not consecutive
+  const int64_t n_tokens = static_cast<int64_t>(pos.size());
+  const auto k = q8_probe_rows(n_tokens, row, 21);
+  const auto v = q8_probe_rows(n_tokens, row, 22);
+  for (auto [kt, vt] : {std::pair{kQ8, kQ8}, {kF16, kQ8}, {kQ8, kF32}}) {
+    SCOPED_TRACE(::testing::Message() << quant::type_name(kt) << "/" << quant::type_name(vt));
+    const auto k_init = encode_rows(kt, random_floats(n_ctx * row, 23), row);
+    const auto v_init = encode_rows(vt, random_floats(n_ctx * row, 24), row);
+    KvRegions gpu_kv, cpu_kv;
+    make_kv(*b.gpu, kt, vt, n_ctx, row, k_init, v_init, gpu_kv);
+    make_kv(*b.cpu, kt, vt, n_ctx, row, k_init, v_init, cpu_kv);
+    Node store =
+        make_node(Op::kKvStore, 0, 0, graph::KvMeta{0, n_head_kv, head_dim, n_tokens, kt, vt});
+    const std::vector<std::vector<std::byte>> in = {bytes_of(k), bytes_of(v), bytes_of(pos)};
+    auto g = run_node(*b.gpu, store, in, &gpu_kv.pair);
+    ASSERT_TRUE(g.is_ok()) << g.message();
+    auto c = run_node(*b.cpu, store, in, &cpu_kv.pair);
+    ASSERT_TRUE(c.is_ok()) << c.message();
+    const auto gk = read_all(*b.gpu, gpu_kv.pair.k), gv = read_all(*b.gpu, gpu_kv.pair.v);
+    EXPECT_TRUE(gk == read_all(*b.cpu, cpu_kv.pair.k)) << "K bytes differ from the CPU store";
+    EXPECT_TRUE(gv == read_all(*b.cpu, cpu_kv.pair.v)) << "V bytes differ from the CPU store";
+    // Against the reference quantizer directly, row by row.
+    const auto k_rows = encode_rows(kt, k, row), v_rows = encode_rows(vt, v, row);
+    const size_t krb = k_rows.size() / pos.size(), vrb = v_rows.size() / pos.size();
+    std::vector<std::byte> k_want(k_init), v_want(v_init);
+    for (size_t t = 0; t < pos.size(); ++t) {
+      std::copy_n(k_rows.begin() + static_cast<ptrdiff_t>(t * krb), krb,
+                  k_want.begin() + static_cast<ptrdiff_t>(pos[t] * krb));
+      std::copy_n(v_rows.begin() + static_cast<ptrdiff_t>(t * vrb), vrb,
+                  v_want.begin() + static_cast<ptrdiff_t>(pos[t] * vrb));
+    }
+    size_t k_bad = 0, v_bad = 0;
+    for (size_t i = 0; i < gk.size(); ++i) k_bad += gk[i] != k_want[i];
+    for (size_t i = 0; i < gv.size(); ++i) v_bad += gv[i] != v_want[i];
+    std::printf("  kv_store k %s v %s: %zu + %zu bytes differ from quantize_row\n",
+                std::string(quant::type_name(kt)).c_str(),
+                std::string(quant::type_name(vt)).c_str(), k_bad, v_bad);
+    EXPECT_EQ(k_bad, 0u);
+    EXPECT_EQ(v_bad, 0u);
+  }
+}
+
+// The CPU refuses to quantize inf/NaN into a q8_0 cache; the GPU store
+// reports it at synchronize, and the backend stays usable.
+TEST(cuda_Ops, NonFiniteIntoAQ8_0CacheIsAnErrorAtSynchronize) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  Backends b;
+  b.start();
+  const int64_t row = 64, n_ctx = 4;
+  KvRegions kv;
+  make_kv(*b.gpu, kF16, kQ8, n_ctx, row, encode_rows(kF16, std::vector<float>(n_ctx * row), row),
+          encode_rows(kQ8, std::vector<float>(n_ctx * row), row), kv);
+  Node store = make_node(Op::kKvStore, 0, 0, graph::KvMeta{0, 1, row, 1, kF16, kQ8});
+  auto k = random_floats(row, 1), v = random_floats(row, 2);
+  v[37] = std::numeric_limits<float>::quiet_NaN();
+  auto r =
+      run_node(*b.gpu, store, {bytes_of(k), bytes_of(v), bytes_of(iota_positions(1, 2))}, &kv.pair);
+  ASSERT_FALSE(r.is_ok());
+  std::printf("  %s\n", r.message().c_str());
+  EXPECT_NE(r.message().find("non-finite"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("row 2"), std::string::npos) << r.message();
+  v[37] = 0.5f;
+  auto ok =
+      run_node(*b.gpu, store, {bytes_of(k), bytes_of(v), bytes_of(iota_positions(1, 2))}, &kv.pair);
+  EXPECT_TRUE(ok.is_ok()) << ok.message();
+}
+
+// FusedQKV stores its k and v rows (the post-RoPE values it also writes to
+// its output) into q8_0 / mixed caches as the reference quantizer encodes them.
+TEST(cuda_Ops, FusedQkvStoresTheCpuQuantizersBytes) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  const int64_t in_dim = 128, n_head = 8, n_head_kv = 2, n_ctx = 8;
+  for (int64_t head_dim : {64, 128, 256}) {
+    const int64_t q_dim = n_head * head_dim, kv_row = n_head_kv * head_dim;
+    Backends b;
+    add_weight(b.weights, "wq", kF32, q_dim, in_dim, random_floats(q_dim * in_dim, 31, 0.1f));
+    add_weight(b.weights, "wk", kF32, kv_row, in_dim, random_floats(kv_row * in_dim, 32, 0.1f));
+    add_weight(b.weights, "wv", kF32, kv_row, in_dim, random_floats(kv_row * in_dim, 33, 0.1f));
+    b.start();
+    graph::FusedQkvMeta m;
+    m.q_weight = "wq";
+    m.k_weight = "wk";
+    m.v_weight = "wv";
+    m.in_dim = in_dim;
+    m.n_head = n_head;
+    m.rope.n_heads = n_head;
+    m.rope.head_dim = head_dim;
+    m.rope.n_rot = head_dim;
+    m.rope.freq_base = 1e4f;
+    const auto x = random_floats(in_dim, 34, 3.0f);
+    const std::vector<int32_t> pos = {5};
+    for (auto [kt, vt] : {std::pair{kQ8, kQ8}, {kF16, kQ8}, {kQ8, kF32}}) {
+      SCOPED_TRACE(::testing::Message() << "hd " << head_dim << " " << quant::type_name(kt) << "/"
+                                        << quant::type_name(vt));
+      m.kv = graph::KvMeta{0, n_head_kv, head_dim, 1, kt, vt};
+      Node n = make_node(Op::kFusedQKV, q_dim + 2 * kv_row, 1, m);
+      ASSERT_TRUE(b.gpu->supports_op(n));
+      const auto k_init = encode_rows(kt, random_floats(n_ctx * kv_row, 35), kv_row);
+      const auto v_init = encode_rows(vt, random_floats(n_ctx * kv_row, 36), kv_row);
+      KvRegions kv;
+      make_kv(*b.gpu, kt, vt, n_ctx, kv_row, k_init, v_init, kv);
+      auto out = run_node(*b.gpu, n, {bytes_of(x), bytes_of(pos)}, &kv.pair);
+      ASSERT_TRUE(out.is_ok()) << out.message();
+      const std::vector<float> k(out->begin() + q_dim, out->begin() + q_dim + kv_row);
+      const std::vector<float> v(out->begin() + q_dim + kv_row, out->end());
+      const auto k_row = encode_rows(kt, k, kv_row), v_row = encode_rows(vt, v, kv_row);
+      std::vector<std::byte> k_want(k_init), v_want(v_init);
+      std::copy(k_row.begin(), k_row.end(), k_want.begin() + pos[0] * k_row.size());
+      std::copy(v_row.begin(), v_row.end(), v_want.begin() + pos[0] * v_row.size());
+      EXPECT_TRUE(read_all(*b.gpu, kv.pair.k) == k_want) << "K bytes differ";
+      EXPECT_TRUE(read_all(*b.gpu, kv.pair.v) == v_want) << "V bytes differ";
+    }
+  }
+}
+
+// K and V of F32, F16 or Q8_0, in any combination, run on the GPU; Q8_0 with
+// a head_dim that is not a multiple of 32, or another type, is refused in
+// supports_op (the node stays on the CPU) and is an error naming the types or
+// numbers, never a misread, if handed over anyway.
+TEST(cuda_Ops, KvCacheTypesItRunsAndRefuses) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  Backends b;
+  for (const char* name : {"wq", "wk", "wv"}) {
+    add_weight(b.weights, name, TensorType::F32, 160, 64, random_floats(160 * 64, 3));
+  }
+  b.start();
+  auto store_with = [](TensorType k, TensorType v, int64_t head_dim) {
+    return make_node(Op::kKvStore, 0, 0, graph::KvMeta{0, 1, head_dim, 1, k, v});
   };
   auto attention_with = [](TensorType k, TensorType v) {
     graph::AttentionMeta am;
@@ -380,30 +581,58 @@ TEST(cuda_Ops, RefusesQuantizedOrMixedKvCaches) {
     am.v_type = v;
     return make_node(Op::kAttention, 2 * 64, 1, am);
   };
-  for (auto [k, v] : {std::pair{TensorType::Q8_0, TensorType::Q8_0},
-                      {TensorType::F16, TensorType::Q8_0},
-                      {TensorType::F32, TensorType::F16}}) {
-    EXPECT_FALSE(b.gpu->supports_op(store_with(k, v)));
+  auto fused_with = [](TensorType k, TensorType v, int64_t head_dim) {
+    graph::FusedQkvMeta m;
+    m.q_weight = "wq";
+    m.k_weight = "wk";
+    m.v_weight = "wv";
+    m.in_dim = 64;
+    m.n_head = 160 / head_dim;
+    m.rope.n_heads = m.n_head;
+    m.rope.head_dim = head_dim;
+    m.rope.n_rot = head_dim;
+    m.kv = graph::KvMeta{0, 160 / head_dim, head_dim, 1, k, v};
+    return make_node(Op::kFusedQKV, 3 * 160, 1, m);
+  };
+  for (TensorType k : {kF32, kF16, kQ8}) {
+    for (TensorType v : {kF32, kF16, kQ8}) {
+      SCOPED_TRACE(::testing::Message() << quant::type_name(k) << "/" << quant::type_name(v));
+      EXPECT_TRUE(b.gpu->supports_op(store_with(k, v, 64)));
+      EXPECT_TRUE(b.gpu->supports_op(attention_with(k, v)));
+      EXPECT_TRUE(b.gpu->supports_op(fused_with(k, v, 32)));
+      const bool q8 = k == kQ8 || v == kQ8;
+      EXPECT_EQ(b.gpu->supports_op(store_with(k, v, 80)), !q8);
+      EXPECT_EQ(b.gpu->supports_op(fused_with(k, v, 80)), !q8);
+    }
+  }
+  for (auto [k, v] : {std::pair{TensorType::Q4_0, TensorType::Q4_0},
+                      {TensorType::F16, TensorType::BF16},
+                      {TensorType::Q8_1, TensorType::F32}}) {
+    EXPECT_FALSE(b.gpu->supports_op(store_with(k, v, 64)));
     EXPECT_FALSE(b.gpu->supports_op(attention_with(k, v)));
+    EXPECT_FALSE(b.gpu->supports_op(fused_with(k, v, 32)));
   }
-  for (TensorType t : {TensorType::F32, TensorType::F16}) {
-    EXPECT_TRUE(b.gpu->supports_op(store_with(t, t)));
-    EXPECT_TRUE(b.gpu->supports_op(attention_with(t, t)));
-  }
+  // A cache of other types than the node's meta says: errors that name the
+  // numbers or the types.
   KvRegions kv;
-  std::vector<float> zeros(4 * 64, 0.0f);
-  make_kv(*b.gpu, DType::kF32, 4, 64, bytes_of(zeros), bytes_of(zeros), kv);
-  kv.pair.k_type = kv.pair.v_type = TensorType::Q8_0;
-  const auto row = random_floats(64, 1);
-  auto r = run_node(*b.gpu, store_with(TensorType::Q8_0, TensorType::Q8_0),
+  std::vector<float> zeros(4 * 80, 0.0f);
+  make_kv(*b.gpu, DType::kF32, 4, 80, bytes_of(zeros), bytes_of(zeros), kv);
+  kv.pair.k_type = kQ8;
+  const auto row = random_floats(80, 1);
+  auto r = run_node(*b.gpu, store_with(kF32, kF32, 80),
                     {bytes_of(row), bytes_of(row), bytes_of(iota_positions(1, 0))}, &kv.pair);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.message().find("K Q8_0, V Q8_0 have no CUDA kernel"), std::string::npos)
+  std::printf("  %s\n", r.message().c_str());
+  EXPECT_NE(r.message().find("head_dim a multiple of 32, got 80"), std::string::npos)
       << r.message();
-  r = run_node(*b.gpu, attention_with(TensorType::Q8_0, TensorType::Q8_0),
+  kv.pair.k_type = kv.pair.v_type = TensorType::Q4_0;
+  r = run_node(*b.gpu, attention_with(kF32, kF32),
                {bytes_of(random_floats(128, 2)), {}, bytes_of(iota_positions(1, 0))}, &kv.pair);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.message().find("have no CUDA kernel"), std::string::npos) << r.message();
+  std::printf("  %s\n", r.message().c_str());
+  EXPECT_NE(r.message().find("K Q4_0, V Q4_0 have no CUDA kernel"), std::string::npos)
+      << r.message();
 }
 
+}  // namespace
 }  // namespace minfer::cuda::testing

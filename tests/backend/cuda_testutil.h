@@ -71,19 +71,60 @@ struct KvRegions {
   }
 };
 
+// K and V regions of n_ctx rows of `row` elements of k_type / v_type (F32,
+// F16 or Q8_0), filled with the given bytes.
+inline void make_kv(backend::Backend& b, quant::TensorType k_type, quant::TensorType v_type,
+                    int64_t n_ctx, int64_t row, const std::vector<std::byte>& k,
+                    const std::vector<std::byte>& v, KvRegions& out) {
+  auto region_bytes = [&](quant::TensorType t) {
+    return static_cast<size_t>(n_ctx) * quant::row_bytes(t, row).value();
+  };
+  out.owner = &b;
+  out.pair.k = b.alloc_buffer(region_bytes(k_type)).value();
+  out.pair.v = b.alloc_buffer(region_bytes(v_type)).value();
+  out.pair.k_type = k_type;
+  out.pair.v_type = v_type;
+  out.pair.n_ctx = n_ctx;
+  ASSERT_EQ(k.size(), region_bytes(k_type));
+  ASSERT_EQ(v.size(), region_bytes(v_type));
+  ASSERT_TRUE(b.write_host(out.pair.k, 0, k).is_ok());
+  ASSERT_TRUE(b.write_host(out.pair.v, 0, v).is_ok());
+}
+
 inline void make_kv(backend::Backend& b, graph::DType type, int64_t n_ctx, int64_t row,
                     const std::vector<std::byte>& k, const std::vector<std::byte>& v,
                     KvRegions& out) {
-  const size_t bytes = static_cast<size_t>(n_ctx * row) * graph::dtype_size(type);
   const auto cache_type =
       type == graph::DType::kF16 ? quant::TensorType::F16 : quant::TensorType::F32;
-  out.owner = &b;
-  out.pair.k = b.alloc_buffer(bytes).value();
-  out.pair.v = b.alloc_buffer(bytes).value();
-  out.pair.k_type = out.pair.v_type = cache_type;
-  out.pair.n_ctx = n_ctx;
-  ASSERT_TRUE(b.write_host(out.pair.k, 0, k).is_ok());
-  ASSERT_TRUE(b.write_host(out.pair.v, 0, v).is_ok());
+  make_kv(b, cache_type, cache_type, n_ctx, row, k, v, out);
+}
+
+// Rows of `row` f32 values encoded as `type` (F32, F16 or Q8_0) with the CPU
+// reference (quant::quantize_row), and the values those bytes decode to.
+inline std::vector<std::byte> encode_rows(quant::TensorType type, const std::vector<float>& x,
+                                          int64_t row) {
+  const size_t rb = quant::row_bytes(type, row).value();
+  const int64_t n_rows = static_cast<int64_t>(x.size()) / row;
+  std::vector<std::byte> out(rb * static_cast<size_t>(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const Status s = quant::quantize_row(type, x.data() + r * row,
+                                         out.data() + static_cast<size_t>(r) * rb, row);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return out;
+}
+
+inline std::vector<float> decode_rows(quant::TensorType type, const std::vector<std::byte>& bytes,
+                                      int64_t row) {
+  const size_t rb = quant::row_bytes(type, row).value();
+  const size_t n_rows = bytes.size() / rb;
+  std::vector<float> out(n_rows * static_cast<size_t>(row));
+  for (size_t r = 0; r < n_rows; ++r) {
+    const Status s = quant::dequantize_row(type, bytes.data() + r * rb,
+                                           out.data() + r * static_cast<size_t>(row), row);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return out;
 }
 
 inline std::vector<std::byte> read_all(backend::Backend& b, backend::BufferId id) {

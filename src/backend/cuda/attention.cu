@@ -12,7 +12,7 @@
 // Tiled (flash) kernel, for longer batches (prefill): a block takes 32 query
 // rows of one KV head, rows being (token, head of the GQA group) pairs, so the
 // group's heads share every K/V tile; it walks the union of their key ranges
-// in tiles of 32 keys staged in shared memory (f32, f16 widened). Each of its
+// in tiles of 32 keys staged in shared memory (as f32). Each of its
 // 4 warps owns 8 query rows: lane l scores key l of the tile against them,
 // the online softmax runs per row (warp max, lane-partial sums), and the
 // probabilities go through shared memory to the P.V step, where lane l owns
@@ -27,13 +27,16 @@
 // window) and j < n_ctx. Keys at positions >= the batch's first position come
 // from the batch's own f32 k/v (AttentionArgs::batch_k/v) when the batch's
 // positions are consecutive, so a prompt attends to itself at full precision
-// whatever the cache type; earlier keys come from the cache (f32, or f16
-// widened to f32). The query stays f32. Scores and sums are f32.
+// whatever the cache type; earlier keys come from the cache, K and V each
+// f32, f16 or q8_0 (both kernels are templated on the two types) and widened
+// or dequantized to f32 as they are loaded (kv_cache.cuh). The query stays
+// f32. Scores and sums are f32.
 #include <cuda_fp16.h>
 
 #include <mutex>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_cache.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -41,16 +44,8 @@ namespace {
 constexpr int kFewWarps = 4, kManyWarps = 16;
 constexpr int64_t kFewBlocks = 256;  // below this many (token, head) pairs: kManyWarps
 
-template <bool kF16>
-__device__ __forceinline__ float load_kv(const void* base, int64_t idx) {
-  if constexpr (kF16) {
-    return __half2float(static_cast<const __half*>(base)[idx]);
-  } else {
-    return static_cast<const float*>(base)[idx];
-  }
-}
-
-template <int kDpl, bool kF16, int kWarps>  // kDpl: dims per lane (head_dim / 32)
+// kDpl: dims per lane (head_dim / 32); KT, VT: the cache row types.
+template <int kDpl, TensorType KT, TensorType VT, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
   __shared__ float s_m[kWarps], s_s[kWarps];
   __shared__ float s_acc[kWarps][kDpl * 32];
@@ -94,9 +89,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
 #pragma unroll
       for (int i = 0; i < kDpl; ++i) kv[i] = kr[lane + 32 * i];
     } else {
-      const int64_t base = j * kv_row + kvh * D;
 #pragma unroll
-      for (int i = 0; i < kDpl; ++i) kv[i] = load_kv<kF16>(a.k_cache, base + lane + 32 * i);
+      for (int i = 0; i < kDpl; ++i)
+        kv[i] = kv_load<KT>(a.k_cache, j, kv_row, kvh * D + lane + 32 * i);
     }
     float dot = 0.0f;
 #pragma unroll
@@ -113,9 +108,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
 #pragma unroll
       for (int i = 0; i < kDpl; ++i) kv[i] = vr[lane + 32 * i];
     } else {
-      const int64_t base = j * kv_row + kvh * D;
 #pragma unroll
-      for (int i = 0; i < kDpl; ++i) kv[i] = load_kv<kF16>(a.v_cache, base + lane + 32 * i);
+      for (int i = 0; i < kDpl; ++i)
+        kv[i] = kv_load<VT>(a.v_cache, j, kv_row, kvh * D + lane + 32 * i);
     }
 #pragma unroll
     for (int i = 0; i < kDpl; ++i) acc[i] = acc[i] * ms + p * kv[i];
@@ -148,22 +143,13 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   }
 }
 
-template <int kDpl, int kWarps>
-void launch_warps(const AttentionArgs& a, cudaStream_t stream) {
-  const auto grid = static_cast<unsigned>(a.n_tokens * a.n_head);
-  if (a.f16_cache) {
-    attention_kernel<kDpl, true, kWarps><<<grid, kWarps * 32, 0, stream>>>(a);
-  } else {
-    attention_kernel<kDpl, false, kWarps><<<grid, kWarps * 32, 0, stream>>>(a);
-  }
-}
-
-template <int kDpl>
+template <int kDpl, TensorType KT, TensorType VT>
 void launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>(a.n_tokens * a.n_head);
   if (a.n_tokens * a.n_head < kFewBlocks) {
-    launch_warps<kDpl, kManyWarps>(a, stream);
+    attention_kernel<kDpl, KT, VT, kManyWarps><<<grid, kManyWarps * 32, 0, stream>>>(a);
   } else {
-    launch_warps<kDpl, kFewWarps>(a, stream);
+    attention_kernel<kDpl, KT, VT, kFewWarps><<<grid, kFewWarps * 32, 0, stream>>>(a);
   }
 }
 
@@ -187,22 +173,7 @@ struct FlashSmem {
   static constexpr size_t kBytes = kFloats * sizeof(float);
 };
 
-// Copies 4 elements of a K/V row (f32 batch row or cache row) as f32.
-template <bool kF16>
-__device__ __forceinline__ float4 load4(const float* batch_row, const void* cache, int64_t idx,
-                                        bool from_batch) {
-  if (from_batch) return *reinterpret_cast<const float4*>(batch_row);
-  if constexpr (kF16) {
-    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const __half*>(cache) + idx);
-    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
-    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
-    return make_float4(a.x, a.y, b.x, b.y);
-  } else {
-    return *reinterpret_cast<const float4*>(static_cast<const float*>(cache) + idx);
-  }
-}
-
-template <int D, bool kF16>
+template <int D, TensorType KT, TensorType VT>
 // part == nullptr: normalized rows to a.out. Else split z = blockIdx.z of
 // gridDim.z takes its share of the block's key tiles and writes its
 // unnormalized rows and (max, sum) to part (layout in launch_flash_typed).
@@ -296,11 +267,14 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
       const int64_t j = j0 + jj;
       float4 kv4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv4 = kv4;
       if (j < j_hi) {
-        const bool from_batch = use_batch && j >= first;
-        const int64_t bo = (from_batch ? j - first : 0) * kv_row + kvh * D + 4 * d4;
-        const int64_t co = j * kv_row + kvh * D + 4 * d4;
-        kv4 = load4<kF16>(a.batch_k + bo, a.k_cache, co, from_batch);
-        vv4 = load4<kF16>(a.batch_v + bo, a.v_cache, co, from_batch);
+        const int64_t e = kvh * D + 4 * d4;  // element of the K/V row
+        if (use_batch && j >= first) {
+          kv4 = *reinterpret_cast<const float4*>(a.batch_k + (j - first) * kv_row + e);
+          vv4 = *reinterpret_cast<const float4*>(a.batch_v + (j - first) * kv_row + e);
+        } else {
+          kv4 = kv_load4<KT>(a.k_cache, j, kv_row, e);
+          vv4 = kv_load4<VT>(a.v_cache, j, kv_row, e);
+        }
       }
       *reinterpret_cast<float4*>(ks + jj * kPitch + 4 * d4) = kv4;
       *reinterpret_cast<float4*>(vs + jj * D + 4 * d4) = vv4;
@@ -420,13 +394,13 @@ __global__ void __launch_bounds__(128)
 
 // Splits the key range over gridDim.z when the grid would leave most SMs idle
 // (short batches after a long context), then merges the splits.
-template <int D, bool kF16>
+template <int D, TensorType KT, TensorType VT>
 cudaError_t launch_flash_typed(const AttentionArgs& a, cudaStream_t stream) {
   static std::once_flag once;
   static cudaError_t status = cudaSuccess;
   std::call_once(once, [] {
     status =
-        cudaFuncSetAttribute(flash_kernel<D, kF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(flash_kernel<D, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(FlashSmem<D>::kBytes));
   });
   if (status != cudaSuccess) {  // less shared memory than the tile needs: per-token kernel
@@ -455,7 +429,7 @@ cudaError_t launch_flash_typed(const AttentionArgs& a, cudaStream_t stream) {
   }
   const dim3 grid(static_cast<unsigned>((rows + kFlashRows - 1) / kFlashRows),
                   static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(n_split));
-  flash_kernel<D, kF16><<<grid, kFlashWarps * 32, FlashSmem<D>::kBytes, stream>>>(a, part);
+  flash_kernel<D, KT, VT><<<grid, kFlashWarps * 32, FlashSmem<D>::kBytes, stream>>>(a, part);
   if (part == nullptr) return cudaGetLastError();
   const int64_t warps = a.n_head_kv * rows;
   flash_merge_kernel<D><<<static_cast<unsigned>((warps + 3) / 4), 128, 0, stream>>>(
@@ -465,10 +439,31 @@ cudaError_t launch_flash_typed(const AttentionArgs& a, cudaStream_t stream) {
   return e != cudaSuccess ? e : f;
 }
 
+// Calls f(kt, vt), the cache types as std::integral_constant values;
+// false for a type without a device layout.
+template <typename F>
+bool dispatch_kv_types(const AttentionArgs& a, F&& f) {
+  bool known = false;
+  dispatch_kv_type(
+      a.k_type, [&](auto kt) { known = dispatch_kv_type(a.v_type, [&](auto vt) { f(kt, vt); }); });
+  return known;
+}
+
 template <int D>
 cudaError_t launch_flash(const AttentionArgs& a, cudaStream_t stream) {
-  return a.f16_cache ? launch_flash_typed<D, true>(a, stream)
-                     : launch_flash_typed<D, false>(a, stream);
+  cudaError_t e = cudaErrorInvalidValue;
+  dispatch_kv_types(a, [&](auto kt, auto vt) {
+    e = launch_flash_typed<D, decltype(kt)::value, decltype(vt)::value>(a, stream);
+  });
+  return e;
+}
+
+template <int kDpl>
+cudaError_t launch_per_token(const AttentionArgs& a, cudaStream_t stream) {
+  const bool known = dispatch_kv_types(a, [&](auto kt, auto vt) {
+    launch_dpl<kDpl, decltype(kt)::value, decltype(vt)::value>(a, stream);
+  });
+  return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 }  // namespace
@@ -478,6 +473,8 @@ bool attention_head_dim_ok(int64_t head_dim) {
 }
 
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
+  const bool q8 = a.k_type == TensorType::Q8_0 || a.v_type == TensorType::Q8_0;
+  if (q8 && a.head_dim % kKvQ8Elems != 0) return cudaErrorInvalidValue;
   if (a.n_tokens <= 0) return cudaSuccess;
   if (a.n_tokens >= kFlashMinTokens) {
     cudaError_t e = cudaErrorInvalidValue;
@@ -492,14 +489,13 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     if (e != cudaErrorNotSupported) return e;
   }
   switch (a.head_dim) {
-    case 32: launch_dpl<1>(a, stream); break;
-    case 64: launch_dpl<2>(a, stream); break;
-    case 96: launch_dpl<3>(a, stream); break;
-    case 128: launch_dpl<4>(a, stream); break;
-    case 256: launch_dpl<8>(a, stream); break;
+    case 32: return launch_per_token<1>(a, stream);
+    case 64: return launch_per_token<2>(a, stream);
+    case 96: return launch_per_token<3>(a, stream);
+    case 128: return launch_per_token<4>(a, stream);
+    case 256: return launch_per_token<8>(a, stream);
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace minfer::cuda

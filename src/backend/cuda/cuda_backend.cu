@@ -166,11 +166,9 @@ struct OpEntry {
   Status (CudaBackend::*run)(const Call&);
 };
 
-Status cache_types_status(const Node& n, const KvPair& kv) {
-  if (cache_types_ok(kv.k_type, kv.v_type)) return Status::ok();
-  return fail(n, "KV cache types K " + std::string(quant::type_name(kv.k_type)) + ", V " +
-                     std::string(quant::type_name(kv.v_type)) +
-                     " have no CUDA kernel (f32 or f16, K and V alike)");
+Status cache_types_status(const Node& n, const KvPair& kv, int64_t head_dim) {
+  if (cache_types_ok(kv.k_type, kv.v_type, head_dim)) return Status::ok();
+  return fail(n, cache_types_problem(kv.k_type, kv.v_type, head_dim));
 }
 
 const OpEntry& entry(Op op) {
@@ -296,6 +294,10 @@ Status CudaBackend::synchronize() {
     if (code == kErrTokenRange) {
       return Status::error("CUDA: token id " + std::to_string(a) + " outside [0, " +
                            std::to_string(b) + "); " + recent_kernels());
+    }
+    if (code == kErrNonFiniteKv) {
+      return Status::error("CUDA: a non-finite value was stored into the q8_0 KV cache row " +
+                           std::to_string(a) + "; " + recent_kernels());
     }
     return Status::error("CUDA: position " + std::to_string(a) + " outside the KV cache of " +
                          std::to_string(b) + " rows; " + recent_kernels());
@@ -556,12 +558,12 @@ Status CudaBackend::run_kv_store(const Call& c) {
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
     return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
-  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv));
-  return launched(c.node, "kv_store",
-                  launch_kv_store(c.f32_in(0), c.f32_in(1), c.i32_in(2), m->n_tokens,
-                                  m->n_head_kv * m->head_dim, c.kv->n_ctx,
-                                  c.kv->k_type == quant::TensorType::F16, c.k_cache, c.v_cache,
-                                  static_cast<int*>(err_.data()), stream_.get()));
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->head_dim));
+  return launched(
+      c.node, "kv_store",
+      launch_kv_store(c.f32_in(0), c.f32_in(1), c.i32_in(2), m->n_tokens,
+                      m->n_head_kv * m->head_dim, c.kv->n_ctx, c.kv->k_type, c.kv->v_type,
+                      c.k_cache, c.v_cache, static_cast<int*>(err_.data()), stream_.get()));
 }
 
 Status CudaBackend::run_attention(const Call& c) {
@@ -576,13 +578,14 @@ Status CudaBackend::run_attention(const Call& c) {
                             std::to_string(m->head_dim) + " (32, 64, 96, 128 or 256), row " +
                             std::to_string(c.node.shape.ne[0]));
   }
-  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv));
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->head_dim));
   if (c.out == c.in[0]) return fail(c.node, "output aliases the query buffer");
   AttentionArgs a;
   a.q = c.f32_in(0);
   a.k_cache = c.k_cache;
   a.v_cache = c.v_cache;
-  a.f16_cache = c.kv->k_type == quant::TensorType::F16;
+  a.k_type = c.kv->k_type;
+  a.v_type = c.kv->v_type;
   if (m->packed_qkv) {  // one token's [q | k | v] row (a FusedQKV output)
     if (c.n_in != 2 || c.node.shape.ne[1] != 1) {
       return fail(c.node, "packed q|k|v attention takes (packed, positions) for one token");
@@ -686,7 +689,7 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
     return fail(c.node, "no KV cache for layer " + std::to_string(m->kv.layer));
   }
-  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv));
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->kv.head_dim));
   if (c.out == c.in[0]) return fail(c.node, "output aliases the input");
   auto vec = [&](const std::string& name) -> const float* {
     if (name.empty()) return nullptr;
@@ -726,7 +729,8 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
   a.eps = m->norm_eps;
   a.positions = c.i32_in(1);
   a.n_ctx = c.kv->n_ctx;
-  a.f16_cache = c.kv->k_type == quant::TensorType::F16;
+  a.k_type = c.kv->k_type;
+  a.v_type = c.kv->v_type;
   a.k_cache = c.k_cache;
   a.v_cache = c.v_cache;
   a.err = static_cast<int*>(err_.data());

@@ -16,6 +16,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_cache.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -92,15 +93,25 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(FusedQkvArgs a) 
   const int64_t kv_row = a.n_head_kv * D;
   const int64_t head = kind == 1 ? h - a.n_head : h - a.n_head - a.n_head_kv;
   void* cache = kind == 1 ? a.k_cache : a.v_cache;
+  const TensorType type = kind == 1 ? a.k_type : a.v_type;
+  // store, ok and type are uniform per block, and with D % 32 == 0 (checked
+  // for Q8_0 caches) each warp's d are all below D or all past it.
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     v[d] = buf[d];
-    if (store && ok) {
-      const int64_t dst = static_cast<int64_t>(pos) * kv_row + head * D + d;
-      if (a.f16_cache) {
-        static_cast<__half*>(cache)[dst] = __float2half_rn(buf[d]);
-      } else {
-        static_cast<float*>(cache)[dst] = buf[d];
-      }
+    if (!store || !ok) continue;
+    const int64_t i = head * D + d;
+    switch (type) {
+      case TensorType::F32:
+        kv_store_element<TensorType::F32>(cache, pos, kv_row, i, buf[d], a.err);
+        break;
+      case TensorType::F16:
+        kv_store_element<TensorType::F16>(cache, pos, kv_row, i, buf[d], a.err);
+        break;
+      case TensorType::Q8_0:
+        kv_store_element<TensorType::Q8_0>(cache, pos, kv_row, i, buf[d], a.err);
+        break;
+      default:  // refused by the backend before the launch
+        break;
     }
   }
 }

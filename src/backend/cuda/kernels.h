@@ -24,6 +24,7 @@ enum ErrCode : int {
   kErrNone = 0,
   kErrTokenRange = 1,     // err[1] = id, err[2] = rows of the table
   kErrPositionRange = 2,  // err[1] = position, err[2] = cache rows
+  kErrNonFiniteKv = 3,    // err[1] = position of a q8_0 cache row given inf/NaN
 };
 
 // --- matmul.cu -------------------------------------------------------------
@@ -70,11 +71,14 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, int64_t n_rows,
 cudaError_t launch_rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                         int64_t n_rot, const int32_t* positions, float freq_base, float freq_scale,
                         const float* freq_factors, bool neox, float* y, cudaStream_t stream);
-// Writes k and v rows ([n_tokens][row]) at their positions into the caches
-// (f32, or f16 when f16_cache), each n_ctx rows of `row` elements.
+// Writes k and v rows ([n_tokens][row]) at their positions into the caches,
+// each n_ctx rows of `row` elements of k_type / v_type (F32, F16 or Q8_0;
+// Q8_0 needs row % 32 == 0; layouts and rounding in kv_cache.cuh).
+// Returns cudaErrorInvalidValue for another type.
 cudaError_t launch_kv_store(const float* k, const float* v, const int32_t* positions,
-                            int64_t n_tokens, int64_t row, int64_t n_ctx, bool f16_cache,
-                            void* k_cache, void* v_cache, int* err, cudaStream_t stream);
+                            int64_t n_tokens, int64_t row, int64_t n_ctx, quant::TensorType k_type,
+                            quant::TensorType v_type, void* k_cache, void* v_cache, int* err,
+                            cudaStream_t stream);
 // out[r] = x[rows[r]] for n_rows rows of `width` floats; out must not overlap x.
 cudaError_t launch_gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t width,
                                float* out, cudaStream_t stream);
@@ -82,9 +86,11 @@ cudaError_t launch_gather_rows(const float* x, const int32_t* rows, int64_t n_ro
 // --- attention.cu ------------------------------------------------------------
 struct AttentionArgs {
   const float* q = nullptr;       // [n_tokens][n_head * head_dim]
-  const void* k_cache = nullptr;  // [n_ctx][n_head_kv * head_dim], f32 or f16
-  const void* v_cache = nullptr;
-  bool f16_cache = false;
+  const void* k_cache = nullptr;  // [n_ctx][n_head_kv * head_dim] of k_type
+  const void* v_cache = nullptr;  // the same of v_type
+  // F32, F16 or Q8_0 each (Q8_0: head_dim % 32 == 0); see kv_cache.cuh.
+  quant::TensorType k_type = quant::TensorType::F32;
+  quant::TensorType v_type = quant::TensorType::F32;
   const int32_t* positions = nullptr;  // [n_tokens]
   const float* batch_k = nullptr;      // [n_tokens][n_head_kv * head_dim] or null
   const float* batch_v = nullptr;
@@ -155,7 +161,9 @@ struct FusedQkvArgs {
   float eps = 1e-6f;
   const int32_t* positions = nullptr;  // [1]
   int64_t n_ctx = 0;
-  bool f16_cache = false;
+  // Cache row types, F32, F16 or Q8_0 each (Q8_0: head_dim % 32 == 0).
+  quant::TensorType k_type = quant::TensorType::F32;
+  quant::TensorType v_type = quant::TensorType::F32;
   void* k_cache = nullptr;
   void* v_cache = nullptr;
   int* err = nullptr;

@@ -66,22 +66,34 @@ bool rope_ok(const Node& n, const DeviceWeights& w) {
          m->head_dim % 2 == 0;
 }
 
-// The CUDA kernels read f32 or f16 caches, K and V of one type; anything else
-// (q8_0, mixed) is refused so that those nodes stay on the CPU.
-bool cache_types_ok(quant::TensorType k, quant::TensorType v) {
-  return k == v && (k == quant::TensorType::F32 || k == quant::TensorType::F16);
+bool cache_types_ok(quant::TensorType k, quant::TensorType v, int64_t head_dim) {
+  auto readable = [](quant::TensorType t) {
+    return t == quant::TensorType::F32 || t == quant::TensorType::F16 ||
+           t == quant::TensorType::Q8_0;
+  };
+  const bool q8 = k == quant::TensorType::Q8_0 || v == quant::TensorType::Q8_0;
+  return readable(k) && readable(v) && (!q8 || head_dim % 32 == 0);
+}
+
+std::string cache_types_problem(quant::TensorType k, quant::TensorType v, int64_t head_dim) {
+  if (cache_types_ok(k, v, head_dim)) return "";
+  const std::string types = "KV cache types K " + std::string(quant::type_name(k)) + ", V " +
+                            std::string(quant::type_name(v));
+  if (!cache_types_ok(k, v, 32)) return types + " have no CUDA kernel (F32, F16 or Q8_0 each)";
+  return types + ": a q8_0 cache needs head_dim a multiple of 32, got " + std::to_string(head_dim) +
+         " (" + std::to_string(head_dim) + " % 32 = " + std::to_string(head_dim % 32) + ")";
 }
 
 bool kv_store_ok(const Node& n, const DeviceWeights&) {
   const auto* m = std::get_if<graph::KvMeta>(&n.meta);
-  return m != nullptr && cache_types_ok(m->k_type, m->v_type);
+  return m != nullptr && cache_types_ok(m->k_type, m->v_type, m->head_dim);
 }
 
 bool attention_ok(const Node& n, const DeviceWeights&) {
   const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
   return m != nullptr && n.dtype == DType::kF32 && attention_head_dim_ok(m->head_dim) &&
          m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 &&
-         cache_types_ok(m->k_type, m->v_type) &&
+         cache_types_ok(m->k_type, m->v_type, m->head_dim) &&
          (!m->packed_qkv || n.shape.ne[1] == 1);  // packed rows: one token (decode)
 }
 
@@ -94,11 +106,12 @@ bool fused_qkv_ok(const Node& n, const DeviceWeights& w) {
   const DeviceWeight* v = gemv_weight(w, m->v_weight, m->in_dim);
   return q != nullptr && k != nullptr && v != nullptr && q->rows == q_dim && k->rows == kv_dim &&
          v->rows == kv_dim && n.shape.ne[0] == q_dim + 2 * kv_dim && fused_head_dim_ok(D) &&
-         m->kv.head_dim == D && cache_types_ok(m->kv.k_type, m->kv.v_type) && m->rope.n_rot > 0 &&
-         m->rope.n_rot <= D && m->rope.n_rot % 2 == 0 && f32_vector(w, m->q_bias, q_dim) &&
-         f32_vector(w, m->k_bias, kv_dim) && f32_vector(w, m->v_bias, kv_dim) &&
-         f32_vector(w, m->q_norm, D) && f32_vector(w, m->k_norm, D) &&
-         f32_weight(w, m->rope.freq_factors) && (n.op == Op::kFusedQkvNorm) == !m->q_norm.empty() &&
+         m->kv.head_dim == D && cache_types_ok(m->kv.k_type, m->kv.v_type, D) &&
+         m->rope.n_rot > 0 && m->rope.n_rot <= D && m->rope.n_rot % 2 == 0 &&
+         f32_vector(w, m->q_bias, q_dim) && f32_vector(w, m->k_bias, kv_dim) &&
+         f32_vector(w, m->v_bias, kv_dim) && f32_vector(w, m->q_norm, D) &&
+         f32_vector(w, m->k_norm, D) && f32_weight(w, m->rope.freq_factors) &&
+         (n.op == Op::kFusedQkvNorm) == !m->q_norm.empty() &&
          (!m->in_norm.on || f32_vector(w, m->in_norm.weight, m->in_dim));
 }
 

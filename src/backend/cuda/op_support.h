@@ -5,6 +5,9 @@
 // Pure functions of (node, uploaded weights). Include only from .cu files.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "backend/cuda/weights.h"
 #include "graph/ir.h"
 #include "quant/tensor_type.h"
@@ -19,8 +22,11 @@ bool matmul_add_ok(const graph::Node& n, const DeviceWeights& w);
 bool get_rows_ok(const graph::Node& n, const DeviceWeights& w);
 bool rms_norm_ok(const graph::Node& n, const DeviceWeights& w);
 bool rope_ok(const graph::Node& n, const DeviceWeights& w);
-// The kernels read f32 or f16 caches, K and V of one type.
-bool cache_types_ok(quant::TensorType k, quant::TensorType v);
+// The kernels read and write K and V cache rows of F32, F16 or Q8_0 each, in
+// any combination; Q8_0 needs head_dim % 32 == 0. cache_types_problem says
+// what does not fit (naming the types or the numbers), "" when all does.
+std::string cache_types_problem(quant::TensorType k, quant::TensorType v, int64_t head_dim);
+bool cache_types_ok(quant::TensorType k, quant::TensorType v, int64_t head_dim);
 bool kv_store_ok(const graph::Node& n, const DeviceWeights& w);
 bool attention_ok(const graph::Node& n, const DeviceWeights& w);
 // FusedQKV / FusedQkvNorm for one token.

@@ -6,11 +6,13 @@
 // (the CPU backend's f16 lookup table is not reproduced: each path has its own
 // reference); rms_norm sums squares in f32 with a tree reduction; RoPE angles
 // pos * base^(-2i/n_rot) / factor * freq_scale and their sin/cos are computed
-// in double, then rounded to f32; the f16 KV cache rounds to nearest even.
+// in double, then rounded to f32; KV cache rows are stored as kv_cache.cuh
+// states (f16 rounds to nearest even; q8_0 is the CPU quantizer's bits).
 #include <cuda_fp16.h>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_cache.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -100,27 +102,27 @@ __global__ void rope_kernel(const float* x, int64_t n_tokens, int64_t n_heads, i
   }
 }
 
+// One block of threads per (chunk of the row, token); a warp covers 32
+// consecutive elements (one Q8_0 block), so with row % 32 == 0 every warp is
+// wholly inside or outside the row, as kv_store_element needs.
+template <TensorType KT, TensorType VT>
 __global__ void kv_store_kernel(const float* k, const float* v, const int32_t* positions,
-                                int64_t n_tokens, int64_t row, int64_t n_ctx, bool f16_cache,
-                                void* k_cache, void* v_cache, int* err) {
+                                int64_t row, int64_t n_ctx, void* k_cache, void* v_cache,
+                                int* err) {
   const int64_t t = blockIdx.y;
   const int32_t pos = positions[t];
-  const bool ok = pos >= 0 && pos < n_ctx;
-  if (!ok && threadIdx.x == 0 && blockIdx.x == 0 &&
-      atomicCAS(err, kErrNone, kErrPositionRange) == kErrNone) {
-    err[1] = pos;
-    err[2] = static_cast<int>(n_ctx);
-  }
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; ok && i < row;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t dst = static_cast<int64_t>(pos) * row + i;
-    if (f16_cache) {
-      static_cast<__half*>(k_cache)[dst] = __float2half_rn(k[t * row + i]);
-      static_cast<__half*>(v_cache)[dst] = __float2half_rn(v[t * row + i]);
-    } else {
-      static_cast<float*>(k_cache)[dst] = k[t * row + i];
-      static_cast<float*>(v_cache)[dst] = v[t * row + i];
+  if (pos < 0 || pos >= n_ctx) {  // uniform per block; no barrier in this kernel
+    if (threadIdx.x == 0 && blockIdx.x == 0 &&
+        atomicCAS(err, kErrNone, kErrPositionRange) == kErrNone) {
+      err[1] = pos;
+      err[2] = static_cast<int>(n_ctx);
     }
+    return;
+  }
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < row;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    kv_store_element<KT>(k_cache, pos, row, i, k[t * row + i], err);
+    kv_store_element<VT>(v_cache, pos, row, i, v[t * row + i], err);
   }
 }
 
@@ -182,13 +184,22 @@ cudaError_t launch_rope(const float* x, int64_t n_tokens, int64_t n_heads, int64
 }
 
 cudaError_t launch_kv_store(const float* k, const float* v, const int32_t* positions,
-                            int64_t n_tokens, int64_t row, int64_t n_ctx, bool f16_cache,
-                            void* k_cache, void* v_cache, int* err, cudaStream_t stream) {
+                            int64_t n_tokens, int64_t row, int64_t n_ctx, TensorType k_type,
+                            TensorType v_type, void* k_cache, void* v_cache, int* err,
+                            cudaStream_t stream) {
+  if ((k_type == TensorType::Q8_0 || v_type == TensorType::Q8_0) && row % kKvQ8Elems != 0) {
+    return cudaErrorInvalidValue;
+  }
   if (n_tokens <= 0) return cudaSuccess;
   const dim3 grid(blocks_for(row, kThreads), static_cast<unsigned>(n_tokens));
-  kv_store_kernel<<<grid, kThreads, 0, stream>>>(k, v, positions, n_tokens, row, n_ctx, f16_cache,
-                                                 k_cache, v_cache, err);
-  return cudaGetLastError();
+  bool known = false;
+  dispatch_kv_type(k_type, [&](auto kt) {
+    known = dispatch_kv_type(v_type, [&](auto vt) {
+      kv_store_kernel<decltype(kt)::value, decltype(vt)::value>
+          <<<grid, kThreads, 0, stream>>>(k, v, positions, row, n_ctx, k_cache, v_cache, err);
+    });
+  });
+  return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 cudaError_t launch_gather_rows(const float* x, const int32_t* rows, int64_t n_rows, int64_t width,
