@@ -66,6 +66,10 @@ if [ "${CUDA_BENCH_7B:-0}" = 1 ]; then
   "$build/minfer" synth --model qwen2.5-7b -q Q4_K "${tok[@]}" -o "$big" -s &&
     "$build/minfer" bench -m "$big" -p 2048 -n 128 -r 2 --bandwidth "${GPU_BANDWIDTH_GBS:-4300}" \
       2>&1 | grep -E "pp2048|tg128|rror|must"
+  if [ -n "${CUDA_KERNEL_PROFILE:-}" ]; then
+    mkdir -p "$out/7b"
+    bash tools/cuda_kernel_profile.sh "$build/minfer" "$big" "$out/7b"
+  fi
   rm -f "$big"
 fi
 if [ -z "${CUDA_TEST_NO_SANITIZER:-}" ] && command -v compute-sanitizer > /dev/null; then

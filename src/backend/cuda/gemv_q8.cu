@@ -20,6 +20,7 @@
 // the f32 path by at most sum |w| * d_x / 2 per block (checked in the tests).
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "backend/cuda/device_math.cuh"
@@ -30,7 +31,7 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kBlocksPerSm = 4;
+constexpr int kMaxBlocksPerSm = 4;
 
 // Programmatic dependent launch: every kernel here is launched with the
 // programmatic-serialization attribute (launch_pdl), lets its own dependents
@@ -515,19 +516,30 @@ bool dispatch_q8(TensorType t, F&& f) {
   }
 }
 
-unsigned grid_for(int64_t groups) {
+// Blocks for `groups` warp tasks: one warp each, at most one full wave (the
+// blocks that fit on every SM at once, by the kernel's registers and shared
+// memory) so that no block waits for another to finish.
+template <typename Kernel>
+unsigned grid_for(Kernel kernel, size_t smem, int64_t groups) {
   static const int sms = [] {
     int dev = 0, n = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
       (void)cudaGetLastError();
-      return 132;
+      return 1;
     }
     return n;
   }();
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) !=
+          cudaSuccess ||
+      per_sm < 1) {
+    (void)cudaGetLastError();
+    per_sm = 1;
+  }
   const int64_t blocks = (groups + kWarps - 1) / kWarps;
-  const int64_t cap = static_cast<int64_t>(sms) * kBlocksPerSm;
-  return static_cast<unsigned>(blocks < cap ? blocks : cap);
+  const int64_t cap = static_cast<int64_t>(sms) * std::min(per_sm, kMaxBlocksPerSm);
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
 }
 
 bool input_ok(const Q8Input& in) {
@@ -552,10 +564,12 @@ cudaError_t launch_gemv_q8(TensorType type, const void* w, size_t row_bytes, int
   dispatch_q8(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
     if (rows >= 8 * 1024) {
-      e = launch_pdl(gemv_q8_kernel<T, 4>, grid_for((rows + 3) / 4), smem, stream, wb, row_bytes,
+      const auto kernel = gemv_q8_kernel<T, 4>;
+      e = launch_pdl(kernel, grid_for(kernel, smem, (rows + 3) / 4), smem, stream, wb, row_bytes,
                      rows, in, bias, residual, y);
     } else {
-      e = launch_pdl(gemv_q8_kernel<T, 1>, grid_for(rows), smem, stream, wb, row_bytes, rows, in,
+      const auto kernel = gemv_q8_kernel<T, 1>;
+      e = launch_pdl(kernel, grid_for(kernel, smem, rows), smem, stream, wb, row_bytes, rows, in,
                      bias, residual, y);
     }
   });
@@ -570,14 +584,13 @@ cudaError_t launch_ffn_q8(TensorType type, const void* gate, const void* up, siz
   const auto* u = static_cast<const uint8_t*>(up);
   const size_t smem = smem_bytes(in.in_dim);
   constexpr int R = 2;
-  const unsigned grid = grid_for((n_ff + R - 1) / R);
+  const int64_t groups = (n_ff + R - 1) / R;
   cudaError_t e = cudaSuccess;
   dispatch_q8(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
-    e = gelu ? launch_pdl(ffn_q8_kernel<T, R, true>, grid, smem, stream, g, u, row_bytes, n_ff, in,
-                          y)
-             : launch_pdl(ffn_q8_kernel<T, R, false>, grid, smem, stream, g, u, row_bytes, n_ff, in,
-                          y);
+    const auto kernel = gelu ? ffn_q8_kernel<T, R, true> : ffn_q8_kernel<T, R, false>;
+    e = launch_pdl(kernel, grid_for(kernel, smem, groups), smem, stream, g, u, row_bytes, n_ff, in,
+                   y);
   });
   return e;
 }
@@ -590,7 +603,8 @@ cudaError_t launch_stacked_q8(TensorType type, const Q8Stack& s, const Q8Input& 
   cudaError_t e = cudaSuccess;
   dispatch_q8(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
-    e = launch_pdl(stacked_q8_kernel<T>, grid_for((total + 1) / 2), smem, stream, s, in, y);
+    const auto kernel = stacked_q8_kernel<T>;
+    e = launch_pdl(kernel, grid_for(kernel, smem, (total + 1) / 2), smem, stream, s, in, y);
   });
   return e;
 }
