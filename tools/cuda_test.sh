@@ -74,13 +74,14 @@ if [ "${CUDA_BENCH_7B:-0}" = 1 ]; then
 fi
 if [ -z "${CUDA_TEST_NO_SANITIZER:-}" ] && command -v compute-sanitizer > /dev/null; then
   timeout 150 compute-sanitizer --tool memcheck "$build/tests/minfer_backend_test" \
-    --gtest_filter='cuda_Ops*:cuda_GetRows*:cuda_Weights*' > "$out/memcheck.log" 2>&1 || rc=1
+    --gtest_filter='cuda_Ops*:cuda_GetRows*:cuda_Weights*:cuda_GemvQ8*' > "$out/memcheck.log" 2>&1 || rc=1
   grep "ERROR SUMMARY" "$out/memcheck.log"
   timeout 150 compute-sanitizer --tool racecheck "$build/tests/minfer_backend_test" \
     --gtest_filter='cuda_Ops.KvStore*:cuda_Ops.RmsNorm*' > "$out/racecheck.log" 2>&1 || rc=1
   grep "RACECHECK SUMMARY" "$out/racecheck.log"
   # A prefill and decode steps end to end (fused decode kernels, GEMV splits).
-  e2e='Tiny/CudaForward.MatchesReference/tiny_qwen2_Q4_0*:Tiny/CudaForward.MatchesReference/tiny_gemma3_Q4_K_M*'
+  # (MatchesReference runs the f32 GEMVs, Int8GemvMatchesReference the int8 ones.)
+  e2e='Tiny/CudaForward.MatchesReference/tiny_qwen2_Q4_0*:Tiny/CudaForward.MatchesReference/tiny_gemma3_Q4_K_M*:CudaForward.Int8GemvMatchesReference'
   timeout 200 compute-sanitizer --tool memcheck "$build/tests/minfer_model_test" \
     --gtest_filter="$e2e" > "$out/memcheck_e2e.log" 2>&1 || rc=1
   grep "ERROR SUMMARY" "$out/memcheck_e2e.log"

@@ -291,19 +291,29 @@ __device__ __forceinline__ float unit_dot<TensorType::Q6_K>(const uint8_t* __res
   return d * acc;
 }
 
-// A row's dot product over units lane, lane + 32, ... (this lane's share).
+// R rows' dot products, summed over the warp: lane l takes units l, l + 32,
+// ... of every row, two units per step. All R rows are computed (callers point
+// rows past the end at a valid row and drop those results) and the second
+// unit of a step past the row's end re-reads the first and is dropped: no
+// branch separates the loads, so the compiler issues all 2R units' loads
+// before the first product (the bytes in flight that keep HBM busy).
 template <TensorType T, int R>
-__device__ __forceinline__ void rows_dot_q8(const uint8_t* const (&rows)[R], int n_rows,
-                                            int64_t n_units, const Q8Smem& xs, float (&acc)[R]) {
+__device__ __forceinline__ void rows_dot_q8(const uint8_t* const (&rows)[R], int64_t n_units,
+                                            const Q8Smem& xs, float (&acc)[R]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-#pragma unroll 4
-  for (int64_t u = lane; u < n_units; u += 32) {
+  for (int64_t u = lane; u < n_units; u += 64) {
+    const bool second = u + 32 < n_units;
+    const int64_t u2 = second ? u + 32 : u;
+    float a[R], b[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if (r < n_rows) acc[r] += unit_dot<T>(rows[r], u, xs);
+      a[r] = unit_dot<T>(rows[r], u, xs);
+      b[r] = unit_dot<T>(rows[r], u2, xs);
     }
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] += a[r] + (second ? b[r] : 0.0f);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
@@ -344,7 +354,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < R; ++r) rp[r] = w + (row0 + (r < n ? r : 0)) * row_bytes;
     float acc[R];
-    rows_dot_q8<T, R>(rp, n, in.in_dim / 32, xs, acc);
+    rows_dot_q8<T, R>(rp, in.in_dim / 32, xs, acc);
     if (lane == 0) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
@@ -386,28 +396,8 @@ __global__ void __launch_bounds__(kThreads)
       rp[R + r] = up + off;
     }
     float acc[2 * R];
-    // Gate and up rows in one pass: 2R independent loads per unit.
-    const int m = n < R ? n : R;
-    const uint8_t* const(&all)[2 * R] = rp;
-    if (m == R) {
-      rows_dot_q8<T, 2 * R>(all, 2 * R, in.in_dim / 32, xs, acc);
-    } else {  // tail group: gate rows then up rows, n of each
-      float a[R], b[R];
-      const uint8_t* gr[R];
-      const uint8_t* ur[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        gr[r] = rp[r];
-        ur[r] = rp[R + r];
-      }
-      rows_dot_q8<T, R>(gr, n, in.in_dim / 32, xs, a);
-      rows_dot_q8<T, R>(ur, n, in.in_dim / 32, xs, b);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        acc[r] = a[r];
-        acc[R + r] = b[r];
-      }
-    }
+    // Gate and up rows in one pass: 2R rows' loads in flight.
+    rows_dot_q8<T, 2 * R>(rp, in.in_dim / 32, xs, acc);
     if (lane == 0) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
@@ -459,7 +449,7 @@ __global__ void __launch_bounds__(kThreads)
       local[r] = row;
     }
     float acc[R];
-    rows_dot_q8<T, R>(rp, n, in.in_dim / 32, xs, acc);
+    rows_dot_q8<T, R>(rp, in.in_dim / 32, xs, acc);
     if (lane == 0) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
