@@ -30,17 +30,6 @@ using graph::Node;
 using graph::Op;
 using quant::TensorType;
 
-std::vector<float> dequantized(const model::Weights& w, const std::string& name) {
-  const model::WeightView* v = w.find(name);
-  std::vector<float> out(static_cast<size_t>(v->rows() * v->row_length()));
-  for (int64_t r = 0; r < v->rows(); ++r) {
-    const Status s = quant::dequantize_row(v->type, v->data + r * v->row_bytes(),
-                                           out.data() + r * v->row_length(), v->row_length());
-    EXPECT_TRUE(s.is_ok()) << s.message();
-  }
-  return out;
-}
-
 // x as the kernel quantizes it: per 32-value block, scale and dequantized values.
 struct Quantized {
   std::vector<float> d;       // per block

@@ -48,18 +48,6 @@ bool is_k_quant(TensorType t) {
   return quant::type_traits(t).block_size == 256;
 }
 
-// The weight as the GPU sees it: encoded then decoded by the reference.
-std::vector<float> dequantized(const model::Weights& w, const std::string& name) {
-  const model::WeightView* v = w.find(name);
-  std::vector<float> out(static_cast<size_t>(v->rows() * v->row_length()));
-  for (int64_t r = 0; r < v->rows(); ++r) {
-    const Status s = quant::dequantize_row(v->type, v->data + r * v->row_bytes(),
-                                           out.data() + r * v->row_length(), v->row_length());
-    EXPECT_TRUE(s.is_ok()) << s.message();
-  }
-  return out;
-}
-
 TEST(cuda_Matmul, EveryTypeMatchesDequantizedDoubleDot) {
   MINFER_SKIP_WITHOUT_CUDA();
   GemvF32On f32_path;

@@ -59,6 +59,19 @@ inline void add_weight(model::Weights& w, const std::string& name, quant::Tensor
   EXPECT_TRUE(s.is_ok()) << s.message();
 }
 
+// Tensor `name` of w as the GPU sees it: encoded, then decoded by the
+// reference (quant::dequantize_row), [rows][row_len] floats.
+inline std::vector<float> dequantized(const model::Weights& w, const std::string& name) {
+  const model::WeightView* v = w.find(name);
+  std::vector<float> out(static_cast<size_t>(v->rows() * v->row_length()));
+  for (int64_t r = 0; r < v->rows(); ++r) {
+    const Status s = quant::dequantize_row(v->type, v->data + r * v->row_bytes(),
+                                           out.data() + r * v->row_length(), v->row_length());
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return out;
+}
+
 // The persistent KV regions of one layer on one backend, filled from host data.
 struct KvRegions {
   backend::Backend* owner = nullptr;

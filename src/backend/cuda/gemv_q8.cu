@@ -331,25 +331,45 @@ size_t smem_bytes(int64_t in_dim) {
   return static_cast<size_t>(in_dim) + static_cast<size_t>(in_dim / 32) * sizeof(float);
 }
 
+// The warp's first task (row group) of a grid-stride walk, and how many of
+// the R rows from row0 exist.
+__device__ __forceinline__ int64_t first_task() {
+  return static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+}
+__device__ __forceinline__ int rows_at(int64_t total, int64_t row0, int R) {
+  return static_cast<int>(total - row0 < R ? total - row0 : R);
+}
+
+// Every kernel's start: trigger dependents, prefetch the warp's first R rows
+// of w0 (and w1, when not null; rows of w_rows), wait for the previous kernel,
+// then build the quantized activation. Every thread calls it.
+template <int R>
+__device__ __forceinline__ Q8Smem q8_prologue(const uint8_t* w0, const uint8_t* w1,
+                                              size_t row_bytes, int64_t w_rows, const Q8Input& in) {
+  pdl_start();
+  const int64_t row0 = first_task() * R;
+  if (row0 < w_rows) {
+    const int n = rows_at(w_rows, row0, R);
+    prefetch_rows(w0, row_bytes, row0, n);
+    if (w1 != nullptr) prefetch_rows(w1, row_bytes, row0, n);
+  }
+  pdl_wait();
+  const Q8Smem xs = q8_smem(in.in_dim);
+  quantize_activation(in.x, in.in_dim, in, xs);
+  return xs;
+}
+
 // y[r] = W[r] . x (+ bias[r]) (+ residual[r]).
 template <TensorType T, int R>
 __global__ void __launch_bounds__(kThreads)
     gemv_q8_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, Q8Input in,
                    const float* __restrict__ bias, const float* residual, float* y) {
-  pdl_start();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const Q8Smem xs = q8_prologue<R>(w, nullptr, row_bytes, rows, in);
+  const int lane = threadIdx.x & 31;
   const int64_t n_groups = (rows + R - 1) / R;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (first < n_groups) {
-    prefetch_rows(w, row_bytes, first * R,
-                  static_cast<int>(rows - first * R < R ? rows - first * R : R));
-  }
-  pdl_wait();
-  const Q8Smem xs = q8_smem(in.in_dim);
-  quantize_activation(in.x, in.in_dim, in, xs);
-  for (int64_t g = first; g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
+  for (int64_t g = first_task(); g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
     const int64_t row0 = g * R;
-    const int n = static_cast<int>(rows - row0 < R ? rows - row0 : R);
+    const int n = rows_at(rows, row0, R);
     const uint8_t* rp[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) rp[r] = w + (row0 + (r < n ? r : 0)) * row_bytes;
@@ -373,21 +393,12 @@ template <TensorType T, int R, bool kGelu>
 __global__ void __launch_bounds__(kThreads)
     ffn_q8_kernel(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up,
                   size_t row_bytes, int64_t rows, Q8Input in, float* __restrict__ y) {
-  pdl_start();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const Q8Smem xs = q8_prologue<R>(gate, up, row_bytes, rows, in);
+  const int lane = threadIdx.x & 31;
   const int64_t n_groups = (rows + R - 1) / R;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (first < n_groups) {
-    const int n0 = static_cast<int>(rows - first * R < R ? rows - first * R : R);
-    prefetch_rows(gate, row_bytes, first * R, n0);
-    prefetch_rows(up, row_bytes, first * R, n0);
-  }
-  pdl_wait();
-  const Q8Smem xs = q8_smem(in.in_dim);
-  quantize_activation(in.x, in.in_dim, in, xs);
-  for (int64_t g = first; g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
+  for (int64_t g = first_task(); g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
     const int64_t row0 = g * R;
-    const int n = static_cast<int>(rows - row0 < R ? rows - row0 : R);
+    const int n = rows_at(rows, row0, R);
     const uint8_t* rp[2 * R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -414,22 +425,15 @@ __global__ void __launch_bounds__(kThreads)
 template <TensorType T>
 __global__ void __launch_bounds__(kThreads)
     stacked_q8_kernel(Q8Stack s, Q8Input in, float* __restrict__ y) {
-  pdl_start();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t total = s.rows[0] + s.rows[1] + s.rows[2];
   constexpr int R = 2;
+  // Prefetch from the first weight only (most rows; a warp's first group).
+  const Q8Smem xs = q8_prologue<R>(s.w[0], nullptr, s.row_bytes[0], s.rows[0], in);
+  const int lane = threadIdx.x & 31;
+  const int64_t total = s.rows[0] + s.rows[1] + s.rows[2];
   const int64_t n_groups = (total + R - 1) / R;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (first * R < s.rows[0]) {  // the first weight's rows (most of them)
-    const int64_t left = s.rows[0] - first * R;
-    prefetch_rows(s.w[0], s.row_bytes[0], first * R, static_cast<int>(left < R ? left : R));
-  }
-  pdl_wait();
-  const Q8Smem xs = q8_smem(in.in_dim);
-  quantize_activation(in.x, in.in_dim, in, xs);
-  for (int64_t g = first; g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
+  for (int64_t g = first_task(); g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
     const int64_t row0 = g * R;
-    const int n = static_cast<int>(total - row0 < R ? total - row0 : R);
+    const int n = rows_at(total, row0, R);
     const uint8_t* rp[R];
     const float* bias[R];
     int64_t local[R];
