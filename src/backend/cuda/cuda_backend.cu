@@ -139,6 +139,15 @@ class CudaBackend final : public backend::Backend {
   Result<const float*> normalized_input(const Call& c, const graph::InputNorm& norm, int64_t dim);
   // The int8 GEMV's input for input 0 (one token) with the node's InputNorm.
   Q8Input q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim) const;
+  // Whether a GEMV over `type` rows of in_dim for n_tokens takes the int8 path.
+  bool use_q8(quant::TensorType type, int64_t in_dim, int64_t n_tokens) const {
+    return n_tokens == 1 && q8_gemv_ && has_q8_gemv(type, in_dim);
+  }
+  // The norm's f32 weight on the device, or null (no weight, or norm off).
+  const float* norm_weight(const graph::InputNorm& norm) const {
+    if (!norm.on || norm.weight.empty()) return nullptr;
+    return reinterpret_cast<const float*>(weights_->find(norm.weight)->data);
+  }
 
   std::shared_ptr<const DeviceWeights> weights_;
   Stream stream_;
@@ -454,7 +463,7 @@ Status CudaBackend::run_matmul(const Call& c) {
   if (add && (c.n_in != 2 || c.in[1] == nullptr || n_tokens > 4)) {
     return fail(c.node, "mul_mat_add takes (x, residual) for at most 4 tokens");
   }
-  if (n_tokens == 1 && q8_gemv_ && has_q8_gemv(w->type, w->row_len)) {
+  if (use_q8(w->type, w->row_len, n_tokens)) {
     MINFER_RETURN_IF_ERROR(launched(
         c.node, "gemv_q8",
         launch_gemv_q8(w->type, w->data, w->row_bytes, w->rows, q8_input(c, {}, w->row_len), bias,
@@ -659,11 +668,9 @@ Result<const float*> CudaBackend::normalized_input(const Call& c, const graph::I
   if (!norm.on) return c.f32_in(0);
   const int64_t rows = c.node.shape.ne[1];
   MINFER_ASSIGN_OR_RETURN(float* x, scratch(c.node, static_cast<size_t>(rows * dim) * 4));
-  const float* w = norm.weight.empty()
-                       ? nullptr
-                       : reinterpret_cast<const float*>(weights_->find(norm.weight)->data);
   MINFER_RETURN_IF_ERROR(launched(
-      c.node, "rms_norm", launch_rms_norm(c.f32_in(0), w, rows, dim, norm.eps, x, stream_.get())));
+      c.node, "rms_norm",
+      launch_rms_norm(c.f32_in(0), norm_weight(norm), rows, dim, norm.eps, x, stream_.get())));
   return static_cast<const float*>(x);
 }
 
@@ -673,9 +680,7 @@ Q8Input CudaBackend::q8_input(const Call& c, const graph::InputNorm& norm, int64
   in.in_dim = dim;
   in.rms_norm = norm.on;
   in.eps = norm.eps;
-  if (norm.on && !norm.weight.empty()) {
-    in.norm_weight = reinterpret_cast<const float*>(weights_->find(norm.weight)->data);
-  }
+  in.norm_weight = norm_weight(norm);
   return in;
 }
 
@@ -707,8 +712,8 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
     a.bias[i] = vec(*biases[i]);
   }
   a.in_dim = m->in_dim;
-  a.q8_gemv = q8_gemv_ && a.type[0] == a.type[1] && a.type[1] == a.type[2] &&
-              has_q8_gemv(a.type[0], m->in_dim);
+  a.q8_gemv = a.type[0] == a.type[1] && a.type[1] == a.type[2] &&
+              use_q8(a.type[0], m->in_dim, c.node.shape.ne[1]);
   if (a.q8_gemv) {
     a.q8 = q8_input(c, m->in_norm, m->in_dim);
     a.x = a.q8.x;
@@ -747,7 +752,7 @@ Status CudaBackend::run_fused_ffn(const Call& c) {
   const DeviceWeight* g = weights_->find(m->gate_weight);
   const DeviceWeight* u = weights_->find(m->up_weight);
   const int64_t n_tokens = c.node.shape.ne[1];
-  if (n_tokens == 1 && q8_gemv_ && has_q8_gemv(g->type, m->in_dim)) {
+  if (use_q8(g->type, m->in_dim, n_tokens)) {
     return launched(
         c.node, "ffn_q8",
         launch_ffn_q8(g->type, g->data, u->data, g->row_bytes, m->n_ff,

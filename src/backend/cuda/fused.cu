@@ -161,8 +161,8 @@ cudaError_t launch_fused_qkv(const FusedQkvArgs& a, cudaStream_t stream) {
     if (e != cudaSuccess) return e;
   }
   int64_t offset = 0;
-  for (int first = a.q8_gemv ? 3 : 0; first < 3;) {
-    const int last = same ? 3 : first + 1;  // segments [first, last) in one launch
+  for (int first = 0; !a.q8_gemv && first < 3;) {  // the f32 GEMV, one launch per type
+    const int last = same ? 3 : first + 1;         // segments [first, last) in one launch
     Segments s;
     int64_t rows = 0;
     for (int i = first; i < last; ++i) {

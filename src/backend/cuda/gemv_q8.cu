@@ -74,8 +74,9 @@ __device__ __forceinline__ float4 scale4(float4 v, float s) {
 }
 
 // Every thread of the block calls it (it holds barriers).
-__device__ void quantize_activation(const float* __restrict__ x, int64_t in_dim, const Q8Input& in,
-                                    Q8Smem xs) {
+__device__ void quantize_activation(const Q8Input& in, Q8Smem xs) {
+  const float* __restrict__ x = in.x;
+  const int64_t in_dim = in.in_dim;
   __shared__ float red[kWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const auto* x4 = reinterpret_cast<const float4*>(x);
@@ -355,7 +356,7 @@ __device__ __forceinline__ Q8Smem q8_prologue(const uint8_t* w0, const uint8_t* 
   }
   pdl_wait();
   const Q8Smem xs = q8_smem(in.in_dim);
-  quantize_activation(in.x, in.in_dim, in, xs);
+  quantize_activation(in, xs);
   return xs;
 }
 
