@@ -169,6 +169,33 @@ Status upload_pageable(const std::vector<Placement>& placements, uint8_t* base,
   return Status::ok();
 }
 
+// Copies every tensor to its place in the arena at `base` (`total` bytes), with the bar
+// on a terminal; `how` says which path was taken, for the summary line.
+Status upload(const std::vector<Placement>& placements, uint8_t* base, size_t total,
+              std::string& how) {
+  ProgressBar bar(stderr, ProgressBar::shown_on(stderr, total, kBarMinBytes),
+                  "minfer: CUDA: uploading weights", total);
+  std::string pinned_refused;
+  Result<Staging> staging = make_staging(total, pinned_refused);
+  if (staging.is_ok()) {
+    Staging& s = staging.value();
+    const Status st = upload_staged(placements, base, total, s, bar);
+    if (!st) {
+      // Copies may still be in flight out of the staging buffers about to be freed.
+      (void)cudaStreamSynchronize(s.stream.get());
+      return st;
+    }
+    how = "pinned staging 2 x " + size_text(s.chunk);
+  } else if (!pinned_refused.empty()) {
+    MINFER_RETURN_IF_ERROR(upload_pageable(placements, base, bar));
+    how = "pageable cudaMemcpy, no pinned staging: " + pinned_refused;
+  } else {
+    return staging.status();
+  }
+  bar.finish();
+  return Status::ok();
+}
+
 }  // namespace
 
 const DeviceWeight* DeviceWeights::find(std::string_view name) const {
@@ -222,28 +249,7 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
   MINFER_ASSIGN_OR_RETURN(dw->arena_, DeviceBuffer::allocate(total));
   auto* base = static_cast<uint8_t*>(dw->arena_.data());
   std::string how;
-  {
-    ProgressBar bar(stderr, ProgressBar::shown_on(stderr, total, kBarMinBytes),
-                    "minfer: CUDA: uploading weights", total);
-    std::string pinned_refused;
-    Result<Staging> staging = make_staging(total, pinned_refused);
-    if (staging.is_ok()) {
-      Staging& s = staging.value();
-      const Status st = upload_staged(placements, base, total, s, bar);
-      if (!st) {
-        // Copies may still be in flight out of the staging buffers about to be freed.
-        (void)cudaStreamSynchronize(s.stream.get());
-        return st;
-      }
-      how = "pinned staging 2 x " + size_text(s.chunk);
-    } else if (!pinned_refused.empty()) {
-      MINFER_RETURN_IF_ERROR(upload_pageable(placements, base, bar));
-      how = "pageable cudaMemcpy, no pinned staging: " + pinned_refused;
-    } else {
-      return staging.status();
-    }
-    bar.finish();
-  }
+  MINFER_RETURN_IF_ERROR(upload(placements, base, total, how));
   for (const Placement& p : placements) {
     const model::WeightView& v = *p.view;
     DeviceWeight w;
