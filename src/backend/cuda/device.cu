@@ -143,6 +143,38 @@ void DeviceBuffer::reset() {
   size_ = 0;
 }
 
+Result<PinnedBuffer> PinnedBuffer::allocate(size_t bytes) {
+  PinnedBuffer b;
+  const size_t n = bytes == 0 ? 1 : bytes;
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocHost(&p, n);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::error("cudaMallocHost of " + std::to_string(bytes) +
+                         " bytes failed: " + cudaGetErrorString(err));
+  }
+  b.ptr_ = p;
+  b.size_ = bytes;
+  return Result<PinnedBuffer>(std::move(b));
+}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    ptr_ = o.ptr_;
+    size_ = o.size_;
+    o.ptr_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+void PinnedBuffer::reset() {
+  if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
+  ptr_ = nullptr;
+  size_ = 0;
+}
+
 Result<Stream> Stream::create() {
   Stream s;
   MINFER_CUDA_CHECK(cudaStreamCreateWithFlags(&s.s_, cudaStreamNonBlocking));

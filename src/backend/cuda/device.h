@@ -9,8 +9,9 @@
 //     then says why. Limits are read from the device, never assumed.
 //   - MINFER_CUDA_CHECK(expr) evaluates a CUDA runtime call and returns an
 //     error Status naming the call, the CUDA error and file:line.
-//   - DeviceBuffer / Stream / Event own their handle and release it in the
-//     destructor (errors while releasing are ignored: nothing to report to).
+//   - DeviceBuffer / PinnedBuffer / Stream / Event own their handle and
+//     release it in the destructor (errors while releasing are ignored:
+//     nothing to report to).
 // Include only from .cu files (it pulls in the CUDA runtime headers).
 // Threading: Device is immutable after get(); the RAII owners are not shared.
 #pragma once
@@ -73,6 +74,32 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() { reset(); }
+
+  void reset();
+  void* data() const { return ptr_; }
+  size_t size() const { return size_; }
+  explicit operator bool() const { return ptr_ != nullptr; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Page-locked host memory (cudaMallocHost): the source of asynchronous
+// host-to-device copies. allocate() fails (with the CUDA error) rather than
+// falling back to pageable memory; the caller decides what to do instead.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  static Result<PinnedBuffer> allocate(size_t bytes);
+  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) {
+    o.ptr_ = nullptr;
+    o.size_ = 0;
+  }
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { reset(); }
 
   void reset();
   void* data() const { return ptr_; }

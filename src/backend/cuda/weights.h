@@ -7,7 +7,12 @@
 // all-weights gate of DESIGN.md §3.2 rests on this all-or-nothing upload.
 // Uploads are shared: backends over the same Weights table (e.g. several
 // Sessions of one Model) get the same DeviceWeights while one of them lives.
-// Each tensor starts at a 256-byte aligned device address.
+// Each tensor starts at a 256-byte aligned device address. The copy goes
+// through two pinned staging buffers, double-buffered on a stream of its own
+// (one pageable cudaMemcpy per tensor when pinned memory is refused); copy
+// errors name the tensor. stderr gets a progress bar while it runs (a
+// terminal and more than 64 MiB only) and one summary line: size, time,
+// GB/s and the path taken.
 // Include only from .cu files. Threading: get() is thread-safe; a
 // DeviceWeights is immutable.
 #pragma once
