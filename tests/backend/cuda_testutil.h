@@ -1,6 +1,6 @@
 // Helpers for the CUDA backend tests: skip without a device, build a weight
-// table from host data, and run one graph node on any backend with host
-// inputs, returning its output.
+// table from host data, run one graph node on any backend with host inputs,
+// returning its output, and set an environment variable for a scope.
 //
 // Every test that needs the GPU starts with MINFER_SKIP_WITHOUT_CUDA(): on a
 // machine without a CUDA device (or a build without CUDA) it is skipped with
@@ -9,13 +9,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "graph/ir.h"
 #include "model/weights.h"
@@ -29,6 +32,64 @@
   } while (0)
 
 namespace minfer::cuda::testing {
+
+// The GPU backend and the CPU backend over one weight table (fill `weights`
+// before start()).
+struct Backends {
+  model::Weights weights;
+  std::unique_ptr<backend::Backend> gpu;
+  std::unique_ptr<cpu::CpuBackend> cpu;
+  void start() {
+    auto g = create_backend(weights);
+    ASSERT_TRUE(g.is_ok()) << g.message();
+    gpu = std::move(g).value();
+    cpu = std::make_unique<cpu::CpuBackend>(weights, 2);
+  }
+};
+
+// A node of `op` with output shape [ne1][ne0], named "test.<op>".
+inline graph::Node make_node(graph::Op op, int64_t ne0, int64_t ne1, graph::NodeMeta meta = {}) {
+  graph::Node n;
+  n.op = op;
+  n.shape.ne = {ne0, ne1};
+  n.meta = std::move(meta);
+  n.name = std::string("test.") + graph::op_name(op);
+  return n;
+}
+
+// Positions first, first + 1, ..., first + n - 1.
+inline std::vector<int32_t> iota_positions(int64_t n, int32_t first) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = first + static_cast<int32_t>(i);
+  return p;
+}
+
+// Sets (value != nullptr) or unsets environment variable `name` until the end
+// of the scope, then restores it. For switches the backend reads at each use.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) saved_ = v;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (saved_) {
+      setenv(name_, saved_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
 
 template <typename T>
 std::vector<std::byte> bytes_of(const std::vector<T>& v) {

@@ -36,6 +36,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda_testutil.h"
 #include "graph/fusion.h"
 #include "model/builder.h"
 #include "model/model.h"
@@ -48,6 +49,7 @@ namespace minfer::model::testing {
 namespace {
 
 namespace fs = std::filesystem;
+using cuda::testing::ScopedEnv;
 
 #define SKIP_WITHOUT_CUDA()                                             \
   do {                                                                  \
@@ -131,29 +133,6 @@ std::pair<double, double> compare_logits(const std::vector<float>& a, const std:
   }
   return {rel, rows > 0 ? double(agree) / double(rows) : 0.0};
 }
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) saved_ = v;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (saved_) {
-      setenv(name_, saved_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
 
 class CudaForward : public ::testing::TestWithParam<GpuCase> {};
 

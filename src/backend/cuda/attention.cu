@@ -1,4 +1,4 @@
-// Causal attention over the KV cache, two kernels:
+// Causal attention over the KV cache, three kernels:
 //
 // Per-(token, head) kernel, for batches of fewer than kFlashMinTokens tokens
 // (decode): one block per (query token, head), of 16 warps when there are few
@@ -8,6 +8,16 @@
 // read (coalesced rows). Each warp keeps its own online softmax (running max
 // m, sum s, output acc); the warps' states are merged through shared memory at
 // the end.
+//
+// Split-KV (cluster) kernel, for the same batches when their (token, head)
+// pairs would leave SMs idle and the cache holds at least kSplitMinCtx rows
+// (sm_90, unless MINFER_NO_SPLIT_KV=1): a thread block cluster of n_split
+// (2..8, fixed on the host from the SM count and the pair count) blocks of 4
+// warps per pair; block r walks the r-th of n_split equal chunks of the pair's
+// key range (known only on the device; chunks may be empty) as above, and
+// cluster rank 0 merges the blocks' (m, s, acc) states through distributed
+// shared memory. No global scratch, so it can be captured in a CUDA graph.
+// Where the cluster launch is refused, the per-token kernel runs.
 //
 // Tiled (flash) kernel, for longer batches (prefill): a block takes 32 query
 // rows of one KV head, rows being (token, head of the GQA group) pairs, so the
@@ -23,16 +33,20 @@
 // and without it the kernel runs unsplit. All f32: the same numbers as the
 // per-token kernel up to summation order.
 //
-// Both: a query sees key j iff j <= position and (no window or position - j <
+// All three: a query sees key j iff j <= position and (no window or position - j <
 // window) and j < n_ctx. Keys at positions >= the batch's first position come
 // from the batch's own f32 k/v (AttentionArgs::batch_k/v) when the batch's
 // positions are consecutive, so a prompt attends to itself at full precision
 // whatever the cache type; earlier keys come from the cache, K and V each
-// f32, f16 or q8_0 (both kernels are templated on the two types) and widened
+// f32, f16 or q8_0 (every kernel is templated on the two types) and widened
 // or dequantized to f32 as they are loaded (kv_cache.cuh). The query stays
 // f32. Scores and sums are f32.
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "backend/cuda/kernels.h"
@@ -42,46 +56,47 @@ namespace minfer::cuda {
 namespace {
 
 constexpr int kFewWarps = 4, kManyWarps = 16;
-constexpr int64_t kFewBlocks = 256;  // below this many (token, head) pairs: kManyWarps
+constexpr int64_t kFewBlocks = 256;    // below this many (token, head) pairs: kManyWarps
+constexpr int kSplitWarps = 4;         // warps per block of the split (cluster) kernel
+constexpr int kMaxClusterSplit = 8;    // blocks per cluster: the portable cluster size
+constexpr int64_t kSplitMinCtx = 512;  // cache capacity below which decode never splits
 
-// kDpl: dims per lane (head_dim / 32); KT, VT: the cache row types.
-template <int kDpl, TensorType KT, TensorType VT, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
-  __shared__ float s_m[kWarps], s_s[kWarps];
-  __shared__ float s_acc[kWarps][kDpl * 32];
-  __shared__ int s_consecutive;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t t = blockIdx.x / a.n_head;
-  const int64_t h = blockIdx.x % a.n_head;
-  const int64_t D = kDpl * 32;
-  const int64_t kv_row = a.n_head_kv * D;
-  const int64_t kvh = h / (a.n_head / a.n_head_kv);
-
-  // Are the batch's positions consecutive? (Then its own k/v are used.)
-  if (threadIdx.x == 0) s_consecutive = 1;
+// Whether the batch's positions are consecutive and its own k/v are given
+// (then keys at positions >= positions[0] come from them). Every thread of
+// the block must call it (two barriers).
+__device__ bool batch_kv_usable(const AttentionArgs& a, int* s_consecutive) {
+  if (threadIdx.x == 0) *s_consecutive = 1;
   __syncthreads();
   const int32_t first = a.positions[0];
   for (int64_t i = threadIdx.x; i < a.n_tokens; i += blockDim.x) {
-    if (a.positions[i] != first + i) s_consecutive = 0;
+    if (a.positions[i] != first + i) *s_consecutive = 0;
   }
   __syncthreads();
-  const bool use_batch = s_consecutive != 0 && a.batch_k != nullptr && a.batch_v != nullptr;
+  return *s_consecutive != 0 && a.batch_k != nullptr && a.batch_v != nullptr;
+}
 
-  const int64_t pos = a.positions[t];
-  int64_t j_begin = 0;
-  if (a.sliding_window > 0)
-    j_begin = pos - a.sliding_window + 1 > 0 ? pos - a.sliding_window + 1 : 0;
-  const int64_t j_end = pos + 1 < a.n_ctx ? pos + 1 : a.n_ctx;
+// The keys [*j_begin, *j_end) a query at `pos` sees (empty when j_end <= j_begin).
+__device__ __forceinline__ void key_range(const AttentionArgs& a, int64_t pos, int64_t* j_begin,
+                                          int64_t* j_end) {
+  *j_begin = 0;
+  if (a.sliding_window > 0 && pos - a.sliding_window + 1 > 0) *j_begin = pos - a.sliding_window + 1;
+  *j_end = pos + 1 < a.n_ctx ? pos + 1 : a.n_ctx;
+}
 
-  float q[kDpl], acc[kDpl];
-  const float* qh = a.q + t * a.n_head * D + h * D;
-#pragma unroll
-  for (int i = 0; i < kDpl; ++i) {
-    q[i] = qh[lane + 32 * i];
-    acc[i] = 0.0f;
-  }
-  float m = -INFINITY, s = 0.0f;
-  for (int64_t j = j_begin + warp; j < j_end; j += kWarps) {
+// One warp's online softmax over keys j_lo + warp, j_lo + warp + kWarps, ...
+// below j_hi of KV head kvh, for the query whose dims lane + 32 i the lanes
+// hold in q; updates (m, s, acc) (m = -inf, s = 0, acc = 0 before the first
+// key; unchanged when the warp has no key). No barrier: the bounds may differ
+// between warps, not within one.
+template <int kDpl, TensorType KT, TensorType VT, int kWarps>
+__device__ __forceinline__ void warp_attend(const AttentionArgs& a, const float (&q)[kDpl],
+                                            int64_t kvh, int64_t j_lo, int64_t j_hi, bool use_batch,
+                                            float& m, float& s, float (&acc)[kDpl]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  constexpr int64_t D = kDpl * 32;
+  const int64_t kv_row = a.n_head_kv * D;
+  const int32_t first = a.positions[0];
+  for (int64_t j = j_lo + warp; j < j_hi; j += kWarps) {
     const bool from_batch = use_batch && j >= first;
     float kv[kDpl];
     if (from_batch) {
@@ -116,35 +131,225 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
     for (int i = 0; i < kDpl; ++i) acc[i] = acc[i] * ms + p * kv[i];
     s = s * ms + p;
   }
+}
+
+// Shared memory of a block's in-block merge: each warp's (m, s, acc).
+template <int kDpl, int kWarps>
+struct WarpStates {
+  float m[kWarps], s[kWarps];
+  float acc[kWarps][kDpl * 32];
+};
+
+// Merges the block's kWarps warp states (each thread passes its warp's) into
+// the block's: returns its max m_all and writes its sum to *s_all (every
+// thread gets both), and dst[d] = sum_w acc_w[d] exp(m_w - m_all), times
+// 1 / s_all when `normalize` (0 when the block saw no key). dst may be
+// st.acc[0]: thread x reads and writes only the dims d = x, x + blockDim.x, ...
+// Every thread must call it (one barrier).
+template <int kDpl, int kWarps>
+__device__ float merge_warps(WarpStates<kDpl, kWarps>& st, float m, float s,
+                             const float (&acc)[kDpl], bool normalize, float* dst, float* s_all) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) {
-    s_m[warp] = m;
-    s_s[warp] = s;
+    st.m[warp] = m;
+    st.s[warp] = s;
   }
 #pragma unroll
-  for (int i = 0; i < kDpl; ++i) s_acc[warp][lane + 32 * i] = acc[i];
+  for (int i = 0; i < kDpl; ++i) st.acc[warp][lane + 32 * i] = acc[i];
   __syncthreads();
   float m_all = -INFINITY;
 #pragma unroll
-  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, s_m[w]);
-  float s_all = 0.0f;
+  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, st.m[w]);
+  float sum = 0.0f;
   float f[kWarps];
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) {
-    f[w] = s_m[w] == -INFINITY ? 0.0f : expf(s_m[w] - m_all);
-    s_all += s_s[w] * f[w];
+    f[w] = st.m[w] == -INFINITY ? 0.0f : expf(st.m[w] - m_all);
+    sum += st.s[w] * f[w];
   }
-  const float inv = s_all > 0.0f ? 1.0f / s_all : 0.0f;
-  float* oh = a.out + t * a.n_head * D + h * D;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+  const float inv = !normalize ? 1.0f : (sum > 0.0f ? 1.0f / sum : 0.0f);
+  for (int d = threadIdx.x; d < kDpl * 32; d += blockDim.x) {
     float o = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) o += s_acc[w][d] * f[w];
-    oh[d] = o * inv;
+    for (int w = 0; w < kWarps; ++w) o += st.acc[w][d] * f[w];
+    dst[d] = o * inv;
   }
+  *s_all = sum;
+  return m_all;
+}
+
+// The lanes' query dims lane + 32 i of (token t, head h).
+template <int kDpl>
+__device__ __forceinline__ void load_query(const AttentionArgs& a, int64_t t, int64_t h,
+                                           float (&q)[kDpl]) {
+  const int lane = threadIdx.x & 31;
+  const float* qh = a.q + (t * a.n_head + h) * (kDpl * 32);
+#pragma unroll
+  for (int i = 0; i < kDpl; ++i) q[i] = qh[lane + 32 * i];
+}
+
+// kDpl: dims per lane (head_dim / 32); KT, VT: the cache row types.
+// One block per (token, head) = blockIdx.x.
+template <int kDpl, TensorType KT, TensorType VT, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
+  __shared__ WarpStates<kDpl, kWarps> st;
+  __shared__ int s_consecutive;
+  const int64_t t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
+  const int64_t kvh = h / (a.n_head / a.n_head_kv);
+  const bool use_batch = batch_kv_usable(a, &s_consecutive);
+  int64_t j_begin = 0, j_end = 0;
+  key_range(a, a.positions[t], &j_begin, &j_end);
+  float q[kDpl], acc[kDpl] = {};
+  load_query(a, t, h, q);
+  float m = -INFINITY, s = 0.0f;
+  warp_attend<kDpl, KT, VT, kWarps>(a, q, kvh, j_begin, j_end, use_batch, m, s, acc);
+  float s_all = 0.0f;
+  merge_warps(st, m, s, acc, true, a.out + (t * a.n_head + h) * (kDpl * 32), &s_all);
+}
+
+// Split-KV decode: a cluster of gridDim.x blocks per (token, head) =
+// blockIdx.y. Block r (its rank in the cluster) takes the r-th of gridDim.x
+// equal chunks of the key range (empty chunks at short contexts: m = -inf,
+// s = 0), merges its warps into its own shared memory, and after a cluster
+// barrier rank 0 merges the blocks' states through distributed shared memory
+// and writes the output; the second cluster barrier keeps every block's
+// shared memory alive until rank 0 has read it. Every thread of every block
+// reaches both barriers. sm_90 only (the host launches it nowhere else).
+template <int kDpl, TensorType KT, TensorType VT>
+__global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(AttentionArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  constexpr int D = kDpl * 32;
+  __shared__ WarpStates<kDpl, kSplitWarps> st;
+  __shared__ float s_block_m, s_block_s;
+  __shared__ int s_consecutive;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int n_split = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t t = blockIdx.y / a.n_head, h = blockIdx.y % a.n_head;
+  const int64_t kvh = h / (a.n_head / a.n_head_kv);
+  const bool use_batch = batch_kv_usable(a, &s_consecutive);
+  int64_t j_begin = 0, j_end = 0;
+  key_range(a, a.positions[t], &j_begin, &j_end);
+  const int64_t len = j_end > j_begin ? j_end - j_begin : 0;
+  const int64_t per = (len + n_split - 1) / n_split;
+  const int64_t lo = j_begin + rank * per;
+  const int64_t hi = lo + per < j_end ? lo + per : j_end;
+  float q[kDpl], acc[kDpl] = {};
+  load_query(a, t, h, q);
+  float m = -INFINITY, s = 0.0f;
+  warp_attend<kDpl, KT, VT, kSplitWarps>(a, q, kvh, lo, hi, use_batch, m, s, acc);
+  float s_all = 0.0f;
+  const float m_all = merge_warps(st, m, s, acc, false, st.acc[0], &s_all);
+  if (threadIdx.x == 0) {
+    s_block_m = m_all;
+    s_block_s = s_all;
+  }
+  cluster.sync();  // every block's (s_block_m, s_block_s, st.acc[0]) is written
+  if (rank == 0) {
+    float mr[kMaxClusterSplit], f[kMaxClusterSplit];
+    const float* accr[kMaxClusterSplit];
+    float m_max = -INFINITY, sum = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kMaxClusterSplit; ++r) {
+      mr[r] = r < n_split ? *cluster.map_shared_rank(&s_block_m, r) : -INFINITY;
+      accr[r] = r < n_split ? cluster.map_shared_rank(&st.acc[0][0], r) : nullptr;
+      m_max = fmaxf(m_max, mr[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < kMaxClusterSplit; ++r) {
+      f[r] = mr[r] == -INFINITY ? 0.0f : expf(mr[r] - m_max);
+      if (r < n_split) sum += *cluster.map_shared_rank(&s_block_s, r) * f[r];
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    float* oh = a.out + (t * a.n_head + h) * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+      float o = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kMaxClusterSplit; ++r) {
+        if (r < n_split) o += accr[r][d] * f[r];
+      }
+      oh[d] = o * inv;
+    }
+  }
+  cluster.sync();  // no block exits while rank 0 reads its shared memory
+#else
+  (void)a;
+#endif
+}
+
+// The device's compute capability (major) and SM count, queried once (the
+// backend drives one device per process); zeros when the query fails.
+struct DecodeDevice {
+  int cc_major = 0, sms = 0;
+};
+const DecodeDevice& decode_device() {
+  static const DecodeDevice d = [] {
+    DecodeDevice r;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&r.cc_major, cudaDevAttrComputeCapabilityMajor, dev) !=
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return DecodeDevice{};
+    }
+    return r;
+  }();
+  return d;
+}
+
+// MINFER_NO_SPLIT_KV=1 keeps the one-block-per-(token, head) kernel. Read at
+// every launch (a getenv; decode launches are replayed from CUDA graphs), so
+// tests can switch it.
+bool split_kv_disabled() {
+  const char* v = std::getenv("MINFER_NO_SPLIT_KV");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+// Blocks per (token, head) for a decode batch: 1 (the per-token kernel)
+// unless the (token, head) pairs leave SMs idle and the cache is long, then
+// enough to cover the SMs, 2 to kMaxClusterSplit. Fixed from host-known sizes
+// (the KV length is only known on the device).
+int64_t decode_split(const AttentionArgs& a) {
+  const DecodeDevice& dev = decode_device();
+  const int64_t pairs = a.n_tokens * a.n_head;
+  if (dev.cc_major < 9 || a.n_ctx < kSplitMinCtx || pairs >= dev.sms || split_kv_disabled()) {
+    return 1;
+  }
+  const int64_t n = (dev.sms + pairs - 1) / pairs;
+  return n < 2 ? 2 : (n > kMaxClusterSplit ? kMaxClusterSplit : n);
+}
+
+// The cluster launch of attention_split_kernel; once refused (the device or
+// driver cannot run the cluster), never tried again for this instance.
+template <int kDpl, TensorType KT, TensorType VT>
+bool launch_split(const AttentionArgs& a, int64_t n_split, cudaStream_t stream) {
+  static std::atomic<bool> refused{false};
+  if (refused.load(std::memory_order_relaxed)) return false;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(n_split), static_cast<unsigned>(a.n_tokens * a.n_head));
+  cfg.blockDim = dim3(kSplitWarps * 32);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(n_split);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (cudaLaunchKernelEx(&cfg, attention_split_kernel<kDpl, KT, VT>, a) == cudaSuccess) return true;
+  (void)cudaGetLastError();  // the per-token kernel runs instead
+  refused.store(true, std::memory_order_relaxed);
+  return false;
 }
 
 template <int kDpl, TensorType KT, TensorType VT>
 void launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
+  if (const int64_t n_split = decode_split(a);
+      n_split > 1 && launch_split<kDpl, KT, VT>(a, n_split, stream)) {
+    return;
+  }
   const auto grid = static_cast<unsigned>(a.n_tokens * a.n_head);
   if (a.n_tokens * a.n_head < kFewBlocks) {
     attention_kernel<kDpl, KT, VT, kManyWarps><<<grid, kManyWarps * 32, 0, stream>>>(a);
@@ -479,22 +684,39 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.n_tokens >= kFlashMinTokens) {
     cudaError_t e = cudaErrorInvalidValue;
     switch (a.head_dim) {
-      case 32: e = launch_flash<32>(a, stream); break;
-      case 64: e = launch_flash<64>(a, stream); break;
-      case 96: e = launch_flash<96>(a, stream); break;
-      case 128: e = launch_flash<128>(a, stream); break;
-      case 256: e = launch_flash<256>(a, stream); break;
-      default: break;
+      case 32:
+        e = launch_flash<32>(a, stream);
+        break;
+      case 64:
+        e = launch_flash<64>(a, stream);
+        break;
+      case 96:
+        e = launch_flash<96>(a, stream);
+        break;
+      case 128:
+        e = launch_flash<128>(a, stream);
+        break;
+      case 256:
+        e = launch_flash<256>(a, stream);
+        break;
+      default:
+        break;
     }
     if (e != cudaErrorNotSupported) return e;
   }
   switch (a.head_dim) {
-    case 32: return launch_per_token<1>(a, stream);
-    case 64: return launch_per_token<2>(a, stream);
-    case 96: return launch_per_token<3>(a, stream);
-    case 128: return launch_per_token<4>(a, stream);
-    case 256: return launch_per_token<8>(a, stream);
-    default: return cudaErrorInvalidValue;
+    case 32:
+      return launch_per_token<1>(a, stream);
+    case 64:
+      return launch_per_token<2>(a, stream);
+    case 96:
+      return launch_per_token<3>(a, stream);
+    case 128:
+      return launch_per_token<4>(a, stream);
+    case 256:
+      return launch_per_token<8>(a, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

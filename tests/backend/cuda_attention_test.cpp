@@ -1,0 +1,285 @@
+// Attention on the CUDA backend against a plain double-precision statement
+// of the GPU path's semantics (the CPU follows llama.cpp's half-precision
+// decode rows for f16 caches), after a KV store checked byte for byte against
+// the CPU's, at realistic shapes: GQA 7 and 8, head dims 32..256, sliding
+// windows, f32/f16/q8_0 K and V caches (mixed too), the batch's own k/v or
+// the batch read back from the cache. All three kernels: decode batches
+// (< 8 tokens) per (token, head), or split over a thread block cluster when
+// the pairs leave SMs idle and the cache is long (with MINFER_NO_SPLIT_KV=1
+// too); prompt batches on the tiled flash kernel, split over the key range
+// when its grid is small. Tolerance: max abs diff < 1e-3 everywhere (all
+// kernels are f32; measured values are printed).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "backend/backend_testutil.h"
+#include "backend/cuda_testutil.h"
+
+namespace minfer::cuda::testing {
+namespace {
+
+using cpu::testing::random_floats;
+using graph::Node;
+using graph::Op;
+using quant::TensorType;
+
+constexpr double kTol = 1e-3;
+constexpr TensorType kF32 = TensorType::F32, kF16 = TensorType::F16, kQ8 = TensorType::Q8_0;
+
+struct AttnCase {
+  int64_t n_head, n_head_kv, head_dim;
+  int64_t n_past, n_tokens;
+  int64_t window;
+  TensorType k, v;  // cache row types
+  // Attention without the batch's own k/v: every key, the batch's too, is
+  // read back from the cache (as after a non-consecutive batch).
+  bool from_cache = false;
+  int64_t n_ctx = 0;  // cache rows; 0: n_past + n_tokens + 8
+};
+
+// KV store of a batch after n_past cached rows, then attention; both backends.
+void check_attention(const AttnCase& c) {
+  Backends b;
+  b.start();
+  const int64_t n_ctx = c.n_ctx > 0 ? c.n_ctx : c.n_past + c.n_tokens + 8;
+  const int64_t kv_row = c.n_head_kv * c.head_dim;
+  // Earlier rows of the cache (positions < n_past), in the cache's types.
+  const auto k_bytes = encode_rows(c.k, random_floats(n_ctx * kv_row, 10), kv_row);
+  const auto v_bytes = encode_rows(c.v, random_floats(n_ctx * kv_row, 11), kv_row);
+  KvRegions gpu_kv, cpu_kv;
+  make_kv(*b.gpu, c.k, c.v, n_ctx, kv_row, k_bytes, v_bytes, gpu_kv);
+  make_kv(*b.cpu, c.k, c.v, n_ctx, kv_row, k_bytes, v_bytes, cpu_kv);
+  const auto q = random_floats(c.n_head * c.head_dim * c.n_tokens, 12);
+  const auto k = random_floats(kv_row * c.n_tokens, 13);
+  const auto v = random_floats(kv_row * c.n_tokens, 14);
+  const auto pos = iota_positions(c.n_tokens, static_cast<int32_t>(c.n_past));
+
+  Node store = make_node(Op::kKvStore, 0, 0,
+                         graph::KvMeta{0, c.n_head_kv, c.head_dim, c.n_tokens, c.k, c.v});
+  graph::AttentionMeta am;
+  am.n_head = c.n_head;
+  am.n_head_kv = c.n_head_kv;
+  am.head_dim = c.head_dim;
+  am.k_type = c.k;
+  am.v_type = c.v;
+  am.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  am.sliding_window = c.window;
+  Node attn = make_node(Op::kAttention, c.n_head * c.head_dim, c.n_tokens, am);
+  const std::vector<std::vector<std::byte>> store_in = {bytes_of(k), bytes_of(v), bytes_of(pos)};
+  ASSERT_TRUE(b.gpu->supports_op(store));
+  ASSERT_TRUE(b.gpu->supports_op(attn));
+  auto stored = run_node(*b.gpu, store, store_in, &gpu_kv.pair);
+  ASSERT_TRUE(stored.is_ok()) << stored.message();
+  stored = run_node(*b.cpu, store, store_in, &cpu_kv.pair);
+  ASSERT_TRUE(stored.is_ok()) << stored.message();
+  // The stored bytes are the CPU's, bit for bit (q8_0: the reference quantizer).
+  const auto cache_k_bytes = read_all(*b.gpu, gpu_kv.pair.k);
+  const auto cache_v_bytes = read_all(*b.gpu, gpu_kv.pair.v);
+  EXPECT_TRUE(cache_k_bytes == read_all(*b.cpu, cpu_kv.pair.k)) << "K bytes differ";
+  EXPECT_TRUE(cache_v_bytes == read_all(*b.cpu, cpu_kv.pair.v)) << "V bytes differ";
+  std::vector<std::vector<std::byte>> attn_in = {bytes_of(q), {}, bytes_of(pos)};
+  if (!c.from_cache) {
+    attn_in.push_back(bytes_of(k));
+    attn_in.push_back(bytes_of(v));
+  }
+  auto got = run_node(*b.gpu, attn, attn_in, &gpu_kv.pair);
+  ASSERT_TRUE(got.is_ok()) << got.message();
+  // Reference: the GPU path's semantics (f32 query; keys at the batch's
+  // positions from the batch's f32 k/v unless from_cache, others from the
+  // cache as the reference decodes its bytes), with double sums.
+  const std::vector<float> cache_k = decode_rows(c.k, cache_k_bytes, kv_row);
+  const std::vector<float> cache_v = decode_rows(c.v, cache_v_bytes, kv_row);
+  const int64_t batch_from = c.from_cache ? n_ctx : c.n_past;
+  std::vector<float> want(q.size());
+  const int64_t group = c.n_head / c.n_head_kv;
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    const int64_t p = pos[t];
+    const int64_t j0 = c.window > 0 ? std::max<int64_t>(0, p - c.window + 1) : 0;
+    for (int64_t h = 0; h < c.n_head; ++h) {
+      const float* qh = q.data() + (t * c.n_head + h) * c.head_dim;
+      const int64_t off = (h / group) * c.head_dim;
+      auto key = [&](int64_t j) {
+        return j >= batch_from ? k.data() + (j - c.n_past) * kv_row + off
+                               : cache_k.data() + j * kv_row + off;
+      };
+      auto val = [&](int64_t j) {
+        return j >= batch_from ? v.data() + (j - c.n_past) * kv_row + off
+                               : cache_v.data() + j * kv_row + off;
+      };
+      std::vector<double> sc;
+      double mx = -INFINITY;
+      for (int64_t j = j0; j <= p; ++j) {
+        double d = 0;
+        for (int64_t i = 0; i < c.head_dim; ++i) d += double(qh[i]) * key(j)[i];
+        sc.push_back(d * am.scale);
+        mx = std::max(mx, sc.back());
+      }
+      double sum = 0;
+      for (double& e : sc) sum += e = std::exp(e - mx);
+      for (int64_t i = 0; i < c.head_dim; ++i) {
+        double o = 0;
+        for (int64_t j = j0; j <= p; ++j) o += sc[static_cast<size_t>(j - j0)] * val(j)[i];
+        want[(t * c.n_head + h) * c.head_dim + i] = static_cast<float>(o / sum);
+      }
+    }
+  }
+  const double diff = max_abs_diff(*got, want);
+  std::printf(
+      "  attention heads %lld/%lld hd %lld past %lld n %lld n_ctx %lld window %lld k %s v %s%s: "
+      "max diff %.2e\n",
+      static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv),
+      static_cast<long long>(c.head_dim), static_cast<long long>(c.n_past),
+      static_cast<long long>(c.n_tokens), static_cast<long long>(n_ctx),
+      static_cast<long long>(c.window), std::string(quant::type_name(c.k)).c_str(),
+      std::string(quant::type_name(c.v)).c_str(), c.from_cache ? " from cache" : "", diff);
+  EXPECT_LT(diff, kTol);
+}
+
+TEST(cuda_Ops, KvStoreMatchesCpuAndAttentionItsReference) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  const AttnCase cases[] = {
+      {14, 2, 64, 0, 37, 0, kF32, kF32},    // qwen2.5-0.5b prompt (GQA 7)
+      {14, 2, 64, 300, 1, 0, kF32, kF32},   // its decode step
+      {14, 2, 64, 2000, 1, 0, kF16, kF16},  // a decode step deep into the context
+      {28, 4, 128, 200, 1, 0, kF16, kF16},  // qwen2.5-7b decode, f16 cache (GQA 7)
+      {28, 4, 128, 50, 20, 0, kF16, kF16},  // a prompt chunk after cached rows
+      {32, 4, 128, 130, 3, 0, kF32, kF32},  // GQA 8
+      {4, 1, 256, 90, 1, 64, kF32, kF32},   // gemma3 270m local layer: window
+      {4, 1, 256, 10, 80, 64, kF16, kF16},  // window inside the batch
+      {8, 8, 64, 5, 4, 0, kF32, kF32},      // no GQA
+      // Prompt batches of >= 8 tokens run the tiled (flash) kernel:
+      {14, 2, 64, 0, 1024, 0, kF16, kF16},     // 0.5b prompt, GQA 7, partial row tiles
+      {28, 4, 128, 100, 300, 0, kF16, kF16},   // 7b prompt chunk after cached rows
+      {32, 4, 128, 0, 256, 0, kF32, kF32},     // GQA 8
+      {32, 8, 128, 40, 9, 0, kF32, kF32},      // short chunk: key range starts mid-tile
+      {8, 1, 256, 0, 600, 128, kF16, kF16},    // gemma-like, window inside the batch
+      {8, 1, 256, 200, 100, 128, kF32, kF32},  // window reaching into the cache
+      {4, 4, 32, 3, 70, 0, kF32, kF32},        // head dim 32, no GQA
+      {6, 2, 96, 0, 33, 20, kF32, kF32},       // head dim 96
+      // Few blocks: the key range is split over several blocks, then merged.
+      {14, 2, 64, 2000, 12, 0, kF16, kF16},    // prompt tail after a long context
+      {28, 4, 128, 1500, 40, 0, kF32, kF32},   // 7b shape
+      {8, 1, 256, 1000, 20, 128, kF16, kF16},  // window: most splits empty
+  };
+  for (const AttnCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "heads " << c.n_head << "/" << c.n_head_kv << " hd "
+                                      << c.head_dim << " past " << c.n_past << " n " << c.n_tokens);
+    check_attention(c);
+  }
+}
+
+// q8_0 and mixed caches: the stored bytes equal the CPU quantizer's, and
+// attention (both kernels, split or not) matches the reference reading the
+// same dequantized rows.
+TEST(cuda_Ops, QuantizedAndMixedKvCachesMatchTheirReference) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  const AttnCase cases[] = {
+      // Decode (per-token kernel).
+      {14, 2, 64, 300, 1, 0, kQ8, kQ8},         // qwen2.5-0.5b decode, GQA 7
+      {28, 4, 128, 2000, 1, 0, kQ8, kQ8},       // 7b decode deep into the context
+      {32, 4, 128, 130, 3, 0, kQ8, kF16},       // GQA 8, mixed
+      {4, 1, 256, 90, 1, 64, kQ8, kQ8},         // gemma3 270m local layer: window
+      {8, 8, 64, 5, 4, 0, kF16, kQ8},           // no GQA, mixed
+      {14, 2, 64, 200, 2, 0, kF32, kQ8},        // f32 K, q8_0 V
+      {4, 1, 256, 40, 1, 0, kQ8, kF32},         // q8_0 K, f32 V
+      {8, 2, 32, 50, 5, 0, kQ8, kQ8},           // head dim 32
+      {6, 2, 96, 60, 3, 20, kQ8, kF16},         // head dim 96, window
+      {14, 2, 64, 100, 4, 0, kQ8, kQ8, true},   // the batch read back from the cache
+      {4, 1, 256, 70, 6, 32, kF16, kQ8, true},  // the same, window
+      // Prefill (tiled kernel).
+      {14, 2, 64, 0, 1024, 0, kQ8, kQ8},          // 0.5b prompt, GQA 7
+      {28, 4, 128, 100, 300, 0, kQ8, kQ8},        // 7b prompt chunk after cached rows
+      {32, 8, 128, 40, 9, 0, kQ8, kF16},          // short chunk: key range starts mid-tile
+      {8, 1, 256, 200, 100, 128, kQ8, kQ8},       // window reaching into the cache
+      {8, 1, 256, 0, 600, 128, kF16, kQ8},        // gemma-like, window inside the batch
+      {32, 4, 128, 64, 256, 0, kF32, kQ8},        // GQA 8, f32 K
+      {4, 4, 32, 3, 70, 0, kQ8, kF32},            // head dim 32, no GQA
+      {6, 2, 96, 30, 33, 20, kQ8, kQ8},           // head dim 96
+      {14, 2, 64, 50, 40, 0, kQ8, kQ8, true},     // the batch from the cache
+      {8, 1, 256, 100, 64, 64, kQ8, kF16, true},  // the same, window
+      {28, 4, 128, 20, 200, 0, kF16, kQ8, true},  // the same, mixed
+      // Few blocks: the key range split over several blocks, then merged.
+      {14, 2, 64, 2000, 12, 0, kQ8, kQ8},
+      {28, 4, 128, 1500, 40, 0, kQ8, kF32},
+      {8, 1, 256, 1000, 20, 128, kQ8, kQ8},
+      {14, 2, 64, 1500, 16, 0, kF16, kQ8, true},
+  };
+  for (const AttnCase& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.head_dim << " past "
+                 << c.n_past << " n " << c.n_tokens << " k " << quant::type_name(c.k) << " v "
+                 << quant::type_name(c.v) << (c.from_cache ? " from cache" : ""));
+    check_attention(c);
+  }
+}
+
+// Decode (1 and 3 tokens) deep into caches of >= 4096 rows, where the
+// (token, head) pairs leave most SMs idle: the split-KV cluster kernel, and
+// the per-token kernel with MINFER_NO_SPLIT_KV=1, both against the reference.
+TEST(cuda_Ops, SplitKvDecodeMatchesItsReference) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  const AttnCase cases[] = {
+      {14, 2, 64, 600, 1, 0, kF32, kF32, false, 4096},     // qwen2.5-0.5b (GQA 7)
+      {14, 2, 64, 2000, 3, 0, kF16, kF16, false, 4096},    // 3 tokens: 42 pairs
+      {14, 2, 64, 5000, 1, 0, kQ8, kQ8, false, 8192},      // deep, q8_0
+      {14, 2, 64, 2000, 1, 512, kQ8, kF16, false, 4096},   // window 512, mixed
+      {28, 4, 128, 2000, 1, 0, kF16, kF16, false, 4096},   // qwen2.5-7b (GQA 7)
+      {28, 4, 128, 5000, 3, 0, kQ8, kF32, false, 8192},    // 84 pairs: 2 blocks each
+      {32, 4, 128, 600, 3, 0, kF32, kQ8, false, 4096},     // GQA 8
+      {32, 4, 128, 5000, 1, 0, kF16, kQ8, false, 8192},    // GQA 8, deep
+      {8, 1, 256, 5000, 1, 512, kF16, kF16, false, 8192},  // gemma-like local layer
+      {8, 1, 256, 2000, 3, 512, kQ8, kQ8, false, 4096},    // window over 3 tokens
+      {4, 1, 256, 600, 1, 0, kF32, kF32, false, 4096},     // hd 256, global layer
+      {2, 2, 128, 5000, 1, 0, kF32, kF32, false, 8192},    // 2 heads: 8 blocks each
+      {2, 2, 64, 2000, 3, 512, kF16, kQ8, false, 4096},    // 2 heads, window
+      {14, 2, 64, 2000, 3, 0, kQ8, kQ8, true, 4096},       // the batch from the cache
+      {16, 2, 128, 600, 3, 512, kF16, kF16, true, 4096},   // the same, GQA 8, window
+      {14, 2, 64, 4095, 1, 0, kF32, kF32, false, 4096},    // the cache's last row
+  };
+  for (const char* no_split : {static_cast<const char*>(nullptr), "1"}) {
+    ScopedEnv env("MINFER_NO_SPLIT_KV", no_split);
+    for (const AttnCase& c : cases) {
+      SCOPED_TRACE(::testing::Message()
+                   << "heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.head_dim << " past "
+                   << c.n_past << " n " << c.n_tokens << " window " << c.window << " k "
+                   << quant::type_name(c.k) << " v " << quant::type_name(c.v)
+                   << (c.from_cache ? " from cache" : "")
+                   << (no_split != nullptr ? " MINFER_NO_SPLIT_KV=1" : ""));
+      check_attention(c);
+    }
+  }
+}
+
+// Short contexts in long caches: the split kernel still runs (the split is
+// fixed from the cache capacity), so many of a cluster's key chunks, and of
+// its blocks' warps, have no key at all.
+TEST(cuda_Ops, SplitKvDecodeWithEmptyChunks) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  const AttnCase cases[] = {
+      {14, 2, 64, 5, 1, 0, kF32, kF32, false, 4096},   // 6 keys, 8 chunks
+      {14, 2, 64, 0, 1, 0, kF16, kF16, false, 4096},   // one key
+      {2, 2, 128, 5, 3, 0, kQ8, kF16, false, 4096},    // 3 tokens, 6..8 keys
+      {8, 1, 256, 3, 1, 512, kQ8, kQ8, false, 4096},   // window longer than the context
+      {28, 4, 128, 30, 2, 0, kF32, kQ8, false, 4096},  // 30..31 keys
+      {4, 1, 256, 5, 1, 0, kF16, kF16, true, 4096},    // from the cache
+  };
+  for (const char* no_split : {static_cast<const char*>(nullptr), "1"}) {
+    ScopedEnv env("MINFER_NO_SPLIT_KV", no_split);
+    for (const AttnCase& c : cases) {
+      SCOPED_TRACE(::testing::Message()
+                   << "heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.head_dim << " past "
+                   << c.n_past << " n " << c.n_tokens << " k " << quant::type_name(c.k) << " v "
+                   << quant::type_name(c.v)
+                   << (no_split != nullptr ? " MINFER_NO_SPLIT_KV=1" : ""));
+      check_attention(c);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace minfer::cuda::testing
