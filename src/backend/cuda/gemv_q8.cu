@@ -63,15 +63,24 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* w, size_t row_bytes
   }
 }
 
-// Quantized activation of one token in shared memory.
+// Quantized activation of one token in shared memory, with the integer sums
+// of its values that turn the weights' offsets (Q4_0's -8, Q6_K's -32, Q4_K's
+// minimums) into one multiply per group instead of a subtraction per weight.
 struct Q8Smem {
-  int8_t* q;  // [in_dim], 16-byte aligned
-  float* d;   // [in_dim / 32]
+  int8_t* q;      // [in_dim], 16-byte aligned
+  float* d;       // [in_dim / 32] scales
+  int* sum32;     // [in_dim / 32] sum of each 32-value block's q
+  int16_t* sum8;  // [in_dim / 8] sum of each 8 values' q
 };
 
 __device__ __forceinline__ float4 scale4(float4 v, float s) {
   return make_float4(v.x * s, v.y * s, v.z * s, v.w * s);
 }
+
+// Up to kCached float4s of x (and of the norm weight) per thread stay in
+// registers between the sum-of-squares pass and the quantizing pass, and are
+// all loaded before either pass uses them (fewer dependent round trips).
+constexpr int kCached = 4;
 
 // Every thread of the block calls it (it holds barriers).
 __device__ void quantize_activation(const Q8Input& in, Q8Smem xs) {
@@ -80,11 +89,25 @@ __device__ void quantize_activation(const Q8Input& in, Q8Smem xs) {
   __shared__ float red[kWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const auto* x4 = reinterpret_cast<const float4*>(x);
+  const auto* w4 = reinterpret_cast<const float4*>(in.norm_weight);
   const int64_t n4 = in_dim / 4;
+  const int64_t iters = (n4 + kThreads - 1) / kThreads;
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float4 xc[kCached], gc[kCached];
+#pragma unroll
+  for (int k = 0; k < kCached; ++k) {
+    const int64_t i = k * kThreads + threadIdx.x;
+    xc[k] = i < n4 ? x4[i] : zero;
+    gc[k] = in.rms_norm && w4 != nullptr && i < n4 ? w4[i] : zero;
+  }
   float s = 1.0f;
   if (in.rms_norm) {
     float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
+#pragma unroll
+    for (int k = 0; k < kCached; ++k) {
+      ss += xc[k].x * xc[k].x + xc[k].y * xc[k].y + xc[k].z * xc[k].z + xc[k].w * xc[k].w;
+    }
+    for (int64_t i = kCached * kThreads + threadIdx.x; i < n4; i += kThreads) {
       const float4 v = x4[i];
       ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
@@ -96,18 +119,13 @@ __device__ void quantize_activation(const Q8Input& in, Q8Smem xs) {
     for (int w = 0; w < kWarps; ++w) total += red[w];
     s = rsqrtf(total / static_cast<float>(in_dim) + in.eps);
   }
-  const auto* w4 = reinterpret_cast<const float4*>(in.norm_weight);
-  const int64_t iters = (n4 + kThreads - 1) / kThreads;
-  for (int64_t k = 0; k < iters; ++k) {  // uniform trip count: the shuffles see whole warps
-    const int64_t i = k * kThreads + threadIdx.x;
+  // Quantizes the float4 at index i (held by every lane; a uniform call: the
+  // shuffles see whole warps).
+  const auto emit = [&](int64_t i, float4 v, float4 g) {
     const bool ok = i < n4;
-    float4 v = ok ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (in.rms_norm) {
       v = scale4(v, s);
-      if (w4 != nullptr && ok) {
-        const float4 g = w4[i];
-        v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
-      }
+      if (w4 != nullptr) v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
     }
     float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
@@ -115,15 +133,30 @@ __device__ void quantize_activation(const Q8Input& in, Q8Smem xs) {
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
     const float d = amax / 127.0f;
     const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    char4 q;
-    q.x = static_cast<signed char>(__float2int_rn(v.x * id));
-    q.y = static_cast<signed char>(__float2int_rn(v.y * id));
-    q.z = static_cast<signed char>(__float2int_rn(v.z * id));
-    q.w = static_cast<signed char>(__float2int_rn(v.w * id));
+    const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id);
+    const int q2 = __float2int_rn(v.z * id), q3 = __float2int_rn(v.w * id);
+    const int s8 = q0 + q1 + q2 + q3 + __shfl_xor_sync(0xffffffffu, q0 + q1 + q2 + q3, 1);
+    int s32 = s8 + __shfl_xor_sync(0xffffffffu, s8, 2);
+    s32 += __shfl_xor_sync(0xffffffffu, s32, 4);
     if (ok) {
-      reinterpret_cast<char4*>(xs.q)[i] = q;
-      if ((lane & 7) == 0) xs.d[i / 8] = d;
+      reinterpret_cast<char4*>(xs.q)[i] =
+          make_char4(static_cast<signed char>(q0), static_cast<signed char>(q1),
+                     static_cast<signed char>(q2), static_cast<signed char>(q3));
+      if ((lane & 1) == 0) xs.sum8[i / 2] = static_cast<int16_t>(s8);
+      if ((lane & 7) == 0) {
+        xs.d[i / 8] = d;
+        xs.sum32[i / 8] = s32;
+      }
     }
+  };
+#pragma unroll
+  for (int k = 0; k < kCached; ++k) {
+    if (k < iters) emit(k * kThreads + threadIdx.x, xc[k], gc[k]);
+  }
+  for (int64_t k = kCached; k < iters; ++k) {
+    const int64_t i = k * kThreads + threadIdx.x;
+    const bool ok = i < n4;
+    emit(i, ok ? x4[i] : zero, in.rms_norm && w4 != nullptr && ok ? w4[i] : zero);
   }
   __syncthreads();
 }
@@ -168,45 +201,41 @@ __device__ __forceinline__ int dot4(const uint32_t (&a)[4], const int4 x) {
   return __dp4a(static_cast<int>(a[3]), x.w, s);
 }
 
-__device__ __forceinline__ int sum4(const int4 x) {  // sum of the 16 int8 values
-  int s = __dp4a(0x01010101, x.x, 0);
-  s = __dp4a(0x01010101, x.y, s);
-  s = __dp4a(0x01010101, x.z, s);
-  return __dp4a(0x01010101, x.w, s);
-}
-
-__device__ __forceinline__ int4 xq16(const Q8Smem& xs, int64_t e) {  // 16 values from element e
+__device__ __forceinline__ int4 xq16(const Q8Smem& xs, int e) {  // 16 values from element e
   return *reinterpret_cast<const int4*>(xs.q + e);
 }
 
-__device__ __forceinline__ uint32_t byte_of(uint32_t w, int i) {
-  return (w >> (8 * i)) & 0xffu;
+// Sum of the 16 quantized values from element e (a multiple of 16).
+__device__ __forceinline__ int xsum16(const Q8Smem& xs, int e) {
+  const int pair = *reinterpret_cast<const int*>(xs.sum8 + e / 8);
+  return static_cast<int16_t>(pair & 0xffff) + (pair >> 16);
 }
 
 // The 32-weight unit u of a row dotted with the activation: one per type.
+// Weights are read as unsigned fields; their offsets are applied through the
+// activation sums (dot(q - o, x) = dot(q, x) - o * sum(x), exact in integers).
 template <TensorType T>
-__device__ __forceinline__ float unit_dot(const uint8_t* __restrict__ row, int64_t u,
-                                          const Q8Smem& xs);
+__device__ __forceinline__ float unit_dot(const uint8_t* __restrict__ row, int u, const Q8Smem& xs);
 
 template <>
-__device__ __forceinline__ float unit_dot<TensorType::Q4_0>(const uint8_t* __restrict__ row,
-                                                            int64_t u, const Q8Smem& xs) {
+__device__ __forceinline__ float unit_dot<TensorType::Q4_0>(const uint8_t* __restrict__ row, int u,
+                                                            const Q8Smem& xs) {
   const uint8_t* b = row + u * 18;
   uint32_t q[4];
   load_words2(b + 2, q);
   uint32_t lo[4], hi[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    lo[j] = __vsub4(q[j] & 0x0f0f0f0fu, 0x08080808u);         // elements 4j..4j+3
-    hi[j] = __vsub4((q[j] >> 4) & 0x0f0f0f0fu, 0x08080808u);  // 16 + 4j..
+    lo[j] = q[j] & 0x0f0f0f0fu;         // elements 4j..4j+3
+    hi[j] = (q[j] >> 4) & 0x0f0f0f0fu;  // 16 + 4j..
   }
-  const int s = dot8(lo, xq16(xs, 32 * u), xq16(xs, 32 * u + 16), hi);
+  const int s = dot8(lo, xq16(xs, 32 * u), xq16(xs, 32 * u + 16), hi) - 8 * xs.sum32[u];
   return half_at(b) * xs.d[u] * static_cast<float>(s);
 }
 
 template <>
-__device__ __forceinline__ float unit_dot<TensorType::Q8_0>(const uint8_t* __restrict__ row,
-                                                            int64_t u, const Q8Smem& xs) {
+__device__ __forceinline__ float unit_dot<TensorType::Q8_0>(const uint8_t* __restrict__ row, int u,
+                                                            const Q8Smem& xs) {
   const uint8_t* b = row + u * 34;
   uint32_t q[8];
   load_words2(b + 2, q);
@@ -217,10 +246,9 @@ __device__ __forceinline__ float unit_dot<TensorType::Q8_0>(const uint8_t* __res
 }
 
 template <>
-__device__ __forceinline__ float unit_dot<TensorType::Q4_K>(const uint8_t* __restrict__ row,
-                                                            int64_t u, const Q8Smem& xs) {
-  const int64_t sb = u / 8;
-  const int k = static_cast<int>(u % 8), g = k / 2, h = k % 2;
+__device__ __forceinline__ float unit_dot<TensorType::Q4_K>(const uint8_t* __restrict__ row, int u,
+                                                            const Q8Smem& xs) {
+  const int sb = u >> 3, k = u & 7, g = k >> 1, h = k & 1;
   const uint8_t* b = row + sb * 144;
   const uint4 head = __ldg(reinterpret_cast<const uint4*>(b));
   const uint4 qv = __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * k));
@@ -231,37 +259,31 @@ __device__ __forceinline__ float unit_dot<TensorType::Q4_K>(const uint8_t* __res
     lo[j] = q[j] & 0x0f0f0f0fu;
     hi[j] = (q[j] >> 4) & 0x0f0f0f0fu;
   }
-  const int64_t e = 256 * sb + 64 * g + 16 * h;
+  const int e = 256 * sb + 64 * g + 16 * h;
   const int4 xlo = xq16(xs, e), xhi = xq16(xs, e + 32);
-  // Scales and minimums of sub-blocks 2g and 2g + 1 (6-bit, packed in 12 bytes).
-  int sc0, m0, sc1, m1;
-  if (g < 2) {
-    sc0 = byte_of(head.y, 2 * g) & 63;
-    m0 = byte_of(head.z, 2 * g) & 63;
-    sc1 = byte_of(head.y, 2 * g + 1) & 63;
-    m1 = byte_of(head.z, 2 * g + 1) & 63;
-  } else {
-    const int j0 = 2 * g - 4, j1 = j0 + 1;
-    sc0 = (byte_of(head.w, j0) & 15) | ((byte_of(head.y, j0) >> 6) << 4);
-    m0 = (byte_of(head.w, j0) >> 4) | ((byte_of(head.z, j0) >> 6) << 4);
-    sc1 = (byte_of(head.w, j1) & 15) | ((byte_of(head.y, j1) >> 6) << 4);
-    m1 = (byte_of(head.w, j1) >> 4) | ((byte_of(head.z, j1) >> 6) << 4);
-  }
+  // 6-bit scales and minimums of sub-blocks 2g, 2g + 1 (12 packed bytes: y =
+  // bytes 0-3, z = 4-7, w = 8-11), both of a pair at once in bytes 0 and 1.
+  const int sh = 16 * (g & 1);
+  const uint32_t y = head.y >> sh, z = head.z >> sh, w = head.w >> sh;
+  const bool low = g < 2;
+  const uint32_t scp = low ? (y & 0x3f3fu) : ((w & 0x0f0fu) | ((y >> 2) & 0x3030u));
+  const uint32_t mp = low ? (z & 0x3f3fu) : (((w >> 4) & 0x0f0fu) | ((z >> 2) & 0x3030u));
+  const int sc0 = static_cast<int>(scp & 0xffu), sc1 = static_cast<int>(scp >> 8);
+  const int m0 = static_cast<int>(mp & 0xffu), m1 = static_cast<int>(mp >> 8);
   const __half2 dm = *reinterpret_cast<const __half2*>(&head.x);
   const float d = __low2float(dm), dmin = __high2float(dm);
   const float* xd = xs.d + 8 * sb + 2 * g;
   const float r0 =
-      d * static_cast<float>(sc0 * dot4(lo, xlo)) - dmin * static_cast<float>(m0 * sum4(xlo));
-  const float r1 =
-      d * static_cast<float>(sc1 * dot4(hi, xhi)) - dmin * static_cast<float>(m1 * sum4(xhi));
+      d * static_cast<float>(sc0 * dot4(lo, xlo)) - dmin * static_cast<float>(m0 * xsum16(xs, e));
+  const float r1 = d * static_cast<float>(sc1 * dot4(hi, xhi)) -
+                   dmin * static_cast<float>(m1 * xsum16(xs, e + 32));
   return xd[0] * r0 + xd[1] * r1;
 }
 
 template <>
-__device__ __forceinline__ float unit_dot<TensorType::Q6_K>(const uint8_t* __restrict__ row,
-                                                            int64_t u, const Q8Smem& xs) {
-  const int64_t sb = u / 8;
-  const int k = static_cast<int>(u % 8), n = k / 4, l0 = 8 * (k % 4);
+__device__ __forceinline__ float unit_dot<TensorType::Q6_K>(const uint8_t* __restrict__ row, int u,
+                                                            const Q8Smem& xs) {
+  const int sb = u >> 3, k = u & 7, n = k >> 2, l0 = 8 * (k & 3);
   const uint8_t* b = row + sb * 210;
   uint32_t ql0[2], ql1[2], qh[2], sc2[2];
   load_words2(b + 64 * n + l0, ql0);       // low nibbles: t = 0, high: t = 2
@@ -271,20 +293,19 @@ __device__ __forceinline__ float unit_dot<TensorType::Q6_K>(const uint8_t* __res
   const uint64_t sc = sc2[0] | (static_cast<uint64_t>(sc2[1]) << 32);  // 8 scale bytes
   const float d = half_at(b + 208);
   const int half = l0 / 16;
-  const int64_t e = 256 * sb + 128 * n + l0;
+  const int e = 256 * sb + 128 * n + l0;
   float acc = 0.0f;
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
     const uint32_t* ql = (t & 1) ? ql1 : ql0;
     const int lshift = 4 * (t / 2), hshift = 2 * t;
-    int s = 0;
     const int2 xv = *reinterpret_cast<const int2*>(xs.q + e + 32 * t);
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const uint32_t v =
-          ((ql[j] >> lshift) & 0x0f0f0f0fu) | (((qh[j] >> hshift) & 0x03030303u) << 4);
-      s = __dp4a(static_cast<int>(__vsub4(v, 0x20202020u)), j == 0 ? xv.x : xv.y, s);
-    }
+    const uint32_t v0 =
+        ((ql[0] >> lshift) & 0x0f0f0f0fu) | (((qh[0] >> hshift) & 0x03030303u) << 4);
+    const uint32_t v1 =
+        ((ql[1] >> lshift) & 0x0f0f0f0fu) | (((qh[1] >> hshift) & 0x03030303u) << 4);
+    const int s = __dp4a(static_cast<int>(v1), xv.y, __dp4a(static_cast<int>(v0), xv.x, 0)) -
+                  32 * xs.sum8[(e + 32 * t) / 8];
     const int idx = 2 * t + half;  // scale byte 8n + 2t + half
     const int scale = static_cast<int8_t>((sc >> (8 * idx)) & 0xffu);
     acc += xs.d[8 * sb + 4 * n + t] * static_cast<float>(scale * s);
@@ -293,28 +314,32 @@ __device__ __forceinline__ float unit_dot<TensorType::Q6_K>(const uint8_t* __res
 }
 
 // R rows' dot products, summed over the warp: lane l takes units l, l + 32,
-// ... of every row, two units per step. All R rows are computed (callers point
-// rows past the end at a valid row and drop those results) and the second
-// unit of a step past the row's end re-reads the first and is dropped: no
-// branch separates the loads, so the compiler issues all 2R units' loads
-// before the first product (the bytes in flight that keep HBM busy).
+// ... of every row, U units per step. All R
+// rows are computed (callers point rows past the end at a valid row and drop
+// those results) and a unit of a step past the row's end re-reads the step's
+// first and is dropped: no branch separates the loads, so the compiler issues
+// all R * U units' loads before the first product (the bytes in flight that
+// keep HBM busy).
 template <TensorType T, int R>
-__device__ __forceinline__ void rows_dot_q8(const uint8_t* const (&rows)[R], int64_t n_units,
+__device__ __forceinline__ void rows_dot_q8(const uint8_t* const (&rows)[R], int n_units,
                                             const Q8Smem& xs, float (&acc)[R]) {
+  constexpr int U = 2;  // four measured slower on the 7B's 18944-long rows
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  for (int64_t u = lane; u < n_units; u += 64) {
-    const bool second = u + 32 < n_units;
-    const int64_t u2 = second ? u + 32 : u;
-    float a[R], b[R];
+  for (int u = lane; u < n_units; u += 32 * U) {
+    float a[U][R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      a[r] = unit_dot<T>(rows[r], u, xs);
-      b[r] = unit_dot<T>(rows[r], u2, xs);
+    for (int j = 0; j < U; ++j) {
+      const int uj = u + 32 * j < n_units ? u + 32 * j : u;
+#pragma unroll
+      for (int r = 0; r < R; ++r) a[j][r] = unit_dot<T>(rows[r], uj, xs);
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] += a[r] + (second ? b[r] : 0.0f);
+    for (int j = 0; j < U; ++j) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] += u + 32 * j < n_units ? a[j][r] : 0.0f;
+    }
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
@@ -325,11 +350,14 @@ __device__ __forceinline__ Q8Smem q8_smem(int64_t in_dim) {
   Q8Smem xs;
   xs.q = reinterpret_cast<int8_t*>(smem);
   xs.d = reinterpret_cast<float*>(xs.q + in_dim);
+  xs.sum32 = reinterpret_cast<int*>(xs.d + in_dim / 32);
+  xs.sum8 = reinterpret_cast<int16_t*>(xs.sum32 + in_dim / 32);
   return xs;
 }
 
-size_t smem_bytes(int64_t in_dim) {
-  return static_cast<size_t>(in_dim) + static_cast<size_t>(in_dim / 32) * sizeof(float);
+size_t smem_bytes(int64_t in_dim) {  // q, d, sum32, sum8
+  return static_cast<size_t>(in_dim) + static_cast<size_t>(in_dim / 32) * 8 +
+         static_cast<size_t>(in_dim / 8) * sizeof(int16_t);
 }
 
 // The warp's first task (row group) of a grid-stride walk, and how many of
@@ -374,16 +402,20 @@ __global__ void __launch_bounds__(kThreads)
     const uint8_t* rp[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) rp[r] = w + (row0 + (r < n ? r : 0)) * row_bytes;
+    // Bias and residual read before the dot: their latency hides behind it.
+    float add[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = row0 + (r < n ? r : 0);
+      add[r] = (lane == 0 && bias != nullptr ? bias[i] : 0.0f) +
+               (lane == 0 && residual != nullptr ? residual[i] : 0.0f);
+    }
     float acc[R];
-    rows_dot_q8<T, R>(rp, in.in_dim / 32, xs, acc);
+    rows_dot_q8<T, R>(rp, static_cast<int>(in.in_dim / 32), xs, acc);
     if (lane == 0) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        if (r < n) {
-          const int64_t i = row0 + r;
-          float v = acc[r] + (bias != nullptr ? bias[i] : 0.0f);
-          y[i] = residual != nullptr ? v + residual[i] : v;  // y may alias residual
-        }
+        if (r < n) y[row0 + r] = acc[r] + add[r];  // y may alias residual
       }
     }
   }
@@ -409,7 +441,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     float acc[2 * R];
     // Gate and up rows in one pass: 2R rows' loads in flight.
-    rows_dot_q8<T, 2 * R>(rp, in.in_dim / 32, xs, acc);
+    rows_dot_q8<T, 2 * R>(rp, static_cast<int>(in.in_dim / 32), xs, acc);
     if (lane == 0) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
@@ -454,7 +486,7 @@ __global__ void __launch_bounds__(kThreads)
       local[r] = row;
     }
     float acc[R];
-    rows_dot_q8<T, R>(rp, in.in_dim / 32, xs, acc);
+    rows_dot_q8<T, R>(rp, static_cast<int>(in.in_dim / 32), xs, acc);
     if (lane == 0) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
@@ -558,11 +590,11 @@ cudaError_t launch_gemv_q8(TensorType type, const void* w, size_t row_bytes, int
   cudaError_t e = cudaSuccess;
   dispatch_q8(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
-    if (rows >= 8 * 1024) {
+    if (rows >= 8 * 1024) {  // many rows (the output matrix): four per warp
       const auto kernel = gemv_q8_kernel<T, 4>;
       e = launch_pdl(kernel, grid_for(kernel, smem, (rows + 3) / 4), smem, stream, wb, row_bytes,
                      rows, in, bias, residual, y);
-    } else {
+    } else {  // one row per warp
       const auto kernel = gemv_q8_kernel<T, 1>;
       e = launch_pdl(kernel, grid_for(kernel, smem, rows), smem, stream, wb, row_bytes, rows, in,
                      bias, residual, y);
