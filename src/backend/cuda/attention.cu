@@ -12,7 +12,7 @@
 // Split-KV (cluster) kernel, for the same batches when their (token, head)
 // pairs would leave SMs idle and the cache holds at least kSplitMinCtx rows
 // (sm_90, unless MINFER_NO_SPLIT_KV=1): a thread block cluster of n_split
-// (2..8, fixed on the host from the SM count and the pair count) blocks of 4
+// (2..8, fixed on the host from the SM count and the pair count) blocks of 8
 // warps per pair; block r walks the r-th of n_split equal chunks of the pair's
 // key range (known only on the device; chunks may be empty) as above, and
 // cluster rank 0 merges the blocks' (m, s, acc) states through distributed
@@ -57,7 +57,7 @@ namespace {
 
 constexpr int kFewWarps = 4, kManyWarps = 16;
 constexpr int64_t kFewBlocks = 256;    // below this many (token, head) pairs: kManyWarps
-constexpr int kSplitWarps = 4;         // warps per block of the split (cluster) kernel
+constexpr int kSplitWarps = 8;         // warps per block of the split (cluster) kernel
 constexpr int kMaxClusterSplit = 8;    // blocks per cluster: the portable cluster size
 constexpr int64_t kSplitMinCtx = 512;  // cache capacity below which decode never splits
 
@@ -83,53 +83,79 @@ __device__ __forceinline__ void key_range(const AttentionArgs& a, int64_t pos, i
   *j_end = pos + 1 < a.n_ctx ? pos + 1 : a.n_ctx;
 }
 
+// Row j's dims lane + 32 i of KV head kvh, from the batch's own f32 rows
+// (batch, when from_batch: row j - first) or from the cache (type T).
+template <TensorType T, int kDpl>
+__device__ __forceinline__ void load_kv_row(const float* batch, const void* cache, bool from_batch,
+                                            int64_t j, int64_t first, int64_t kv_row, int64_t kvh,
+                                            float (&out)[kDpl]) {
+  const int lane = threadIdx.x & 31;
+  constexpr int64_t D = kDpl * 32;
+  if (from_batch) {
+    const float* r = batch + (j - first) * kv_row + kvh * D;
+#pragma unroll
+    for (int i = 0; i < kDpl; ++i) out[i] = r[lane + 32 * i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < kDpl; ++i) out[i] = kv_load<T>(cache, j, kv_row, kvh * D + lane + 32 * i);
+  }
+}
+
 // One warp's online softmax over keys j_lo + warp, j_lo + warp + kWarps, ...
 // below j_hi of KV head kvh, for the query whose dims lane + 32 i the lanes
 // hold in q; updates (m, s, acc) (m = -inf, s = 0, acc = 0 before the first
-// key; unchanged when the warp has no key). No barrier: the bounds may differ
-// between warps, not within one.
+// key; unchanged when the warp has no key). Keys go kKeys at a time: all their
+// K and V rows are loaded before the first dot product (bytes in flight), the
+// kKeys scores share one rescale of (s, acc). No barrier: the bounds may
+// differ between warps, not within one.
 template <int kDpl, TensorType KT, TensorType VT, int kWarps>
 __device__ __forceinline__ void warp_attend(const AttentionArgs& a, const float (&q)[kDpl],
                                             int64_t kvh, int64_t j_lo, int64_t j_hi, bool use_batch,
                                             float& m, float& s, float (&acc)[kDpl]) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  constexpr int64_t D = kDpl * 32;
-  const int64_t kv_row = a.n_head_kv * D;
+  constexpr int kKeys = kDpl >= 8 ? 2 : 4;
+  const int64_t kv_row = a.n_head_kv * (kDpl * 32);
   const int32_t first = a.positions[0];
-  for (int64_t j = j_lo + warp; j < j_hi; j += kWarps) {
-    const bool from_batch = use_batch && j >= first;
-    float kv[kDpl];
-    if (from_batch) {
-      const float* kr = a.batch_k + (j - first) * kv_row + kvh * D;
+  for (int64_t j0 = j_lo + (threadIdx.x >> 5); j0 < j_hi; j0 += kWarps * kKeys) {
+    float kr[kKeys][kDpl], vr[kKeys][kDpl];
+    bool valid[kKeys];
 #pragma unroll
-      for (int i = 0; i < kDpl; ++i) kv[i] = kr[lane + 32 * i];
-    } else {
-#pragma unroll
-      for (int i = 0; i < kDpl; ++i)
-        kv[i] = kv_load<KT>(a.k_cache, j, kv_row, kvh * D + lane + 32 * i);
+    for (int c = 0; c < kKeys; ++c) {
+      valid[c] = j0 + c * kWarps < j_hi;
+      const int64_t j = valid[c] ? j0 + c * kWarps : j0;  // a past-the-end key re-reads j0
+      const bool from_batch = use_batch && j >= first;
+      load_kv_row<KT>(a.batch_k, a.k_cache, from_batch, j, first, kv_row, kvh, kr[c]);
+      load_kv_row<VT>(a.batch_v, a.v_cache, from_batch, j, first, kv_row, kvh, vr[c]);
     }
-    float dot = 0.0f;
+    float sc[kKeys];
 #pragma unroll
-    for (int i = 0; i < kDpl; ++i) dot += q[i] * kv[i];
+    for (int c = 0; c < kKeys; ++c) {
+      sc[c] = 0.0f;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    const float sc = dot * a.scale;
-    const float m_new = fmaxf(m, sc);
-    const float ms = expf(m - m_new);  // 0 on the first key (m = -inf)
-    const float p = expf(sc - m_new);
+      for (int i = 0; i < kDpl; ++i) sc[c] += q[i] * kr[c][i];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+      for (int c = 0; c < kKeys; ++c) sc[c] += __shfl_xor_sync(0xffffffffu, sc[c], o);
+    }
+    float m_new = m;
+#pragma unroll
+    for (int c = 0; c < kKeys; ++c) {
+      sc[c] = valid[c] ? sc[c] * a.scale : -INFINITY;
+      m_new = fmaxf(m_new, sc[c]);  // finite: key j0 is valid
+    }
+    const float ms = expf(m - m_new);  // 0 on the first keys (m = -inf)
+    s *= ms;
+#pragma unroll
+    for (int i = 0; i < kDpl; ++i) acc[i] *= ms;
+#pragma unroll
+    for (int c = 0; c < kKeys; ++c) {
+      const float p = expf(sc[c] - m_new);  // 0 for a past-the-end key
+      s += p;
+#pragma unroll
+      for (int i = 0; i < kDpl; ++i) acc[i] += p * vr[c][i];
+    }
     m = m_new;
-    if (from_batch) {
-      const float* vr = a.batch_v + (j - first) * kv_row + kvh * D;
-#pragma unroll
-      for (int i = 0; i < kDpl; ++i) kv[i] = vr[lane + 32 * i];
-    } else {
-#pragma unroll
-      for (int i = 0; i < kDpl; ++i)
-        kv[i] = kv_load<VT>(a.v_cache, j, kv_row, kvh * D + lane + 32 * i);
-    }
-#pragma unroll
-    for (int i = 0; i < kDpl; ++i) acc[i] = acc[i] * ms + p * kv[i];
-    s = s * ms + p;
   }
 }
 
@@ -309,7 +335,7 @@ bool split_kv_disabled() {
 
 // Blocks per (token, head) for a decode batch: 1 (the per-token kernel)
 // unless the (token, head) pairs leave SMs idle and the cache is long, then
-// enough to cover the SMs, 2 to kMaxClusterSplit. Fixed from host-known sizes
+// enough for two blocks per SM, 2 to kMaxClusterSplit. Fixed from host-known sizes
 // (the KV length is only known on the device).
 int64_t decode_split(const AttentionArgs& a) {
   const DecodeDevice& dev = decode_device();
@@ -317,7 +343,7 @@ int64_t decode_split(const AttentionArgs& a) {
   if (dev.cc_major < 9 || a.n_ctx < kSplitMinCtx || pairs >= dev.sms || split_kv_disabled()) {
     return 1;
   }
-  const int64_t n = (dev.sms + pairs - 1) / pairs;
+  const int64_t n = (2 * dev.sms + pairs - 1) / pairs;
   return n < 2 ? 2 : (n > kMaxClusterSplit ? kMaxClusterSplit : n);
 }
 
