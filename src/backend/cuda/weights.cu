@@ -22,11 +22,13 @@ constexpr size_t kHeadroom = 512 * kMiB;  // left free for activations and the K
 constexpr size_t kStagingChunk = 64 * kMiB;
 constexpr size_t kBarMinBytes = 64 * kMiB;  // smaller uploads finish before a bar is worth it
 
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 std::string size_text(size_t bytes) {
   return bytes >= kMiB && bytes % kMiB == 0 ? std::to_string(bytes / kMiB) + " MiB"
-                                             : std::to_string(bytes / 1024) + " KiB";
+                                            : std::to_string(bytes / 1024) + " KiB";
 }
 
 // A tensor's place in the arena: [offset, offset + view->nbytes), padding up to the next
@@ -131,8 +133,8 @@ Status upload_staged(const std::vector<Placement>& placements, uint8_t* base, si
     auto* staging = static_cast<uint8_t*>(s.buffer[b].data());
     fill_chunk(placements, next, begin, end, staging);
     const Status sent = [&]() -> Status {
-      MINFER_CUDA_CHECK(cudaMemcpyAsync(base + begin, staging, end - begin,
-                                        cudaMemcpyHostToDevice, s.stream.get()));
+      MINFER_CUDA_CHECK(cudaMemcpyAsync(base + begin, staging, end - begin, cudaMemcpyHostToDevice,
+                                        s.stream.get()));
       MINFER_CUDA_CHECK(cudaEventRecord(s.copied[b].get(), s.stream.get()));
       return Status::ok();
     }();
@@ -147,20 +149,19 @@ Status upload_staged(const std::vector<Placement>& placements, uint8_t* base, si
     return Status::ok();
   }();
   if (!done) {
-    return done.with_context("uploading " +
-                             tensors_in(placements, total > 2 * s.chunk ? total - 2 * s.chunk : 0,
-                                        total));
+    return done.with_context(
+        "uploading " +
+        tensors_in(placements, total > 2 * s.chunk ? total - 2 * s.chunk : 0, total));
   }
   return Status::ok();
 }
 
 // The fallback: one synchronous pageable copy per tensor.
-Status upload_pageable(const std::vector<Placement>& placements, uint8_t* base,
-                       ProgressBar& bar) {
+Status upload_pageable(const std::vector<Placement>& placements, uint8_t* base, ProgressBar& bar) {
   for (const Placement& p : placements) {
     const Status st = [&]() -> Status {
-      MINFER_CUDA_CHECK(cudaMemcpy(base + p.offset, p.view->data, p.view->nbytes,
-                                   cudaMemcpyHostToDevice));
+      MINFER_CUDA_CHECK(
+          cudaMemcpy(base + p.offset, p.view->data, p.view->nbytes, cudaMemcpyHostToDevice));
       return Status::ok();
     }();
     if (!st) return st.with_context("uploading tensor '" + p.view->name + "'");
@@ -229,8 +230,7 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
                            ", which has no CUDA kernel");
     }
     if (v.type != quant::TensorType::F32 && v.row_length() % 32 != 0) {
-      return Status::error("tensor '" + v.name + "' has rows of " +
-                           std::to_string(v.row_length()) +
+      return Status::error("tensor '" + v.name + "' has rows of " + std::to_string(v.row_length()) +
                            " elements, not a multiple of 32 (the CUDA kernels' chunk)");
     }
     placements.push_back({&v, total});
@@ -239,9 +239,8 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
   size_t free_b = 0, total_b = 0;
   MINFER_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   if (total + kHeadroom > free_b) {
-    return Status::error("out of device memory: the weights need " +
-                         std::to_string(total / kMiB) + " MiB (+" +
-                         std::to_string(kHeadroom / kMiB) + " MiB headroom), " +
+    return Status::error("out of device memory: the weights need " + std::to_string(total / kMiB) +
+                         " MiB (+" + std::to_string(kHeadroom / kMiB) + " MiB headroom), " +
                          std::to_string(free_b / kMiB) + " MiB free");
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -249,7 +248,7 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
   MINFER_ASSIGN_OR_RETURN(dw->arena_, DeviceBuffer::allocate(total));
   auto* base = static_cast<uint8_t*>(dw->arena_.data());
   std::string how;
-  MINFER_RETURN_IF_ERROR(upload(placements, base, total, how));
+  if (total > 0) MINFER_RETURN_IF_ERROR(upload(placements, base, total, how));
   for (const Placement& p : placements) {
     const model::WeightView& v = *p.view;
     DeviceWeight w;
@@ -262,10 +261,12 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
     dw->host_data_.push_back(v.data);
   }
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-  std::fprintf(stderr, "minfer: CUDA: uploaded %zu tensors (%.1f MiB) in %.0f ms, %.2f GB/s (%s)\n",
-               weights.all().size(), static_cast<double>(total) / kMiB, dt.count() * 1e3,
-               dt.count() > 0 ? static_cast<double>(total) / 1e9 / dt.count() : 0.0,
-               how.c_str());
+  if (total > 0) {
+    std::fprintf(stderr,
+                 "minfer: CUDA: uploaded %zu tensors (%.1f MiB) in %.0f ms, %.2f GB/s (%s)\n",
+                 weights.all().size(), static_cast<double>(total) / kMiB, dt.count() * 1e3,
+                 dt.count() > 0 ? static_cast<double>(total) / 1e9 / dt.count() : 0.0, how.c_str());
+  }
   cache[&weights] = dw;
   return std::shared_ptr<const DeviceWeights>(std::move(dw));
 }
