@@ -76,8 +76,9 @@ if [ -z "${CUDA_TEST_NO_SANITIZER:-}" ] && command -v compute-sanitizer > /dev/n
   timeout 150 compute-sanitizer --tool memcheck "$build/tests/minfer_backend_test" \
     --gtest_filter='cuda_Ops*:cuda_GetRows*:cuda_Weights*:cuda_GemvQ8*' > "$out/memcheck.log" 2>&1 || rc=1
   grep "ERROR SUMMARY" "$out/memcheck.log"
-  timeout 150 compute-sanitizer --tool racecheck "$build/tests/minfer_backend_test" \
-    --gtest_filter='cuda_Ops.KvStore*:cuda_Ops.RmsNorm*' > "$out/racecheck.log" 2>&1 || rc=1
+  timeout 240 compute-sanitizer --tool racecheck "$build/tests/minfer_backend_test" \
+    --gtest_filter='cuda_Ops.KvStore*:cuda_Ops.RmsNorm*:cuda_Ops.SplitKv*:cuda_GemvQ8.FusedFfn*' \
+    > "$out/racecheck.log" 2>&1 || rc=1
   grep "RACECHECK SUMMARY" "$out/racecheck.log"
   # A prefill and decode steps end to end (fused decode kernels, GEMV splits).
   # (MatchesReference runs the f32 GEMVs, Int8GemvMatchesReference the int8 ones.)
@@ -85,18 +86,17 @@ if [ -z "${CUDA_TEST_NO_SANITIZER:-}" ] && command -v compute-sanitizer > /dev/n
   timeout 200 compute-sanitizer --tool memcheck "$build/tests/minfer_model_test" \
     --gtest_filter="$e2e" > "$out/memcheck_e2e.log" 2>&1 || rc=1
   grep "ERROR SUMMARY" "$out/memcheck_e2e.log"
-  # Racecheck end to end: one prefill (~14-token prompt: tiled GEMM, flash
-  # attention) and three decode steps (fused int8 kernels, graph capture and replay) of a
-  # two-layer model of Qwen2.5-0.5B's shapes, and the same with a 600-token
-  # prompt (split-KV decode: cache of 1024 rows).
+  # Racecheck end to end: one prefill (14-token prompt: tiled GEMM, flash
+  # attention) and four decode steps (fused int8 kernels, split-KV attention:
+  # the cache holds 1024 rows; graph capture and replay) of a two-layer model
+  # of Qwen2.5-0.5B's shapes. Racecheck slows the kernels ~1000x: the bounded
+  # wait is raised (a 14-token prefill takes ~50 s under it).
   small=$build/qwen2.5-0.5b-2layers-Q4_0.gguf
   "$build/minfer" synth --model qwen2.5-0.5b --layers 2 -q Q4_0 "${tok[@]}" -o "$small" -s
-  head -c 2600 tests/data/text.txt > "$build/prompt600.txt"
-  echo "The capital of France is a city that many people visit every year" > "$build/prompt16.txt"
-  for prompt in "$build/prompt16.txt" "$build/prompt600.txt"; do
-    timeout 200 compute-sanitizer --tool racecheck "$build/minfer" run -m "$small" -f "$prompt" \
-      -n 4 --temp 0 -c 1024 > "$out/racecheck_e2e.log" 2>&1 || rc=1
-    echo "$(basename "$prompt"): $(grep "RACECHECK SUMMARY" "$out/racecheck_e2e.log")"
-  done
+  echo "The capital of France is a city that many people visit every year" > "$build/prompt14.txt"
+  MINFER_GPU_TIMEOUT=280 timeout 300 compute-sanitizer --tool racecheck "$build/minfer" run \
+    -m "$small" -f "$build/prompt14.txt" -n 4 --temp 0 -c 1024 > "$out/racecheck_e2e.log" 2>&1 ||
+    rc=1
+  grep "RACECHECK SUMMARY" "$out/racecheck_e2e.log"
 fi
 exit $rc
