@@ -51,6 +51,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_cache.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -216,10 +217,13 @@ __device__ __forceinline__ void load_query(const AttentionArgs& a, int64_t t, in
 
 // kDpl: dims per lane (head_dim / 32); KT, VT: the cache row types.
 // One block per (token, head) = blockIdx.x.
+// Launched with PDL (pdl.cuh) for decode: waits before reading anything.
 template <int kDpl, TensorType KT, TensorType VT, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
   __shared__ WarpStates<kDpl, kWarps> st;
   __shared__ int s_consecutive;
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
   const int64_t kvh = h / (a.n_head / a.n_head_kv);
   const bool use_batch = batch_kv_usable(a, &s_consecutive);
@@ -249,6 +253,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(Atten
   __shared__ WarpStates<kDpl, kSplitWarps> st;
   __shared__ float s_block_m, s_block_s;
   __shared__ int s_consecutive;
+  pdl_launch_dependents();  // launched with PDL too: nothing is read before the wait
+  pdl_wait();
   const cg::cluster_group cluster = cg::this_cluster();
   const int n_split = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
@@ -357,13 +363,13 @@ bool launch_split(const AttentionArgs& a, int64_t n_split, cudaStream_t stream) 
   cfg.gridDim = dim3(static_cast<unsigned>(n_split), static_cast<unsigned>(a.n_tokens * a.n_head));
   cfg.blockDim = dim3(kSplitWarps * 32);
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = static_cast<unsigned>(n_split);
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = add_pdl_attribute(attr, 1);
   if (cudaLaunchKernelEx(&cfg, attention_split_kernel<kDpl, KT, VT>, a) == cudaSuccess) return true;
   (void)cudaGetLastError();  // the per-token kernel runs instead
   refused.store(true, std::memory_order_relaxed);
@@ -371,17 +377,18 @@ bool launch_split(const AttentionArgs& a, int64_t n_split, cudaStream_t stream) 
 }
 
 template <int kDpl, TensorType KT, TensorType VT>
-void launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
+cudaError_t launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
   if (const int64_t n_split = decode_split(a);
       n_split > 1 && launch_split<kDpl, KT, VT>(a, n_split, stream)) {
-    return;
+    return cudaSuccess;
   }
-  const auto grid = static_cast<unsigned>(a.n_tokens * a.n_head);
+  const dim3 grid(static_cast<unsigned>(a.n_tokens * a.n_head));
   if (a.n_tokens * a.n_head < kFewBlocks) {
-    attention_kernel<kDpl, KT, VT, kManyWarps><<<grid, kManyWarps * 32, 0, stream>>>(a);
-  } else {
-    attention_kernel<kDpl, KT, VT, kFewWarps><<<grid, kFewWarps * 32, 0, stream>>>(a);
+    return launch_pdl(attention_kernel<kDpl, KT, VT, kManyWarps>, grid, dim3(kManyWarps * 32), 0,
+                      stream, a);
   }
+  return launch_pdl(attention_kernel<kDpl, KT, VT, kFewWarps>, grid, dim3(kFewWarps * 32), 0,
+                    stream, a);
 }
 
 // --- tiled (flash) kernel ---------------------------------------------------------
@@ -691,10 +698,11 @@ cudaError_t launch_flash(const AttentionArgs& a, cudaStream_t stream) {
 
 template <int kDpl>
 cudaError_t launch_per_token(const AttentionArgs& a, cudaStream_t stream) {
-  const bool known = dispatch_kv_types(a, [&](auto kt, auto vt) {
-    launch_dpl<kDpl, decltype(kt)::value, decltype(vt)::value>(a, stream);
+  cudaError_t e = cudaErrorInvalidValue;
+  dispatch_kv_types(a, [&](auto kt, auto vt) {
+    e = launch_dpl<kDpl, decltype(kt)::value, decltype(vt)::value>(a, stream);
   });
-  return known ? cudaGetLastError() : cudaErrorInvalidValue;
+  return e;
 }
 
 }  // namespace

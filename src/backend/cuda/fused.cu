@@ -17,6 +17,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_cache.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -48,9 +49,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (valid && lane == 0) y[out_row] = acc + (s.bias[seg] != nullptr ? s.bias[seg][row] : 0.0f);
 }
 
+// Launched with PDL (pdl.cuh): waits for the projection before reading it.
 __global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(FusedQkvArgs a) {
   __shared__ float buf[kMaxHeadDim];
   __shared__ float partial[kPostThreads / 32];
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t D = a.head_dim;
   const int64_t h = blockIdx.x;
   const int kind = h < a.n_head ? 0 : (h < a.n_head + a.n_head_kv ? 1 : 2);  // q, k, v
@@ -182,9 +186,11 @@ cudaError_t launch_fused_qkv(const FusedQkvArgs& a, cudaStream_t stream) {
     offset += rows;
     first = last;
   }
-  qkv_post_kernel<<<static_cast<unsigned>(a.n_head + 2 * a.n_head_kv), kPostThreads, 0, stream>>>(
-      a);
-  return cudaGetLastError();
+  const cudaError_t e =
+      launch_pdl(qkv_post_kernel, dim3(static_cast<unsigned>(a.n_head + 2 * a.n_head_kv)),
+                 dim3(kPostThreads), 0, stream, a);
+  const cudaError_t earlier = cudaGetLastError();  // the f32 GEMV launches'
+  return e != cudaSuccess ? e : earlier;
 }
 
 cudaError_t launch_fused_ffn(TensorType type, const void* gate, const void* up, size_t row_bytes,

@@ -21,10 +21,10 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -33,18 +33,10 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxBlocksPerSm = 4;
 
-// Programmatic dependent launch: every kernel here is launched with the
-// programmatic-serialization attribute (launch_pdl), lets its own dependents
-// start at once (launch_dependents), prefetches the first weights it will
-// read into L2 while the previous kernel finishes, and waits for that kernel
-// (griddepcontrol.wait: its writes visible) before reading any activation.
-// Nothing is written before the wait.
-__device__ __forceinline__ void pdl_start() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-__device__ __forceinline__ void pdl_wait() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-}
+// Every kernel here is launched with PDL (pdl.cuh): it lets its own
+// dependents start at once, prefetches the first weights it will read into L2
+// while the previous kernel finishes, and waits for that kernel before
+// reading any activation. Nothing is written before the wait.
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
@@ -375,7 +367,7 @@ __device__ __forceinline__ int rows_at(int64_t total, int64_t row0, int R) {
 template <int R>
 __device__ __forceinline__ Q8Smem q8_prologue(const uint8_t* w0, const uint8_t* w1,
                                               size_t row_bytes, int64_t w_rows, const Q8Input& in) {
-  pdl_start();
+  pdl_launch_dependents();
   const int64_t row0 = first_task() * R;
   if (row0 < w_rows) {
     const int n = rows_at(w_rows, row0, R);
@@ -496,31 +488,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("MINFER_NO_PDL");
-    return v == nullptr || *v == '\0' || (v[0] == '0' && v[1] == '\0');
-  }();
-  return on;
-}
-
-// Launches `kernel` with programmatic stream serialization (unless
-// MINFER_NO_PDL=1): it may start while the previous kernel on the stream
-// finishes, and waits for it in pdl_wait().
+// Launches a kernel of this file (kThreads per block) with PDL.
 template <typename... Params, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), unsigned grid, size_t smem, cudaStream_t stream,
-                       Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+cudaError_t launch_q8(void (*kernel)(Params...), unsigned grid, size_t smem, cudaStream_t stream,
+                      Args... args) {
+  return launch_pdl(kernel, dim3(grid), dim3(kThreads), smem, stream, args...);
 }
 
 template <class F>
@@ -592,12 +564,12 @@ cudaError_t launch_gemv_q8(TensorType type, const void* w, size_t row_bytes, int
     constexpr TensorType T = decltype(tag)::value;
     if (rows >= 8 * 1024) {  // many rows (the output matrix): four per warp
       const auto kernel = gemv_q8_kernel<T, 4>;
-      e = launch_pdl(kernel, grid_for(kernel, smem, (rows + 3) / 4), smem, stream, wb, row_bytes,
-                     rows, in, bias, residual, y);
+      e = launch_q8(kernel, grid_for(kernel, smem, (rows + 3) / 4), smem, stream, wb, row_bytes,
+                    rows, in, bias, residual, y);
     } else {  // one row per warp
       const auto kernel = gemv_q8_kernel<T, 1>;
-      e = launch_pdl(kernel, grid_for(kernel, smem, rows), smem, stream, wb, row_bytes, rows, in,
-                     bias, residual, y);
+      e = launch_q8(kernel, grid_for(kernel, smem, rows), smem, stream, wb, row_bytes, rows, in,
+                    bias, residual, y);
     }
   });
   return e;
@@ -616,8 +588,8 @@ cudaError_t launch_ffn_q8(TensorType type, const void* gate, const void* up, siz
   dispatch_q8(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
     const auto kernel = gelu ? ffn_q8_kernel<T, R, true> : ffn_q8_kernel<T, R, false>;
-    e = launch_pdl(kernel, grid_for(kernel, smem, groups), smem, stream, g, u, row_bytes, n_ff, in,
-                   y);
+    e = launch_q8(kernel, grid_for(kernel, smem, groups), smem, stream, g, u, row_bytes, n_ff, in,
+                  y);
   });
   return e;
 }
@@ -631,7 +603,7 @@ cudaError_t launch_stacked_q8(TensorType type, const Q8Stack& s, const Q8Input& 
   dispatch_q8(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
     const auto kernel = stacked_q8_kernel<T>;
-    e = launch_pdl(kernel, grid_for(kernel, smem, (total + 1) / 2), smem, stream, s, in, y);
+    e = launch_q8(kernel, grid_for(kernel, smem, (total + 1) / 2), smem, stream, s, in, y);
   });
   return e;
 }
