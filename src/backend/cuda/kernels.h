@@ -7,7 +7,7 @@
 // the backend reads after each synchronize (first error wins):
 //   err[0] = ErrCode, err[1..3] = the offending values.
 // The shape checks that need no device data happen in the backend before a
-// launch (cuda_backend.cu); these functions trust their arguments.
+// launch (op_runners.cu); these functions trust their arguments.
 // Include only from .cu files.
 #pragma once
 

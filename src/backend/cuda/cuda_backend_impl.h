@@ -1,0 +1,159 @@
+// CudaBackend: the class behind cuda::create_backend() (public contract in
+// backend/cuda/cuda_backend.h), shared by the translation units that define
+// its members: cuda_backend.cu (the Backend interface: op table, buffers, host
+// copies, the bounded synchronize, split capture and replay, node timing) and
+// op_runners.cu (one runner per op, reached through the op table).
+//
+// Ownership: the backend holds a share of the uploaded weights, its own
+// stream, completion event, device error words (kErrWords ints) and their
+// pinned host mirror (freed in the destructor after the stream drains), its
+// buffers, one scratch allocation for outputs that alias an input, cached
+// device row lists, and the split recorder's graphs.
+// Threading: one driving thread, as backend::Backend; nothing is locked.
+// Lifetime: device pointers handed to kernels stay valid until the buffer is
+// freed or the scratch grows, both of which drop every recorded graph first.
+// Include only from .cu files.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/device.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/replay.h"
+#include "backend/cuda/weights.h"
+#include "base/status.h"
+#include "graph/ir.h"
+
+namespace minfer::cuda::detail {
+
+using backend::BufferId;
+using backend::KvPair;
+using graph::Node;
+using graph::Op;
+
+inline Status fail(const Node& n, const std::string& what) {
+  return Status::error("node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what);
+}
+
+template <typename M>
+Result<const M*> meta(const Node& n) {
+  const M* m = std::get_if<M>(&n.meta);
+  if (m == nullptr) return fail(n, "missing metadata");
+  return m;
+}
+
+// What one op's kernel gets: device pointers of the inputs (null for an input
+// without a value), of the output and of the layer's KV regions.
+struct Call {
+  const Node& node;
+  std::array<void*, 6> in;
+  size_t n_in;
+  void* out;
+  void* k_cache;
+  void* v_cache;
+  const KvPair* kv;
+  const float* f32_in(size_t i) const { return static_cast<const float*>(in[i]); }
+  const int32_t* i32_in(size_t i) const { return static_cast<const int32_t*>(in[i]); }
+  float* f32_out() const { return static_cast<float*>(out); }
+};
+
+class CudaBackend final : public backend::Backend {
+ public:
+  // Takes ownership of err_host (pinned, kErrWords ints, from cudaMallocHost).
+  CudaBackend(std::shared_ptr<const DeviceWeights> weights, Stream stream, Event done,
+              DeviceBuffer err, int* err_host);
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "CUDA"; }
+  bool supports_op(const Node& node) const override;
+  bool supports_fused(Op fused) const override {
+    return fused == Op::kSwiGLU || fused == Op::kGeGLU || fused == Op::kFusedQKV ||
+           fused == Op::kFusedQkvNorm || fused == Op::kFusedFFN || fused == Op::kMatMulAdd ||
+           fused == Op::kRmsNorm;  // an input norm folded into FusedQKV/FusedFFN
+  }
+  bool has_weight(std::string_view name) const override { return weights_->find(name) != nullptr; }
+
+  Result<BufferId> alloc_buffer(size_t bytes) override;
+  void free_buffer(BufferId id) override;
+  size_t buffer_size(BufferId id) const override;
+  Status execute_node(const Node& node, std::span<const BufferId> inputs, BufferId out,
+                      const KvPair* kv) override;
+  Status read_host(BufferId id, size_t offset, std::span<std::byte> dst) override;
+  Status write_host(BufferId id, size_t offset, std::span<const std::byte> src) override;
+  Status synchronize() override;
+  Result<bool> begin_split(uint64_t key) override;
+  Status end_split() override;
+  bool times_nodes() const override { return profiling_; }
+  std::vector<double> take_node_times() override;
+
+  // Op kernels, reached through the op table (op_runners.cu).
+  Status run_matmul(const Call& c);
+  Status run_get_rows(const Call& c);
+  Status run_rms_norm(const Call& c);
+  Status run_rope(const Call& c);
+  Status run_kv_store(const Call& c);
+  Status run_attention(const Call& c);
+  Status run_elementwise(const Call& c);
+  Status run_fused_qkv(const Call& c);
+  Status run_fused_ffn(const Call& c);
+
+ private:
+  struct Slot {
+    DeviceBuffer buf;
+    bool live = false;
+  };
+  void* ptr(BufferId id) const;
+  // Records a launch in the ring and turns its status into a Status.
+  Status launched(const Node& n, const char* kernel, cudaError_t err);
+  void note_in_ring(const std::string& what);
+  std::string recent_kernels() const;
+  // Device memory of at least `bytes` for outputs that alias an input.
+  Result<float*> scratch(const Node& n, size_t bytes);
+  // Device copy of an activation gather's row list (cached by content).
+  Result<const int32_t*> row_list(const std::vector<int32_t>& rows);
+  // Input 0 of a node with an InputNorm, for a kernel that does not normalize
+  // itself: the rows normalized into scratch (or input 0 as is when off).
+  Result<const float*> normalized_input(const Call& c, const graph::InputNorm& norm, int64_t dim);
+  // The int8 GEMV's input for input 0 (one token) with the node's InputNorm.
+  Q8Input q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim) const;
+  // Whether a GEMV over `type` rows of in_dim for n_tokens takes the int8 path.
+  bool use_q8(quant::TensorType type, int64_t in_dim, int64_t n_tokens) const {
+    return n_tokens == 1 && q8_gemv_ && has_q8_gemv(type, in_dim);
+  }
+  // The norm's f32 weight on the device, or null (no weight, or norm off).
+  const float* norm_weight(const graph::InputNorm& norm) const {
+    if (!norm.on || norm.weight.empty()) return nullptr;
+    return reinterpret_cast<const float*>(weights_->find(norm.weight)->data);
+  }
+
+  std::shared_ptr<const DeviceWeights> weights_;
+  Stream stream_;
+  Event done_;
+  DeviceBuffer err_;  // kErrWords ints on the device
+  int* err_host_;     // pinned mirror, filled at every synchronize
+  double timeout_s_;
+  std::vector<Slot> slots_;
+  DeviceBuffer scratch_;
+  std::map<std::vector<int32_t>, DeviceBuffer> row_lists_;
+  std::array<std::array<char, 112>, 16> ring_{};
+  size_t ring_next_ = 0, ring_count_ = 0;
+  size_t pending_ = 0;  // launches since the last synchronize
+  SplitRecorder recorder_;
+  // MINFER_OP_PROFILE: timing events around each node (a pool grown on use).
+  bool profiling_;
+  bool q8_gemv_;  // one-token GEMVs on int8 activations (off: MINFER_GEMV_F32=1)
+  std::vector<std::pair<Event, Event>> node_events_;
+  size_t n_timed_ = 0;
+};
+
+}  // namespace minfer::cuda::detail

@@ -1,0 +1,354 @@
+// The CUDA backend's op runners: one CudaBackend member per op of the op
+// table (cuda_backend.cu), each checking the node's metadata, weights and
+// shapes, naming what does not fit, and enqueueing its kernels (kernels.h).
+// Includes the decode fusions (FusedQKV, FusedFFN, MatMulAdd in run_matmul)
+// and the input-norm helpers they share.
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/device.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/op_support.h"
+#include "backend/cuda/weights.h"
+
+namespace minfer::cuda::detail {
+namespace {
+
+Status cache_types_status(const Node& n, const KvPair& kv, int64_t head_dim) {
+  if (cache_types_ok(kv.k_type, kv.v_type, head_dim)) return Status::ok();
+  return fail(n, cache_types_problem(kv.k_type, kv.v_type, head_dim));
+}
+
+}  // namespace
+
+Status CudaBackend::run_matmul(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, meta<graph::MatMulMeta>(c.node));
+  const DeviceWeight* w = weights_->find(m->weight);
+  if (w == nullptr) return fail(c.node, "weight '" + m->weight + "' not on the GPU");
+  if (w->row_len != m->in_dim || w->rows != m->out_dim || c.node.shape.ne[0] != m->out_dim) {
+    return fail(c.node, "weight '" + m->weight + "' is [" + std::to_string(w->rows) + " x " +
+                            std::to_string(w->row_len) + "], the node wants [" +
+                            std::to_string(m->out_dim) + " x " + std::to_string(m->in_dim) + "]");
+  }
+  if (m->in_dim % 32 != 0) {
+    return fail(c.node, "input dim " + std::to_string(m->in_dim) + " is not a multiple of 32");
+  }
+  const float* bias = nullptr;
+  if (!m->bias.empty()) {
+    const DeviceWeight* b = weights_->find(m->bias);
+    if (b == nullptr) return fail(c.node, "bias '" + m->bias + "' not on the GPU");
+    bias = reinterpret_cast<const float*>(b->data);
+  }
+  const int64_t n_tokens = c.node.shape.ne[1];
+  float* y = c.f32_out();
+  const bool aliased = c.out == c.in[0];
+  if (aliased) {
+    MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
+  }
+  const bool add = c.node.op == Op::kMatMulAdd;
+  if (add && (c.n_in != 2 || c.in[1] == nullptr || n_tokens > 4)) {
+    return fail(c.node, "mul_mat_add takes (x, residual) for at most 4 tokens");
+  }
+  if (use_q8(w->type, w->row_len, n_tokens)) {
+    MINFER_RETURN_IF_ERROR(launched(
+        c.node, "gemv_q8",
+        launch_gemv_q8(w->type, w->data, w->row_bytes, w->rows, q8_input(c, {}, w->row_len), bias,
+                       add ? c.f32_in(1) : nullptr, y, stream_.get())));
+  } else if (add) {  // the residual add in the GEMV's epilogue
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "gemv_add",
+                 launch_gemv_add(w->type, w->data, w->row_bytes, w->rows, w->row_len, c.f32_in(0),
+                                 n_tokens, bias, c.f32_in(1), y, stream_.get())));
+  } else {
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "matmul",
+                 launch_matmul(w->type, w->data, w->row_bytes, w->rows, w->row_len, c.f32_in(0),
+                               n_tokens, bias, y, stream_.get())));
+  }
+  if (aliased) {
+    MINFER_CUDA_CHECK(
+        cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice, stream_.get()));
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::run_get_rows(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::GetRowsMeta* m, meta<graph::GetRowsMeta>(c.node));
+  const int64_t width = c.node.shape.ne[0], n_rows = c.node.shape.ne[1];
+  if (m->weight.empty()) {  // rows of an activation
+    if (static_cast<int64_t>(m->rows.size()) != n_rows) {
+      return fail(c.node, std::to_string(m->rows.size()) + " row indices for " +
+                              std::to_string(n_rows) + " output rows");
+    }
+    MINFER_ASSIGN_OR_RETURN(const int32_t* rows, row_list(m->rows));
+    float* y = c.f32_out();
+    const bool aliased = c.out == c.in[0];
+    if (aliased) {
+      MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
+    }
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "gather_rows",
+                 launch_gather_rows(c.f32_in(0), rows, n_rows, width, y, stream_.get())));
+    if (aliased) {
+      MINFER_CUDA_CHECK(
+          cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice, stream_.get()));
+    }
+    return Status::ok();
+  }
+  const DeviceWeight* w = weights_->find(m->weight);
+  if (w == nullptr) return fail(c.node, "weight '" + m->weight + "' not on the GPU");
+  if (w->row_len != width || width % 32 != 0) {
+    return fail(c.node, "weight '" + m->weight + "' rows have " + std::to_string(w->row_len) +
+                            " elements, the node wants " + std::to_string(width) +
+                            " (a multiple of 32)");
+  }
+  return launched(
+      c.node, "get_rows",
+      launch_get_rows_weight(w->type, w->data, w->row_bytes, w->rows, width, c.i32_in(0), n_rows,
+                             m->scale, c.f32_out(), static_cast<int*>(err_.data()), stream_.get()));
+}
+
+Status CudaBackend::run_rms_norm(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::RmsNormMeta* m, meta<graph::RmsNormMeta>(c.node));
+  const float* w = nullptr;
+  if (!m->weight.empty()) {
+    const DeviceWeight* v = weights_->find(m->weight);
+    if (v == nullptr) return fail(c.node, "weight '" + m->weight + "' not on the GPU");
+    w = reinterpret_cast<const float*>(v->data);
+  }
+  const int64_t dim = c.node.shape.ne[0], rows = c.node.shape.ne[1];
+  const int64_t group = m->group > 0 ? m->group : dim;
+  if (dim % group != 0) {
+    return fail(c.node, "row length " + std::to_string(dim) + " is not a multiple of the group " +
+                            std::to_string(group));
+  }
+  return launched(c.node, "rms_norm",
+                  launch_rms_norm(c.f32_in(0), w, rows * (dim / group), group, m->eps, c.f32_out(),
+                                  stream_.get()));
+}
+
+Status CudaBackend::run_rope(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::RopeMeta* m, meta<graph::RopeMeta>(c.node));
+  const float* factors = nullptr;
+  if (!m->freq_factors.empty()) {
+    const DeviceWeight* v = weights_->find(m->freq_factors);
+    if (v == nullptr) return fail(c.node, "weight '" + m->freq_factors + "' not on the GPU");
+    factors = reinterpret_cast<const float*>(v->data);
+  }
+  if (m->n_rot <= 0 || m->n_rot % 2 != 0 || m->n_rot > m->head_dim || m->head_dim % 2 != 0 ||
+      m->n_heads * m->head_dim != c.node.shape.ne[0] || !(m->freq_base > 0.0f)) {
+    return fail(c.node, "rope shape: n_rot " + std::to_string(m->n_rot) + ", head_dim " +
+                            std::to_string(m->head_dim) + ", n_heads " +
+                            std::to_string(m->n_heads) + ", row " +
+                            std::to_string(c.node.shape.ne[0]));
+  }
+  return launched(c.node, "rope",
+                  launch_rope(c.f32_in(0), c.node.shape.ne[1], m->n_heads, m->head_dim, m->n_rot,
+                              c.i32_in(1), m->freq_base, m->freq_scale, factors,
+                              m->mode == graph::RopeMode::kNeox, c.f32_out(), stream_.get()));
+}
+
+Status CudaBackend::run_kv_store(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::KvMeta* m, meta<graph::KvMeta>(c.node));
+  if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
+    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+  }
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->head_dim));
+  return launched(
+      c.node, "kv_store",
+      launch_kv_store(c.f32_in(0), c.f32_in(1), c.i32_in(2), m->n_tokens,
+                      m->n_head_kv * m->head_dim, c.kv->n_ctx, c.kv->k_type, c.kv->v_type,
+                      c.k_cache, c.v_cache, static_cast<int*>(err_.data()), stream_.get()));
+}
+
+Status CudaBackend::run_attention(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::AttentionMeta* m, meta<graph::AttentionMeta>(c.node));
+  if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
+    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+  }
+  if (!attention_head_dim_ok(m->head_dim) || m->n_head_kv <= 0 || m->n_head % m->n_head_kv != 0 ||
+      m->n_head * m->head_dim != c.node.shape.ne[0]) {
+    return fail(c.node, "attention shape the kernel refuses: n_head " + std::to_string(m->n_head) +
+                            ", n_head_kv " + std::to_string(m->n_head_kv) + ", head_dim " +
+                            std::to_string(m->head_dim) + " (32, 64, 96, 128 or 256), row " +
+                            std::to_string(c.node.shape.ne[0]));
+  }
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->head_dim));
+  if (c.out == c.in[0]) return fail(c.node, "output aliases the query buffer");
+  AttentionArgs a;
+  a.q = c.f32_in(0);
+  a.k_cache = c.k_cache;
+  a.v_cache = c.v_cache;
+  a.k_type = c.kv->k_type;
+  a.v_type = c.kv->v_type;
+  if (m->packed_qkv) {  // one token's [q | k | v] row (a FusedQKV output)
+    if (c.n_in != 2 || c.node.shape.ne[1] != 1) {
+      return fail(c.node, "packed q|k|v attention takes (packed, positions) for one token");
+    }
+    const int64_t q_dim = m->n_head * m->head_dim, kv_dim = m->n_head_kv * m->head_dim;
+    a.positions = c.i32_in(1);
+    a.batch_k = c.f32_in(0) + q_dim;
+    a.batch_v = c.f32_in(0) + q_dim + kv_dim;
+  } else {
+    a.positions = c.i32_in(2);
+    if (c.n_in >= 5) {
+      a.batch_k = c.f32_in(3);
+      a.batch_v = c.f32_in(4);
+    }
+  }
+  a.n_tokens = c.node.shape.ne[1];
+  a.n_ctx = c.kv->n_ctx;
+  a.n_head = m->n_head;
+  a.n_head_kv = m->n_head_kv;
+  a.head_dim = m->head_dim;
+  a.scale = m->scale;
+  a.sliding_window = m->sliding_window;
+  a.out = c.f32_out();
+  a.err = static_cast<int*>(err_.data());
+  return launched(c.node, "attention", launch_attention(a, stream_.get()));
+}
+
+Status CudaBackend::run_elementwise(const Call& c) {
+  const int64_t n = c.node.shape.elements();
+  Ew op;
+  float s = 1.0f;
+  switch (c.node.op) {
+    case Op::kAdd:
+      op = Ew::kAdd;
+      break;
+    case Op::kMul:
+      op = Ew::kMul;
+      break;
+    case Op::kScale: {
+      MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, meta<graph::ScaleMeta>(c.node));
+      op = Ew::kScale;
+      s = m->scale;
+      break;
+    }
+    case Op::kSilu:
+      op = Ew::kSilu;
+      break;
+    case Op::kGelu:
+      op = Ew::kGelu;
+      break;
+    case Op::kSwiGLU:
+      op = Ew::kSwiGLU;
+      break;
+    case Op::kGeGLU:
+      op = Ew::kGeGLU;
+      break;
+    default:
+      return fail(c.node, "not an elementwise op");
+  }
+  const bool binary = op == Ew::kAdd || op == Ew::kMul || op == Ew::kSwiGLU || op == Ew::kGeGLU;
+  if (c.in[0] == nullptr || (binary && (c.n_in < 2 || c.in[1] == nullptr))) {
+    return fail(c.node, "missing input");
+  }
+  return launched(c.node, "elementwise",
+                  launch_elementwise(op, c.f32_in(0), binary ? c.f32_in(1) : nullptr, s, n,
+                                     c.f32_out(), stream_.get()));
+}
+
+Result<const float*> CudaBackend::normalized_input(const Call& c, const graph::InputNorm& norm,
+                                                   int64_t dim) {
+  if (!norm.on) return c.f32_in(0);
+  const int64_t rows = c.node.shape.ne[1];
+  MINFER_ASSIGN_OR_RETURN(float* x, scratch(c.node, static_cast<size_t>(rows * dim) * 4));
+  MINFER_RETURN_IF_ERROR(launched(
+      c.node, "rms_norm",
+      launch_rms_norm(c.f32_in(0), norm_weight(norm), rows, dim, norm.eps, x, stream_.get())));
+  return static_cast<const float*>(x);
+}
+
+Q8Input CudaBackend::q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim) const {
+  Q8Input in;
+  in.x = c.f32_in(0);
+  in.in_dim = dim;
+  in.rms_norm = norm.on;
+  in.eps = norm.eps;
+  in.norm_weight = norm_weight(norm);
+  return in;
+}
+
+Status CudaBackend::run_fused_qkv(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::FusedQkvMeta* m, meta<graph::FusedQkvMeta>(c.node));
+  if (!fused_qkv_ok(c.node, *weights_)) {
+    return fail(c.node, "weights or shapes the fused q|k|v kernel refuses (head_dim " +
+                            std::to_string(m->rope.head_dim) + ", tokens " +
+                            std::to_string(c.node.shape.ne[1]) + ")");
+  }
+  if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
+    return fail(c.node, "no KV cache for layer " + std::to_string(m->kv.layer));
+  }
+  MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->kv.head_dim));
+  if (c.out == c.in[0]) return fail(c.node, "output aliases the input");
+  auto vec = [&](const std::string& name) -> const float* {
+    if (name.empty()) return nullptr;
+    return reinterpret_cast<const float*>(weights_->find(name)->data);
+  };
+  FusedQkvArgs a;
+  const std::string* names[3] = {&m->q_weight, &m->k_weight, &m->v_weight};
+  const std::string* biases[3] = {&m->q_bias, &m->k_bias, &m->v_bias};
+  for (int i = 0; i < 3; ++i) {
+    const DeviceWeight* w = weights_->find(*names[i]);
+    a.type[i] = w->type;
+    a.w[i] = w->data;
+    a.row_bytes[i] = w->row_bytes;
+    a.rows[i] = w->rows;
+    a.bias[i] = vec(*biases[i]);
+  }
+  a.in_dim = m->in_dim;
+  a.q8_gemv = a.type[0] == a.type[1] && a.type[1] == a.type[2] &&
+              use_q8(a.type[0], m->in_dim, c.node.shape.ne[1]);
+  if (a.q8_gemv) {
+    a.q8 = q8_input(c, m->in_norm, m->in_dim);
+    a.x = a.q8.x;
+  } else {
+    MINFER_ASSIGN_OR_RETURN(a.x, normalized_input(c, m->in_norm, m->in_dim));
+  }
+  a.out = c.f32_out();
+  a.n_head = m->n_head;
+  a.n_head_kv = m->kv.n_head_kv;
+  a.head_dim = m->rope.head_dim;
+  a.n_rot = m->rope.n_rot;
+  a.neox = m->rope.mode == graph::RopeMode::kNeox;
+  a.freq_base = m->rope.freq_base;
+  a.freq_scale = m->rope.freq_scale;
+  a.freq_factors = vec(m->rope.freq_factors);
+  a.q_norm = vec(m->q_norm);
+  a.k_norm = vec(m->k_norm);
+  a.eps = m->norm_eps;
+  a.positions = c.i32_in(1);
+  a.n_ctx = c.kv->n_ctx;
+  a.k_type = c.kv->k_type;
+  a.v_type = c.kv->v_type;
+  a.k_cache = c.k_cache;
+  a.v_cache = c.v_cache;
+  a.err = static_cast<int*>(err_.data());
+  return launched(c.node, "fused_qkv", launch_fused_qkv(a, stream_.get()));
+}
+
+Status CudaBackend::run_fused_ffn(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::FusedFfnMeta* m, meta<graph::FusedFfnMeta>(c.node));
+  if (!fused_ffn_ok(c.node, *weights_)) {
+    return fail(c.node, "weights '" + m->gate_weight + "' / '" + m->up_weight +
+                            "' or the shape do not fit the fused FFN kernel");
+  }
+  if (c.out == c.in[0]) return fail(c.node, "output aliases the input");
+  const DeviceWeight* g = weights_->find(m->gate_weight);
+  const DeviceWeight* u = weights_->find(m->up_weight);
+  const int64_t n_tokens = c.node.shape.ne[1];
+  if (use_q8(g->type, m->in_dim, n_tokens)) {
+    return launched(
+        c.node, "ffn_q8",
+        launch_ffn_q8(g->type, g->data, u->data, g->row_bytes, m->n_ff,
+                      q8_input(c, m->in_norm, m->in_dim), m->gelu, c.f32_out(), stream_.get()));
+  }
+  MINFER_ASSIGN_OR_RETURN(const float* x, normalized_input(c, m->in_norm, m->in_dim));
+  return launched(c.node, "fused_ffn",
+                  launch_fused_ffn(g->type, g->data, u->data, g->row_bytes, m->n_ff, m->in_dim, x,
+                                   n_tokens, m->gelu, c.f32_out(), stream_.get()));
+}
+
+}  // namespace minfer::cuda::detail
