@@ -60,7 +60,7 @@ constexpr int kFewWarps = 4, kManyWarps = 16;
 constexpr int64_t kFewBlocks = 256;    // below this many (token, head) pairs: kManyWarps
 constexpr int kSplitWarps = 8;         // warps per block of the split (cluster) kernel
 constexpr int kMaxClusterSplit = 8;    // blocks per cluster: the portable cluster size
-constexpr int64_t kSplitMinCtx = 1024;  // cache capacity below which decode never splits
+constexpr int64_t kSplitMinCtx = 512;  // cache capacity below which decode never splits
 
 // Whether the batch's positions are consecutive and its own k/v are given
 // (then keys at positions >= positions[0] come from them). Every thread of
@@ -222,8 +222,8 @@ template <int kDpl, TensorType KT, TensorType VT, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
   __shared__ WarpStates<kDpl, kWarps> st;
   __shared__ int s_consecutive;
-  pdl_wait();
   pdl_launch_dependents();
+  pdl_wait();
   const int64_t t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
   const int64_t kvh = h / (a.n_head / a.n_head_kv);
   const bool use_batch = batch_kv_usable(a, &s_consecutive);
@@ -253,8 +253,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(Atten
   __shared__ WarpStates<kDpl, kSplitWarps> st;
   __shared__ float s_block_m, s_block_s;
   __shared__ int s_consecutive;
-  pdl_wait();  // launched with PDL too: nothing is read before the wait
-  pdl_launch_dependents();
+  pdl_launch_dependents();  // launched with PDL too: nothing is read before the wait
+  pdl_wait();
   const cg::cluster_group cluster = cg::this_cluster();
   const int n_split = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());

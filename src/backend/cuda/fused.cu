@@ -53,8 +53,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 __global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(FusedQkvArgs a) {
   __shared__ float buf[kMaxHeadDim];
   __shared__ float partial[kPostThreads / 32];
-  pdl_wait();
   pdl_launch_dependents();
+  pdl_wait();
   const int64_t D = a.head_dim;
   const int64_t h = blockIdx.x;
   const int kind = h < a.n_head ? 0 : (h < a.n_head + a.n_head_kv ? 1 : 2);  // q, k, v

@@ -33,10 +33,10 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxBlocksPerSm = 4;
 
-// Every kernel here is launched with PDL (pdl.cuh): it prefetches the first
-// weights it will read into L2 while the previous kernel runs, waits for that
-// kernel before reading any activation, then lets its own dependent start.
-// Nothing is written before the wait.
+// Every kernel here is launched with PDL (pdl.cuh): it lets its own
+// dependents start at once, prefetches the first weights it will read into L2
+// while the previous kernel finishes, and waits for that kernel before
+// reading any activation. Nothing is written before the wait.
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
@@ -367,6 +367,7 @@ __device__ __forceinline__ int rows_at(int64_t total, int64_t row0, int R) {
 template <int R>
 __device__ __forceinline__ Q8Smem q8_prologue(const uint8_t* w0, const uint8_t* w1,
                                               size_t row_bytes, int64_t w_rows, const Q8Input& in) {
+  pdl_launch_dependents();
   const int64_t row0 = first_task() * R;
   if (row0 < w_rows) {
     const int n = rows_at(w_rows, row0, R);
@@ -374,7 +375,6 @@ __device__ __forceinline__ Q8Smem q8_prologue(const uint8_t* w0, const uint8_t* 
     if (w1 != nullptr) prefetch_rows(w1, row_bytes, row0, n);
   }
   pdl_wait();
-  pdl_launch_dependents();  // after the wait: at most one kernel waits ahead
   const Q8Smem xs = q8_smem(in.in_dim);
   quantize_activation(in, xs);
   return xs;

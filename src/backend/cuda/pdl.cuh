@@ -7,11 +7,8 @@
 //     writes (weights, norm weights) and writes nothing;
 //   - pdl_wait() returns when the previous kernel has completed and its
 //     writes are visible (and so, transitively, every earlier one);
-//   - it calls pdl_launch_dependents() right after pdl_wait(), so that the
-//     next PDL kernel can start its own pre-wait part (prefetching weights)
-//     while this one works. Not before the wait: a chain of kernels that all
-//     let their dependents start at once puts many of them on the SMs at
-//     the same time, spinning in their waits (measured slower).
+//   - it may call pdl_launch_dependents() at any point, usually first, so that
+//     the next PDL kernel can start its own pre-wait part.
 // Both calls are no-ops in a kernel launched without the attribute and on
 // devices below sm_90. MINFER_NO_PDL=1 makes every launch_pdl a plain launch.
 // Captured into CUDA graphs like any launch. Include only from .cu files.
