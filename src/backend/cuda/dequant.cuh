@@ -45,6 +45,7 @@ __device__ __forceinline__ void k4_scale_min(const uint8_t* s, int j, int* sc, i
 // 256-element super-blocks (8 chunks).
 template <TensorType T>
 struct TypeInfo;
+// clang-format off
 template <> struct TypeInfo<TensorType::F32>  { static constexpr int kBlock = 32, kBytes = 128; };
 template <> struct TypeInfo<TensorType::F16>  { static constexpr int kBlock = 32, kBytes = 64; };
 template <> struct TypeInfo<TensorType::BF16> { static constexpr int kBlock = 32, kBytes = 64; };
@@ -58,6 +59,7 @@ template <> struct TypeInfo<TensorType::Q3_K> { static constexpr int kBlock = 25
 template <> struct TypeInfo<TensorType::Q4_K> { static constexpr int kBlock = 256, kBytes = 144; };
 template <> struct TypeInfo<TensorType::Q5_K> { static constexpr int kBlock = 256, kBytes = 176; };
 template <> struct TypeInfo<TensorType::Q6_K> { static constexpr int kBlock = 256, kBytes = 210; };
+// clang-format on
 
 template <TensorType T>
 __device__ __forceinline__ void dequant_chunk(const uint8_t* __restrict__ row, int64_t c,
@@ -104,7 +106,8 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* __restrict__ row, i
       constexpr bool kMin = T == TensorType::Q5_1;
       const float m = kMin ? f16_at(b + 2) : 0.0f;
       const uint8_t* qhp = b + (kMin ? 4 : 2);
-      const uint32_t qh = qhp[0] | (qhp[1] << 8) | (qhp[2] << 16) | (static_cast<uint32_t>(qhp[3]) << 24);
+      const uint32_t qh =
+          qhp[0] | (qhp[1] << 8) | (qhp[2] << 16) | (static_cast<uint32_t>(qhp[3]) << 24);
       const uint8_t* qs = qhp + 4;
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
@@ -203,6 +206,7 @@ using TypeTag = std::integral_constant<TensorType, T>;
 template <class F>
 bool dispatch_type(TensorType t, F&& f) {
   switch (t) {
+    // clang-format off
     case TensorType::F32: f(TypeTag<TensorType::F32>{}); return true;
     case TensorType::F16: f(TypeTag<TensorType::F16>{}); return true;
     case TensorType::BF16: f(TypeTag<TensorType::BF16>{}); return true;
@@ -218,6 +222,7 @@ bool dispatch_type(TensorType t, F&& f) {
     case TensorType::Q6_K: f(TypeTag<TensorType::Q6_K>{}); return true;
     default: return false;
   }
+  // clang-format on
 }
 
 }  // namespace minfer::cuda

@@ -71,11 +71,11 @@ struct DeviceInit {
     constexpr int kThreadsNeeded = 512;
     constexpr size_t kSharedNeeded = 32 * 1024;
     if (l.max_threads_per_block < kThreadsNeeded || l.shared_per_block < kSharedNeeded) {
-      return Status::error("device limits below the kernels' needs: " +
-                           std::to_string(l.max_threads_per_block) + " threads per block (need " +
-                           std::to_string(kThreadsNeeded) + "), " +
-                           std::to_string(l.shared_per_block) + " bytes of shared memory (need " +
-                           std::to_string(kSharedNeeded) + ")");
+      return Status::error(
+          "device limits below the kernels' needs: " + std::to_string(l.max_threads_per_block) +
+          " threads per block (need " + std::to_string(kThreadsNeeded) + "), " +
+          std::to_string(l.shared_per_block) + " bytes of shared memory (need " +
+          std::to_string(kSharedNeeded) + ")");
     }
     // Create the context now, so that its cost is not paid by the first kernel.
     MINFER_CUDA_CHECK(cudaFree(nullptr));
@@ -109,7 +109,9 @@ const Device* Device::get() {
   return st.ok ? &st.device : nullptr;
 }
 
-const std::string& Device::unavailable_reason() { return state().reason; }
+const std::string& Device::unavailable_reason() {
+  return state().reason;
+}
 
 Result<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
   DeviceBuffer b;

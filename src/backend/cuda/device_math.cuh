@@ -112,8 +112,8 @@ constexpr int kGemvBlockWarps = 4;
 template <int R, int kSplit>
 struct GemvSplit {
   static constexpr int kRowsPerBlock = R * (kGemvBlockWarps / kSplit);
-  int lane, sub;     // lane, and the warp's index within its row group
-  int64_t row0;      // first row of the warp's group
+  int lane, sub;  // lane, and the warp's index within its row group
+  int64_t row0;   // first row of the warp's group
   __device__ GemvSplit(int64_t block) {
     const int warp = static_cast<int>(threadIdx.x >> 5);
     lane = static_cast<int>(threadIdx.x & 31);
@@ -147,7 +147,9 @@ struct GemvSplit {
       }
     }
   }
-  __device__ bool writer() const { return sub == 0 && lane == 0; }
+  __device__ bool writer() const {
+    return sub == 0 && lane == 0;
+  }
 };
 
 // Calls f(std::integral_constant R, std::integral_constant kSplit) with the

@@ -22,15 +22,15 @@ namespace minfer::cuda {
 namespace {
 
 constexpr int64_t kGemvMaxTokens = 4;
-constexpr int kTileM = 64;   // weight rows per block
-constexpr int kTileN = 64;   // tokens per block
+constexpr int kTileM = 64;  // weight rows per block
+constexpr int kTileN = 64;  // tokens per block
 constexpr int kTileThreads = 256;
 
 template <TensorType T, int R, int kSplit>
 __global__ void __launch_bounds__(kGemvBlockWarps * 32)
     gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t n_chunks,
-                const float* __restrict__ x, const float* __restrict__ bias,
-                const float* residual, float* y) {
+                const float* __restrict__ x, const float* __restrict__ bias, const float* residual,
+                float* y) {
   __shared__ float part[kGemvBlockWarps][R];
   const GemvSplit<R, kSplit> g(blockIdx.x);
   const int64_t t = blockIdx.y;
@@ -182,8 +182,8 @@ cudaError_t launch_matmul(TensorType type, const void* w, size_t row_bytes, int6
     constexpr TensorType T = decltype(tag)::value;
     const dim3 grid(static_cast<unsigned>((rows + kTileM - 1) / kTileM),
                     static_cast<unsigned>((n_tokens + kTileN - 1) / kTileN));
-    tiled_kernel<T><<<grid, kTileThreads, 0, stream>>>(wb, row_bytes, rows, n_chunks, x, n_tokens,
-                                                       bias, y);
+    tiled_kernel<T>
+        <<<grid, kTileThreads, 0, stream>>>(wb, row_bytes, rows, n_chunks, x, n_tokens, bias, y);
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }
