@@ -76,4 +76,57 @@ uint32_t decode_utf8(std::string_view s, size_t& pos) {
   return cp;
 }
 
+namespace {
+
+// Code points a terminal or a bidi-aware viewer acts on: C1 controls (ESC's
+// 8-bit forms among them), U+2028/U+2029, and the bidi embeddings, overrides
+// and isolates that can make shown text differ from its bytes.
+bool acts_on_terminal(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 ||
+         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E ||
+         cp == 0x200F || cp == 0x061C;
+}
+
+void append_hex(std::string& out, const char* prefix, uint32_t v, int digits, const char* suffix) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += prefix;
+  for (int shift = (digits - 1) * 4; shift >= 0; shift -= 4) out += kHex[(v >> shift) & 15];
+  out += suffix;
+}
+
+}  // namespace
+
+std::string printable_text(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const auto c = static_cast<unsigned char>(s[pos]);
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\n') || c == 0x7F) {
+        append_hex(out, "\\x", c, 2, "");
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++pos;
+      continue;
+    }
+    const int len = utf8_sequence_status(s.substr(pos));
+    if (len <= 0) {
+      append_hex(out, "\\x", c, 2, "");
+      ++pos;
+      continue;
+    }
+    size_t next = pos;
+    const uint32_t cp = decode_utf8(s, next);
+    if (acts_on_terminal(cp)) {
+      append_hex(out, "\\u{", cp, 4, "}");
+    } else {
+      out.append(s.substr(pos, next - pos));
+    }
+    pos = next;
+  }
+  return out;
+}
+
 }  // namespace minfer

@@ -33,4 +33,12 @@ void append_utf8(std::string& out, uint32_t cp);
 // Decodes the codepoint at s[pos] (must be well-formed) and advances pos.
 uint32_t decode_utf8(std::string_view s, size_t& pos);
 
+// `s` made safe to show on a terminal: printable UTF-8 passes through (so
+// names in any script stay readable), '\n' stays a line break, and everything
+// a terminal could act on is escaped: C0 controls and DEL as \xNN, C1
+// controls, line/paragraph separators and bidirectional overrides as \u{NNNN},
+// bytes that are not well-formed UTF-8 as \xNN. Used for every message that
+// can carry text from a file (architecture names, token text, paths).
+std::string printable_text(std::string_view s);
+
 }  // namespace minfer

@@ -1,8 +1,11 @@
 #include "cli/args.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
+
+#include "base/utf8.h"
 
 namespace minfer::cli {
 namespace {
@@ -41,15 +44,38 @@ const ArgParser::Spec* ArgParser::find(std::string_view name) const {
   return nullptr;
 }
 
+void ArgParser::positional(std::string_view name, size_t max_count) {
+  positional_name_ = std::string(name);
+  max_positional_ = max_count;
+}
+
+Status ArgParser::add_positional(std::string_view arg, bool after_dashes) {
+  if (positional_.size() >= max_positional_) {
+    std::string why = max_positional_ == 0 ? "takes no positional arguments"
+                                           : "takes at most " + std::to_string(max_positional_) +
+                                                 " " + positional_name_ + " argument(s)";
+    return Status::error("unexpected argument '" + std::string(arg) + "'" +
+                         (after_dashes ? " after '--'" : "") + ": '" + command_ + "' " + why);
+  }
+  positional_.emplace_back(arg);
+  return Status::ok();
+}
+
 Status ArgParser::parse(std::span<const std::string_view> args) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view a = args[i];
+    if (a == "--") {  // the rest is positional, even what starts with '-'
+      for (size_t k = i + 1; k < args.size(); ++k) {
+        MINFER_RETURN_IF_ERROR(add_positional(args[k], /*after_dashes=*/true));
+      }
+      break;
+    }
     if (a == "-h" || a == "--help") {
       help_ = true;
       continue;
     }
-    if (a.size() < 2 || a[0] != '-' || a == "--") {
-      positional_.emplace_back(a);
+    if (a.size() < 2 || a[0] != '-') {
+      MINFER_RETURN_IF_ERROR(add_positional(a, /*after_dashes=*/false));
       continue;
     }
     std::string_view name = a, inline_value;
@@ -64,13 +90,13 @@ Status ArgParser::parse(std::span<const std::string_view> args) {
     const std::string& key = spec->names.back();
     if (spec->value_name.empty()) {
       if (has_inline) return Status::error("option '" + std::string(name) + "' takes no value");
-      values_[key] = "1";
+      values_[key] = {"1", std::string(name)};
       continue;
     }
     if (has_inline) {
-      values_[key] = std::string(inline_value);
+      values_[key] = {std::string(inline_value), std::string(name)};
     } else if (i + 1 < args.size()) {
-      values_[key] = std::string(args[++i]);
+      values_[key] = {std::string(args[++i]), std::string(name)};
     } else {
       return Status::error("option '" + std::string(name) + "' needs a value (" + spec->value_name +
                            ")");
@@ -93,17 +119,21 @@ std::string ArgParser::usage() const {
   return out.str();
 }
 
-bool ArgParser::has(std::string_view name) const {
+const ArgParser::Given* ArgParser::given(std::string_view name) const {
   const Spec* s = find(name);
-  return s != nullptr && values_.count(s->names.back()) > 0;
+  if (s == nullptr) return nullptr;
+  auto it = values_.find(s->names.back());
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+bool ArgParser::has(std::string_view name) const {
+  return given(name) != nullptr;
 }
 
 std::optional<std::string> ArgParser::get(std::string_view name) const {
-  const Spec* s = find(name);
-  if (s == nullptr) return std::nullopt;
-  auto it = values_.find(s->names.back());
-  if (it == values_.end()) return std::nullopt;
-  return it->second;
+  const Given* g = given(name);
+  if (g == nullptr) return std::nullopt;
+  return g->value;
 }
 
 std::string ArgParser::get_or(std::string_view name, std::string fallback) const {
@@ -111,24 +141,61 @@ std::string ArgParser::get_or(std::string_view name, std::string fallback) const
   return v ? *v : std::move(fallback);
 }
 
-Result<int64_t> ArgParser::get_int(std::string_view name, int64_t fallback) const {
-  auto v = get(name);
-  if (!v) return fallback;
+std::string ArgParser::spelled(std::string_view name) const {
+  const Given* g = given(name);
+  if (g == nullptr) return std::string(name);
+  return g->spelling + " " + g->value;
+}
+
+Result<int64_t> ArgParser::get_int(std::string_view name, int64_t fallback, int64_t min,
+                                   int64_t max) const {
+  const Given* g = given(name);
+  if (g == nullptr) return fallback;
+  const std::string& v = g->value;
   int64_t out = 0;
-  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
-  if (ec != std::errc() || end != v->data() + v->size()) {
-    return Status::error("option '" + std::string(name) + "': '" + *v + "' is not an integer");
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  const bool whole = end == v.data() + v.size() && !v.empty();
+  if (ec == std::errc::invalid_argument || !whole) {
+    return Status::error("option '" + g->spelling + "': '" + v + "' is not an integer");
+  }
+  if (ec == std::errc::result_out_of_range || out < min || out > max) {
+    return Status::error("option '" + g->spelling + "': " + v + " is out of range (" +
+                         std::to_string(min) + " to " + std::to_string(max) + ")");
   }
   return out;
 }
 
-Result<double> ArgParser::get_double(std::string_view name, double fallback) const {
-  auto v = get(name);
-  if (!v) return fallback;
+Result<double> ArgParser::get_double(std::string_view name, double fallback, double min,
+                                     double max) const {
+  const Given* g = given(name);
+  if (g == nullptr) return fallback;
+  const std::string& v = g->value;
   double out = 0;
-  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
-  if (ec != std::errc() || end != v->data() + v->size()) {
-    return Status::error("option '" + std::string(name) + "': '" + *v + "' is not a number");
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(out)) {
+    return Status::error("option '" + g->spelling + "': '" + v + "' is not a finite number");
+  }
+  if (out < min || out > max) {
+    std::ostringstream range;
+    range << min << " to " << max;
+    return Status::error("option '" + g->spelling + "': " + v + " is out of range (" + range.str() +
+                         ")");
+  }
+  return out;
+}
+
+Result<uint64_t> ArgParser::get_u64(std::string_view name, uint64_t fallback) const {
+  const Given* g = given(name);
+  if (g == nullptr) return fallback;
+  const std::string& v = g->value;
+  uint64_t out = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec == std::errc::result_out_of_range) {
+    return Status::error("option '" + g->spelling + "': " + v +
+                         " is out of range (0 to 18446744073709551615)");
+  }
+  if (ec != std::errc() || end != v.data() + v.size()) {
+    return Status::error("option '" + g->spelling + "': '" + v + "' is not a non-negative integer");
   }
   return out;
 }
@@ -136,21 +203,27 @@ Result<double> ArgParser::get_double(std::string_view name, double fallback) con
 int report(std::string_view command, const Status& status, int error_code) {
   if (status.is_ok()) return 0;
   std::fprintf(stderr, "minfer %.*s: %s\n", static_cast<int>(command.size()), command.data(),
-               status.message().c_str());
+               printable_text(status.message()).c_str());
   return error_code;
 }
 
-int parse_and_run(ArgParser& p, std::string_view command, std::span<const std::string_view> args,
-                  const std::function<Status(const ArgParser&)>& body) {
+std::optional<int> parse_command_line(ArgParser& p, std::string_view command,
+                                      std::span<const std::string_view> args) {
   if (Status s = p.parse(args); !s) {
     std::fprintf(stderr, "minfer %.*s: %s\n\n%s", static_cast<int>(command.size()), command.data(),
-                 s.message().c_str(), p.usage().c_str());
+                 printable_text(s.message()).c_str(), p.usage().c_str());
     return 2;
   }
   if (p.help_requested()) {
     std::printf("%s", p.usage().c_str());
     return 0;
   }
+  return std::nullopt;
+}
+
+int parse_and_run(ArgParser& p, std::string_view command, std::span<const std::string_view> args,
+                  const std::function<Status(const ArgParser&)>& body) {
+  if (auto exit_code = parse_command_line(p, command, args)) return *exit_code;
   return report(command, body(p));
 }
 

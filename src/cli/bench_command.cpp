@@ -143,8 +143,8 @@ Status bench(const ArgParser& p, const BenchOptions& o) {
   double bw = o.bandwidth_gbs;
   bool measured = false;
   if (bw <= 0) {
-    cpu::ThreadPool pool(so.n_threads);
-    MINFER_ASSIGN_OR_RETURN(bw, cpu::measure_read_bandwidth(pool));
+    MINFER_ASSIGN_OR_RETURN(auto pool, cpu::ThreadPool::create(so.n_threads));
+    MINFER_ASSIGN_OR_RETURN(bw, cpu::measure_read_bandwidth(*pool));
     measured = true;
   }
   const uint64_t per_token = decode_weight_bytes(*model);
@@ -225,17 +225,12 @@ Status bench(const ArgParser& p, const BenchOptions& o) {
 // Reads the bench-specific options; every count must be positive.
 Result<BenchOptions> bench_options(const ArgParser& p) {
   BenchOptions o;
-  MINFER_ASSIGN_OR_RETURN(o.n_prompt, p.get_int("--n-prompt", o.n_prompt));
-  MINFER_ASSIGN_OR_RETURN(o.n_gen, p.get_int("--n-gen", o.n_gen));
-  MINFER_ASSIGN_OR_RETURN(o.reps, p.get_int("--repetitions", o.reps));
-  MINFER_ASSIGN_OR_RETURN(o.bandwidth_gbs, p.get_double("--bandwidth", 0.0));
+  MINFER_ASSIGN_OR_RETURN(o.n_prompt, p.get_int("--n-prompt", o.n_prompt, 1, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(o.n_gen, p.get_int("--n-gen", o.n_gen, 1, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(o.reps, p.get_int("--repetitions", o.reps, 1, 1000000));
+  MINFER_ASSIGN_OR_RETURN(o.bandwidth_gbs, p.get_double("--bandwidth", 0.0, 0.0, 1e6));
   o.json = p.has("--json");
-  const std::pair<const char*, int64_t> counts[] = {
-      {"-p", o.n_prompt}, {"-n", o.n_gen}, {"-r", o.reps}};
-  for (auto [flag, v] : counts) {
-    if (v <= 0) return Status::error(std::string(flag) + " " + std::to_string(v) + ": must be > 0");
-  }
-  if (p.has("--bandwidth") && !(o.bandwidth_gbs > 0 && std::isfinite(o.bandwidth_gbs))) {
+  if (p.has("--bandwidth") && !(o.bandwidth_gbs > 0)) {
     return Status::error("--bandwidth " + p.get_or("--bandwidth", "") +
                          ": must be a positive number of GB/s");
   }
@@ -252,14 +247,7 @@ int run_bench(std::span<const std::string_view> args) {
   p.option("-r,--repetitions", "N", "timed repetitions of each test (5)");
   p.option("--bandwidth", "GB/s", "read bandwidth for the roofline (measured if absent)");
   p.flag("--json", "print a JSON list with llama-bench's field names");
-  if (Status s = p.parse(args); !s) {
-    std::fprintf(stderr, "minfer bench: %s\n\n%s", s.message().c_str(), p.usage().c_str());
-    return 2;
-  }
-  if (p.help_requested()) {
-    std::printf("%s", p.usage().c_str());
-    return 0;
-  }
+  if (auto exit_code = parse_command_line(p, "bench", args)) return *exit_code;
   auto o = bench_options(p);
   if (!o) return report("bench", o.status(), 2);
   return report("bench", bench(p, *o));

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/output.h"
 #include "runtime/chat_format.h"
 #include "runtime/generate.h"
 
@@ -31,18 +32,19 @@ Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
   sampler.reset();
   std::vector<int32_t> generated;
+  Status written;  // a failed write ends the chat: nobody reads the reply
   auto stats =
       runtime::generate(session, sampler, fresh, std::min(n_predict, room), [&](int32_t t) {
         generated.push_back(t);
         const std::string piece = detok.push(t);
         reply += piece;
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-        return true;
+        written = write_stdout(piece);
+        return written.is_ok();
       });
+  MINFER_RETURN_IF_ERROR(written);
   const std::string rest = detok.flush();
   reply += rest;
-  std::printf("%s\n", rest.c_str());
+  MINFER_RETURN_IF_ERROR(write_stdout(rest + "\n"));
   if (!stats) return stats.status();
   in_cache.insert(in_cache.end(), fresh.begin(), fresh.end());
   // The last generated token was sampled but not evaluated.
@@ -53,8 +55,7 @@ Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
 }
 
 Status run(const ArgParser& p) {
-  MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 512));
-  if (n_predict <= 0) return Status::error("-n must be positive");
+  MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 512, 1, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(runtime::SamplerParams sp, sampler_params(p));
   MINFER_ASSIGN_OR_RETURN(runtime::Sampler sampler, runtime::Sampler::create(sp));
   MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096));
@@ -69,8 +70,7 @@ Status run(const ArgParser& p) {
   std::vector<int32_t> in_cache;
   std::string line;
   while (true) {
-    std::printf("> ");
-    std::fflush(stdout);
+    MINFER_RETURN_IF_ERROR(write_stdout("> "));
     if (!std::getline(std::cin, line) || line.empty()) break;
     messages.push_back({"user", line});
     std::string reply;

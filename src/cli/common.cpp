@@ -4,10 +4,21 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
+#include <thread>
+
+#include "base/progress.h"
+#include "base/utf8.h"
 
 namespace minfer::cli {
+namespace {
+
+// Loads shorter than this (a fraction of a second) get no bar.
+constexpr uint64_t kBarMinBytes = uint64_t{64} << 20;
+
+}  // namespace
 
 void add_model_options(ArgParser& p) {
   p.option("-m,--model", "FILE", "GGUF model file");
@@ -33,30 +44,40 @@ void add_sampling_options(ArgParser& p) {
 Result<std::unique_ptr<model::Model>> load_model(const ArgParser& p, bool quiet) {
   auto path = p.get("--model");
   if (!path || path->empty()) return Status::error("no model given (-m FILE.gguf)");
-  int last_pct = -1;
-  auto bar = [&](double f) {
-    const int pct = static_cast<int>(f * 100.0);
-    if (quiet || pct == last_pct) return;
-    last_pct = pct;
-    const int filled = pct / 4;
-    std::fprintf(stderr, "\rloading %s [%.*s%*s] %3d%%", path->c_str(), filled,
-                 "#########################", 25 - filled, "", pct);
-    if (pct == 100) std::fprintf(stderr, "\n");
-  };
-  auto m = model::Model::load(*path, bar);
-  if (m && !quiet) std::fprintf(stderr, "model: %s\n", (*m)->describe().c_str());
+  // A bar on a terminal only, so that logs and pipes get no '\r' frames. No
+  // size (a FIFO, a missing file) means no bar; the load says what is wrong.
+  std::error_code ec;
+  const uint64_t bytes = std::filesystem::file_size(*path, ec);
+  const bool shown = !quiet && !ec && ProgressBar::shown_on(stderr, bytes, kBarMinBytes);
+  ProgressBar bar(stderr, shown, "loading " + printable_text(*path), bytes);
+  auto m = model::Model::load(
+      *path, [&](double f) { bar.update(static_cast<uint64_t>(f * static_cast<double>(bytes))); });
+  if (!m) return m;
+  bar.finish();
+  if (!quiet) std::fprintf(stderr, "model: %s\n", printable_text((*m)->describe()).c_str());
   return m;
+}
+
+Result<int> thread_count(const ArgParser& p) {
+  // More threads than cores only adds switching; far more is a typo (or a
+  // value meant for another flag), and the system may not give them at all.
+  const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  MINFER_ASSIGN_OR_RETURN(int64_t threads,
+                          p.get_int("--threads", 0, 0, std::numeric_limits<int32_t>::max()));
+  if (threads > kMaxThreadsPerCore * hw) {
+    return Status::error(p.spelled("--threads") + ": more than " +
+                         std::to_string(kMaxThreadsPerCore) +
+                         " per hardware thread (this machine has " + std::to_string(hw) +
+                         ", so at most " + std::to_string(kMaxThreadsPerCore * hw) + "; 0 = all)");
+  }
+  return static_cast<int>(threads);
 }
 
 Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t default_ctx) {
   runtime::SessionOptions o;
-  MINFER_ASSIGN_OR_RETURN(int64_t threads, p.get_int("--threads", 0));
-  if (threads < 0) return Status::error("--threads " + std::to_string(threads) + " < 0");
-  o.n_threads = static_cast<int>(threads);
-  MINFER_ASSIGN_OR_RETURN(o.n_ctx, p.get_int("--ctx-size", default_ctx));
-  if (o.n_ctx < 1) return Status::error("--ctx-size " + std::to_string(o.n_ctx) + " must be > 0");
-  MINFER_ASSIGN_OR_RETURN(o.max_batch, p.get_int("--batch-size", 512));
-  if (o.max_batch < 1) return Status::error("--batch-size must be > 0");
+  MINFER_ASSIGN_OR_RETURN(o.n_threads, thread_count(p));
+  MINFER_ASSIGN_OR_RETURN(o.n_ctx, p.get_int("--ctx-size", default_ctx, 1, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(o.max_batch, p.get_int("--batch-size", 512, 1, kMaxContext));
   // The env var sets both; --cache-type beats it; -ctk/-ctv beat both for their half.
   std::string both = "f16";
   std::string both_from = "default";
@@ -79,24 +100,32 @@ Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t defa
   return o;
 }
 
+Result<uint64_t> seed_option(const ArgParser& p, std::string_view flag) {
+  // -1 (llama.cpp's spelling) or no flag: a fresh seed each run, which the
+  // commands print so that passing it back repeats the run.
+  if (p.get(flag) == "-1" || !p.has(flag)) return uint64_t{std::random_device{}() & 0x7fffffff};
+  return p.get_u64(flag, 0);
+}
+
 Result<runtime::SamplerParams> sampler_params(const ArgParser& p) {
   runtime::SamplerParams s;
-  MINFER_ASSIGN_OR_RETURN(double temp, p.get_double("--temp", s.temperature));
-  MINFER_ASSIGN_OR_RETURN(int64_t top_k, p.get_int("--top-k", s.top_k));
-  MINFER_ASSIGN_OR_RETURN(double top_p, p.get_double("--top-p", s.top_p));
-  MINFER_ASSIGN_OR_RETURN(double min_p, p.get_double("--min-p", s.min_p));
-  MINFER_ASSIGN_OR_RETURN(double penalty, p.get_double("--repeat-penalty", s.repeat_penalty));
-  MINFER_ASSIGN_OR_RETURN(int64_t last_n, p.get_int("--repeat-last-n", s.repeat_last_n));
-  // Without --seed, a fresh seed each run; the CLI prints it so a run can be repeated.
-  const auto fresh = static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
-  MINFER_ASSIGN_OR_RETURN(int64_t seed, p.get_int("--seed", fresh));
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  MINFER_ASSIGN_OR_RETURN(double temp, p.get_double("--temp", s.temperature, -1e9, 1e9));
+  MINFER_ASSIGN_OR_RETURN(int64_t top_k, p.get_int("--top-k", s.top_k, 0, kIntMax));
+  MINFER_ASSIGN_OR_RETURN(double top_p, p.get_double("--top-p", s.top_p, 0.0, 1.0));
+  MINFER_ASSIGN_OR_RETURN(double min_p, p.get_double("--min-p", s.min_p, 0.0, 1.0));
+  MINFER_ASSIGN_OR_RETURN(double penalty,
+                          p.get_double("--repeat-penalty", s.repeat_penalty, 1e-6, 1e6));
+  // -1 means the whole context, as in llama.cpp.
+  MINFER_ASSIGN_OR_RETURN(int64_t last_n,
+                          p.get_int("--repeat-last-n", s.repeat_last_n, -1, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(s.seed, seed_option(p, "--seed"));
   s.temperature = static_cast<float>(temp);
   s.top_k = static_cast<int>(top_k);
   s.top_p = static_cast<float>(top_p);
   s.min_p = static_cast<float>(min_p);
   s.repeat_penalty = static_cast<float>(penalty);
   s.repeat_last_n = static_cast<int>(last_n);
-  s.seed = static_cast<uint64_t>(seed);
   return s;
 }
 

@@ -24,11 +24,24 @@ void add_sampling_options(ArgParser& p);
 // unless `quiet`.
 Result<std::unique_ptr<model::Model>> load_model(const ArgParser& p, bool quiet = false);
 
+// The largest context any command accepts (2^24 tokens, 16× the longest
+// trained context of the supported models); a model's own limit is lower.
+inline constexpr int64_t kMaxContext = int64_t{1} << 24;
+// -t accepts at most this many threads per hardware thread.
+inline constexpr int64_t kMaxThreadsPerCore = 4;
+
+// -t/--threads: 0 (all hardware threads) up to kMaxThreadsPerCore per one.
+Result<int> thread_count(const ArgParser& p);
+
 // Session options from -t, -c, the cache types and --batch-size. Cache types
 // (f32, f16, q8_0; default f16): MINFER_CACHE_TYPE sets K and V, --cache-type
 // beats it, -ctk/-ctv beat both for K or V; a bad value is an error naming its
 // source, the value and the allowed types.
 Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t default_ctx);
+
+// A seed flag: absent or -1 picks a fresh random seed (the commands print
+// it); otherwise 0 .. 2^64-1.
+Result<uint64_t> seed_option(const ArgParser& p, std::string_view flag);
 
 Result<runtime::SamplerParams> sampler_params(const ArgParser& p);
 

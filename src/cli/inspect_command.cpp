@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/json.h"
+#include "base/utf8.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "gguf/file.h"
@@ -90,19 +91,19 @@ std::map<std::string, TypeTotal> totals_by_type(const gguf::File& f) {
 void print_text(const gguf::File& f) {
   std::printf("GGUF v%u, %zu part(s), alignment %" PRIu64 "\n", f.version(), f.n_parts(),
               f.alignment());
-  for (const auto& p : f.paths()) std::printf("  %s\n", p.c_str());
+  for (const auto& p : f.paths()) std::printf("  %s\n", printable_text(p).c_str());
   std::printf("\nmetadata (%zu keys):\n", f.metadata().size());
   for (const auto& [key, value] : f.metadata()) {
-    std::printf("  %-44s %-14s %s\n", key.c_str(), type_label(value).c_str(),
+    std::printf("  %-44s %-14s %s\n", printable_text(key).c_str(), type_label(value).c_str(),
                 value.display().c_str());
   }
   std::printf("\ntensors (%zu):\n  %-36s %-7s %-18s %5s %14s %14s\n", f.tensors().size(), "name",
               "type", "shape", "part", "offset", "bytes");
   int64_t params = 0;
   for (const auto& t : f.tensors()) {
-    std::printf("  %-36s %-7s %-18s %5u %14" PRIu64 " %14" PRIu64 "\n", t.name.c_str(),
-                std::string(quant::type_name(t.type)).c_str(), shape_string(t.dims, " x ").c_str(),
-                t.part + 1, t.offset, t.nbytes);
+    std::printf("  %-36s %-7s %-18s %5u %14" PRIu64 " %14" PRIu64 "\n",
+                printable_text(t.name).c_str(), std::string(quant::type_name(t.type)).c_str(),
+                shape_string(t.dims, " x ").c_str(), t.part + 1, t.offset, t.nbytes);
     params += t.n_elements();
   }
   std::printf("\ntotals: %zu tensors, %" PRId64 " parameters, %" PRIu64 " bytes (%.2f MiB)\n",
@@ -159,17 +160,10 @@ int run_inspect(std::span<const std::string_view> args) {
   ArgParser p("inspect", "FILE.gguf [--json] [--full]");
   p.flag("--json", "machine-readable output");
   p.flag("--full", "print metadata arrays whole (JSON) instead of their first items");
-  if (Status s = p.parse(args); !s) {
-    std::fprintf(stderr, "minfer inspect: %s\n\n%s", s.message().c_str(), p.usage().c_str());
-    return 2;
-  }
-  if (p.help_requested()) {
-    std::printf("%s", p.usage().c_str());
-    return 0;
-  }
-  if (p.positional().size() != 1) {
-    std::fprintf(stderr, "minfer inspect: expected one FILE, got %zu\n\n%s", p.positional().size(),
-                 p.usage().c_str());
+  p.positional("FILE", 1);
+  if (auto exit_code = parse_command_line(p, "inspect", args)) return *exit_code;
+  if (p.positional().empty()) {
+    std::fprintf(stderr, "minfer inspect: no FILE given\n\n%s", p.usage().c_str());
     return 2;
   }
   auto file = gguf::File::open(p.positional()[0]);

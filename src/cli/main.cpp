@@ -3,7 +3,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/utf8.h"
+#include "cli/args.h"
 #include "cli/command.h"
+#include "cli/output.h"
 
 namespace {
 
@@ -30,9 +33,14 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string_view> args(argv + 2, argv + argc);
   for (const auto& c : minfer::cli::commands()) {
-    if (c.name == name) return c.run(args);
+    if (c.name != name) continue;
+    const int code = c.run(args);
+    // Output printed with printf is checked here, once: a command whose
+    // results could not be written has failed. One that failed already said why.
+    const minfer::Status written = minfer::cli::finish_stdout();
+    return code == 0 ? minfer::cli::report(c.name, written) : code;
   }
-  std::fprintf(stderr, "minfer: unknown command '%s'\n\n", argv[1]);
+  std::fprintf(stderr, "minfer: unknown command '%s'\n\n", minfer::printable_text(name).c_str());
   print_usage();
   return 2;
 }

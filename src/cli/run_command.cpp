@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/output.h"
 #include "runtime/generate.h"
 
 namespace minfer::cli {
@@ -11,12 +12,7 @@ namespace {
 
 Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(std::string prompt, read_prompt(p));
-  MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 128));
-  if (n_predict <= 0) {
-    return Status::error("-n " + std::to_string(n_predict) +
-                         ": the number of tokens to "
-                         "generate must be positive");
-  }
+  MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 128, 1, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(runtime::SamplerParams sp, sampler_params(p));
   MINFER_ASSIGN_OR_RETURN(runtime::Sampler sampler, runtime::Sampler::create(sp));
   MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096));
@@ -35,22 +31,21 @@ Status run(const ArgParser& p) {
                static_cast<unsigned long long>(sp.seed), static_cast<long long>(so.n_ctx),
                tokens->size());
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
-  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-  std::fflush(stdout);
+  MINFER_RETURN_IF_ERROR(write_stdout(prompt));
   const int64_t budget =
       std::min<int64_t>(n_predict, so.n_ctx - static_cast<int64_t>(tokens->size()));
+  Status written;  // the first failed write stops generation: nobody reads the rest
   auto stats = runtime::generate(*session, sampler, *tokens, budget, [&](int32_t t) {
-    const std::string text = detok.push(t);
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return true;
+    written = write_stdout(detok.push(t));
+    return written.is_ok();
   });
-  const std::string rest = detok.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
-  std::printf("\n");
-  std::fflush(stdout);
+  MINFER_RETURN_IF_ERROR(written);
+  MINFER_RETURN_IF_ERROR(write_stdout(detok.flush() + "\n"));
   if (!stats) return stats.status();
   const auto& s = *stats;
+  // The context cut the run short only when it, not an end-of-generation
+  // token, ended it: every token of the reduced budget was generated.
+  const bool at_context_limit = budget < n_predict && !s.stopped_at_eog && s.generated == budget;
   std::fprintf(stderr,
                "prompt: %lld tokens in %.2f s (%.1f t/s); generation: %lld tokens in "
                "%.2f s (%.1f t/s)%s\n",
@@ -58,7 +53,7 @@ Status run(const ArgParser& p) {
                s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0,
                static_cast<long long>(s.generated), s.generation_seconds,
                s.generation_seconds > 0 ? s.generated / s.generation_seconds : 0.0,
-               budget < n_predict ? " (stopped at the context limit)" : "");
+               at_context_limit ? " (stopped at the context limit)" : "");
   if (!session->op_profile().empty()) {
     std::fprintf(stderr, "%s", session->op_profile().table().c_str());
   }

@@ -3,6 +3,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "model/presets.h"
 #include "model/synth.h"
 
@@ -48,14 +49,13 @@ Status run(const ArgParser& p) {
   if (auto t = p.get("--output-type")) {
     MINFER_ASSIGN_OR_RETURN(o.output_type, quant::parse_tensor_type(*t));
   }
-  MINFER_ASSIGN_OR_RETURN(int64_t seed, p.get_int("--seed", 1));
-  o.seed = static_cast<uint64_t>(seed);
-  MINFER_ASSIGN_OR_RETURN(int64_t layers, p.get_int("--layers", 0));
+  MINFER_ASSIGN_OR_RETURN(o.seed, p.get_u64("--seed", 1));
+  // 0 keeps the shape's own layer count; GGUF split names have five digits.
+  MINFER_ASSIGN_OR_RETURN(int64_t layers, p.get_int("--layers", 0, 0, 4096));
   o.n_layer = static_cast<int>(layers);
-  MINFER_ASSIGN_OR_RETURN(int64_t parts, p.get_int("--split", 1));
+  MINFER_ASSIGN_OR_RETURN(int64_t parts, p.get_int("--split", 1, 1, 99999));
   o.n_parts = static_cast<int>(parts);
-  MINFER_ASSIGN_OR_RETURN(int64_t threads, p.get_int("--threads", 0));
-  o.n_threads = static_cast<int>(threads);
+  MINFER_ASSIGN_OR_RETURN(o.n_threads, thread_count(p));
   o.qwen2_tokenizer_dir = p.get_or("--tokenizer-dir", "");
   const bool silent = p.has("--silent");
   auto progress = [silent](size_t i, size_t n, const std::string& name) {
@@ -72,14 +72,7 @@ Status run(const ArgParser& p) {
 
 int run_synth(std::span<const std::string_view> args) {
   ArgParser p = make_parser();
-  if (Status s = p.parse(args); !s) {
-    std::fprintf(stderr, "minfer synth: %s\n\n%s", s.message().c_str(), p.usage().c_str());
-    return 2;
-  }
-  if (p.help_requested()) {
-    std::printf("%s", p.usage().c_str());
-    return 0;
-  }
+  if (auto exit_code = parse_command_line(p, "synth", args)) return *exit_code;
   if (p.has("--list")) {
     list_presets();
     return 0;

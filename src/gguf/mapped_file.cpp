@@ -26,6 +26,17 @@ struct FdCloser {
 
 }  // namespace
 
+const char* file_kind(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO or pipe";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 MappedFile::~MappedFile() {
   reset();
 }
@@ -49,11 +60,16 @@ void MappedFile::reset() {
 }
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever; it has no effect on the regular files that get past fstat.
+  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (fd.fd < 0) return errno_error(path, "open", errno);
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) return errno_error(path, "stat", errno);
-  if (!S_ISREG(st.st_mode)) return Status::error(path + ": not a regular file");
+  if (!S_ISREG(st.st_mode)) {
+    return Status::error(path + ": not a regular file (" + file_kind(st.st_mode) +
+                         "); a model must be a file that can be mapped");
+  }
   MappedFile out;
   if (st.st_size == 0) return out;
   void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd.fd, 0);

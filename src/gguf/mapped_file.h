@@ -3,7 +3,9 @@
 // Contract: MappedFile::open maps the file read-only and shared; the mapping is
 // released when the MappedFile is destroyed (move-only RAII; a moved-from
 // object holds nothing). An empty file is represented without a mapping (data()
-// is nullptr, size() is 0). Errors name the path and the errno text.
+// is nullptr, size() is 0). Anything but a regular file (a FIFO, pipe,
+// device, directory) is refused with its kind named, without blocking: a FIFO
+// with no writer does not hang open(). Errors name the path and the errno text.
 //
 // Threading: the mapped bytes are immutable; read them from any thread.
 // Lifetime: pointers into data() are valid while the MappedFile lives. If the
@@ -19,6 +21,9 @@
 #include "base/status.h"
 
 namespace minfer::gguf {
+
+// "a directory", "a FIFO or pipe", "a character device", ... for a st_mode.
+const char* file_kind(unsigned mode);
 
 class MappedFile {
  public:

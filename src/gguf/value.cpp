@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "base/utf8.h"
+
 namespace minfer::gguf {
 namespace {
 
@@ -55,7 +57,15 @@ void append_double(std::string& out, double v) {
 
 void append_escaped(std::string& out, std::string_view s) {
   out += '"';
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {  // printable UTF-8 stays readable; the rest is escaped
+      size_t end = i;
+      while (end < s.size() && static_cast<unsigned char>(s[end]) >= 0x80) ++end;
+      out += printable_text(s.substr(i, end - i));
+      i = end - 1;
+      continue;
+    }
     if (c == '"' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
@@ -68,7 +78,7 @@ void append_escaped(std::string& out, std::string_view s) {
       std::snprintf(buf, sizeof(buf), "\\x%02x", c);
       out += buf;
     } else {
-      out += static_cast<char>(c);  // UTF-8 passes through for readability
+      out += static_cast<char>(c);
     }
   }
   out += '"';

@@ -1,8 +1,10 @@
 #include "gguf/writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include <unordered_set>
 
 #include "gguf/file.h"
+#include "gguf/mapped_file.h"
 
 namespace minfer::gguf {
 
@@ -334,17 +337,50 @@ Result<std::vector<uint8_t>> Writer::to_bytes() const {
   return out;
 }
 
+namespace {
+
+// An output is written to a temporary file and renamed over `path`, which
+// replaces whatever `path` names: allowed only when that is nothing or a
+// regular file (never a device node, FIFO, directory or symbolic link).
+Status check_replaceable(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::ok();
+    return Status::error(path + ": cannot stat: " + std::strerror(errno));
+  }
+  if (S_ISREG(st.st_mode)) return Status::ok();
+  return Status::error(path + ": exists and is " + file_kind(st.st_mode) +
+                       "; refusing to replace it (give the path of a regular file)");
+}
+
+// Creates a fresh temporary file beside `path` (never an existing one, never
+// through a symbolic link); returns its descriptor and sets `tmp`.
+Result<int> create_temporary(const std::string& path, std::string& tmp) {
+  static std::atomic<uint64_t> counter{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) return Status::error(tmp + ": cannot create: " + std::strerror(errno));
+  }
+  return Status::error(path + ": cannot create a temporary file beside it (all names taken)");
+}
+
+}  // namespace
+
 Status Writer::write_to_path(const std::string& path, const Metadata& md,
                              std::span<const Tensor> tensors, uint64_t alignment) const {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::error(tmp + ": cannot create: " + std::strerror(errno));
+  MINFER_RETURN_IF_ERROR(check_replaceable(path));
+  std::string tmp;
+  MINFER_ASSIGN_OR_RETURN(const int fd, create_temporary(path, tmp));
   FdSink sink(fd, tmp);
   Status s = emit(sink, md, tensors, alignment);
   if (s.is_ok()) s = sink.flush();
   if (::close(fd) != 0 && s.is_ok()) {
     s = Status::error(tmp + ": close failed: " + std::strerror(errno));
   }
+  // Checked again: writing takes a while, and `path` may have appeared meanwhile.
+  if (s.is_ok()) s = check_replaceable(path);
   if (s.is_ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
     s = Status::error(path + ": cannot rename " + tmp + " to it: " + std::strerror(errno));
   }
@@ -372,6 +408,10 @@ Status Writer::write_split(const std::string& path, int n_parts) const {
   MINFER_ASSIGN_OR_RETURN(uint64_t a, alignment());
   std::string stem = path;
   if (stem.ends_with(".gguf")) stem.resize(stem.size() - 5);
+  // Every part is checked before any is written, so that a refused part
+  // never leaves the others replaced.
+  for (int i = 0; i < n_parts; ++i)
+    MINFER_RETURN_IF_ERROR(check_replaceable(split_path(stem, i, n_parts)));
   std::vector<std::string> written;
   for (int i = 0; i < n_parts; ++i) {
     Metadata md;

@@ -13,9 +13,13 @@
 //  * Layout: tensors in insertion order, each at a multiple of the alignment
 //    (`general.alignment` if set, else 32) from the data section start, zero
 //    padding between them and none after the last.
-//  * write() writes PATH.tmp and renames it to PATH only when everything
-//    succeeded, so PATH is never left half-written; on failure the .tmp is
-//    removed. Errors name the path and the errno text, or the tensor whose
+//  * write() writes a fresh temporary file beside PATH (PATH.tmp.<pid>.<n>,
+//    created exclusively, never through a symbolic link) and renames it to
+//    PATH only when everything succeeded, so PATH is never left half-written;
+//    on failure the temporary is removed. PATH must be absent or a regular
+//    file: a device node, FIFO, socket, directory or symbolic link there is
+//    refused (checked before writing and again before the rename), never
+//    replaced. Errors name the path and the errno text, or the tensor whose
 //    Fill failed.
 //  * write_split() writes N parts STEM-00001-of-0000N.gguf ... (STEM is PATH
 //    without a trailing ".gguf"), tensors split into N contiguous runs of

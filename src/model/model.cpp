@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "quant/reference.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace minfer::model {
@@ -24,6 +25,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const Progre
   }
   auto tok = tokenizer::Tokenizer::create(std::move(*vocab));
   if (!tok) return tok.status().with_context(path + ": tokenizer");
+  for (const auto& t : file->tensors()) {
+    if (quant::is_weight_type(t.type)) continue;
+    return Status::error(
+        path + ": tensor '" + t.name + "' has type " + std::string(quant::type_name(t.type)) +
+        ", which minfer cannot compute (supported: " + quant::weight_type_names() + ")");
+  }
   Weights weights = Weights::from_file(*file);
   // Touch the weights tensor by tensor so the progress bar tracks real work.
   const auto& all = weights.all();

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <span>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -150,10 +151,17 @@ Status fill_tensor(const PlannedTensor& t, uint64_t seed, int n_threads,
   std::vector<std::thread> threads;
   for (int64_t w = 0; w < workers; ++w) {
     const int64_t begin = n_rows * w / workers, end = n_rows * (w + 1) / workers;
-    threads.emplace_back([&, w, begin, end] {
+    auto work = [&, w, begin, end] {
       results[static_cast<size_t>(w)] =
           fill_rows(t, seed, rope_factors, begin, end, row_bytes, out);
-    });
+    };
+    // Rows are filled by their index alone, so a range the system gives no
+    // thread for is filled here instead, with the same bytes.
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      work();
+    }
   }
   for (auto& th : threads) th.join();
   for (auto& r : results) MINFER_RETURN_IF_ERROR(r.with_context("tensor '" + t.name + "'"));

@@ -107,6 +107,20 @@ bool has_reference_quantize(TensorType type) {
   return kernels_for(type).quantize != nullptr;
 }
 
+bool is_weight_type(TensorType type) {
+  return has_reference_dequantize(type) && type != TensorType::Q8_1 && type != TensorType::Q8_K;
+}
+
+std::string weight_type_names() {
+  std::string out;
+  for (uint32_t raw = 0; raw < 64; ++raw) {
+    const TypeTraits* t = find_type_traits(raw);
+    if (t == nullptr || !is_weight_type(t->type)) continue;
+    out += (out.empty() ? "" : ", ") + std::string(t->name);
+  }
+  return out;
+}
+
 Status dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
   const Kernels k = kernels_for(type);
   if (k.dequantize == nullptr) {

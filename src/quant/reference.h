@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "base/status.h"
 #include "quant/tensor_type.h"
@@ -28,6 +29,14 @@ namespace minfer::quant {
 
 bool has_reference_dequantize(TensorType type);
 bool has_reference_quantize(TensorType type);
+
+// The types a model's weights may have: those with a reference dequantizer
+// (every backend's kernels are tested against it; the CPU backend computes
+// all of them), less Q8_1 and Q8_K, which exist for activations only. A
+// tensor of any other type (IQ*, TQ*, ...) is refused when the model loads.
+bool is_weight_type(TensorType type);
+// "F32, F16, BF16, Q4_0, ..." for messages.
+std::string weight_type_names();
 
 // Decodes n elements of `type` at src into n floats at dst.
 Status dequantize_row(TensorType type, const void* src, float* dst, int64_t n);

@@ -57,8 +57,9 @@ Result<PerplexityResult> perplexity(Session& session, std::span<const int32_t> t
     }
     r.running_ppl.push_back(std::exp(nll / static_cast<double>(r.scored)));
     if (progress) {
-      progress(c, r.running_ppl.back(),
-               logits.first(static_cast<size_t>((n_ctx - 1 - first) * n_vocab)));
+      MINFER_RETURN_IF_ERROR(
+          progress(c, r.running_ppl.back(),
+                   logits.first(static_cast<size_t>((n_ctx - 1 - first) * n_vocab))));
     }
   }
   r.chunks = chunks;

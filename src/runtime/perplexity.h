@@ -28,8 +28,9 @@ struct PerplexityResult {
 };
 
 // Called after each chunk with (chunk index, running PPL, the chunk's scored
-// logits [n_ctx/2 - 1][n_vocab]).
-using PerplexityProgress = std::function<void(int64_t, double, std::span<const float>)>;
+// logits [n_ctx/2 - 1][n_vocab]). An error stops the scoring and is returned
+// (e.g. the reader of the results has gone).
+using PerplexityProgress = std::function<Status(int64_t, double, std::span<const float>)>;
 
 // n_chunks <= 0: as many as the tokens allow.
 Result<PerplexityResult> perplexity(Session& session, std::span<const int32_t> tokens,

@@ -44,8 +44,8 @@ Result<std::unique_ptr<Session>> Session::create(const model::Model& model,
       report_no_gpu(gpu.message());
     }
   }
-  s->owned_backends_.push_back(
-      std::make_unique<cpu::CpuBackend>(model.weights(), options.n_threads));
+  MINFER_ASSIGN_OR_RETURN(auto cpu, cpu::CpuBackend::create(model.weights(), options.n_threads));
+  s->owned_backends_.push_back(std::move(cpu));
   for (auto& b : s->owned_backends_) s->backends_.push_back(b.get());
   // The KV cache lives on the backend that runs attention: the first one that
   // supports it (probing with a representative node).

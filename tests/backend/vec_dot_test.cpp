@@ -13,6 +13,7 @@
 #include "backend/cpu/vec_dot_internal.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
+#include "quant/reference.h"
 
 namespace minfer::cpu {
 namespace {
@@ -52,6 +53,27 @@ TEST(cpu_VecDotType, UnsupportedTypeIsAnErrorNamingIt) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("Q4_K"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("100"), std::string::npos) << s.message();
+}
+
+// Model::load admits exactly quant::is_weight_type's types; the CPU backend,
+// the fallback of every graph, must compute each of them.
+TEST(cpu_VecDotType, EveryLoadableWeightTypeHasAKernel) {
+  int weight_types = 0;
+  for (uint32_t raw = 0; raw < 64; ++raw) {
+    const quant::TypeTraits* t = quant::find_type_traits(raw);
+    if (t == nullptr) continue;
+    SCOPED_TRACE(std::string(t->name));
+    if (quant::is_weight_type(t->type)) {
+      ++weight_types;
+      EXPECT_TRUE(vec_dot_type(t->type).is_ok());
+      EXPECT_NE(quant::weight_type_names().find(std::string(t->name)), std::string::npos);
+    } else {
+      EXPECT_EQ(quant::weight_type_names().find(std::string(t->name) + ","), std::string::npos);
+    }
+  }
+  EXPECT_EQ(weight_types, 13);  // F32 F16 BF16, Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, Q2_K..Q6_K
+  EXPECT_FALSE(quant::is_weight_type(TensorType::IQ4_NL));
+  EXPECT_FALSE(quant::is_weight_type(TensorType::Q8_K));
 }
 
 // The error a correct kernel may have against the exact dot product of the

@@ -1,8 +1,10 @@
 #include "gguf/writer.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "gguf/file.h"
 #include "gguf/gguf_testutil.h"
@@ -97,10 +99,69 @@ TEST(GgufWriter, WriteIsAtomicAndNamesThePath) {
   Status s = bad.write(path);
   EXPECT_EQ(s.message(), path + ": tensor 'boom': generator failed");
   EXPECT_EQ(testing::read_file_bytes(path), before);
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  // The failed write left no temporary behind: the directory holds m.gguf alone.
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file(""))) {
+    EXPECT_EQ(e.path().filename(), "m.gguf");
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1u);
   Status missing = good.write(dir.file("no/such/dir/m.gguf"));
-  EXPECT_EQ(missing.message(),
-            dir.file("no/such/dir/m.gguf") + ".tmp: cannot create: No such file or directory");
+  EXPECT_TRUE(missing.message().starts_with(dir.file("no/such/dir/m.gguf") + ".tmp."))
+      << missing.message();
+  EXPECT_TRUE(missing.message().ends_with(": cannot create: No such file or directory"))
+      << missing.message();
+}
+
+TEST(GgufWriter, NeverReplacesWhatIsNotARegularFile) {
+  testing::TempDir dir;
+  const Writer w = testing::sample_writer();
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string target = dir.file("target.gguf");
+  ASSERT_TRUE(w.write(target).is_ok());
+  const std::string link = dir.file("link.gguf");
+  std::filesystem::create_symlink(target, link);
+  const std::string subdir = dir.file("sub");
+  std::filesystem::create_directory(subdir);
+  const std::pair<std::string, std::string> cases[] = {{"/dev/null", "a character device"},
+                                                       {fifo, "a FIFO or pipe"},
+                                                       {link, "a symbolic link"},
+                                                       {subdir, "a directory"}};
+  for (const auto& [path, kind] : cases) {
+    const Status s = w.write(path);
+    EXPECT_EQ(s.message(), path + ": exists and is " + kind +
+                               "; refusing to replace it (give the path of a regular file)");
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_TRUE(std::filesystem::is_directory(subdir));
+  // Nothing but what the test made: no temporary was left beside any of them.
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.file("")))
+    ++entries;
+  EXPECT_EQ(entries, 4u);
+}
+
+TEST(GgufWriter, SplitChecksEveryPartBeforeWritingAny) {
+  testing::TempDir dir;
+  const Writer w = testing::sample_writer();
+  const std::string first = dir.file("m-00001-of-00002.gguf");
+  {
+    std::ofstream keep(first, std::ios::binary);
+    keep << "keep me";
+  }
+  std::filesystem::create_directory(dir.file("m-00002-of-00002.gguf"));
+  const Status s = w.write_split(dir.file("m.gguf"), 2);
+  EXPECT_NE(s.message().find("m-00002-of-00002.gguf: exists and is a directory"), std::string::npos)
+      << s.message();
+  const auto bytes = testing::read_file_bytes(first);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), "keep me");
 }
 
 TEST(GgufWriter, StreamsLargeTensorsOneAtATime) {

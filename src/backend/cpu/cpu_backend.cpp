@@ -108,6 +108,13 @@ const OpEntry& entry(Op op) {
 CpuBackend::CpuBackend(const model::Weights& weights, int n_threads)
     : weights_(weights), pool_(n_threads) {}
 
+Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const model::Weights& weights,
+                                                       int n_threads) {
+  auto b = std::make_unique<CpuBackend>(weights, n_threads);
+  if (!b->pool_.start_status().is_ok()) return b->pool_.start_status();
+  return b;
+}
+
 bool CpuBackend::supports_op(const Node& node) const {
   if (node.op >= Op::kCount) return false;
   return entry(node.op).supports(node, weights_);

@@ -24,6 +24,9 @@ class CpuBackend final : public backend::Backend {
  public:
   // n_threads <= 0: one per hardware thread. `weights` must outlive the backend.
   CpuBackend(const model::Weights& weights, int n_threads);
+  // As the constructor, but an error when the system cannot start all
+  // n_threads threads (ThreadPool::start_status()).
+  static Result<std::unique_ptr<CpuBackend>> create(const model::Weights& weights, int n_threads);
 
   std::string_view name() const override { return "CPU"; }
   bool supports_op(const graph::Node& node) const override;

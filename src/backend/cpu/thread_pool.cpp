@@ -1,6 +1,8 @@
 #include "backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -33,9 +35,25 @@ inline void cpu_relax() {
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::thread::hardware_concurrency());
-  num_threads_ = std::max(1, num_threads);
-  workers_.reserve(static_cast<size_t>(num_threads_ - 1));
-  for (int t = 1; t < num_threads_; ++t) workers_.emplace_back([this, t] { worker_main(t); });
+  const int wanted = std::max(1, num_threads);
+  num_threads_ = wanted;
+  try {
+    workers_.reserve(static_cast<size_t>(wanted - 1));
+    for (int t = 1; t < wanted; ++t) workers_.emplace_back([this, t] { worker_main(t); });
+  } catch (const std::exception& e) {  // std::system_error, or bad_alloc from reserve
+    // The workers that did start only ever read the job fields; they take
+    // thread indices 1..workers_.size(), all below the reduced count.
+    num_threads_ = static_cast<int>(workers_.size()) + 1;
+    start_status_ =
+        Status::error("cannot start CPU thread " + std::to_string(num_threads_ + 1) + " of " +
+                      std::to_string(wanted) + ": " + e.what() + " (ask for fewer with -t)");
+  }
+}
+
+Result<std::unique_ptr<ThreadPool>> ThreadPool::create(int num_threads) {
+  auto pool = std::make_unique<ThreadPool>(num_threads);
+  if (!pool->start_status().is_ok()) return pool->start_status();
+  return pool;
 }
 
 ThreadPool::~ThreadPool() {

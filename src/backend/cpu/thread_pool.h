@@ -10,6 +10,11 @@
 // runs inline on the caller. Ranges are handed out dynamically in chunks, so
 // uneven work balances. fn must not throw.
 //
+// Starting: the constructor never throws. When the system refuses a thread
+// (its limit on threads or memory), the pool keeps the workers it got, so it
+// still works, and start_status() names the failure; create() turns that into
+// an error for callers that asked for an exact count.
+//
 // Cost: one wake-up and one completion wait per call; idle workers spin
 // briefly (so back-to-back calls in a forward pass stay cheap) and then block
 // on a condition variable (so an idle pool uses no CPU).
@@ -21,11 +26,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "base/status.h"
 
 namespace minfer::cpu {
 
@@ -33,11 +41,16 @@ class ThreadPool {
  public:
   // num_threads <= 0 means one per hardware thread.
   explicit ThreadPool(int num_threads = 1);
+  // A pool of exactly num_threads (<= 0: one per hardware thread), or an error
+  // naming the thread the system refused and why.
+  static Result<std::unique_ptr<ThreadPool>> create(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+  // Ok, or why fewer threads than asked for were started.
+  const Status& start_status() const { return start_status_; }
 
   template <typename Fn>
   void parallel_for(int64_t n_tasks, Fn&& fn) {
@@ -56,6 +69,7 @@ class ThreadPool {
   void work_on_job(uint64_t generation, int thread);
 
   int num_threads_;
+  Status start_status_;
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;  // serializes parallel_for callers
 
