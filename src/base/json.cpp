@@ -133,8 +133,8 @@ class Parser {
         ++col;
       }
     }
-    return Status::error("JSON line " + std::to_string(line) + ", column " + std::to_string(col) +
-                         ": " + what);
+    return Status::invalid_argument("JSON line " + std::to_string(line) + ", column " +
+                                    std::to_string(col) + ": " + what);
   }
 
   bool at_end() const { return pos_ >= text_.size(); }

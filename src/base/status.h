@@ -3,40 +3,83 @@
 // Contract: every fallible library function returns Status (no value) or
 // Result<T> (a value or an error). Both are [[nodiscard]]. An error carries a
 // human-readable message that names the thing that was wrong (file, key,
-// tensor, node, value); callers prepend context with Status::with_context().
-// Library code never exits or aborts on bad input; the CLI turns an error into
-// a message on stderr and a non-zero exit code.
+// tensor, node, value) and a StatusCode saying what kind of failure it is, so
+// that callers branch on the kind (an HTTP server answers 400, 503 or 500)
+// rather than on message text; callers prepend context with
+// Status::with_context(), which keeps the code. Library code never exits or
+// aborts on bad input; the CLI turns an error into a message on stderr and a
+// non-zero exit code.
 //
 // Threading: plain values, no shared state.
 #pragma once
 
 #include <cassert>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
 
 namespace minfer {
 
+// The kinds of failure (after absl's and LevelDB's codes).
+enum class StatusCode : uint8_t {
+  kOk,
+  kUnknown,            // not classified (Status::error): treat as internal
+  kInvalidArgument,    // bad input: a flag, a request field, a malformed file or text
+  kNotFound,           // a file, tensor or key that is not there
+  kOutOfRange,         // a valid value past a limit: a prompt longer than the context
+  kResourceExhausted,  // memory, threads, the KV pool: may succeed with less or later
+  kUnavailable,        // a device or service that cannot be used now
+  kUnimplemented,      // well-formed but not supported here: an architecture, a weight type
+  kIoError,            // a read or write the system refused (full disk, closed pipe)
+  kInternal,           // an invariant of minfer broke: a bug
+};
+
+// "invalid argument", "out of range", ... for logs and messages.
+const char* status_code_name(StatusCode code);
+
 class [[nodiscard]] Status {
  public:
   Status() = default;  // ok
   static Status ok() { return Status(); }
-  static Status error(std::string message) { return Status(std::move(message), true); }
+  static Status error(StatusCode code, std::string message) {
+    assert(code != StatusCode::kOk && "an error needs a failure code");
+    return Status(code, std::move(message));
+  }
+  static Status error(std::string message) {
+    return error(StatusCode::kUnknown, std::move(message));
+  }
+  static Status invalid_argument(std::string m) {
+    return error(StatusCode::kInvalidArgument, std::move(m));
+  }
+  static Status not_found(std::string m) { return error(StatusCode::kNotFound, std::move(m)); }
+  static Status out_of_range(std::string m) { return error(StatusCode::kOutOfRange, std::move(m)); }
+  static Status resource_exhausted(std::string m) {
+    return error(StatusCode::kResourceExhausted, std::move(m));
+  }
+  static Status unavailable(std::string m) { return error(StatusCode::kUnavailable, std::move(m)); }
+  static Status unimplemented(std::string m) {
+    return error(StatusCode::kUnimplemented, std::move(m));
+  }
+  static Status io_error(std::string m) { return error(StatusCode::kIoError, std::move(m)); }
+  static Status internal(std::string m) { return error(StatusCode::kInternal, std::move(m)); }
 
-  bool is_ok() const { return !failed_; }
-  explicit operator bool() const { return !failed_; }
+  bool is_ok() const { return code_ == StatusCode::kOk; }
+  explicit operator bool() const { return is_ok(); }
+  StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
 
-  // "context: message" — for wrapping an inner error with where it happened.
+  // "context: message" with the same code — for wrapping an inner error with
+  // where it happened.
   Status with_context(const std::string& context) const {
-    if (!failed_) return *this;
-    return Status::error(context + ": " + message_);
+    if (is_ok()) return *this;
+    return Status(code_, context + ": " + message_);
   }
 
  private:
-  Status(std::string message, bool failed) : message_(std::move(message)), failed_(failed) {}
+  Status(StatusCode code, std::string message) : message_(std::move(message)), code_(code) {}
   std::string message_;
-  bool failed_ = false;
+  StatusCode code_ = StatusCode::kOk;
 };
 
 template <typename T>

@@ -54,8 +54,9 @@ Status ArgParser::add_positional(std::string_view arg, bool after_dashes) {
     std::string why = max_positional_ == 0 ? "takes no positional arguments"
                                            : "takes at most " + std::to_string(max_positional_) +
                                                  " " + positional_name_ + " argument(s)";
-    return Status::error("unexpected argument '" + std::string(arg) + "'" +
-                         (after_dashes ? " after '--'" : "") + ": '" + command_ + "' " + why);
+    return Status::invalid_argument("unexpected argument '" + std::string(arg) + "'" +
+                                    (after_dashes ? " after '--'" : "") + ": '" + command_ + "' " +
+                                    why);
   }
   positional_.emplace_back(arg);
   return Status::ok();
@@ -86,10 +87,12 @@ Status ArgParser::parse(std::span<const std::string_view> args) {
       has_inline = true;
     }
     const Spec* spec = find(name);
-    if (spec == nullptr) return Status::error("unknown option '" + std::string(name) + "'");
+    if (spec == nullptr)
+      return Status::invalid_argument("unknown option '" + std::string(name) + "'");
     const std::string& key = spec->names.back();
     if (spec->value_name.empty()) {
-      if (has_inline) return Status::error("option '" + std::string(name) + "' takes no value");
+      if (has_inline)
+        return Status::invalid_argument("option '" + std::string(name) + "' takes no value");
       values_[key] = {"1", std::string(name)};
       continue;
     }
@@ -98,8 +101,8 @@ Status ArgParser::parse(std::span<const std::string_view> args) {
     } else if (i + 1 < args.size()) {
       values_[key] = {std::string(args[++i]), std::string(name)};
     } else {
-      return Status::error("option '" + std::string(name) + "' needs a value (" + spec->value_name +
-                           ")");
+      return Status::invalid_argument("option '" + std::string(name) + "' needs a value (" +
+                                      spec->value_name + ")");
     }
   }
   return Status::ok();
@@ -156,11 +159,11 @@ Result<int64_t> ArgParser::get_int(std::string_view name, int64_t fallback, int6
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   const bool whole = end == v.data() + v.size() && !v.empty();
   if (ec == std::errc::invalid_argument || !whole) {
-    return Status::error("option '" + g->spelling + "': '" + v + "' is not an integer");
+    return Status::invalid_argument("option '" + g->spelling + "': '" + v + "' is not an integer");
   }
   if (ec == std::errc::result_out_of_range || out < min || out > max) {
-    return Status::error("option '" + g->spelling + "': " + v + " is out of range (" +
-                         std::to_string(min) + " to " + std::to_string(max) + ")");
+    return Status::invalid_argument("option '" + g->spelling + "': " + v + " is out of range (" +
+                                    std::to_string(min) + " to " + std::to_string(max) + ")");
   }
   return out;
 }
@@ -173,13 +176,14 @@ Result<double> ArgParser::get_double(std::string_view name, double fallback, dou
   double out = 0;
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(out)) {
-    return Status::error("option '" + g->spelling + "': '" + v + "' is not a finite number");
+    return Status::invalid_argument("option '" + g->spelling + "': '" + v +
+                                    "' is not a finite number");
   }
   if (out < min || out > max) {
     std::ostringstream range;
     range << min << " to " << max;
-    return Status::error("option '" + g->spelling + "': " + v + " is out of range (" + range.str() +
-                         ")");
+    return Status::invalid_argument("option '" + g->spelling + "': " + v + " is out of range (" +
+                                    range.str() + ")");
   }
   return out;
 }
@@ -191,11 +195,12 @@ Result<uint64_t> ArgParser::get_u64(std::string_view name, uint64_t fallback) co
   uint64_t out = 0;
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   if (ec == std::errc::result_out_of_range) {
-    return Status::error("option '" + g->spelling + "': " + v +
-                         " is out of range (0 to 18446744073709551615)");
+    return Status::invalid_argument("option '" + g->spelling + "': " + v +
+                                    " is out of range (0 to 18446744073709551615)");
   }
   if (ec != std::errc() || end != v.data() + v.size()) {
-    return Status::error("option '" + g->spelling + "': '" + v + "' is not a non-negative integer");
+    return Status::invalid_argument("option '" + g->spelling + "': '" + v +
+                                    "' is not a non-negative integer");
   }
   return out;
 }

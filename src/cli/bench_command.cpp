@@ -131,8 +131,8 @@ Status bench(const ArgParser& p, const BenchOptions& o) {
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/o.json));
   const int64_t need = std::max(o.n_prompt, o.n_gen);
   if (so.n_ctx < need) {
-    return Status::error("--ctx-size " + std::to_string(so.n_ctx) + " is smaller than the " +
-                         std::to_string(need) + " tokens a test needs");
+    return Status::out_of_range("--ctx-size " + std::to_string(so.n_ctx) + " is smaller than the " +
+                                std::to_string(need) + " tokens a test needs");
   }
   uint64_t model_bytes = 0;
   int64_t n_params = 0;
@@ -231,8 +231,8 @@ Result<BenchOptions> bench_options(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(o.bandwidth_gbs, p.get_double("--bandwidth", 0.0, 0.0, 1e6));
   o.json = p.has("--json");
   if (p.has("--bandwidth") && !(o.bandwidth_gbs > 0)) {
-    return Status::error("--bandwidth " + p.get_or("--bandwidth", "") +
-                         ": must be a positive number of GB/s");
+    return Status::invalid_argument("--bandwidth " + p.get_or("--bandwidth", "") +
+                                    ": must be a positive number of GB/s");
   }
   return o;
 }

@@ -28,7 +28,7 @@ Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
   in_cache.assign(ids->begin(), ids->begin() + static_cast<int64_t>(common));
   std::span<const int32_t> fresh(ids->data() + common, ids->size() - common);
   const int64_t room = session.n_ctx() - static_cast<int64_t>(ids->size());
-  if (room < 1) return Status::error("the conversation no longer fits in the context (-c)");
+  if (room < 1) return Status::out_of_range("the conversation no longer fits in the context (-c)");
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
   sampler.reset();
   std::vector<int32_t> generated;

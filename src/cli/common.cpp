@@ -43,7 +43,7 @@ void add_sampling_options(ArgParser& p) {
 
 Result<std::unique_ptr<model::Model>> load_model(const ArgParser& p, bool quiet) {
   auto path = p.get("--model");
-  if (!path || path->empty()) return Status::error("no model given (-m FILE.gguf)");
+  if (!path || path->empty()) return Status::invalid_argument("no model given (-m FILE.gguf)");
   // A bar on a terminal only, so that logs and pipes get no '\r' frames. No
   // size (a FIFO, a missing file) means no bar; the load says what is wrong.
   std::error_code ec;
@@ -65,10 +65,10 @@ Result<int> thread_count(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(int64_t threads,
                           p.get_int("--threads", 0, 0, std::numeric_limits<int32_t>::max()));
   if (threads > kMaxThreadsPerCore * hw) {
-    return Status::error(p.spelled("--threads") + ": more than " +
-                         std::to_string(kMaxThreadsPerCore) +
-                         " per hardware thread (this machine has " + std::to_string(hw) +
-                         ", so at most " + std::to_string(kMaxThreadsPerCore * hw) + "; 0 = all)");
+    return Status::invalid_argument(
+        p.spelled("--threads") + ": more than " + std::to_string(kMaxThreadsPerCore) +
+        " per hardware thread (this machine has " + std::to_string(hw) + ", so at most " +
+        std::to_string(kMaxThreadsPerCore * hw) + "; 0 = all)");
   }
   return static_cast<int>(threads);
 }
@@ -92,7 +92,8 @@ Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t defa
   auto parse = [&](const char* flag) -> Result<quant::TensorType> {
     const auto given = p.get(flag);
     auto t = runtime::parse_cache_type(given ? *given : both);
-    if (!t) return Status::error((given ? std::string(flag) : both_from) + ": " + t.message());
+    if (!t)
+      return Status::invalid_argument((given ? std::string(flag) : both_from) + ": " + t.message());
     return t;
   };
   MINFER_ASSIGN_OR_RETURN(o.k_type, parse("--cache-type-k"));
@@ -132,16 +133,16 @@ Result<runtime::SamplerParams> sampler_params(const ArgParser& p) {
 Result<std::string> read_prompt(const ArgParser& p) {
   auto text = p.get("--prompt");
   auto file = p.get("--file");
-  if (text && file) return Status::error("give either -p TEXT or -f FILE, not both");
+  if (text && file) return Status::invalid_argument("give either -p TEXT or -f FILE, not both");
   if (text) return *text;
-  if (!file) return Status::error("no prompt given (-p TEXT or -f FILE)");
+  if (!file) return Status::invalid_argument("no prompt given (-p TEXT or -f FILE)");
   // A directory opens as a stream that reads nothing: it would pass for an empty prompt.
   std::error_code ec;
   if (std::filesystem::is_directory(*file, ec)) {
-    return Status::error("prompt file '" + *file + "' is a directory");
+    return Status::invalid_argument("prompt file '" + *file + "' is a directory");
   }
   std::ifstream in(*file, std::ios::binary);
-  if (!in) return Status::error("cannot read prompt file '" + *file + "'");
+  if (!in) return Status::not_found("cannot read prompt file '" + *file + "'");
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();

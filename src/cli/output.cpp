@@ -12,8 +12,8 @@ namespace {
 int g_stdout_errno = 0;
 
 Status failure() {
-  return Status::error(std::string("cannot write to standard output: ") +
-                       std::strerror(g_stdout_errno));
+  return Status::io_error(std::string("cannot write to standard output: ") +
+                          std::strerror(g_stdout_errno));
 }
 
 // Records a failure seen now; errno is only trusted when the call just set it.

@@ -21,8 +21,9 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p));
   const int64_t n_ctx_train = model->hparams().n_ctx_train;
   if (so.n_ctx > n_ctx_train) {
-    return Status::error(p.spelled("--ctx-size") + ": more than the model's training context of " +
-                         std::to_string(n_ctx_train) + " tokens");
+    return Status::out_of_range(p.spelled("--ctx-size") +
+                                ": more than the model's training context of " +
+                                std::to_string(n_ctx_train) + " tokens");
   }
   const tokenizer::Tokenizer& tok = model->tokenizer();
   auto tokens = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
@@ -31,9 +32,9 @@ Status run(const ArgParser& p) {
   const auto n_tokens = static_cast<int64_t>(tokens->size());
   // Checked before the session allocates a cache for n_ctx tokens.
   if (n_tokens < n_ctx) {
-    return Status::error("the text has " + std::to_string(n_tokens) +
-                         " tokens, fewer than one chunk of " + std::to_string(n_ctx) +
-                         " (lower it with -c)");
+    return Status::invalid_argument("the text has " + std::to_string(n_tokens) +
+                                    " tokens, fewer than one chunk of " + std::to_string(n_ctx) +
+                                    " (lower it with -c)");
   }
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
   const int64_t chunks =
@@ -46,7 +47,7 @@ Status run(const ArgParser& p) {
   if (logits_path) {
     dump = std::fopen(logits_path->c_str(), "wb");
     if (dump == nullptr) {
-      return Status::error("cannot write '" + *logits_path + "': " + std::strerror(errno));
+      return Status::io_error("cannot write '" + *logits_path + "': " + std::strerror(errno));
     }
   }
   auto r = runtime::perplexity(
@@ -56,12 +57,12 @@ Status run(const ArgParser& p) {
         std::snprintf(line, sizeof(line), "[%lld]%.4f,", static_cast<long long>(c + 1), ppl);
         MINFER_RETURN_IF_ERROR(write_stdout(line));
         if (dump && std::fwrite(logits.data(), 4, logits.size(), dump) != logits.size()) {
-          return Status::error("cannot write '" + *logits_path + "': " + std::strerror(errno));
+          return Status::io_error("cannot write '" + *logits_path + "': " + std::strerror(errno));
         }
         return Status::ok();
       });
   if (dump && std::fclose(dump) != 0 && r) {
-    return Status::error("cannot write '" + *logits_path + "': " + std::strerror(errno));
+    return Status::io_error("cannot write '" + *logits_path + "': " + std::strerror(errno));
   }
   MINFER_RETURN_IF_ERROR(write_stdout("\n"));
   if (!r) return r.status();

@@ -22,9 +22,9 @@ Status run(const ArgParser& p) {
   auto tokens = tok.encode(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (!tokens) return tokens.status().with_context("prompt");
   if (static_cast<int64_t>(tokens->size()) >= so.n_ctx) {
-    return Status::error("the prompt has " + std::to_string(tokens->size()) +
-                         " tokens, more than the context of " + std::to_string(so.n_ctx) +
-                         " allows (raise it with -c)");
+    return Status::out_of_range("the prompt has " + std::to_string(tokens->size()) +
+                                " tokens, more than the context of " + std::to_string(so.n_ctx) +
+                                " allows (raise it with -c)");
   }
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
   std::fprintf(stderr, "seed: %llu, context: %lld, prompt: %zu tokens\n",

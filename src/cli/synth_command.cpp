@@ -39,9 +39,9 @@ void list_presets() {
 Status run(const ArgParser& p) {
   model::SynthOptions o;
   o.shape = p.get_or("--model", "");
-  if (o.shape.empty()) return Status::error("--model SHAPE is required (see --list)");
+  if (o.shape.empty()) return Status::invalid_argument("--model SHAPE is required (see --list)");
   o.output_path = p.get_or("--output", "");
-  if (o.output_path.empty()) return Status::error("-o OUT.gguf is required");
+  if (o.output_path.empty()) return Status::invalid_argument("-o OUT.gguf is required");
   o.quant = p.get_or("--type", "Q8_0");
   if (auto t = p.get("--embd-type")) {
     MINFER_ASSIGN_OR_RETURN(o.embd_type, quant::parse_tensor_type(*t));

@@ -31,7 +31,7 @@ Result<std::optional<int64_t>> split_key(const detail::ParsedPart& part, const s
   for (const auto& [k, v] : part.metadata) {
     if (k != key) continue;
     auto i = v.to_i64();
-    if (!i.is_ok()) return Status::error(path + ": key '" + k + "': " + i.message());
+    if (!i.is_ok()) return i.status().with_context(path + ": key '" + k + "'");
     return std::optional<int64_t>(*i);
   }
   return std::optional<int64_t>();
@@ -69,9 +69,9 @@ class File::Builder {
     f_.data_offsets_.push_back(part.data_offset);
     for (TensorInfo& t : part.tensors) {
       if (auto it = owner_.find(t.name); it != owner_.end()) {
-        return Status::error(path + ": tensor '" + t.name + "': appears in part " +
-                             std::to_string(index + 1) + " and in part " +
-                             std::to_string(it->second + 1) + " (" + f_.paths_[it->second] + ")");
+        return Status::invalid_argument(
+            path + ": tensor '" + t.name + "': appears in part " + std::to_string(index + 1) +
+            " and in part " + std::to_string(it->second + 1) + " (" + f_.paths_[it->second] + ")");
       }
       owner_.emplace(t.name, index);
       f_.tensors_.push_back(std::move(t));
@@ -105,15 +105,21 @@ Result<std::optional<int64_t>> check_split_part(const detail::ParsedPart& part,
   MINFER_ASSIGN_OR_RETURN(auto n, split_key(part, path, kKeySplitCount));
   MINFER_ASSIGN_OR_RETURN(auto total, split_key(part, path, kKeySplitTensorsCount));
   const std::string where = path + ": key '";
-  if (!no) return Status::error(where + std::string(kKeySplitNo) + "' not found in a split part");
-  if (!n) return Status::error(where + std::string(kKeySplitCount) + "' not found in a split part");
+  if (!no)
+    return Status::invalid_argument(where + std::string(kKeySplitNo) +
+                                    "' not found in a split part");
+  if (!n)
+    return Status::invalid_argument(where + std::string(kKeySplitCount) +
+                                    "' not found in a split part");
   if (*no != index) {
-    return Status::error(where + std::string(kKeySplitNo) + "': value " + std::to_string(*no) +
-                         ", but the file name makes it part index " + std::to_string(index));
+    return Status::invalid_argument(
+        where + std::string(kKeySplitNo) + "': value " + std::to_string(*no) +
+        ", but the file name makes it part index " + std::to_string(index));
   }
   if (*n != count) {
-    return Status::error(where + std::string(kKeySplitCount) + "': value " + std::to_string(*n) +
-                         ", but the file name says " + std::to_string(count) + " parts");
+    return Status::invalid_argument(where + std::string(kKeySplitCount) + "': value " +
+                                    std::to_string(*n) + ", but the file name says " +
+                                    std::to_string(count) + " parts");
   }
   return total;
 }
@@ -121,10 +127,10 @@ Result<std::optional<int64_t>> check_split_part(const detail::ParsedPart& part,
 Status check_unsplit(const detail::ParsedPart& part, const std::string& path) {
   MINFER_ASSIGN_OR_RETURN(auto n, split_key(part, path, kKeySplitCount));
   if (n && *n != 1) {
-    return Status::error(path + ": key '" + std::string(kKeySplitCount) + "': value " +
-                         std::to_string(*n) +
-                         " marks a split model, but the file name does not follow the "
-                         "NAME-00001-of-0000N.gguf pattern needed to find the other parts");
+    return Status::invalid_argument(
+        path + ": key '" + std::string(kKeySplitCount) + "': value " + std::to_string(*n) +
+        " marks a split model, but the file name does not follow the "
+        "NAME-00001-of-0000N.gguf pattern needed to find the other parts");
   }
   return Status::ok();
 }
@@ -159,10 +165,10 @@ Result<std::unique_ptr<File>> File::open(const std::string& path) {
   }
   for (const auto& [part_path, total] : declared_totals) {
     if (total != static_cast<int64_t>(f->tensors_.size())) {
-      return Status::error(part_path + ": key '" + std::string(kKeySplitTensorsCount) +
-                           "': value " + std::to_string(total) + ", but the " +
-                           std::to_string(count) + " parts hold " +
-                           std::to_string(f->tensors_.size()) + " tensors");
+      return Status::invalid_argument(part_path + ": key '" + std::string(kKeySplitTensorsCount) +
+                                      "': value " + std::to_string(total) + ", but the " +
+                                      std::to_string(count) + " parts hold " +
+                                      std::to_string(f->tensors_.size()) + " tensors");
     }
   }
   f->build_indexes();
@@ -191,22 +197,23 @@ uint64_t File::total_tensor_bytes() const {
 }
 
 Status File::key_error(std::string_view key, const Status& inner) const {
-  return Status::error(paths_.front() + ": key '" + std::string(key) + "': " + inner.message());
+  return Status::invalid_argument(paths_.front() + ": key '" + std::string(key) +
+                                  "': " + inner.message());
 }
 
 Result<const Value*> File::require(std::string_view key) const {
   const Value* v = find(key);
   if (v == nullptr)
-    return Status::error(paths_.front() + ": key '" + std::string(key) + "' not found");
+    return Status::not_found(paths_.front() + ": key '" + std::string(key) + "' not found");
   return v;
 }
 
 Result<const Value*> File::require_array(std::string_view key, ValueType elem_kind) const {
   MINFER_ASSIGN_OR_RETURN(const Value* v, require(key));
   if (v->type() != ValueType::ARRAY) {
-    return key_error(key,
-                     Status::error("expected array of " + std::string(value_type_name(elem_kind)) +
-                                   ", found " + std::string(value_type_name(v->type()))));
+    return key_error(key, Status::invalid_argument(
+                              "expected array of " + std::string(value_type_name(elem_kind)) +
+                              ", found " + std::string(value_type_name(v->type()))));
   }
   return v;
 }
@@ -236,8 +243,8 @@ Result<float> File::get_f32(std::string_view key) const {
   MINFER_ASSIGN_OR_RETURN(const Value* v, require(key));
   auto r = v->to_f64();
   if (!r.is_ok())
-    return key_error(
-        key, Status::error("expected f32, found " + std::string(value_type_name(v->type()))));
+    return key_error(key, Status::invalid_argument("expected f32, found " +
+                                                   std::string(value_type_name(v->type()))));
   return static_cast<float>(*r);
 }
 

@@ -13,7 +13,9 @@ namespace minfer::gguf {
 namespace {
 
 Status errno_error(const std::string& path, const char* what, int err) {
-  return Status::error(path + ": cannot " + what + ": " + std::strerror(err));
+  std::string message = path + ": cannot " + what + ": " + std::strerror(err);
+  return err == ENOENT ? Status::not_found(std::move(message))
+                       : Status::io_error(std::move(message));
 }
 
 // Closes the descriptor on every path out of open(); the mapping stays valid.
@@ -67,8 +69,8 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) return errno_error(path, "stat", errno);
   if (!S_ISREG(st.st_mode)) {
-    return Status::error(path + ": not a regular file (" + file_kind(st.st_mode) +
-                         "); a model must be a file that can be mapped");
+    return Status::invalid_argument(path + ": not a regular file (" + file_kind(st.st_mode) +
+                                    "); a model must be a file that can be mapped");
   }
   MappedFile out;
   if (st.st_size == 0) return out;

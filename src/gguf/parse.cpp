@@ -31,7 +31,7 @@ class Reader {
   const std::string& name() const { return name_; }
 
   Status error(std::string_view field, const std::string& message) const {
-    return Status::error(name_ + ": " + std::string(field) + ": " + message);
+    return Status::invalid_argument(name_ + ": " + std::string(field) + ": " + message);
   }
 
   Status need(uint64_t n, std::string_view field, std::string_view what) const {

@@ -37,8 +37,8 @@ IntRange int_range(ValueType t) {
 }
 
 Status mismatch(std::string_view expected, ValueType found) {
-  return Status::error("expected " + std::string(expected) + ", found " +
-                       std::string(value_type_name(found)));
+  return Status::invalid_argument("expected " + std::string(expected) + ", found " +
+                                  std::string(value_type_name(found)));
 }
 
 void append_double(std::string& out, double v) {
@@ -176,8 +176,8 @@ Result<uint64_t> Value::to_unsigned_checked(ValueType target) const {
   const IntRange r = int_range(target);
   const bool negative = is_signed(type_) && static_cast<int64_t>(bits_) < 0;
   if (negative || bits_ > r.max) {
-    return Status::error("value " + display() + " does not fit in " +
-                         std::string(value_type_name(target)));
+    return Status::invalid_argument("value " + display() + " does not fit in " +
+                                    std::string(value_type_name(target)));
   }
   return bits_;
 }
@@ -193,8 +193,8 @@ Result<int64_t> Value::to_signed_checked(ValueType target) const {
     fits = bits_ <= r.max;
   }
   if (!fits) {
-    return Status::error("value " + display() + " does not fit in " +
-                         std::string(value_type_name(target)));
+    return Status::invalid_argument("value " + display() + " does not fit in " +
+                                    std::string(value_type_name(target)));
   }
   return static_cast<int64_t>(bits_);
 }

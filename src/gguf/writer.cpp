@@ -65,7 +65,7 @@ class FdSink final : public Sink {
     while (n > 0) {
       const ssize_t w = ::write(fd_, p, n);
       if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return Status::error(path_ + ": write failed: " + std::strerror(errno));
+      if (w < 0) return Status::io_error(path_ + ": write failed: " + std::strerror(errno));
       p += w;
       n -= static_cast<size_t>(w);
     }
@@ -113,23 +113,24 @@ Status put_value(Sink& s, const Value& v) {
       for (const Value& item : v.array()) MINFER_RETURN_IF_ERROR(put_value(s, item));
       return Status::ok();
   }
-  return Status::error("unknown value type");
+  return Status::invalid_argument("unknown value type");
 }
 
 Status validate_value(const Value& v, int depth) {
   if (v.type() != ValueType::ARRAY) return Status::ok();
   if (depth >= kMaxArrayDepth) {
-    return Status::error("arrays nested more than " + std::to_string(kMaxArrayDepth) + " deep");
+    return Status::invalid_argument("arrays nested more than " + std::to_string(kMaxArrayDepth) +
+                                    " deep");
   }
   if (!is_valid_value_type(static_cast<uint32_t>(v.array_type()))) {
-    return Status::error("array element type is not a GGUF value type");
+    return Status::invalid_argument("array element type is not a GGUF value type");
   }
   for (size_t i = 0; i < v.array_size(); ++i) {
     const Value& item = v.array()[i];
     if (item.type() != v.array_type()) {
-      return Status::error("array element " + std::to_string(i) + " is " +
-                           std::string(value_type_name(item.type())) + ", expected " +
-                           std::string(value_type_name(v.array_type())));
+      return Status::invalid_argument("array element " + std::to_string(i) + " is " +
+                                      std::string(value_type_name(item.type())) + ", expected " +
+                                      std::string(value_type_name(v.array_type())));
     }
     MINFER_RETURN_IF_ERROR(validate_value(item, depth + 1));
   }
@@ -210,28 +211,29 @@ Status Writer::add_tensor(std::string name, quant::TensorType type, std::vector<
                           Fill fill) {
   const std::string field = "tensor '" + name + "'";
   for (const Tensor& t : tensors_) {
-    if (t.name == name) return Status::error(field + ": duplicate tensor name");
+    if (t.name == name) return Status::invalid_argument(field + ": duplicate tensor name");
   }
   if (dims.empty() || dims.size() > kMaxDims) {
-    return Status::error(field + ": " + std::to_string(dims.size()) + " dims, expected 1.." +
-                         std::to_string(kMaxDims));
+    return Status::invalid_argument(field + ": " + std::to_string(dims.size()) +
+                                    " dims, expected 1.." + std::to_string(kMaxDims));
   }
   int64_t rows = 1;
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] < 0) return Status::error(field + ": negative dim " + std::to_string(dims[i]));
+    if (dims[i] < 0)
+      return Status::invalid_argument(field + ": negative dim " + std::to_string(dims[i]));
     if (i > 0 && __builtin_mul_overflow(rows, dims[i], &rows)) {
-      return Status::error(field + ": shape " + shape_string(dims) + " overflows int64");
+      return Status::invalid_argument(field + ": shape " + shape_string(dims) + " overflows int64");
     }
   }
   int64_t elements;
   if (__builtin_mul_overflow(rows, dims[0], &elements)) {
-    return Status::error(field + ": shape " + shape_string(dims) + " overflows int64");
+    return Status::invalid_argument(field + ": shape " + shape_string(dims) + " overflows int64");
   }
   auto row = quant::row_bytes(type, dims[0]);
-  if (!row.is_ok()) return Status::error(field + ": " + row.message());
+  if (!row.is_ok()) return row.status().with_context(field);
   uint64_t nbytes;
   if (__builtin_mul_overflow(*row, static_cast<uint64_t>(rows), &nbytes)) {
-    return Status::error(field + ": byte size overflows u64");
+    return Status::invalid_argument(field + ": byte size overflows u64");
   }
   tensors_.push_back(Tensor{std::move(name), type, std::move(dims), nbytes, std::move(fill)});
   return Status::ok();
@@ -250,8 +252,9 @@ Status Writer::add_tensor(std::string name, quant::TensorType type, std::vector<
   if (tensors_.back().nbytes != have) {
     const uint64_t want = tensors_.back().nbytes;
     tensors_.pop_back();
-    return Status::error("tensor '" + tname + "': " + std::to_string(have) +
-                         " bytes given, the shape and type need " + std::to_string(want));
+    return Status::invalid_argument("tensor '" + tname + "': " + std::to_string(have) +
+                                    " bytes given, the shape and type need " +
+                                    std::to_string(want));
   }
   return Status::ok();
 }
@@ -261,25 +264,28 @@ Result<uint64_t> Writer::alignment() const {
   if (v == nullptr) return kDefaultAlignment;
   const std::string field = "key '" + std::string(kKeyAlignment) + "': ";
   if (v->type() != ValueType::U32) {
-    return Status::error(field + "expected u32, found " + std::string(value_type_name(v->type())));
+    return Status::invalid_argument(field + "expected u32, found " +
+                                    std::string(value_type_name(v->type())));
   }
   const uint64_t a = v->raw_bits();
   if (a == 0 || (a & (a - 1)) != 0) {
-    return Status::error(field + "alignment " + std::to_string(a) +
-                         " is not a nonzero power of two");
+    return Status::invalid_argument(field + "alignment " + std::to_string(a) +
+                                    " is not a nonzero power of two");
   }
   return a;
 }
 
 Status Writer::validate_metadata(const Metadata& md) const {
   if (version_ != 2 && version_ != 3) {
-    return Status::error("header: cannot write GGUF version " + std::to_string(version_));
+    return Status::invalid_argument("header: cannot write GGUF version " +
+                                    std::to_string(version_));
   }
   std::unordered_set<std::string_view> seen;
   for (const auto& [key, value] : md) {
-    if (!seen.insert(key).second) return Status::error("key '" + key + "': duplicate key");
+    if (!seen.insert(key).second)
+      return Status::invalid_argument("key '" + key + "': duplicate key");
     Status s = validate_value(value, 0);
-    if (!s.is_ok()) return Status::error("key '" + key + "': " + s.message());
+    if (!s.is_ok()) return s.with_context("key '" + key + "'");
   }
   return Status::ok();
 }
@@ -322,7 +328,7 @@ Status Writer::emit_tensors(Sink& sink, std::span<const Tensor> tensors, uint64_
     pos = align_up(pos, alignment);
     buf.assign(static_cast<size_t>(t.nbytes), 0);
     Status s = t.fill ? t.fill(buf) : Status::ok();
-    if (!s.is_ok()) return Status::error("tensor '" + t.name + "': " + s.message());
+    if (!s.is_ok()) return s.with_context("tensor '" + t.name + "'");
     MINFER_RETURN_IF_ERROR(sink.put(buf.data(), buf.size()));
     pos += t.nbytes;
   }
@@ -346,11 +352,11 @@ Status check_replaceable(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::ok();
-    return Status::error(path + ": cannot stat: " + std::strerror(errno));
+    return Status::io_error(path + ": cannot stat: " + std::strerror(errno));
   }
   if (S_ISREG(st.st_mode)) return Status::ok();
-  return Status::error(path + ": exists and is " + file_kind(st.st_mode) +
-                       "; refusing to replace it (give the path of a regular file)");
+  return Status::invalid_argument(path + ": exists and is " + file_kind(st.st_mode) +
+                                  "; refusing to replace it (give the path of a regular file)");
 }
 
 // Creates a fresh temporary file beside `path` (never an existing one, never
@@ -361,9 +367,10 @@ Result<int> create_temporary(const std::string& path, std::string& tmp) {
     tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0) return fd;
-    if (errno != EEXIST) return Status::error(tmp + ": cannot create: " + std::strerror(errno));
+    if (errno != EEXIST) return Status::io_error(tmp + ": cannot create: " + std::strerror(errno));
   }
-  return Status::error(path + ": cannot create a temporary file beside it (all names taken)");
+  return Status::invalid_argument(path +
+                                  ": cannot create a temporary file beside it (all names taken)");
 }
 
 }  // namespace
@@ -377,12 +384,12 @@ Status Writer::write_to_path(const std::string& path, const Metadata& md,
   Status s = emit(sink, md, tensors, alignment);
   if (s.is_ok()) s = sink.flush();
   if (::close(fd) != 0 && s.is_ok()) {
-    s = Status::error(tmp + ": close failed: " + std::strerror(errno));
+    s = Status::io_error(tmp + ": close failed: " + std::strerror(errno));
   }
   // Checked again: writing takes a while, and `path` may have appeared meanwhile.
   if (s.is_ok()) s = check_replaceable(path);
   if (s.is_ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = Status::error(path + ": cannot rename " + tmp + " to it: " + std::strerror(errno));
+    s = Status::io_error(path + ": cannot rename " + tmp + " to it: " + std::strerror(errno));
   }
   if (!s.is_ok()) {
     ::unlink(tmp.c_str());
@@ -399,11 +406,11 @@ Status Writer::write(const std::string& path) const {
 Status Writer::write_split(const std::string& path, int n_parts) const {
   const size_t n = tensors_.size();
   if (n_parts < 1 || n_parts > 99999 || static_cast<size_t>(n_parts) > std::max<size_t>(n, 1)) {
-    return Status::error(path + ": cannot split " + std::to_string(n) + " tensors into " +
-                         std::to_string(n_parts) + " parts");
+    return Status::invalid_argument(path + ": cannot split " + std::to_string(n) +
+                                    " tensors into " + std::to_string(n_parts) + " parts");
   }
   if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    return Status::error(path + ": too many tensors for split.tensors.count");
+    return Status::invalid_argument(path + ": too many tensors for split.tensors.count");
   }
   MINFER_ASSIGN_OR_RETURN(uint64_t a, alignment());
   std::string stem = path;

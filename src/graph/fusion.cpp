@@ -232,7 +232,7 @@ void remove_dead_nodes(Graph& g) {
   mark(g.logits);
   for (size_t i = g.nodes.size(); i-- > 0;) {
     const Node& n = g.nodes[i];
-    if (n.op == Op::kKvStore) live[i] = true;  // side effect on the cache
+    if (op_traits(n.op).writes_kv) live[i] = true;  // side effect on the cache
     if (!live[i]) continue;
     for (NodeId in : n.inputs) live[static_cast<size_t>(in)] = true;
   }

@@ -28,15 +28,34 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-const char* op_name(Op op) {
-  static constexpr const char* kNames[] = {
-      "input",  "get_rows", "rms_norm",  "mul_mat",        "add",       "mul",
-      "scale",  "rope",     "kv_store",  "attention",      "silu",      "gelu",
-      "swiglu", "geglu",    "fused_qkv", "fused_qkv_norm", "fused_ffn", "mul_mat_add",
+const OpTraits& op_traits(Op op) {
+  // clang-format off
+  static constexpr OpTraits kTable[] = {
+      //  name              in_place uses_kv writes_kv
+      /* kInput        */ {"input",          false, false, false},
+      /* kGetRows      */ {"get_rows",       false, false, false},
+      /* kRmsNorm      */ {"rms_norm",       true,  false, false},
+      /* kMatMul       */ {"mul_mat",        false, false, false},
+      /* kAdd          */ {"add",            true,  false, false},
+      /* kMul          */ {"mul",            true,  false, false},
+      /* kScale        */ {"scale",          true,  false, false},
+      /* kRope         */ {"rope",           true,  false, false},
+      /* kKvStore      */ {"kv_store",       false, true,  true},
+      /* kAttention    */ {"attention",      false, true,  false},
+      /* kSilu         */ {"silu",           true,  false, false},
+      /* kGelu         */ {"gelu",           true,  false, false},
+      /* kSwiGLU       */ {"swiglu",         true,  false, false},
+      /* kGeGLU        */ {"geglu",          true,  false, false},
+      /* kFusedQKV     */ {"fused_qkv",      false, true,  true},
+      /* kFusedQkvNorm */ {"fused_qkv_norm", false, true,  true},
+      /* kFusedFFN     */ {"fused_ffn",      false, false, false},
+      /* kMatMulAdd    */ {"mul_mat_add",    false, false, false},
   };
-  static_assert(std::size(kNames) == static_cast<size_t>(Op::kCount));
+  // clang-format on
+  static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
+  static constexpr OpTraits kUnknown = {"?", false, false, false};
   const auto i = static_cast<size_t>(op);
-  return i < std::size(kNames) ? kNames[i] : "?";
+  return i < std::size(kTable) ? kTable[i] : kUnknown;
 }
 
 std::vector<std::string> weights_read(const Graph& g) {

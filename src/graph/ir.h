@@ -51,7 +51,19 @@ enum class Op : uint8_t {
   kCount,
 };
 
-const char* op_name(Op op);
+// What the planner, scheduler and fusion pass need to know of an op, in one
+// table (ir.cpp; a static_assert keeps it one row per Op).
+struct OpTraits {
+  const char* name;  // as traces and errors print it ("mul_mat")
+  bool in_place;     // the output may overwrite input 0 element by element
+  bool uses_kv;      // reads or writes its layer's KV cache (execute_node gets the KvPair)
+  bool writes_kv;    // stores into the cache: a side effect, so never a dead node
+};
+
+const OpTraits& op_traits(Op op);
+inline const char* op_name(Op op) {
+  return op_traits(op).name;
+}
 
 using NodeId = int32_t;
 constexpr NodeId kNoNode = -1;

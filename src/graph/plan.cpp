@@ -23,8 +23,8 @@ Result<std::vector<int>> assign(const Graph& g, std::span<Backend* const> backen
     }
     if (out[i] < 0) {
       const Node& n = g.nodes[i];
-      return Status::error("no backend supports node " + std::to_string(i) + " '" + n.name + "' (" +
-                           op_name(n.op) + ", " + dtype_name(n.dtype) + ")");
+      return Status::internal("no backend supports node " + std::to_string(i) + " '" + n.name +
+                              "' (" + op_name(n.op) + ", " + dtype_name(n.dtype) + ")");
     }
   }
   return out;
@@ -40,24 +40,6 @@ std::vector<Split> make_splits(const std::vector<int>& node_backend) {
     }
   }
   return splits;
-}
-
-// Ops whose output may overwrite their first input element by element.
-bool in_place_friendly(Op op) {
-  switch (op) {
-    case Op::kAdd:
-    case Op::kMul:
-    case Op::kScale:
-    case Op::kSilu:
-    case Op::kGelu:
-    case Op::kRmsNorm:
-    case Op::kRope:
-    case Op::kSwiGLU:
-    case Op::kGeGLU:
-      return true;
-    default:
-      return false;
-  }
 }
 
 // Per-backend slots: logical buffers whose size grows to their largest tenant.
@@ -144,7 +126,7 @@ Result<Plan> build_plan(const Graph& g, std::span<Backend* const> backends) {
                             static_cast<NodeId>(i) == g.positions;
       if (unshared) node_slot[i] = pools[static_cast<size_t>(b)].take_unshared(n.bytes());
       // In place: take over input 0's slot if it dies here, on this backend, same size.
-      if (!unshared && in_place_friendly(n.op) && !n.inputs.empty()) {
+      if (!unshared && op_traits(n.op).in_place && !n.inputs.empty()) {
         const auto in = static_cast<size_t>(n.inputs[0]);
         if (last[in] == i && plan.node_backend[in] == b && holds[in] &&
             g.nodes[in].bytes() == n.bytes() && static_cast<NodeId>(in) != g.tokens &&

@@ -18,8 +18,8 @@ Status write_input(const Graph& g, const Plan& plan, std::span<Backend* const> b
   if (id == kNoNode) return Status::ok();
   const Node& n = g.at(id);
   if (static_cast<int64_t>(values.size()) != n.shape.elements()) {
-    return Status::error("input '" + n.name + "' expects " + std::to_string(n.shape.elements()) +
-                         " values, got " + std::to_string(values.size()));
+    return Status::internal("input '" + n.name + "' expects " + std::to_string(n.shape.elements()) +
+                            " values, got " + std::to_string(values.size()));
   }
   Backend* b = backends[static_cast<size_t>(plan.node_backend[static_cast<size_t>(id)])];
   return b->write_host(plan.node_buffer[static_cast<size_t>(id)], 0,
@@ -46,12 +46,11 @@ Status run_node(const Graph& g, const Plan& plan, const Split& s, size_t i, Back
   in_ids.clear();
   for (NodeId in : n.inputs) in_ids.push_back(plan.buffer_in_split(s, in));
   const backend::KvPair* pair = nullptr;
-  if (n.op == Op::kKvStore || n.op == Op::kAttention || n.op == Op::kFusedQKV ||
-      n.op == Op::kFusedQkvNorm) {
+  if (graph::op_traits(n.op).uses_kv) {
     pair = kv ? kv(s.backend, n.layer) : nullptr;
     if (pair == nullptr) {
-      return Status::error("node '" + n.name + "': no KV cache for layer " +
-                           std::to_string(n.layer) + " on " + std::string(b->name()));
+      return Status::internal("node '" + n.name + "': no KV cache for layer " +
+                              std::to_string(n.layer) + " on " + std::string(b->name()));
     }
   }
   Status st = b->execute_node(n, in_ids, plan.node_buffer[i], pair);
@@ -69,7 +68,7 @@ Status trace_node(const Graph& g, const Plan& plan, Backend* b, size_t i, const 
   char path[512];
   std::snprintf(path, sizeof(path), "%s/%04zu_%s_%s.bin", dir, i, n.name.c_str(), op_name(n.op));
   FILE* f = std::fopen(path, "wb");
-  if (f == nullptr) return Status::error(std::string("MINFER_TRACE: cannot write ") + path);
+  if (f == nullptr) return Status::internal(std::string("MINFER_TRACE: cannot write ") + path);
   std::fwrite(host.data(), 1, host.size(), f);
   std::fclose(f);
   return Status::ok();
@@ -145,8 +144,8 @@ Status execute(const Graph& g, const Plan& plan, std::span<Backend* const> backe
     if (device_timed) {
       const std::vector<double> times = b->take_node_times();
       if (times.size() != timed.size()) {
-        return Status::error(std::string(b->name()) + ": " + std::to_string(times.size()) +
-                             " node times for " + std::to_string(timed.size()) + " nodes");
+        return Status::internal(std::string(b->name()) + ": " + std::to_string(times.size()) +
+                                " node times for " + std::to_string(timed.size()) + " nodes");
       }
       for (size_t k = 0; k < timed.size(); ++k) {
         profile->add(std::string(b->name()) + " " + op_name(g.nodes[timed[k]].op), times[k]);

@@ -7,11 +7,12 @@ namespace minfer::model {
 Result<graph::Graph> build_graph(const HParams& hp, const Weights& weights,
                                  const GraphParams& params) {
   if (params.n_tokens < 1) {
-    return Status::error("graph needs at least one token, got " + std::to_string(params.n_tokens));
+    return Status::invalid_argument("graph needs at least one token, got " +
+                                    std::to_string(params.n_tokens));
   }
   if (params.n_outputs < 1 || params.n_outputs > params.n_tokens) {
-    return Status::error("outputs " + std::to_string(params.n_outputs) + " not in [1, " +
-                         std::to_string(params.n_tokens) + "]");
+    return Status::invalid_argument("outputs " + std::to_string(params.n_outputs) + " not in [1, " +
+                                    std::to_string(params.n_tokens) + "]");
   }
   using Builder = Result<graph::Graph> (*)(const HParams&, const Weights&, const GraphParams&);
   struct Entry {
@@ -27,7 +28,7 @@ Result<graph::Graph> build_graph(const HParams& hp, const Weights& weights,
   for (const auto& e : kBuilders) {
     if (e.arch == hp.arch) return e.build(hp, weights, params);
   }
-  return Status::error("no graph builder for architecture '" + hp.arch_name + "'");
+  return Status::unimplemented("no graph builder for architecture '" + hp.arch_name + "'");
 }
 
 }  // namespace minfer::model

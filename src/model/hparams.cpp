@@ -12,28 +12,28 @@ Result<Arch> parse_arch(const std::string& name) {
   if (name == "qwen3") return Arch::kQwen3;
   if (name == "llama") return Arch::kLlama;
   if (name == "gemma3") return Arch::kGemma3;
-  return Status::error("unsupported architecture '" + name +
-                       "' (supported: qwen2, qwen3, llama, gemma3)");
+  return Status::unimplemented("unsupported architecture '" + name +
+                               "' (supported: qwen2, qwen3, llama, gemma3)");
 }
 
 Result<int64_t> positive(const gguf::File& f, const std::string& key) {
   MINFER_ASSIGN_OR_RETURN(uint32_t v, f.get_u32(key));
-  if (v == 0) return Status::error("key '" + key + "' is 0");
+  if (v == 0) return Status::invalid_argument("key '" + key + "' is 0");
   return static_cast<int64_t>(v);
 }
 
 // Tensor `name` must exist with exactly `dims`.
 Status expect_shape(const gguf::File& f, const std::string& name, std::vector<int64_t> dims) {
   const gguf::TensorInfo* t = f.find_tensor(name);
-  if (t == nullptr) return Status::error("tensor '" + name + "' not found");
+  if (t == nullptr) return Status::invalid_argument("tensor '" + name + "' not found");
   if (t->dims != dims) {
     auto str = [](const std::vector<int64_t>& d) {
       std::string s = "[";
       for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
       return s + "]";
     };
-    return Status::error("tensor '" + name + "' has shape " + str(t->dims) + ", expected " +
-                         str(dims) + " from the hyper-parameters");
+    return Status::invalid_argument("tensor '" + name + "' has shape " + str(t->dims) +
+                                    ", expected " + str(dims) + " from the hyper-parameters");
   }
   return Status::ok();
 }
@@ -85,15 +85,15 @@ Status read_common(const gguf::File& f, HParams& h) {
     MINFER_ASSIGN_OR_RETURN(h.n_head_kv, positive(f, a + "attention.head_count_kv"));
   }
   if (h.n_head % h.n_head_kv != 0) {
-    return Status::error("key '" + a + "attention.head_count' (" + std::to_string(h.n_head) +
-                         ") is not a multiple of head_count_kv (" + std::to_string(h.n_head_kv) +
-                         ")");
+    return Status::invalid_argument(
+        "key '" + a + "attention.head_count' (" + std::to_string(h.n_head) +
+        ") is not a multiple of head_count_kv (" + std::to_string(h.n_head_kv) + ")");
   }
   MINFER_ASSIGN_OR_RETURN(h.n_ff, positive(f, a + "feed_forward_length"));
   MINFER_ASSIGN_OR_RETURN(h.n_ctx_train, positive(f, a + "context_length"));
   MINFER_ASSIGN_OR_RETURN(h.rms_eps, f.get_f32(a + "attention.layer_norm_rms_epsilon"));
   if (!(h.rms_eps > 0.0f))
-    return Status::error("key '" + a + "attention.layer_norm_rms_epsilon' <= 0");
+    return Status::invalid_argument("key '" + a + "attention.layer_norm_rms_epsilon' <= 0");
   h.head_dim = h.n_embd / h.n_head;
   if (f.has(a + "attention.key_length")) {
     MINFER_ASSIGN_OR_RETURN(h.head_dim, positive(f, a + "attention.key_length"));
@@ -101,9 +101,9 @@ Status read_common(const gguf::File& f, HParams& h) {
   if (f.has(a + "attention.value_length")) {
     MINFER_ASSIGN_OR_RETURN(int64_t v, positive(f, a + "attention.value_length"));
     if (v != h.head_dim) {
-      return Status::error("key '" + a + "attention.value_length' (" + std::to_string(v) +
-                           ") differs from key_length (" + std::to_string(h.head_dim) +
-                           "): unsupported");
+      return Status::invalid_argument("key '" + a + "attention.value_length' (" +
+                                      std::to_string(v) + ") differs from key_length (" +
+                                      std::to_string(h.head_dim) + "): unsupported");
     }
   }
   if (f.has(a + "rope.freq_base")) {
@@ -113,18 +113,21 @@ Status read_common(const gguf::File& f, HParams& h) {
   if (f.has(a + "rope.dimension_count")) {
     MINFER_ASSIGN_OR_RETURN(h.n_rot, positive(f, a + "rope.dimension_count"));
     if (h.n_rot > h.head_dim || h.n_rot % 2 != 0) {
-      return Status::error("key '" + a + "rope.dimension_count' (" + std::to_string(h.n_rot) +
-                           ") must be even and <= head dim " + std::to_string(h.head_dim));
+      return Status::invalid_argument("key '" + a + "rope.dimension_count' (" +
+                                      std::to_string(h.n_rot) + ") must be even and <= head dim " +
+                                      std::to_string(h.head_dim));
     }
   }
   if (f.has(a + "rope.scaling.type")) {
     MINFER_ASSIGN_OR_RETURN(std::string type, f.get_string(a + "rope.scaling.type"));
     if (type == "linear") {
       MINFER_ASSIGN_OR_RETURN(float factor, f.get_f32(a + "rope.scaling.factor"));
-      if (!(factor > 0.0f)) return Status::error("key '" + a + "rope.scaling.factor' <= 0");
+      if (!(factor > 0.0f))
+        return Status::invalid_argument("key '" + a + "rope.scaling.factor' <= 0");
       h.rope_freq_scale = 1.0f / factor;
     } else if (type != "none") {
-      return Status::error("key '" + a + "rope.scaling.type': '" + type + "' is not supported");
+      return Status::invalid_argument("key '" + a + "rope.scaling.type': '" + type +
+                                      "' is not supported");
     }
   }
   return Status::ok();
@@ -139,7 +142,7 @@ Result<HParams> load_hparams(const gguf::File& f) {
   MINFER_RETURN_IF_ERROR(read_common(f, h));
   const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
   if (emb == nullptr || emb->dims.size() != 2) {
-    return Status::error("tensor 'token_embd.weight' missing or not 2-D");
+    return Status::invalid_argument("tensor 'token_embd.weight' missing or not 2-D");
   }
   h.n_vocab = emb->dims[1];
   h.tied_output = f.find_tensor("output.weight") == nullptr;

@@ -11,7 +11,7 @@ namespace minfer::model {
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const Progress& progress) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
-    return Status::error("model file '" + path + "' does not exist");
+    return Status::not_found("model file '" + path + "' does not exist");
   }
   MINFER_ASSIGN_OR_RETURN(std::unique_ptr<gguf::File> file, gguf::File::open(path));
   auto hp = load_hparams(*file);
@@ -19,15 +19,15 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const Progre
   auto vocab = tokenizer::vocab_from_gguf(*file);
   if (!vocab) return vocab.status().with_context(path);
   if (static_cast<int64_t>(vocab->tokens.size()) != hp->n_vocab) {
-    return Status::error(path + ": tokenizer has " + std::to_string(vocab->tokens.size()) +
-                         " tokens but token_embd.weight has " + std::to_string(hp->n_vocab) +
-                         " rows");
+    return Status::invalid_argument(
+        path + ": tokenizer has " + std::to_string(vocab->tokens.size()) +
+        " tokens but token_embd.weight has " + std::to_string(hp->n_vocab) + " rows");
   }
   auto tok = tokenizer::Tokenizer::create(std::move(*vocab));
   if (!tok) return tok.status().with_context(path + ": tokenizer");
   for (const auto& t : file->tensors()) {
     if (quant::is_weight_type(t.type)) continue;
-    return Status::error(
+    return Status::unimplemented(
         path + ": tensor '" + t.name + "' has type " + std::string(quant::type_name(t.type)) +
         ", which minfer cannot compute (supported: " + quant::weight_type_names() + ")");
   }

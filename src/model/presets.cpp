@@ -141,7 +141,8 @@ Result<ModelShape> find_preset(std::string_view name) {
     if (s.name == name) return s;
     known += (known.empty() ? "" : ", ") + s.name;
   }
-  return Status::error("unknown model shape '" + std::string(name) + "' (known: " + known + ")");
+  return Status::invalid_argument("unknown model shape '" + std::string(name) +
+                                  "' (known: " + known + ")");
 }
 
 }  // namespace minfer::model

@@ -105,9 +105,10 @@ Result<QuantMix> parse_quant_mix(std::string_view name) {
       type.is_ok() && (is_k_quant(*type) || is_legacy_quant(*type) || *type == TensorType::F32 ||
                        *type == TensorType::F16 || *type == TensorType::BF16);
   if (!plain) {
-    return Status::error("unknown quantization '" + std::string(name) +
-                         "' (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, "
-                         "Q4_K, Q5_K, Q6_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M)");
+    return Status::invalid_argument(
+        "unknown quantization '" + std::string(name) +
+        "' (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, "
+        "Q4_K, Q5_K, Q6_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M)");
   }
   return QuantMix{n, *type, false, std::nullopt, std::nullopt, plain_file_type(*type)};
 }

@@ -143,8 +143,9 @@ Status fill_tensor(const PlannedTensor& t, uint64_t seed, int n_threads,
   int64_t n_rows = 1;
   for (size_t i = 1; i < t.dims.size(); ++i) n_rows *= t.dims[i];
   if (out.size() != row_bytes * static_cast<uint64_t>(n_rows)) {
-    return Status::error("tensor '" + t.name + "': writer gave " + std::to_string(out.size()) +
-                         " bytes, expected " + std::to_string(row_bytes * n_rows));
+    return Status::invalid_argument("tensor '" + t.name + "': writer gave " +
+                                    std::to_string(out.size()) + " bytes, expected " +
+                                    std::to_string(row_bytes * n_rows));
   }
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(n_threads, n_rows / 16));
   std::vector<Status> results(static_cast<size_t>(workers));
@@ -208,7 +209,7 @@ Result<tokenizer::Vocab> make_vocab(const ModelShape& s, const SynthOptions& o) 
     case VocabKind::kSyntheticBpe:
       return make_synthetic_bpe(s.n_vocab, s.arch == "llama" ? "llama-bpe" : "qwen2", o.seed);
   }
-  return Status::error("unknown vocabulary kind");
+  return Status::invalid_argument("unknown vocabulary kind");
 }
 
 }  // namespace
@@ -220,13 +221,15 @@ std::string default_qwen2_tokenizer_dir() {
 
 Status synthesize(const SynthOptions& o, const SynthProgress& progress) {
   MINFER_ASSIGN_OR_RETURN(ModelShape shape, find_preset(o.shape));
-  if (o.n_layer < 0) return Status::error("layer count " + std::to_string(o.n_layer) + " < 0");
+  if (o.n_layer < 0)
+    return Status::invalid_argument("layer count " + std::to_string(o.n_layer) + " < 0");
   if (o.n_layer > 0) shape.n_layer = o.n_layer;
   MINFER_ASSIGN_OR_RETURN(QuantMix mix, parse_quant_mix(o.quant));
   mix.embd = o.embd_type;
   mix.output = o.output_type;
-  if (o.output_path.empty()) return Status::error("no output path given");
-  if (o.n_parts < 1) return Status::error("part count " + std::to_string(o.n_parts) + " < 1");
+  if (o.output_path.empty()) return Status::invalid_argument("no output path given");
+  if (o.n_parts < 1)
+    return Status::invalid_argument("part count " + std::to_string(o.n_parts) + " < 1");
 
   MINFER_ASSIGN_OR_RETURN(tokenizer::Vocab vocab, make_vocab(shape, o));
   gguf::Writer writer;

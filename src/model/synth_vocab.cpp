@@ -29,8 +29,9 @@ uint64_t biased_index(SynthRng& rng, uint64_t n) {
 
 Status check_size(int n_vocab, int minimum, const char* kind) {
   if (n_vocab < minimum) {
-    return Status::error(std::string("a synthetic ") + kind + " vocabulary needs at least " +
-                         std::to_string(minimum) + " tokens, got " + std::to_string(n_vocab));
+    return Status::invalid_argument(std::string("a synthetic ") + kind +
+                                    " vocabulary needs at least " + std::to_string(minimum) +
+                                    " tokens, got " + std::to_string(n_vocab));
   }
   return Status::ok();
 }
@@ -115,9 +116,9 @@ Result<tokenizer::Vocab> load_qwen2_vocab(const std::string& dir, int n_vocab) {
   auto v = tokenizer::load_hf_vocab(dir, options);
   if (!v) return v.status().with_context("Qwen2 tokenizer in '" + dir + "'");
   if (static_cast<int>(v->tokens.size()) != n_vocab) {
-    return Status::error("Qwen2 tokenizer in '" + dir + "' has " +
-                         std::to_string(v->tokens.size()) + " tokens, the model needs " +
-                         std::to_string(n_vocab));
+    return Status::invalid_argument("Qwen2 tokenizer in '" + dir + "' has " +
+                                    std::to_string(v->tokens.size()) + " tokens, the model needs " +
+                                    std::to_string(n_vocab));
   }
   return v;
 }

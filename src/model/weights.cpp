@@ -27,13 +27,14 @@ const WeightView* Weights::find(std::string_view name) const {
 
 Result<const WeightView*> Weights::require(std::string_view name) const {
   const WeightView* v = find(name);
-  if (v == nullptr) return Status::error("weight '" + std::string(name) + "' not found");
+  if (v == nullptr) return Status::invalid_argument("weight '" + std::string(name) + "' not found");
   return v;
 }
 
 Status Weights::add_derived(std::string name, quant::TensorType type, std::vector<int64_t> dims,
                             std::vector<uint8_t> bytes) {
-  if (find(name) != nullptr) return Status::error("weight '" + name + "' already exists");
+  if (find(name) != nullptr)
+    return Status::invalid_argument("weight '" + name + "' already exists");
   owned_.push_back(std::make_unique<std::vector<uint8_t>>(std::move(bytes)));
   const auto& storage = *owned_.back();
   views_.push_back({std::move(name), type, std::move(dims), storage.data(), storage.size()});
@@ -49,13 +50,13 @@ Status Weights::concat_rows(const std::string& name, const std::vector<std::stri
     MINFER_ASSIGN_OR_RETURN(const WeightView* v, require(p));
     if (first == nullptr) first = v;
     if (v->type != first->type || v->row_length() != first->row_length() || v->dims.size() != 2) {
-      return Status::error("cannot concatenate '" + p + "' with '" + first->name +
-                           "': type or row length differs");
+      return Status::invalid_argument("cannot concatenate '" + p + "' with '" + first->name +
+                                      "': type or row length differs");
     }
     bytes.insert(bytes.end(), v->data, v->data + v->nbytes);
     rows += v->rows();
   }
-  if (first == nullptr) return Status::error("concat_rows('" + name + "'): no parts");
+  if (first == nullptr) return Status::invalid_argument("concat_rows('" + name + "'): no parts");
   return add_derived(name, first->type, {first->row_length(), rows}, std::move(bytes));
 }
 

@@ -87,13 +87,13 @@ Result<int64_t> block_count(TensorType type, const void* src, const void* dst, i
   const TypeTraits& t = type_traits(type);
   const std::string name(t.name);
   if (n < 0 || n % t.block_size != 0) {
-    return Status::error(std::string(what) + " " + name + ": n = " + std::to_string(n) +
-                         " is not a non-negative multiple of the block size " +
-                         std::to_string(t.block_size));
+    return Status::invalid_argument(std::string(what) + " " + name + ": n = " + std::to_string(n) +
+                                    " is not a non-negative multiple of the block size " +
+                                    std::to_string(t.block_size));
   }
   if (n > 0 && (src == nullptr || dst == nullptr)) {
-    return Status::error(std::string(what) + " " + name +
-                         ": null buffer for n = " + std::to_string(n));
+    return Status::invalid_argument(std::string(what) + " " + name +
+                                    ": null buffer for n = " + std::to_string(n));
   }
   return n / t.block_size;
 }
@@ -124,8 +124,8 @@ std::string weight_type_names() {
 Status dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
   const Kernels k = kernels_for(type);
   if (k.dequantize == nullptr) {
-    return Status::error("dequantize: no reference implementation for type " +
-                         std::string(type_name(type)));
+    return Status::invalid_argument("dequantize: no reference implementation for type " +
+                                    std::string(type_name(type)));
   }
   MINFER_ASSIGN_OR_RETURN(const int64_t nb, block_count(type, src, dst, n, "dequantize"));
   if (nb > 0) k.dequantize(src, dst, nb);
@@ -135,8 +135,8 @@ Status dequantize_row(TensorType type, const void* src, float* dst, int64_t n) {
 Status quantize_row(TensorType type, const float* src, void* dst, int64_t n) {
   const Kernels k = kernels_for(type);
   if (k.quantize == nullptr) {
-    return Status::error("quantize: no reference implementation for type " +
-                         std::string(type_name(type)));
+    return Status::invalid_argument("quantize: no reference implementation for type " +
+                                    std::string(type_name(type)));
   }
   MINFER_ASSIGN_OR_RETURN(const int64_t nb, block_count(type, src, dst, n, "quantize"));
   // Block scales derived from inf/NaN would poison or overflow every element of
@@ -144,8 +144,8 @@ Status quantize_row(TensorType type, const float* src, void* dst, int64_t n) {
   if (!is_float_type(type)) {
     for (int64_t i = 0; i < n; ++i) {
       if (!std::isfinite(src[i])) {
-        return Status::error("quantize " + std::string(type_name(type)) +
-                             ": non-finite input at index " + std::to_string(i));
+        return Status::invalid_argument("quantize " + std::string(type_name(type)) +
+                                        ": non-finite input at index " + std::to_string(i));
       }
     }
   }

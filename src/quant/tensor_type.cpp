@@ -75,19 +75,20 @@ Result<TensorType> parse_tensor_type(std::string_view name) {
   for (const auto& t : kTypes) {
     if (iequal(t.name, name)) return t.type;
   }
-  return Status::error("unknown tensor type '" + std::string(name) + "'");
+  return Status::invalid_argument("unknown tensor type '" + std::string(name) + "'");
 }
 
 Result<uint64_t> row_bytes(TensorType type, int64_t n) {
   const TypeTraits& t = type_traits(type);
   if (n < 0 || n % t.block_size != 0) {
-    return Status::error("row of " + std::to_string(n) + " elements is not a multiple of " +
-                         std::string(t.name) + "'s block size " + std::to_string(t.block_size));
+    return Status::invalid_argument("row of " + std::to_string(n) +
+                                    " elements is not a multiple of " + std::string(t.name) +
+                                    "'s block size " + std::to_string(t.block_size));
   }
   const uint64_t blocks = static_cast<uint64_t>(n / t.block_size);
   if (blocks > std::numeric_limits<uint64_t>::max() / t.type_size) {
-    return Status::error("row of " + std::to_string(n) + " " + std::string(t.name) +
-                         " elements overflows a 64-bit byte count");
+    return Status::invalid_argument("row of " + std::to_string(n) + " " + std::string(t.name) +
+                                    " elements overflows a 64-bit byte count");
   }
   return blocks * t.type_size;
 }

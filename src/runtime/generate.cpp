@@ -7,8 +7,9 @@ namespace minfer::runtime {
 Result<GenerationStats> generate(Session& session, Sampler& sampler,
                                  std::span<const int32_t> prompt, int64_t n_predict,
                                  const TokenSink& on_token) {
-  if (prompt.empty()) return Status::error("the prompt has no tokens");
-  if (n_predict < 1) return Status::error("number of tokens to predict must be positive");
+  if (prompt.empty()) return Status::invalid_argument("the prompt has no tokens");
+  if (n_predict < 1)
+    return Status::invalid_argument("number of tokens to predict must be positive");
   using Clock = std::chrono::steady_clock;
   GenerationStats st;
   st.prompt_tokens = static_cast<int64_t>(prompt.size());

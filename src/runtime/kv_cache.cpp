@@ -21,13 +21,14 @@ std::string lower(std::string_view s) {
 Result<size_t> region_bytes(quant::TensorType type, const KvCacheShape& s) {
   const std::string name = lower(quant::type_name(type));
   if (!cache_type_ok(type)) {
-    return Status::error("KV cache type " + name + " is not supported (" + kAllowed + ")");
+    return Status::invalid_argument("KV cache type " + name + " is not supported (" + kAllowed +
+                                    ")");
   }
   const int64_t block = quant::type_traits(type).block_size;
   if (s.head_dim % block != 0) {
-    return Status::error("KV cache type " + name + " needs head_dim a multiple of " +
-                         std::to_string(block) + "; the model's head_dim is " +
-                         std::to_string(s.head_dim) + " (use f16 or f32)");
+    return Status::invalid_argument("KV cache type " + name + " needs head_dim a multiple of " +
+                                    std::to_string(block) + "; the model's head_dim is " +
+                                    std::to_string(s.head_dim) + " (use f16 or f32)");
   }
   MINFER_ASSIGN_OR_RETURN(uint64_t row, quant::row_bytes(type, s.n_head_kv * s.head_dim));
   return static_cast<size_t>(row) * static_cast<size_t>(s.n_ctx);
@@ -40,17 +41,17 @@ Result<quant::TensorType> parse_cache_type(std::string_view name) {
   if (n == "f32") return quant::TensorType::F32;
   if (n == "f16") return quant::TensorType::F16;
   if (n == "q8_0") return quant::TensorType::Q8_0;
-  return Status::error("cache type '" + std::string(name) + "' is not supported (" + kAllowed +
-                       ")");
+  return Status::invalid_argument("cache type '" + std::string(name) + "' is not supported (" +
+                                  kAllowed + ")");
 }
 
 Result<KvCache> KvCache::create(backend::Backend* owner, const KvCacheShape& shape,
                                 quant::TensorType k_type, quant::TensorType v_type) {
   if (shape.n_layer < 0 || shape.n_ctx < 1 || shape.n_head_kv < 1 || shape.head_dim < 1) {
-    return Status::error("KV cache: invalid shape (n_layer " + std::to_string(shape.n_layer) +
-                         ", n_ctx " + std::to_string(shape.n_ctx) + ", n_head_kv " +
-                         std::to_string(shape.n_head_kv) + ", head_dim " +
-                         std::to_string(shape.head_dim) + ")");
+    return Status::invalid_argument(
+        "KV cache: invalid shape (n_layer " + std::to_string(shape.n_layer) + ", n_ctx " +
+        std::to_string(shape.n_ctx) + ", n_head_kv " + std::to_string(shape.n_head_kv) +
+        ", head_dim " + std::to_string(shape.head_dim) + ")");
   }
   MINFER_ASSIGN_OR_RETURN(const size_t k_region, region_bytes(k_type, shape));
   MINFER_ASSIGN_OR_RETURN(const size_t v_region, region_bytes(v_type, shape));

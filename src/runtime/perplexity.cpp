@@ -20,16 +20,19 @@ double nll_of(std::span<const float> logits, int32_t target) {
 Result<PerplexityResult> perplexity(Session& session, std::span<const int32_t> tokens,
                                     int64_t n_ctx, int64_t n_chunks,
                                     const PerplexityProgress& progress) {
-  if (n_ctx < 4) return Status::error("perplexity context " + std::to_string(n_ctx) + " < 4");
+  if (n_ctx < 4)
+    return Status::invalid_argument("perplexity context " + std::to_string(n_ctx) + " < 4");
   if (n_ctx > session.n_ctx()) {
-    return Status::error("perplexity context " + std::to_string(n_ctx) +
-                         " exceeds the session's context " + std::to_string(session.n_ctx()));
+    return Status::out_of_range("perplexity context " + std::to_string(n_ctx) +
+                                " exceeds the session's context " +
+                                std::to_string(session.n_ctx()));
   }
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   const int64_t max_chunks = n_tokens / n_ctx;
   if (max_chunks < 1) {
-    return Status::error("need at least " + std::to_string(n_ctx) + " tokens for one chunk of " +
-                         std::to_string(n_ctx) + ", the text has " + std::to_string(n_tokens));
+    return Status::invalid_argument("need at least " + std::to_string(n_ctx) +
+                                    " tokens for one chunk of " + std::to_string(n_ctx) +
+                                    ", the text has " + std::to_string(n_tokens));
   }
   const int64_t chunks = n_chunks > 0 ? std::min(n_chunks, max_chunks) : max_chunks;
   const tokenizer::Tokenizer& tok = session.model().tokenizer();

@@ -81,8 +81,8 @@ Sampler::Sampler(SamplerParams params) : params_(params) {
 
 Result<Sampler> Sampler::create(SamplerParams p) {
   auto bad = [](const char* name, double v, const char* want) {
-    return Status::error(std::string("sampler parameter ") + name + " = " + num(v) +
-                         " is invalid: must be " + want);
+    return Status::invalid_argument(std::string("sampler parameter ") + name + " = " + num(v) +
+                                    " is invalid: must be " + want);
   };
   if (std::isnan(p.temperature) || std::isinf(p.temperature))
     return bad("temperature", p.temperature, "finite (<= 0 for greedy)");
@@ -123,10 +123,10 @@ uint64_t Sampler::next_random() {  // xoshiro256**
 }
 
 Status Sampler::filter(std::span<const float> logits, std::vector<Candidate>& cand) const {
-  if (logits.empty()) return Status::error("sampler: empty logits");
+  if (logits.empty()) return Status::internal("sampler: empty logits");
   if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-    return Status::error("sampler: " + std::to_string(logits.size()) +
-                         " logits exceed the int32 token id range");
+    return Status::internal("sampler: " + std::to_string(logits.size()) +
+                            " logits exceed the int32 token id range");
   const size_t n = logits.size();
 
   // Candidates in id order (index == id until -inf tokens are dropped).
@@ -158,7 +158,7 @@ Status Sampler::filter(std::span<const float> logits, std::vector<Candidate>& ca
                             [](const Candidate& c) { return c.logit == kNegInf; }),
              cand.end());
   if (cand.empty())
-    return Status::error("sampler: all " + std::to_string(n) + " logits are -inf or NaN");
+    return Status::internal("sampler: all " + std::to_string(n) + " logits are -inf or NaN");
 
   // Greedy: the first maximum in id order.
   if (params_.temperature <= 0.0f) {

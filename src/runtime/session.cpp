@@ -31,9 +31,10 @@ Result<std::unique_ptr<Session>> Session::create(const model::Model& model,
                                                  const SessionOptions& options) {
   const model::HParams& hp = model.hparams();
   if (options.n_ctx < 1) {
-    return Status::error("context size " + std::to_string(options.n_ctx) + " must be positive");
+    return Status::invalid_argument("context size " + std::to_string(options.n_ctx) +
+                                    " must be positive");
   }
-  if (options.max_batch < 1) return Status::error("batch size must be positive");
+  if (options.max_batch < 1) return Status::invalid_argument("batch size must be positive");
   std::unique_ptr<Session> s(new Session(model, options));
   if (options.gpu && cuda::available()) {
     auto gpu = cuda::create_backend(model.weights());
@@ -85,8 +86,8 @@ Status Session::prepare(const model::GraphParams& params) {
   if (params.gpu) {  // the all-weights gate: every weight the graph reads is on the GPU
     for (const std::string& w : graph::weights_read(graph_)) {
       if (!backends_.front()->has_weight(w)) {
-        return Status::error("weight '" + w + "' is not on " +
-                             std::string(backends_.front()->name()));
+        return Status::internal("weight '" + w + "' is not on " +
+                                std::string(backends_.front()->name()));
       }
     }
   }
@@ -129,22 +130,24 @@ Status Session::eval_batch(std::span<const int32_t> tokens, int64_t n_outputs, f
 
 Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens, int64_t n_outputs) {
   const auto n = static_cast<int64_t>(tokens.size());
-  if (n == 0) return Status::error("eval needs at least one token");
+  if (n == 0) return Status::invalid_argument("eval needs at least one token");
   if (n_outputs < 1 || n_outputs > n) {
-    return Status::error("asked for " + std::to_string(n_outputs) + " outputs from " +
-                         std::to_string(n) + " tokens");
+    return Status::invalid_argument("asked for " + std::to_string(n_outputs) + " outputs from " +
+                                    std::to_string(n) + " tokens");
   }
   if (n_past_ + n > options_.n_ctx) {
-    return Status::error("context full: " + std::to_string(n_past_) + " tokens in the context + " +
-                         std::to_string(n) + " new exceed the context size " +
-                         std::to_string(options_.n_ctx) + " (raise it with -c)");
+    return Status::out_of_range("context full: " + std::to_string(n_past_) +
+                                " tokens in the context + " + std::to_string(n) +
+                                " new exceed the context size " + std::to_string(options_.n_ctx) +
+                                " (raise it with -c)");
   }
   const int64_t n_vocab = model_.hparams().n_vocab;
   // Checked before the first batch runs, so a refused eval leaves the sequence unchanged.
   for (int32_t t : tokens) {
     if (t < 0 || t >= n_vocab) {
-      return Status::error("token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                           std::to_string(n_vocab) + ")");
+      return Status::invalid_argument("token id " + std::to_string(t) +
+                                      " is outside the vocabulary [0, " + std::to_string(n_vocab) +
+                                      ")");
     }
   }
   logits_.resize(static_cast<size_t>(n_outputs * n_vocab));

@@ -19,10 +19,10 @@ struct AddedToken {
 
 Result<std::string> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::error(path.string() + ": cannot open");
+  if (!in) return Status::invalid_argument(path.string() + ": cannot open");
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) return Status::error(path.string() + ": read error");
+  if (in.bad()) return Status::invalid_argument(path.string() + ": read error");
   return ss.str();
 }
 
@@ -37,7 +37,7 @@ Result<JsonValue> read_json(const std::filesystem::path& path, bool required) {
 
 Result<int32_t> as_id(const JsonValue& v, const std::string& what) {
   if (!v.is_int() || v.as_int() < 0 || v.as_int() >= INT32_MAX) {
-    return Status::error(what + ": expected a non-negative integer id");
+    return Status::invalid_argument(what + ": expected a non-negative integer id");
   }
   return static_cast<int32_t>(v.as_int());
 }
@@ -66,12 +66,13 @@ Status collect_added(const JsonValue& added_json, const JsonValue& config,
     char* end = nullptr;
     const long id = std::strtol(key.c_str(), &end, 10);
     if (key.empty() || *end != '\0' || id < 0 || id >= INT32_MAX) {
-      return Status::error("tokenizer_config.json: added_tokens_decoder key \"" + key +
-                           "\" is not an id");
+      return Status::invalid_argument("tokenizer_config.json: added_tokens_decoder key \"" + key +
+                                      "\" is not an id");
     }
     const JsonValue* content = entry.find("content");
     if (content == nullptr || !content->is_string()) {
-      return Status::error("tokenizer_config.json: added token " + key + " has no content");
+      return Status::invalid_argument("tokenizer_config.json: added token " + key +
+                                      " has no content");
     }
     AddedToken& t = added[static_cast<int32_t>(id)];
     t.content = content->as_string();
@@ -99,7 +100,7 @@ Status read_merges(const std::filesystem::path& path, std::vector<std::string>& 
     std::string a, b, extra;
     if (!(fields >> a)) continue;
     if (!(fields >> b) || (fields >> extra)) {
-      return Status::error(path.string() + ": malformed merge \"" + line + "\"");
+      return Status::invalid_argument(path.string() + ": malformed merge \"" + line + "\"");
     }
     merges.push_back(a + " " + b);
   }
@@ -139,12 +140,14 @@ struct IdTable {
 
 Result<IdTable> build_id_table(const std::string& dir, const JsonValue& vocab_json,
                                const std::map<int32_t, AddedToken>& added) {
-  if (!vocab_json.is_object()) return Status::error(dir + "/vocab.json: expected an object");
+  if (!vocab_json.is_object())
+    return Status::invalid_argument(dir + "/vocab.json: expected an object");
   IdTable t;
   for (const auto& [text, idv] : vocab_json.members()) {
     MINFER_ASSIGN_OR_RETURN(int32_t id, as_id(idv, dir + "/vocab.json \"" + text + "\""));
     if (!t.by_id.emplace(id, text).second) {
-      return Status::error(dir + "/vocab.json: id " + std::to_string(id) + " is used twice");
+      return Status::invalid_argument(dir + "/vocab.json: id " + std::to_string(id) +
+                                      " is used twice");
     }
     t.ids[text] = id;
   }
@@ -165,8 +168,9 @@ Result<int64_t> vocab_size(const std::string& dir, const IdTable& t, const JsonV
   const JsonValue* cfg_size = model_config.find("vocab_size");
   if (want == 0 && cfg_size != nullptr && cfg_size->is_int()) want = cfg_size->as_int();
   if (want != 0 && want < n) {
-    return Status::error(dir + ": vocab_size " + std::to_string(want) +
-                         " is smaller than the highest token id + 1 (" + std::to_string(n) + ")");
+    return Status::invalid_argument(dir + ": vocab_size " + std::to_string(want) +
+                                    " is smaller than the highest token id + 1 (" +
+                                    std::to_string(n) + ")");
   }
   return std::max(n, want);
 }

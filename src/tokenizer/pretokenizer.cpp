@@ -58,7 +58,7 @@ Result<std::vector<std::string>> pre_tokenizer_patterns(const std::string& pre) 
         "[0-9][0-9][0-9]",
     };
   }
-  return Status::error("unsupported pre-tokenizer \"" + pre + "\"");
+  return Status::invalid_argument("unsupported pre-tokenizer \"" + pre + "\"");
 }
 
 struct RegexSplitter::Compiled {
@@ -76,8 +76,8 @@ Result<RegexSplitter> RegexSplitter::create(const std::vector<std::string>& patt
     if (code == nullptr) {
       PCRE2_UCHAR buf[256];
       pcre2_get_error_message(err, buf, sizeof(buf));
-      return Status::error("regex \"" + p + "\" at offset " + std::to_string(err_off) + ": " +
-                           reinterpret_cast<const char*>(buf));
+      return Status::invalid_argument("regex \"" + p + "\" at offset " + std::to_string(err_off) +
+                                      ": " + reinterpret_cast<const char*>(buf));
     }
     // JIT is only a speed-up; the interpreter gives the same matches.
     (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);

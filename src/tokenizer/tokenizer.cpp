@@ -87,31 +87,33 @@ namespace {
 Status check_id(const Vocab& v, int32_t id, const char* what) {
   if (id == -1) return Status::ok();
   if (id < 0 || id >= static_cast<int32_t>(v.tokens.size())) {
-    return Status::error(std::string(what) + " id " + std::to_string(id) + " is out of range [0, " +
-                         std::to_string(v.tokens.size()) + ")");
+    return Status::invalid_argument(std::string(what) + " id " + std::to_string(id) +
+                                    " is out of range [0, " + std::to_string(v.tokens.size()) +
+                                    ")");
   }
   return Status::ok();
 }
 
 Status validate_vocab(const Vocab& v) {
   if (v.model != "gpt2" && v.model != "llama") {
-    return Status::error("unsupported tokenizer model \"" + v.model + "\"");
+    return Status::invalid_argument("unsupported tokenizer model \"" + v.model + "\"");
   }
-  if (v.tokens.empty()) return Status::error("vocabulary has no tokens");
+  if (v.tokens.empty()) return Status::invalid_argument("vocabulary has no tokens");
   if (v.tokens.size() > static_cast<size_t>(INT32_MAX))
-    return Status::error("vocabulary too large");
+    return Status::invalid_argument("vocabulary too large");
   if (!v.scores.empty() && v.scores.size() != v.tokens.size()) {
-    return Status::error("vocabulary has " + std::to_string(v.tokens.size()) + " tokens but " +
-                         std::to_string(v.scores.size()) + " scores");
+    return Status::invalid_argument("vocabulary has " + std::to_string(v.tokens.size()) +
+                                    " tokens but " + std::to_string(v.scores.size()) + " scores");
   }
   if (!v.token_types.empty() && v.token_types.size() != v.tokens.size()) {
-    return Status::error("vocabulary has " + std::to_string(v.tokens.size()) + " tokens but " +
-                         std::to_string(v.token_types.size()) + " token types");
+    return Status::invalid_argument("vocabulary has " + std::to_string(v.tokens.size()) +
+                                    " tokens but " + std::to_string(v.token_types.size()) +
+                                    " token types");
   }
   for (size_t i = 0; i < v.token_types.size(); ++i) {
     if (v.token_types[i] < 0 || v.token_types[i] > 6) {
-      return Status::error("token " + std::to_string(i) + " has invalid type " +
-                           std::to_string(v.token_types[i]));
+      return Status::invalid_argument("token " + std::to_string(i) + " has invalid type " +
+                                      std::to_string(v.token_types[i]));
     }
   }
   MINFER_RETURN_IF_ERROR(check_id(v, v.bos_id, "BOS"));
@@ -119,8 +121,10 @@ Status validate_vocab(const Vocab& v) {
   MINFER_RETURN_IF_ERROR(check_id(v, v.eot_id, "EOT"));
   MINFER_RETURN_IF_ERROR(check_id(v, v.unk_id, "UNK"));
   MINFER_RETURN_IF_ERROR(check_id(v, v.pad_id, "PAD"));
-  if (v.add_bos && v.bos_id < 0) return Status::error("add_bos is set but there is no BOS token");
-  if (v.add_eos && v.eos_id < 0) return Status::error("add_eos is set but there is no EOS token");
+  if (v.add_bos && v.bos_id < 0)
+    return Status::invalid_argument("add_bos is set but there is no BOS token");
+  if (v.add_eos && v.eos_id < 0)
+    return Status::invalid_argument("add_eos is set but there is no EOS token");
   return Status::ok();
 }
 
@@ -132,15 +136,16 @@ Status build_ranks(const Vocab& v, const TokenMap& ids, TokenMap& ranks) {
     // that is itself a space still splits correctly.
     const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
     if (sp == std::string::npos) {
-      return Status::error("merge " + std::to_string(i) + " \"" + m + "\" has no separator");
+      return Status::invalid_argument("merge " + std::to_string(i) + " \"" + m +
+                                      "\" has no separator");
     }
     const std::string left = m.substr(0, sp);
     const std::string right = m.substr(sp + 1);
     // The merged text need not be a token itself: llama.cpp then falls back to
     // the pieces' bytes, and so does bpe_word().
     if (!ids.contains(left) || !ids.contains(right)) {
-      return Status::error("merge " + std::to_string(i) + " \"" + m +
-                           "\" references a token that is not in the vocabulary");
+      return Status::invalid_argument("merge " + std::to_string(i) + " \"" + m +
+                                      "\" references a token that is not in the vocabulary");
     }
     ranks.emplace(rank_key(left, right), static_cast<int32_t>(i));  // first rank wins
   }
@@ -159,9 +164,9 @@ Result<Tokenizer> Tokenizer::create(Vocab vocab_in) {
   impl->token_to_id.reserve(vocab.tokens.size());
   for (int32_t id = 0; id < n; ++id) {
     if (!impl->token_to_id.emplace(vocab.tokens[id], id).second) {
-      return Status::error("tokenizer: token " + std::to_string(id) + " \"" + vocab.tokens[id] +
-                           "\" duplicates token " +
-                           std::to_string(impl->token_to_id[vocab.tokens[id]]));
+      return Status::invalid_argument("tokenizer: token " + std::to_string(id) + " \"" +
+                                      vocab.tokens[id] + "\" duplicates token " +
+                                      std::to_string(impl->token_to_id[vocab.tokens[id]]));
     }
   }
   if (impl->is_bpe) {
@@ -437,7 +442,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_s
   const Impl& im = *impl_;
   const size_t bad = find_invalid_utf8(text);
   if (bad != kUtf8Valid) {
-    return Status::error("invalid UTF-8 at byte offset " + std::to_string(bad));
+    return Status::invalid_argument("invalid UTF-8 at byte offset " + std::to_string(bad));
   }
   std::vector<int32_t> out;
   const bool add_bos = add_special && im.vocab.add_bos;

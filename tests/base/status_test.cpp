@@ -30,6 +30,30 @@ TEST(Status, OkAndError) {
   EXPECT_EQ(e.with_context("file.gguf").message(), "file.gguf: bad");
 }
 
+TEST(Status, CodesSurviveContextAndPropagation) {
+  EXPECT_EQ(Status::ok().code(), StatusCode::kOk);
+  EXPECT_EQ(Status::error("unclassified").code(), StatusCode::kUnknown);
+  const Status full = Status::resource_exhausted("KV pool full");
+  EXPECT_FALSE(full.is_ok());
+  EXPECT_EQ(full.with_context("sequence 3").code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(full.with_context("sequence 3").message(), "sequence 3: KV pool full");
+  const Result<int> r = Status::out_of_range("prompt of 9000 tokens, context 8192");
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
+  auto relay = [&]() -> Result<int> {
+    MINFER_ASSIGN_OR_RETURN(int v, r);
+    return v;
+  };
+  EXPECT_EQ(relay().status().code(), StatusCode::kOutOfRange);
+  const std::pair<Status, const char*> named[] = {
+      {Status::invalid_argument("x"), "invalid argument"},
+      {Status::not_found("x"), "not found"},
+      {Status::unavailable("x"), "unavailable"},
+      {Status::unimplemented("x"), "unimplemented"},
+      {Status::io_error("x"), "I/O error"},
+      {Status::internal("x"), "internal"}};
+  for (const auto& [status, name] : named) EXPECT_STREQ(status_code_name(status.code()), name);
+}
+
 TEST(Result, PropagatesValuesAndErrors) {
   auto good = doubled(4);
   ASSERT_TRUE(good.is_ok());

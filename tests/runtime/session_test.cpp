@@ -113,6 +113,7 @@ TEST(SessionTest, ContextLimitNamesTheNumbers) {
   EXPECT_EQ(r.message(),
             "context full: 6 tokens in the context + 3 new exceed the context size 8 "
             "(raise it with -c)");
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
   EXPECT_EQ(s->n_past(), 6) << "a refused batch leaves the sequence as it was";
   // Exactly filling the context is fine; one more is not.
   eval(*s, {7, 8});
@@ -138,6 +139,7 @@ TEST(SessionTest, InvalidOptionsAndArguments) {
   auto bad = Session::create(m, o);
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.message().find("context size 0"), std::string::npos) << bad.message();
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   o = {};
   o.max_batch = 0;
   bad = Session::create(m, o);
@@ -225,6 +227,7 @@ TEST(SessionTest, OutOfVocabularyTokenIsAnError) {
     ASSERT_FALSE(r.is_ok()) << bad;
     EXPECT_EQ(r.message(), "token id " + std::to_string(bad) + " is outside the vocabulary [0, " +
                                std::to_string(n_vocab) + ")");
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(s->n_past(), 0);
   }
   // The bad id in a later batch than the first: nothing is evaluated either.

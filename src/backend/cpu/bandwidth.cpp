@@ -32,13 +32,13 @@ uint64_t sum_words(const uint64_t* p, size_t n) {
 Result<double> measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
   constexpr size_t kMinBytes = size_t{1} << 20;
   if (bytes < kMinBytes || passes < 1) {
-    return Status::error("bandwidth test: buffer of " + std::to_string(bytes) + " bytes and " +
-                         std::to_string(passes) + " passes (need >= 1 MiB and >= 1 pass)");
+    return Status::internal("bandwidth test: buffer of " + std::to_string(bytes) + " bytes and " +
+                            std::to_string(passes) + " passes (need >= 1 MiB and >= 1 pass)");
   }
   const size_t words = bytes / 64 * 8;
   std::unique_ptr<uint64_t[]> buf(new (std::nothrow) uint64_t[words]);
   if (!buf)
-    return Status::error("bandwidth test: cannot allocate " + std::to_string(bytes) + " bytes");
+    return Status::internal("bandwidth test: cannot allocate " + std::to_string(bytes) + " bytes");
   // Touch every page from the pool's threads so the pages are really mapped.
   const int64_t chunks = static_cast<int64_t>(pool.num_threads()) * 64;
   const size_t per_chunk = (words + static_cast<size_t>(chunks) - 1) / static_cast<size_t>(chunks);

@@ -132,7 +132,8 @@ Result<BufferId> CpuBackend::alloc_buffer(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
   auto* raw = static_cast<std::byte*>(std::aligned_alloc(kAlign, rounded));
   if (raw == nullptr) {
-    return Status::error("CPU: out of memory allocating " + std::to_string(bytes) + " bytes");
+    return Status::resource_exhausted("CPU: out of memory allocating " + std::to_string(bytes) +
+                                      " bytes");
   }
   Buffer b;
   b.data = {raw, [](std::byte* p) { std::free(p); }};
@@ -167,9 +168,9 @@ std::byte* CpuBackend::ptr(BufferId id) const {
 Status CpuBackend::read_host(BufferId id, size_t offset, std::span<std::byte> dst) {
   std::byte* p = ptr(id);
   if (p == nullptr || offset + dst.size() > buffer_size(id)) {
-    return Status::error("CPU read_host: buffer " + std::to_string(id) + " range [" +
-                         std::to_string(offset) + ", +" + std::to_string(dst.size()) +
-                         ") out of bounds (size " + std::to_string(buffer_size(id)) + ")");
+    return Status::internal("CPU read_host: buffer " + std::to_string(id) + " range [" +
+                            std::to_string(offset) + ", +" + std::to_string(dst.size()) +
+                            ") out of bounds (size " + std::to_string(buffer_size(id)) + ")");
   }
   std::memcpy(dst.data(), p + offset, dst.size());
   return Status::ok();
@@ -178,9 +179,9 @@ Status CpuBackend::read_host(BufferId id, size_t offset, std::span<std::byte> ds
 Status CpuBackend::write_host(BufferId id, size_t offset, std::span<const std::byte> src) {
   std::byte* p = ptr(id);
   if (p == nullptr || offset + src.size() > buffer_size(id)) {
-    return Status::error("CPU write_host: buffer " + std::to_string(id) + " range [" +
-                         std::to_string(offset) + ", +" + std::to_string(src.size()) +
-                         ") out of bounds (size " + std::to_string(buffer_size(id)) + ")");
+    return Status::internal("CPU write_host: buffer " + std::to_string(id) + " range [" +
+                            std::to_string(offset) + ", +" + std::to_string(src.size()) +
+                            ") out of bounds (size " + std::to_string(buffer_size(id)) + ")");
   }
   std::memcpy(p + offset, src.data(), src.size());
   return Status::ok();
@@ -189,20 +190,20 @@ Status CpuBackend::write_host(BufferId id, size_t offset, std::span<const std::b
 Status CpuBackend::execute_node(const Node& node, std::span<const BufferId> inputs, BufferId out,
                                 const backend::KvPair* kv) {
   if (node.op >= Op::kCount || entry(node.op).run == nullptr || !supports_op(node)) {
-    return Status::error(node_error(node, "not supported by the CPU backend"));
+    return Status::internal(node_error(node, "not supported by the CPU backend"));
   }
   std::array<const void*, 6> in{};
-  if (inputs.size() > in.size()) return Status::error(node_error(node, "too many inputs"));
+  if (inputs.size() > in.size()) return Status::internal(node_error(node, "too many inputs"));
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] == backend::kNoBuffer) continue;  // an input with no value (KV store)
     in[i] = ptr(inputs[i]);
     if (in[i] == nullptr) {
-      return Status::error(node_error(node, "input " + std::to_string(i) + " has no buffer"));
+      return Status::internal(node_error(node, "input " + std::to_string(i) + " has no buffer"));
     }
   }
   void* o = node.bytes() > 0 ? ptr(out) : nullptr;
   if (node.bytes() > 0 && (o == nullptr || buffer_size(out) < node.bytes())) {
-    return Status::error(node_error(node, "output buffer missing or too small"));
+    return Status::internal(node_error(node, "output buffer missing or too small"));
   }
   void* k = kv != nullptr ? ptr(kv->k) : nullptr;
   void* v = kv != nullptr ? ptr(kv->v) : nullptr;

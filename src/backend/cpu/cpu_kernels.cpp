@@ -18,7 +18,7 @@ using graph::Node;
 using graph::Op;
 
 Status fail(const Node& n, const std::string& what) {
-  return Status::error("node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what);
+  return Status::internal("node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what);
 }
 
 template <typename M>
@@ -44,13 +44,13 @@ Result<KvType> cache_type(quant::TensorType t, int64_t head_dim) {
       return KvType::kF16;
     case quant::TensorType::Q8_0:
       if (head_dim % quant::kQK != 0) {
-        return Status::error("a q8_0 KV cache needs head_dim a multiple of 32, got " +
-                             std::to_string(head_dim));
+        return Status::internal("a q8_0 KV cache needs head_dim a multiple of 32, got " +
+                                std::to_string(head_dim));
       }
       return KvType::kQ8_0;
     default:
-      return Status::error("KV cache type " + std::string(quant::type_name(t)) +
-                           " is not supported (F32, F16, Q8_0)");
+      return Status::internal("KV cache type " + std::string(quant::type_name(t)) +
+                              " is not supported (F32, F16, Q8_0)");
   }
 }
 
@@ -68,7 +68,7 @@ Status store_cache_row(KvType type, const float* src, uint8_t* dst, int64_t n) {
     case KvType::kQ8_0:
       return quant::quantize_row(quant::TensorType::Q8_0, src, dst, n);
   }
-  return Status::error("unknown KV cache type");
+  return Status::internal("unknown KV cache type");
 }
 
 }  // namespace

@@ -32,19 +32,20 @@ std::string dims(const MatmulWeight& w, int64_t n_tokens) {
 
 Result<size_t> validate(const MatmulWeight& w, const float* x, int64_t n_tokens, const float* y) {
   if (w.rows < 0 || w.row_len < 0 || n_tokens < 0) {
-    return Status::error("matmul " + dims(w, n_tokens) + ": negative size");
+    return Status::internal("matmul " + dims(w, n_tokens) + ": negative size");
   }
   MINFER_RETURN_IF_ERROR(
       dot_args_ok(w.type, w.row_len).with_context("matmul " + dims(w, n_tokens)));
   MINFER_ASSIGN_OR_RETURN(const uint64_t row_bytes, quant::row_bytes(w.type, w.row_len));
   const size_t stride = w.row_stride == 0 ? static_cast<size_t>(row_bytes) : w.row_stride;
   if (stride < row_bytes) {
-    return Status::error("matmul " + dims(w, n_tokens) + ": row stride " + std::to_string(stride) +
-                         " bytes is shorter than a row (" + std::to_string(row_bytes) + " bytes)");
+    return Status::internal("matmul " + dims(w, n_tokens) + ": row stride " +
+                            std::to_string(stride) + " bytes is shorter than a row (" +
+                            std::to_string(row_bytes) + " bytes)");
   }
   const bool has_work = w.rows > 0 && n_tokens > 0;
   if (has_work && (w.data == nullptr || y == nullptr || (w.row_len > 0 && x == nullptr))) {
-    return Status::error("matmul " + dims(w, n_tokens) + ": null buffer");
+    return Status::internal("matmul " + dims(w, n_tokens) + ": null buffer");
   }
   return stride;
 }

@@ -63,20 +63,20 @@ Status rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
             const int32_t* positions, float freq_base, float freq_scale, const float* freq_factors,
             RopeMode mode, float* y) {
   if (n_tokens < 0 || n_heads < 0 || head_dim < 0) {
-    return Status::error("rope: negative size (n_tokens " + std::to_string(n_tokens) +
-                         ", n_heads " + std::to_string(n_heads) + ", head_dim " +
-                         std::to_string(head_dim) + ")");
+    return Status::internal("rope: negative size (n_tokens " + std::to_string(n_tokens) +
+                            ", n_heads " + std::to_string(n_heads) + ", head_dim " +
+                            std::to_string(head_dim) + ")");
   }
   if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim) {
-    return Status::error("rope: n_rot " + std::to_string(n_rot) +
-                         " must be positive, even and at most head_dim " +
-                         std::to_string(head_dim));
+    return Status::internal("rope: n_rot " + std::to_string(n_rot) +
+                            " must be positive, even and at most head_dim " +
+                            std::to_string(head_dim));
   }
   if (!(freq_base > 0.0f)) {
-    return Status::error("rope: freq_base " + std::to_string(freq_base) + " must be positive");
+    return Status::internal("rope: freq_base " + std::to_string(freq_base) + " must be positive");
   }
   if (n_tokens * n_heads > 0 && (x == nullptr || y == nullptr || positions == nullptr)) {
-    return Status::error("rope: null buffer");
+    return Status::internal("rope: null buffer");
   }
   const Isa isa = active_isa();
   std::vector<float> cache(static_cast<size_t>(n_rot));  // cos[n_rot/2], then sin[n_rot/2]

@@ -300,18 +300,18 @@ Status validate(const float* q, const void* k_cache, KvType k_type, const void* 
       std::to_string(s.head_dim) + ", window " + std::to_string(s.sliding_window);
   if (s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 || s.n_tokens < 0 || s.n_kv < 0 ||
       s.sliding_window < 0) {
-    return Status::error("attention: invalid shape (" + dims + ")");
+    return Status::internal("attention: invalid shape (" + dims + ")");
   }
   if (s.n_head % s.n_head_kv != 0) {
-    return Status::error("attention: n_head is not a multiple of n_head_kv (" + dims + ")");
+    return Status::internal("attention: n_head is not a multiple of n_head_kv (" + dims + ")");
   }
   if ((k_type == KvType::kQ8_0 || v_type == KvType::kQ8_0) && s.head_dim % quant::kQK != 0) {
-    return Status::error("attention: a q8_0 KV cache needs head_dim a multiple of 32 (" + dims +
-                         ")");
+    return Status::internal("attention: a q8_0 KV cache needs head_dim a multiple of 32 (" + dims +
+                            ")");
   }
   if (s.n_tokens > 0 && (q == nullptr || out == nullptr || positions == nullptr ||
                          (s.n_kv > 0 && (k_cache == nullptr || v_cache == nullptr)))) {
-    return Status::error("attention: null buffer (" + dims + ")");
+    return Status::internal("attention: null buffer (" + dims + ")");
   }
   return Status::ok();
 }

@@ -44,9 +44,9 @@ ThreadPool::ThreadPool(int num_threads) {
     // The workers that did start only ever read the job fields; they take
     // thread indices 1..workers_.size(), all below the reduced count.
     num_threads_ = static_cast<int>(workers_.size()) + 1;
-    start_status_ =
-        Status::error("cannot start CPU thread " + std::to_string(num_threads_ + 1) + " of " +
-                      std::to_string(wanted) + ": " + e.what() + " (ask for fewer with -t)");
+    start_status_ = Status::resource_exhausted(
+        "cannot start CPU thread " + std::to_string(num_threads_ + 1) + " of " +
+        std::to_string(wanted) + ": " + e.what() + " (ask for fewer with -t)");
   }
 }
 

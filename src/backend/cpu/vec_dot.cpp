@@ -189,8 +189,8 @@ std::string isa_name(Isa isa) {
 Result<quant::TensorType> vec_dot_type(quant::TensorType weight) {
   Kernels k;
   if (!find_kernels(weight, &k)) {
-    return Status::error("cpu: no dot product kernel for weight type " +
-                         std::string(quant::type_name(weight)));
+    return Status::unimplemented("cpu: no dot product kernel for weight type " +
+                                 std::string(quant::type_name(weight)));
   }
   return k.vec_dot_type;
 }
@@ -216,15 +216,15 @@ DotFn dot_kernel(quant::TensorType weight, Isa isa) {
 Status dot_args_ok(quant::TensorType weight, int64_t n) {
   Kernels k;
   if (!find_kernels(weight, &k)) {
-    return Status::error("cpu: no dot product kernel for weight type " +
-                         std::string(quant::type_name(weight)));
+    return Status::unimplemented("cpu: no dot product kernel for weight type " +
+                                 std::string(quant::type_name(weight)));
   }
   const int64_t block = quant::type_traits(weight).block_size;
   if (n < 0 || n % block != 0) {
-    return Status::error("cpu: dot product of " + std::string(quant::type_name(weight)) +
-                         " rows: length " + std::to_string(n) +
-                         " is not a non-negative multiple of the block size " +
-                         std::to_string(block));
+    return Status::unimplemented("cpu: dot product of " + std::string(quant::type_name(weight)) +
+                                 " rows: length " + std::to_string(n) +
+                                 " is not a non-negative multiple of the block size " +
+                                 std::to_string(block));
   }
   return Status::ok();
 }

@@ -93,7 +93,7 @@ bool CudaBackend::supports_op(const Node& node) const {
 
 Result<BufferId> CudaBackend::alloc_buffer(size_t bytes) {
   auto buf = DeviceBuffer::allocate(bytes);
-  if (!buf.is_ok()) return Status::error("CUDA: " + buf.message());
+  if (!buf.is_ok()) return buf.status().with_context("CUDA");
   Slot s{std::move(buf).value(), true};
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (!slots_[i].live) {

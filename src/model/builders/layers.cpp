@@ -45,8 +45,9 @@ Result<NodeId> LayerBuilder::norm(NodeId x, const std::string& weight, int64_t g
   MINFER_ASSIGN_OR_RETURN(const WeightView* w, w_.require(weight));
   const int64_t expected = group > 0 ? group : node(x).shape.ne[0];
   if (w->row_length() != expected || w->dims.size() != 1) {
-    return Status::error("norm weight '" + weight + "' has " + std::to_string(w->row_length()) +
-                         " elements, expected " + std::to_string(expected));
+    return Status::invalid_argument("norm weight '" + weight + "' has " +
+                                    std::to_string(w->row_length()) + " elements, expected " +
+                                    std::to_string(expected));
   }
   Node n = make(Op::kRmsNorm, node(x).shape, {x}, weight, layer);
   n.meta = graph::RmsNormMeta{weight, hp_.rms_eps, group};
@@ -58,8 +59,9 @@ Result<NodeId> LayerBuilder::matmul(NodeId x, const std::string& weight, const s
   MINFER_ASSIGN_OR_RETURN(const WeightView* w, w_.require(weight));
   const int64_t in = node(x).shape.ne[0];
   if (w->dims.size() != 2 || w->row_length() != in) {
-    return Status::error("matmul weight '" + weight + "' has row length " +
-                         std::to_string(w->row_length()) + ", input has " + std::to_string(in));
+    return Status::invalid_argument("matmul weight '" + weight + "' has row length " +
+                                    std::to_string(w->row_length()) + ", input has " +
+                                    std::to_string(in));
   }
   if (!bias.empty()) MINFER_RETURN_IF_ERROR(w_.require(bias).status());
   Node n = make(Op::kMatMul, {{w->dims[1], node(x).shape.ne[1]}}, {x}, weight, layer);
