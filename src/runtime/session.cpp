@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "base/log.h"
 #include "graph/fusion.h"
 #include "model/builder.h"
 
@@ -22,7 +23,7 @@ void report_no_gpu(const std::string& reason) {
   static std::string last;
   if (reason == last) return;
   last = reason;
-  std::fprintf(stderr, "minfer: CUDA not used: %s; running on the CPU\n", reason.c_str());
+  log_warning("CUDA not used: " + reason + "; running on the CPU");
 }
 
 }  // namespace
@@ -96,7 +97,7 @@ Status Session::prepare(const model::GraphParams& params) {
   cached_params_ = params;
   ++graph_builds_;
   if (tracing_) {
-    std::fprintf(stderr, "%s", graph::describe_plan(graph_, plan_, backends_).c_str());
+    log_info(graph::describe_plan(graph_, plan_, backends_));
   }
   return Status::ok();
 }

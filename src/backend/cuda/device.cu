@@ -6,6 +6,8 @@
 #include <mutex>
 #include <utility>
 
+#include "base/log.h"
+
 namespace minfer::cuda {
 namespace {
 
@@ -79,12 +81,14 @@ struct DeviceInit {
     }
     // Create the context now, so that its cost is not paid by the first kernel.
     MINFER_CUDA_CHECK(cudaFree(nullptr));
-    std::fprintf(stderr,
-                 "minfer: CUDA device %d: %s (compute %d.%d, %d SMs, %.1f GiB, %zu KiB shared "
-                 "per block, %zu KiB opt-in)\n",
-                 ordinal, l.name.c_str(), l.cc_major, l.cc_minor, l.sm_count,
-                 static_cast<double>(l.total_memory) / (1024.0 * 1024.0 * 1024.0),
-                 l.shared_per_block / 1024, l.shared_per_block_optin / 1024);
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "CUDA device %d: %s (compute %d.%d, %d SMs, %.1f GiB, %zu KiB shared "
+                  "per block, %zu KiB opt-in)",
+                  ordinal, l.name.c_str(), l.cc_major, l.cc_minor, l.sm_count,
+                  static_cast<double>(l.total_memory) / (1024.0 * 1024.0 * 1024.0),
+                  l.shared_per_block / 1024, l.shared_per_block_optin / 1024);
+    log_info(line);
     return Status::ok();
   }
 };

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backend/cuda/kernels.h"
+#include "base/log.h"
 #include "base/progress.h"
 
 namespace minfer::cuda {
@@ -262,10 +263,12 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
   }
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
   if (total > 0) {
-    std::fprintf(stderr,
-                 "minfer: CUDA: uploaded %zu tensors (%.1f MiB) in %.0f ms, %.2f GB/s (%s)\n",
-                 weights.all().size(), static_cast<double>(total) / kMiB, dt.count() * 1e3,
-                 dt.count() > 0 ? static_cast<double>(total) / 1e9 / dt.count() : 0.0, how.c_str());
+    char line[160];
+    std::snprintf(
+        line, sizeof(line), "CUDA: uploaded %zu tensors (%.1f MiB) in %.0f ms, %.2f GB/s (%s)",
+        weights.all().size(), static_cast<double>(total) / kMiB, dt.count() * 1e3,
+        dt.count() > 0 ? static_cast<double>(total) / 1e9 / dt.count() : 0.0, how.c_str());
+    log_info(line);
   }
   cache[&weights] = dw;
   return std::shared_ptr<const DeviceWeights>(std::move(dw));
