@@ -20,6 +20,11 @@ constexpr uint64_t kBarMinBytes = uint64_t{64} << 20;
 
 }  // namespace
 
+const Result<Options>& environment() {
+  static const Result<Options> env = Options::from_env();
+  return env;
+}
+
 void add_model_options(ArgParser& p) {
   p.option("-m,--model", "FILE", "GGUF model file");
   p.option("-t,--threads", "N", "CPU threads (all)");
@@ -81,7 +86,8 @@ Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t defa
   // The env var sets both; --cache-type beats it; -ctk/-ctv beat both for their half.
   std::string both = "f16";
   std::string both_from = "default";
-  if (const char* env = std::getenv("MINFER_CACHE_TYPE"); env != nullptr && *env) {
+  o.options = environment().is_ok() ? *environment() : Options{};
+  if (const std::string& env = o.options.cache_type; !env.empty()) {
     both = env;
     both_from = "MINFER_CACHE_TYPE";
   }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "base/options.h"
 #include "base/status.h"
 #include "cli/args.h"
 #include "model/model.h"
@@ -13,6 +14,10 @@
 #include "runtime/session.h"
 
 namespace minfer::cli {
+
+// The MINFER_* environment, read once for the whole command (Options::
+// from_env()); main() refuses to run a command when it is invalid.
+const Result<Options>& environment();
 
 // Declares -m, -t, -c, --cache-type, -ctk/--cache-type-k, -ctv/--cache-type-v,
 // --batch-size.

@@ -6,6 +6,7 @@
 #include "base/utf8.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/common.h"
 #include "cli/output.h"
 
 namespace {
@@ -34,6 +35,11 @@ int main(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 2, argv + argc);
   for (const auto& c : minfer::cli::commands()) {
     if (c.name != name) continue;
+    if (const auto& env = minfer::cli::environment(); !env) {
+      std::fprintf(stderr, "minfer %s: %s\n", argv[1],
+                   minfer::printable_text(env.message()).c_str());
+      return 2;
+    }
     const int code = c.run(args);
     // Output printed with printf is checked here, once: a command whose
     // results could not be written has failed. One that failed already said why.

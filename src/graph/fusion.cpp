@@ -21,11 +21,6 @@ std::vector<int> count_users(const Graph& g) {
   return users;
 }
 
-bool env_off(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v && *v != '0';
-}
-
 // The backend that runs every node in `nodes` and claims `fused`, or null.
 backend::Backend* common_backend(const Graph& g, std::initializer_list<NodeId> nodes, Op fused,
                                  std::span<backend::Backend* const> backends) {
@@ -126,9 +121,9 @@ Projection projection(const Graph& g, NodeId id, bool roped) {
 
 // Attention(Rope(q), KvStore(Rope(k), v), pos, Rope(k), v) over projections of
 // one x -> Attention(FusedQKV(x, pos), pos) with packed q|k|v rows.
-int fuse_qkv(Graph& g, std::span<backend::Backend* const> backends) {
-  const bool no_qkv = env_off("MINFER_NO_FUSE_QKV");
-  const bool no_norm = no_qkv || env_off("MINFER_NO_FUSE_QKV_NORM");
+int fuse_qkv(Graph& g, std::span<backend::Backend* const> backends, const Options& options) {
+  const bool no_qkv = options.no_fuse_qkv;
+  const bool no_norm = no_qkv || options.no_fuse_qkv_norm;
   int fused = 0;
   for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
     Node& attn = g.nodes[ai];
@@ -253,9 +248,9 @@ void remove_dead_nodes(Graph& g) {
   g.nodes = std::move(kept);
 }
 
-int fuse(Graph& g, std::span<backend::Backend* const> backends) {
+int fuse(Graph& g, std::span<backend::Backend* const> backends, const Options& options) {
   int fused = 0;
-  if (!env_off("MINFER_NO_FUSE_GLU")) {
+  if (!options.no_fuse_glu) {
     const std::vector<int> users = count_users(g);
     for (auto& n : g.nodes) {
       if (n.op != Op::kMul || n.inputs.size() != 2) continue;
@@ -274,21 +269,21 @@ int fuse(Graph& g, std::span<backend::Backend* const> backends) {
       ++fused;
     }
     if (fused > 0) remove_dead_nodes(g);
-    if (!env_off("MINFER_NO_FUSE_FFN")) {
+    if (!options.no_fuse_ffn) {
       const int n_ffn = fuse_ffn(g, backends, count_users(g));
       if (n_ffn > 0) remove_dead_nodes(g);
       fused += n_ffn;
     }
   }
-  if (!env_off("MINFER_NO_FUSE_ADD")) {
+  if (!options.no_fuse_add) {
     const int n_add = fuse_matmul_add(g, backends, count_users(g));
     if (n_add > 0) remove_dead_nodes(g);
     fused += n_add;
   }
-  const int n_qkv = fuse_qkv(g, backends);
+  const int n_qkv = fuse_qkv(g, backends, options);
   if (n_qkv > 0) remove_dead_nodes(g);
   fused += n_qkv;
-  if (!env_off("MINFER_NO_FUSE_NORM")) {
+  if (!options.no_fuse_norm) {
     const int n_norm = fuse_input_norm(g, backends, count_users(g));
     if (n_norm > 0) remove_dead_nodes(g);
     fused += n_norm;

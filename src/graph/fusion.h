@@ -5,7 +5,7 @@
 // supports every node involved also claims supports_fused for the fused op
 // and supports_op for the rewritten node):
 //   - Mul(Silu(g), u) -> SwiGLU(g, u); Mul(Gelu(g), u) -> GeGLU(g, u), when
-//     the activation node has no other user (MINFER_NO_FUSE_GLU=1: off, and
+//     the activation node has no other user (Options::no_fuse_glu, MINFER_NO_FUSE_GLU=1: off, and
 //     with it FusedFFN).
 //   - SwiGLU/GeGLU(MatMul(x, Wg), MatMul(x, Wu)) without biases, both
 //     matmuls used only there -> FusedFFN(x) (MINFER_NO_FUSE_FFN=1: off).
@@ -28,12 +28,14 @@
 #include <span>
 
 #include "backend/backend.h"
+#include "base/options.h"
 #include "graph/ir.h"
 
 namespace minfer::graph {
 
-// Returns the number of fusions applied.
-int fuse(Graph& g, std::span<backend::Backend* const> backends);
+// Returns the number of fusions applied. `options` turns rules off (the
+// MINFER_NO_FUSE_* variables); its defaults apply every rule.
+int fuse(Graph& g, std::span<backend::Backend* const> backends, const Options& options = {});
 
 // Removes nodes that nothing reads (except inputs and the logits) and renumbers.
 void remove_dead_nodes(Graph& g);

@@ -59,18 +59,21 @@ Status run_node(const Graph& g, const Plan& plan, const Split& s, size_t i, Back
 }
 
 // MINFER_TRACE=<dir>: every node's output as raw bytes, for diffing two paths.
-Status trace_node(const Graph& g, const Plan& plan, Backend* b, size_t i, const char* dir) {
+Status trace_node(const Graph& g, const Plan& plan, Backend* b, size_t i, const std::string& dir) {
   const Node& n = g.nodes[i];
   if (n.bytes() == 0) return Status::ok();
   MINFER_RETURN_IF_ERROR(b->synchronize());
   std::vector<std::byte> host(n.bytes());
   MINFER_RETURN_IF_ERROR(b->read_host(plan.node_buffer[i], 0, host));
   char path[512];
-  std::snprintf(path, sizeof(path), "%s/%04zu_%s_%s.bin", dir, i, n.name.c_str(), op_name(n.op));
+  std::snprintf(path, sizeof(path), "%s/%04zu_%s_%s.bin", dir.c_str(), i, n.name.c_str(),
+                op_name(n.op));
   FILE* f = std::fopen(path, "wb");
-  if (f == nullptr) return Status::internal(std::string("MINFER_TRACE: cannot write ") + path);
-  std::fwrite(host.data(), 1, host.size(), f);
-  std::fclose(f);
+  if (f == nullptr) return Status::io_error(std::string("MINFER_TRACE: cannot write ") + path);
+  const bool written = std::fwrite(host.data(), 1, host.size(), f) == host.size();
+  if (std::fclose(f) != 0 || !written) {
+    return Status::io_error(std::string("MINFER_TRACE: cannot write ") + path);
+  }
   return Status::ok();
 }
 
@@ -102,14 +105,13 @@ std::string OpProfile::table() const {
 
 Status execute(const Graph& g, const Plan& plan, std::span<Backend* const> backends,
                const ForwardInputs& inputs, const KvResolver& kv, std::vector<float>& logits,
-               OpProfile* profile) {
+               OpProfile* profile, const std::string& trace_dir) {
   MINFER_RETURN_IF_ERROR(write_input(g, plan, backends, g.tokens, inputs.tokens));
   MINFER_RETURN_IF_ERROR(write_input(g, plan, backends, g.positions, inputs.positions));
   std::vector<std::byte> host;
   std::vector<BufferId> in_ids;
   using Clock = std::chrono::steady_clock;
-  const char* trace_dir = std::getenv("MINFER_TRACE");
-  const bool tracing = trace_dir != nullptr && *trace_dir;
+  const bool tracing = !trace_dir.empty();
   const bool replay = profile == nullptr && !tracing;
   for (size_t si = 0; si < plan.splits.size(); ++si) {
     const Split& s = plan.splits[si];

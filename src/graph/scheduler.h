@@ -49,8 +49,10 @@ struct ForwardInputs {
 // KV pair for (backend, layer), or nullptr when the node needs none.
 using KvResolver = std::function<const backend::KvPair*(int backend, int layer)>;
 
+// `trace_dir` non-empty: every node's output is written there as raw bytes
+// (Options::trace_dir, MINFER_TRACE), which also turns split replay off.
 Status execute(const Graph& g, const Plan& plan, std::span<backend::Backend* const> backends,
                const ForwardInputs& inputs, const KvResolver& kv, std::vector<float>& logits,
-               OpProfile* profile = nullptr);
+               OpProfile* profile = nullptr, const std::string& trace_dir = {});
 
 }  // namespace minfer::graph

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/options.h"
 #include "gguf/writer.h"
 #include "model/presets.h"
 #include "model/quant_mix.h"
@@ -215,7 +216,7 @@ Result<tokenizer::Vocab> make_vocab(const ModelShape& s, const SynthOptions& o) 
 }  // namespace
 
 std::string default_qwen2_tokenizer_dir() {
-  if (const char* env = std::getenv("MINFER_QWEN2_TOKENIZER"); env != nullptr && *env) return env;
+  if (const std::string& dir = process_options().qwen2_tokenizer_dir; !dir.empty()) return dir;
   return std::string(MINFER_SOURCE_DIR) + "/../shared/data/qwen2-tokenizer";
 }
 

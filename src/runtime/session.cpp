@@ -13,11 +13,6 @@
 namespace minfer::runtime {
 namespace {
 
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
-
 // Prints why CUDA does not take part, once per distinct reason.
 void report_no_gpu(const std::string& reason) {
   static std::string last;
@@ -37,8 +32,8 @@ Result<std::unique_ptr<Session>> Session::create(const model::Model& model,
   }
   if (options.max_batch < 1) return Status::invalid_argument("batch size must be positive");
   std::unique_ptr<Session> s(new Session(model, options));
-  if (options.gpu && cuda::available()) {
-    auto gpu = cuda::create_backend(model.weights());
+  if (options.gpu && !options.options.disable_cuda && cuda::available()) {
+    auto gpu = cuda::create_backend(model.weights(), options.options);
     if (gpu.is_ok()) {
       s->owned_backends_.push_back(std::move(gpu).value());
       s->gpu_ = true;
@@ -70,8 +65,6 @@ Result<std::unique_ptr<Session>> Session::create(const model::Model& model,
   const KvCacheShape kv_shape{hp.n_layer, options.n_ctx, hp.n_head_kv, hp.head_dim};
   MINFER_ASSIGN_OR_RETURN(s->kv_,
                           KvCache::create(kv_owner, kv_shape, options.k_type, options.v_type));
-  s->profiling_ = env_on("MINFER_OP_PROFILE");
-  s->tracing_ = env_on("MINFER_GRAPH_TRACE");
   return s;
 }
 
@@ -92,11 +85,11 @@ Status Session::prepare(const model::GraphParams& params) {
       }
     }
   }
-  if (params.fuse) graph::fuse(graph_, backends_);
+  if (params.fuse) graph::fuse(graph_, backends_, options_.options);
   MINFER_ASSIGN_OR_RETURN(plan_, graph::build_plan(graph_, backends_));
   cached_params_ = params;
   ++graph_builds_;
-  if (tracing_) {
+  if (options_.options.graph_trace) {
     log_info(graph::describe_plan(graph_, plan_, backends_));
   }
   return Status::ok();
@@ -123,7 +116,8 @@ Status Session::eval_batch(std::span<const int32_t> tokens, int64_t n_outputs, f
   };
   graph::ForwardInputs inputs{tokens, positions_};
   MINFER_RETURN_IF_ERROR(graph::execute(graph_, plan_, backends_, inputs, kv, batch_logits_,
-                                        profiling_ ? &profile_ : nullptr));
+                                        options_.options.op_profile ? &profile_ : nullptr,
+                                        options_.options.trace_dir));
   std::memcpy(out, batch_logits_.data(), batch_logits_.size() * sizeof(float));
   n_past_ += static_cast<int64_t>(tokens.size());
   return Status::ok();

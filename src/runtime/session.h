@@ -11,9 +11,9 @@
 // Backends, in priority order: CUDA (when SessionOptions::gpu, a device is
 // usable and all weights were uploaded; otherwise the reason is printed once),
 // then the CPU. GraphParams::gpu records whether CUDA takes part.
-// Levers: MINFER_DISABLE_CUDA=1 forces the CPU; MINFER_GRAPH_TRACE=1 prints each new plan (splits,
-// op census); MINFER_OP_PROFILE=1 collects per-op times (op_profile()). Threading: one Session per
-// sequence, driven by one thread.
+// Levers (SessionOptions::options): disable_cuda forces the CPU; graph_trace logs each new plan
+// (splits, op census); op_profile collects per-op times (op_profile()). Threading: one Session
+// per sequence, driven by one thread.
 #pragma once
 
 #include <algorithm>
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "base/options.h"
 #include "base/status.h"
 #include "graph/plan.h"
 #include "graph/scheduler.h"
@@ -43,6 +44,9 @@ struct SessionOptions {
   // Run on a GPU backend when one is usable and every weight reaches it (the
   // all-weights gate); false keeps the CPU path (whose numerics tests pin).
   bool gpu = true;
+  // The MINFER_* switches (the CLI passes Options::from_env()): CUDA off,
+  // fusions, traces, op profiles, the GPU backend's variants.
+  Options options;
 };
 
 class Session {
@@ -90,8 +94,6 @@ class Session {
   std::vector<float> batch_logits_;
   std::vector<float> logits_;
   graph::OpProfile profile_;
-  bool profiling_ = false;
-  bool tracing_ = false;
 };
 
 }  // namespace minfer::runtime

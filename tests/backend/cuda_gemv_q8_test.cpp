@@ -115,7 +115,7 @@ TEST(cuda_GemvQ8, MatMulAndResidualMatchEmulationAndBound) {
       model::Weights weights;
       add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 41));
       add_weight(weights, "b", TensorType::F32, 1, sh.out, random_floats(sh.out, 42));
-      auto gpu = create_backend(weights);
+      auto gpu = create_backend(weights, env_options());
       ASSERT_TRUE(gpu.is_ok()) << gpu.message();
       const std::vector<float> w = dequantized(weights, "w");
       const std::vector<float> bias = random_floats(sh.out, 42);
@@ -166,7 +166,7 @@ TEST(cuda_GemvQ8, FusedFfnWithInputNormWithinTheRoundingBound) {
       add_weight(weights, "up", type, sh.n_ff, sh.in, random_floats(sh.in * sh.n_ff, 52));
       const auto norm_w = random_floats(sh.in, 53);
       add_weight(weights, "norm", TensorType::F32, 1, sh.in, norm_w);
-      auto gpu = create_backend(weights);
+      auto gpu = create_backend(weights, env_options());
       ASSERT_TRUE(gpu.is_ok()) << gpu.message();
       const std::vector<float> wg = dequantized(weights, "gate");
       const std::vector<float> wu = dequantized(weights, "up");
@@ -230,7 +230,7 @@ TEST(cuda_GemvQ8, InputNormOnTheF32Path) {
   add_weight(weights, "up", TensorType::Q4_0, n_ff, in, random_floats(in * n_ff, 62));
   const auto norm_w = random_floats(in, 63);
   add_weight(weights, "norm", TensorType::F32, 1, in, norm_w);
-  auto gpu = create_backend(weights);
+  auto gpu = create_backend(weights, env_options());
   unsetenv("MINFER_GEMV_F32");
   ASSERT_TRUE(gpu.is_ok()) << gpu.message();
   const std::vector<float> wg = dequantized(weights, "gate");

@@ -60,7 +60,7 @@ TEST(cuda_Matmul, EveryTypeMatchesDequantizedDoubleDot) {
       model::Weights weights;
       add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 21));
       add_weight(weights, "b", TensorType::F32, 1, sh.out, random_floats(sh.out, 22));
-      auto gpu = create_backend(weights);
+      auto gpu = create_backend(weights, env_options());
       ASSERT_TRUE(gpu.is_ok()) << gpu.message();
       const std::vector<float> w = dequantized(weights, "w");
       const std::vector<float> bias = random_floats(sh.out, 22);
@@ -113,7 +113,7 @@ TEST(cuda_Matmul, GemvSplitsAndResidualMatchDequantizedDoubleDot) {
       model::Weights weights;
       add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 31));
       add_weight(weights, "b", TensorType::F32, 1, sh.out, random_floats(sh.out, 32));
-      auto gpu = create_backend(weights);
+      auto gpu = create_backend(weights, env_options());
       ASSERT_TRUE(gpu.is_ok()) << gpu.message();
       const std::vector<float> w = dequantized(weights, "w");
       const std::vector<float> bias = random_floats(sh.out, 32);
@@ -173,7 +173,7 @@ TEST(cuda_Matmul, TensorCorePathMatchesDequantizedDoubleDot) {
     model::Weights weights;
     add_weight(weights, "w", c.type, c.out, c.in, random_floats(c.in * c.out, 41));
     add_weight(weights, "b", TensorType::F32, 1, c.out, random_floats(c.out, 42));
-    auto gpu = create_backend(weights);
+    auto gpu = create_backend(weights, env_options());
     ASSERT_TRUE(gpu.is_ok()) << gpu.message();
     const std::vector<float> w = dequantized(weights, "w");
     const std::vector<float> bias = random_floats(c.out, 42);
@@ -226,7 +226,7 @@ TEST(cuda_GetRows, EveryTypeEqualsDequantizedRows) {
   for (TensorType type : kTypes) {
     model::Weights weights;
     add_weight(weights, "token_embd.weight", type, vocab, d, random_floats(vocab * d, 31));
-    auto gpu = create_backend(weights);
+    auto gpu = create_backend(weights, env_options());
     ASSERT_TRUE(gpu.is_ok()) << gpu.message();
     const std::vector<float> w = dequantized(weights, "token_embd.weight");
     const std::vector<int32_t> ids = {0, 299, 17, 17, 150};
@@ -252,7 +252,7 @@ TEST(cuda_GetRows, ActivationTailRowsAndBadTokenId) {
   MINFER_SKIP_WITHOUT_CUDA();
   model::Weights weights;
   add_weight(weights, "token_embd.weight", TensorType::Q8_0, 64, 256, random_floats(64 * 256, 1));
-  auto gpu = create_backend(weights);
+  auto gpu = create_backend(weights, env_options());
   ASSERT_TRUE(gpu.is_ok()) << gpu.message();
   const auto x = random_floats(256 * 6, 2);
   Node tail;
@@ -282,7 +282,7 @@ TEST(cuda_Weights, TypeWithoutKernelFailsTheGate) {
   add_weight(weights, "ok", TensorType::Q4_0, 4, 64, random_floats(256, 1));
   ASSERT_TRUE(
       weights.add_derived("odd", TensorType::I32, {4}, std::vector<uint8_t>(16, 0)).is_ok());
-  auto gpu = create_backend(weights);
+  auto gpu = create_backend(weights, env_options());
   ASSERT_FALSE(gpu.is_ok());
   EXPECT_NE(gpu.message().find("'odd'"), std::string::npos) << gpu.message();
 }

@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "base/options.h"
 #include "graph/ir.h"
 #include "model/weights.h"
 #include "quant/reference.h"
@@ -33,6 +34,14 @@
 
 namespace minfer::cuda::testing {
 
+// The MINFER_* switches as the environment sets them now: the tests switch
+// backend variants with ScopedEnv and hand the result to what they create.
+inline Options env_options() {
+  auto o = Options::from_env();
+  EXPECT_TRUE(o.is_ok()) << o.message();
+  return o ? *o : Options{};
+}
+
 // The GPU backend and the CPU backend over one weight table (fill `weights`
 // before start()).
 struct Backends {
@@ -40,7 +49,7 @@ struct Backends {
   std::unique_ptr<backend::Backend> gpu;
   std::unique_ptr<cpu::CpuBackend> cpu;
   void start() {
-    auto g = create_backend(weights);
+    auto g = create_backend(weights, env_options());
     ASSERT_TRUE(g.is_ok()) << g.message();
     gpu = std::move(g).value();
     cpu = std::make_unique<cpu::CpuBackend>(weights, 2);

@@ -63,7 +63,7 @@ TEST(cuda_Weights, UploadKeepsEveryTensorsBytes) {
     add_weight(weights, specs[t].name, TensorType::F32, specs[t].rows, specs[t].row_len,
                values.back());
   }
-  auto gpu = create_backend(weights);
+  auto gpu = create_backend(weights, env_options());
   ASSERT_TRUE(gpu.is_ok()) << gpu.message();
   for (size_t t = 0; t < specs.size(); ++t) {
     auto got = device_rows(**gpu, specs[t].name, specs[t].rows, specs[t].row_len);
@@ -82,7 +82,7 @@ TEST(cuda_Weights, UploadOfATableSmallerThanOneChunk) {
   const std::vector<float> b = pattern(1001 * kRowLen, 2);
   add_weight(weights, "a", TensorType::F32, 3, kRowLen, a);
   add_weight(weights, "b", TensorType::F32, 1001, kRowLen, b);
-  auto gpu = create_backend(weights);
+  auto gpu = create_backend(weights, env_options());
   ASSERT_TRUE(gpu.is_ok()) << gpu.message();
   auto got_a = device_rows(**gpu, "a", 3, kRowLen);
   auto got_b = device_rows(**gpu, "b", 1001, kRowLen);

@@ -11,6 +11,7 @@
 
 #include "backend/backend_testutil.h"
 #include "backend/cpu/vec_dot_internal.h"
+#include "base/options.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/reference.h"
@@ -387,14 +388,13 @@ TEST(cpu_VecDot, UnsupportedIsaGetsScalarKernels) {
 }
 
 TEST(cpu_VecDot, ScalarEnvVarForcesScalarKernels) {
-  EXPECT_EQ(detail::choose_isa(Isa::kAvx2, nullptr), Isa::kAvx2);
-  EXPECT_EQ(detail::choose_isa(Isa::kAvx2, ""), Isa::kAvx2);
-  EXPECT_EQ(detail::choose_isa(Isa::kNeon, "0"), Isa::kNeon);
-  EXPECT_EQ(detail::choose_isa(Isa::kAvx2, "1"), Isa::kScalar);
-  EXPECT_EQ(detail::choose_isa(Isa::kNeonDotprod, "1"), Isa::kScalar);
-  EXPECT_EQ(detail::choose_isa(Isa::kScalar, nullptr), Isa::kScalar);
-  const char* env = std::getenv("MINFER_CPU_SCALAR");
-  EXPECT_EQ(active_isa(), detail::choose_isa(detail::best_supported_isa(), env));
+  EXPECT_EQ(detail::choose_isa(Isa::kAvx2, false), Isa::kAvx2);
+  EXPECT_EQ(detail::choose_isa(Isa::kNeon, false), Isa::kNeon);
+  EXPECT_EQ(detail::choose_isa(Isa::kAvx2, true), Isa::kScalar);
+  EXPECT_EQ(detail::choose_isa(Isa::kNeonDotprod, true), Isa::kScalar);
+  EXPECT_EQ(detail::choose_isa(Isa::kScalar, false), Isa::kScalar);
+  EXPECT_EQ(active_isa(),
+            detail::choose_isa(detail::best_supported_isa(), process_options().cpu_scalar));
   EXPECT_TRUE(isa_supported(detail::best_supported_isa()));
 #if defined(__aarch64__)
   EXPECT_NE(detail::best_supported_isa(), Isa::kScalar);  // NEON is baseline AArch64

@@ -327,5 +327,21 @@ TEST_F(CliTest, FileStringsCannotActOnTheTerminal) {
   EXPECT_NE(u.err.find("unknown command '\\x1b[2Jrun'"), std::string::npos) << u.err;
 }
 
+// The MINFER_* environment is read by one rule before any command runs; a bad
+// value is named, not taken as a default.
+TEST_F(CliTest, InvalidEnvironmentIsRefusedBeforeRunning) {
+  Outcome r = minfer_shell("MINFER_GPU_TIMEOUT=abc " + q(MINFER_BINARY) + " run -m " + model() +
+                           " -p hi -n 2");
+  expect_error(r, "run", "MINFER_GPU_TIMEOUT=abc: expected a number of seconds above 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  r = minfer_shell("MINFER_NO_FUSE_QKV=maybe " + q(MINFER_BINARY) + " tokenize -m " + model() +
+                   " -p hi");
+  expect_error(r, "tokenize", "MINFER_NO_FUSE_QKV=maybe: expected 1/true/yes/on or 0/false/no/off");
+  r = minfer_shell("MINFER_DISABLE_CUDA=yes MINFER_NO_FUSE_GLU=1 " + q(MINFER_BINARY) + " run -m " +
+                   model() + " -p hi -n 2 --temp 0");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 }  // namespace
 }  // namespace minfer::cli

@@ -158,26 +158,29 @@ TEST(FusionTest, OnlyWhenTheAssignedBackendClaimsTheFusedOp) {
   }
 }
 
-TEST(FusionTest, EnvVarTurnsThePassOff) {
+TEST(FusionTest, OptionTurnsThePassOff) {
   const model::Model& m = tiny_model("tiny-gemma3");
   cpu::CpuBackend cpu(m.weights(), 1);
   std::vector<backend::Backend*> backends = {&cpu};
   const Graph before = unfused(m);
-  for (const char* off : {"1", "yes"}) {
-    ASSERT_EQ(setenv("MINFER_NO_FUSE_GLU", off, 1), 0);
-    Graph g = before;
-    EXPECT_EQ(fuse(g, backends), 0) << "MINFER_NO_FUSE_GLU=" << off;
-    EXPECT_EQ(g.nodes.size(), before.nodes.size());
-    EXPECT_EQ(count(g, Op::kGelu), static_cast<int>(m.hparams().n_layer));
+  Options off;
+  off.no_fuse_glu = true;
+  Graph g = before;
+  EXPECT_EQ(fuse(g, backends, off), 0);
+  EXPECT_EQ(g.nodes.size(), before.nodes.size());
+  EXPECT_EQ(count(g, Op::kGelu), static_cast<int>(m.hparams().n_layer));
+  g = before;
+  EXPECT_EQ(fuse(g, backends, Options{}), static_cast<int>(m.hparams().n_layer));
+  // MINFER_NO_FUSE_GLU reaches the pass through Options::from_env().
+  for (const char* on : {"1", "yes"}) {
+    auto o = Options::parse([&](std::string_view name) -> std::optional<std::string> {
+      if (name == "MINFER_NO_FUSE_GLU") return std::string(on);
+      return std::nullopt;
+    });
+    ASSERT_TRUE(o.is_ok()) << o.message();
+    g = before;
+    EXPECT_EQ(fuse(g, backends, *o), 0) << "MINFER_NO_FUSE_GLU=" << on;
   }
-  // "0" and empty mean on.
-  for (const char* on : {"0", ""}) {
-    ASSERT_EQ(setenv("MINFER_NO_FUSE_GLU", on, 1), 0);
-    Graph g = before;
-    EXPECT_EQ(fuse(g, backends), static_cast<int>(m.hparams().n_layer))
-        << "MINFER_NO_FUSE_GLU='" << on << "'";
-  }
-  unsetenv("MINFER_NO_FUSE_GLU");
 }
 
 // Fused and unfused graphs compute the same logits on the CPU (the fused
@@ -191,9 +194,8 @@ TEST(FusionTest, FusedLogitsMatchUnfused) {
     auto plain = testing::Forward::make(m, {&cpu_b}, 0);
     const std::vector<int32_t> tokens = {3, 99, 4, 200};
     const std::vector<float> x = fused.run(m, tokens);
-    ASSERT_EQ(setenv("MINFER_NO_FUSE_GLU", "1", 1), 0);
+    plain.options.no_fuse_glu = true;
     const std::vector<float> y = plain.run(m, tokens);
-    unsetenv("MINFER_NO_FUSE_GLU");
     EXPECT_LE(testing::max_abs_diff(x, y), 1e-5f);
   }
 }

@@ -180,11 +180,11 @@ inline std::set<Op> elementwise_ops() {
 // Builds the model's graph for `params` and runs the fusion pass as a
 // Session does.
 inline Graph build(const model::Model& m, const model::GraphParams& params,
-                   std::span<backend::Backend* const> backends) {
+                   std::span<backend::Backend* const> backends, const Options& options = {}) {
   auto g = model::build_graph(m.hparams(), m.weights(), params);
   EXPECT_TRUE(g.is_ok()) << g.message();
   if (!g) return {};
-  if (params.fuse) fuse(*g, backends);
+  if (params.fuse) fuse(*g, backends, options);
   return std::move(*g);
 }
 
@@ -196,6 +196,7 @@ struct Forward {
   int kv_backend = 0;
   runtime::KvCache kv;
   int64_t n_past = 0;
+  Options options;  // the fusion switches build() applies
   // Called after each plan is built and before it runs (to inspect it).
   std::function<void(const Graph&, const Plan&)> on_plan;
   // Called after each batch ran.
@@ -220,7 +221,7 @@ struct Forward {
     params.n_tokens = static_cast<int64_t>(tokens.size());
     params.k_type = kv.k_type();
     params.v_type = kv.v_type();
-    Graph g = build(m, params, backends);
+    Graph g = build(m, params, backends, options);
     auto plan = build_plan(g, backends);
     EXPECT_TRUE(plan.is_ok()) << plan.message();
     if (!plan) return {};

@@ -96,6 +96,7 @@ Result<std::vector<float>> run_session(const Model& model, quant::TensorType k_t
   o.v_type = v_type;
   o.max_batch = max_batch;
   o.gpu = gpu;
+  o.options = cuda::testing::env_options();
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(model, o));
   if (session->gpu() != gpu) return Status::error("the session did not take the GPU");
   std::vector<float> logits;
@@ -264,7 +265,7 @@ TEST(CudaForward, QuantizedKvCacheMatchesTheCpuSession) {
     ASSERT_TRUE(model.is_ok()) << model.message();
     const auto& hp = (*model)->hparams();
     // The session's probe: the GPU takes attention over such a cache.
-    auto gpu = cuda::create_backend((*model)->weights());
+    auto gpu = cuda::create_backend((*model)->weights(), cuda::testing::env_options());
     ASSERT_TRUE(gpu.is_ok()) << gpu.message();
     graph::Node probe;
     probe.op = graph::Op::kAttention;
@@ -313,7 +314,7 @@ TEST(CudaForward, DecodeGraphIsFused) {
   for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-gemma3"}) {
     auto model = tiny_model(shape, "Q4_0");
     ASSERT_TRUE(model.is_ok()) << model.message();
-    auto gpu = cuda::create_backend((*model)->weights());
+    auto gpu = cuda::create_backend((*model)->weights(), cuda::testing::env_options());
     ASSERT_TRUE(gpu.is_ok()) << gpu.message();
     cpu::CpuBackend cpu((*model)->weights(), 1);
     std::vector<backend::Backend*> backends = {gpu->get(), &cpu};
@@ -323,7 +324,7 @@ TEST(CudaForward, DecodeGraphIsFused) {
       p.gpu = true;
       auto g = build_graph((*model)->hparams(), (*model)->weights(), p);
       EXPECT_TRUE(g.is_ok()) << g.message();
-      graph::fuse(*g, backends);
+      graph::fuse(*g, backends, cuda::testing::env_options());
       return std::count_if(g->nodes.begin(), g->nodes.end(),
                            [&](const graph::Node& n) { return n.op == op; });
     };

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/options.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/kquant_layout.h"
@@ -449,9 +450,7 @@ MINFER_VNNI bool quantize_x(int offset, const float* x, int64_t nb, uint8_t* out
 
 bool vnni_gemm_available() {
   static const bool available = [] {
-    const char* off = std::getenv("MINFER_CPU_NO_AVX512");
-    if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) return false;
-    return cpu_has_avx512_vnni();
+    return !process_options().cpu_no_avx512 && cpu_has_avx512_vnni();
   }();
   return available;
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/cpu/vec_dot_internal.h"
+#include "base/options.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -139,18 +140,14 @@ Isa best_supported_isa() {
   return Isa::kScalar;
 }
 
-Isa choose_isa(Isa best_supported, const char* force_scalar_env) {
-  if (force_scalar_env != nullptr && force_scalar_env[0] != '\0' &&
-      std::strcmp(force_scalar_env, "0") != 0) {
-    return Isa::kScalar;
-  }
-  return best_supported;
+Isa choose_isa(Isa best_supported, bool force_scalar) {
+  return force_scalar ? Isa::kScalar : best_supported;
 }
 }  // namespace detail
 
 Isa active_isa() {
   static const Isa isa =
-      detail::choose_isa(detail::best_supported_isa(), std::getenv("MINFER_CPU_SCALAR"));
+      detail::choose_isa(detail::best_supported_isa(), process_options().cpu_scalar);
   return isa;
 }
 

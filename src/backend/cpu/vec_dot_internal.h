@@ -14,10 +14,9 @@ namespace minfer::cpu::detail {
 // The best ISA this CPU supports (what dot() uses unless forced to scalar).
 Isa best_supported_isa();
 
-// The ISA dot() uses, given the best one the CPU supports and the value of
-// MINFER_CPU_SCALAR (nullptr when unset; any value other than "" and "0"
-// forces scalar).
-Isa choose_isa(Isa best_supported, const char* force_scalar_env);
+// The ISA dot() uses, given the best one the CPU supports and whether
+// Options::cpu_scalar (MINFER_CPU_SCALAR) forces scalar kernels.
+Isa choose_isa(Isa best_supported, bool force_scalar);
 
 template <typename Block>
 inline Block load_block(const void* row, int64_t i) {

@@ -331,14 +331,6 @@ const DecodeDevice& decode_device() {
   return d;
 }
 
-// MINFER_NO_SPLIT_KV=1 keeps the one-block-per-(token, head) kernel. Read at
-// every launch (a getenv; decode launches are replayed from CUDA graphs), so
-// tests can switch it.
-bool split_kv_disabled() {
-  const char* v = std::getenv("MINFER_NO_SPLIT_KV");
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
-
 // Blocks per (token, head) for a decode batch: 1 (the per-token kernel)
 // unless the (token, head) pairs leave SMs idle and the cache is long, then
 // enough for two blocks per SM, 2 to kMaxClusterSplit. Fixed from host-known sizes
@@ -346,7 +338,7 @@ bool split_kv_disabled() {
 int64_t decode_split(const AttentionArgs& a) {
   const DecodeDevice& dev = decode_device();
   const int64_t pairs = a.n_tokens * a.n_head;
-  if (dev.cc_major < 9 || a.n_ctx < kSplitMinCtx || pairs >= dev.sms || split_kv_disabled()) {
+  if (dev.cc_major < 9 || a.n_ctx < kSplitMinCtx || pairs >= dev.sms || !a.split_kv) {
     return 1;
   }
   const int64_t n = (2 * dev.sms + pairs - 1) / pairs;

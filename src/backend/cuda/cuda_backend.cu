@@ -23,19 +23,6 @@
 namespace minfer::cuda::detail {
 namespace {
 
-double timeout_seconds() {
-  if (const char* env = std::getenv("MINFER_GPU_TIMEOUT"); env != nullptr && *env) {
-    const double v = std::atof(env);
-    if (v > 0) return v;
-  }
-  return 10.0;
-}
-
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
-
 // One row of the op table: which nodes the CUDA backend runs, and how.
 struct OpEntry {
   bool (*supports)(const Node&, const DeviceWeights&);
@@ -70,16 +57,17 @@ const OpEntry& entry(Op op) {
 }  // namespace
 
 CudaBackend::CudaBackend(std::shared_ptr<const DeviceWeights> weights, Stream stream, Event done,
-                         DeviceBuffer err, int* err_host)
+                         DeviceBuffer err, int* err_host, const Options& options)
     : weights_(std::move(weights)),
       stream_(std::move(stream)),
       done_(std::move(done)),
       err_(std::move(err)),
       err_host_(err_host),
-      timeout_s_(timeout_seconds()),
-      recorder_(!env_on("MINFER_NO_CUDA_GRAPH")),
-      profiling_(env_on("MINFER_OP_PROFILE")),
-      q8_gemv_(!env_on("MINFER_GEMV_F32")) {}
+      timeout_s_(options.gpu_timeout_s),
+      recorder_(!options.no_cuda_graph),
+      profiling_(options.op_profile),
+      q8_gemv_(!options.gemv_f32),
+      split_kv_(!options.no_split_kv) {}
 
 CudaBackend::~CudaBackend() {
   (void)cudaStreamSynchronize(stream_.get());
@@ -328,7 +316,8 @@ std::string unavailable_reason() {
   return available() ? "" : Device::unavailable_reason();
 }
 
-Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights) {
+Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights,
+                                                         const Options& options) {
   if (!available()) return Status::error(unavailable_reason());
   MINFER_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceWeights> dw, DeviceWeights::get(weights));
   MINFER_ASSIGN_OR_RETURN(Stream stream, Stream::create());
@@ -339,7 +328,7 @@ Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& w
   MINFER_CUDA_CHECK(cudaMallocHost(&err_host, kErrWords * sizeof(int)));
   std::memset(err_host, 0, kErrWords * sizeof(int));
   return std::unique_ptr<backend::Backend>(new detail::CudaBackend(
-      std::move(dw), std::move(stream), std::move(done), std::move(err), err_host));
+      std::move(dw), std::move(stream), std::move(done), std::move(err), err_host, options));
 }
 
 }  // namespace minfer::cuda

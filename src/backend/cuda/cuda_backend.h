@@ -18,8 +18,8 @@
 //     (missing weight, wrong metadata, a shape the kernels refuse) name the
 //     node and the numbers. A split's launches are captured into a CUDA graph
 //     on its second execution and replayed from the third (begin_split /
-//     end_split; MINFER_NO_CUDA_GRAPH=1 turns it off). synchronize() waits
-//     with a deadline (10 s, or MINFER_GPU_TIMEOUT seconds) and, on timeout
+//     end_split; Options::no_cuda_graph turns it off). synchronize() waits
+//     with a deadline (Options::gpu_timeout_s, default 10 s) and, on timeout
 //     or a device error, names the last 16 kernels launched.
 //   - Buffers are cudaMalloc allocations; read_host/write_host copy
 //     synchronously with respect to the host.
@@ -30,18 +30,23 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "base/options.h"
 #include "base/status.h"
 #include "model/weights.h"
 
 namespace minfer::cuda {
 
 // True when the build has CUDA and a device is usable (MINFER_DISABLE_CUDA is
-// not set). The first call initializes the device and prints it.
+// not set in process_options()). The first call initializes the device
+// (MINFER_CUDA_DEVICE picks it) and logs it.
 bool available();
 // Why available() is false ("" when it is true).
 std::string unavailable_reason();
 
-// The backend over `weights` (which must outlive it), or why not.
-Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights);
+// The backend over `weights` (which must outlive it), or why not. `options`
+// picks its variants: gpu_timeout_s, no_cuda_graph, op_profile, gemv_f32,
+// no_split_kv (their defaults are the fast paths).
+Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights,
+                                                         const Options& options = {});
 
 }  // namespace minfer::cuda

@@ -31,6 +31,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/replay.h"
 #include "backend/cuda/weights.h"
+#include "base/options.h"
 #include "base/status.h"
 #include "graph/ir.h"
 
@@ -71,7 +72,7 @@ class CudaBackend final : public backend::Backend {
  public:
   // Takes ownership of err_host (pinned, kErrWords ints, from cudaMallocHost).
   CudaBackend(std::shared_ptr<const DeviceWeights> weights, Stream stream, Event done,
-              DeviceBuffer err, int* err_host);
+              DeviceBuffer err, int* err_host, const Options& options);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "CUDA"; }
@@ -151,7 +152,8 @@ class CudaBackend final : public backend::Backend {
   SplitRecorder recorder_;
   // MINFER_OP_PROFILE: timing events around each node (a pool grown on use).
   bool profiling_;
-  bool q8_gemv_;  // one-token GEMVs on int8 activations (off: MINFER_GEMV_F32=1)
+  bool q8_gemv_;   // one-token GEMVs on int8 activations (off: Options::gemv_f32)
+  bool split_kv_;  // decode attention may split the cache (off: Options::no_split_kv)
   std::vector<std::pair<Event, Event>> node_events_;
   size_t n_timed_ = 0;
 };

@@ -11,7 +11,7 @@ std::string unavailable_reason() {
   return "built without CUDA (MINFER_CUDA=OFF)";
 }
 
-Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights&) {
+Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights&, const Options&) {
   return Status::error(unavailable_reason());
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "base/options.h"
 
 namespace minfer::cuda {
 namespace {
@@ -16,11 +17,6 @@ struct DeviceState {
   bool ok = false;
   std::string reason;
 };
-
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
 
 }  // namespace
 
@@ -34,7 +30,8 @@ Status cuda_error(cudaError_t err, const char* what, const char* file, int line)
 // Initialization of the process's device (a friend of Device).
 struct DeviceInit {
   static Status init(DeviceState& st) {
-    if (env_on("MINFER_DISABLE_CUDA")) return Status::error("disabled by MINFER_DISABLE_CUDA");
+    const Options& options = process_options();
+    if (options.disable_cuda) return Status::unavailable("disabled by MINFER_DISABLE_CUDA");
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {
@@ -43,13 +40,10 @@ struct DeviceInit {
                                ? std::string("no CUDA device (") + cudaGetErrorString(err) + ")"
                                : std::string("no CUDA device"));
     }
-    int ordinal = 0;
-    if (const char* env = std::getenv("MINFER_CUDA_DEVICE"); env != nullptr && *env) {
-      ordinal = std::atoi(env);
-      if (ordinal < 0 || ordinal >= count) {
-        return Status::error("MINFER_CUDA_DEVICE=" + std::string(env) + " but " +
-                             std::to_string(count) + " device(s) present");
-      }
+    const int ordinal = options.cuda_device;
+    if (ordinal >= count) {
+      return Status::unavailable("MINFER_CUDA_DEVICE=" + std::to_string(ordinal) + " but " +
+                                 std::to_string(count) + " device(s) present");
     }
     MINFER_CUDA_CHECK(cudaSetDevice(ordinal));
     cudaDeviceProp prop{};

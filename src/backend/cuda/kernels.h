@@ -99,6 +99,7 @@ struct AttentionArgs {
   int64_t sliding_window = 0;
   float* out = nullptr;  // [n_tokens][n_head * head_dim], not aliasing q
   int* err = nullptr;
+  bool split_kv = true;  // decode may use the split-KV cluster kernel (Options::no_split_kv)
 };
 // Head dims the attention kernel is built for.
 bool attention_head_dim_ok(int64_t head_dim);

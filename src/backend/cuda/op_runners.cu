@@ -206,6 +206,7 @@ Status CudaBackend::run_attention(const Call& c) {
   a.sliding_window = m->sliding_window;
   a.out = c.f32_out();
   a.err = static_cast<int*>(err_.data());
+  a.split_kv = split_kv_;
   return launched(c.node, "attention", launch_attention(a, stream_.get()));
 }
 

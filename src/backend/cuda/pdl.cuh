@@ -16,7 +16,7 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
+#include "base/options.h"
 
 namespace minfer::cuda {
 
@@ -32,12 +32,9 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// Whether launches use PDL (read once: MINFER_NO_PDL unset, empty or "0").
+// Whether launches use PDL (process-wide, read once: MINFER_NO_PDL).
 inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("MINFER_NO_PDL");
-    return v == nullptr || *v == '\0' || (v[0] == '0' && v[1] == '\0');
-  }();
+  static const bool on = !process_options().no_pdl;
   return on;
 }
 
