@@ -58,6 +58,9 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual std::string_view name() const = 0;
+  // True for a backend that takes part all-or-nothing: only in graphs whose
+  // every weight it has (the all-weights gate; GPU backends).
+  virtual bool requires_all_weights() const { return false; }
 
   // Can this backend run `node` (op, dtypes, weight types in its meta)?
   virtual bool supports_op(const graph::Node& node) const = 0;

@@ -12,9 +12,29 @@ using backend::Backend;
 using backend::BufferId;
 using backend::kNoBuffer;
 
-Result<std::vector<int>> assign(const Graph& g, std::span<Backend* const> backends) {
+// The backend a KV-using node must run on, or -1 when free to choose.
+int kv_bound(const Node& n, const PlanConstraints& c) {
+  if (!op_traits(n.op).uses_kv || n.layer < 0) return -1;
+  if (static_cast<size_t>(n.layer) >= c.kv_backend.size()) return -1;
+  return c.kv_backend[static_cast<size_t>(n.layer)];
+}
+
+Result<std::vector<int>> assign(const Graph& g, std::span<Backend* const> backends,
+                                const PlanConstraints& constraints) {
   std::vector<int> out(g.nodes.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (const int b = kv_bound(g.nodes[i], constraints); b >= 0) {
+      const Node& n = g.nodes[i];
+      if (static_cast<size_t>(b) >= backends.size() || !backends[b]->supports_op(n)) {
+        const std::string where =
+            static_cast<size_t>(b) < backends.size() ? std::string(backends[b]->name()) : "?";
+        return Status::internal("node '" + n.name + "' (" + op_name(n.op) + ") must run on " +
+                                where + ", which holds layer " + std::to_string(n.layer) +
+                                "'s KV cache, but " + where + " does not support it");
+      }
+      out[i] = b;
+      continue;
+    }
     for (size_t b = 0; b < backends.size(); ++b) {
       if (backends[b]->supports_op(g.nodes[i])) {
         out[i] = static_cast<int>(b);
@@ -100,11 +120,27 @@ BufferId Plan::buffer_in_split(const Split& s, NodeId node) const {
   return node_buffer[static_cast<size_t>(node)];
 }
 
-Result<Plan> build_plan(const Graph& g, std::span<Backend* const> backends) {
+Result<std::vector<int>> kv_placement(const Graph& g, const Plan& plan, int64_t n_layer) {
+  std::vector<int> out(static_cast<size_t>(std::max<int64_t>(n_layer, 0)), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!op_traits(n.op).uses_kv || n.layer < 0 || n.layer >= n_layer) continue;
+    int& slot = out[static_cast<size_t>(n.layer)];
+    if (slot >= 0 && slot != plan.node_backend[i]) {
+      return Status::internal("layer " + std::to_string(n.layer) +
+                              "'s KV-using nodes run on two backends (node '" + n.name + "')");
+    }
+    slot = plan.node_backend[i];
+  }
+  return out;
+}
+
+Result<Plan> build_plan(const Graph& g, std::span<Backend* const> backends,
+                        const PlanConstraints& constraints) {
   static std::atomic<uint64_t> next_id{1};
   Plan plan;
   plan.id = next_id.fetch_add(1);
-  MINFER_ASSIGN_OR_RETURN(plan.node_backend, assign(g, backends));
+  MINFER_ASSIGN_OR_RETURN(plan.node_backend, assign(g, backends, constraints));
   plan.splits = make_splits(plan.node_backend);
 
   // Liveness: node -> slot per backend. `holds` says whether a node's death

@@ -4,7 +4,10 @@
 // pass while the GraphParams match.
 //
 // Assign: each node goes to the first backend, in priority order, whose
-// supports_op says yes; a node nobody supports is an error naming it.
+// supports_op says yes; a node nobody supports is an error naming it. A node
+// that uses a layer's KV cache goes to the backend holding that cache when
+// PlanConstraints::kv_backend names one, and is an error naming both when
+// that backend refuses it (never a quiet move to another backend).
 // Allocation: a node's output gets a buffer of its backend that is free at
 // that point (its previous owner's last reader has run), or, for in-place
 // friendly ops, the buffer of an input that dies at this node. Graph inputs
@@ -48,7 +51,19 @@ struct Plan {
   backend::BufferId buffer_in_split(const Split& s, NodeId node) const;
 };
 
-Result<Plan> build_plan(const Graph& g, std::span<backend::Backend* const> backends);
+struct PlanConstraints {
+  // Per layer, the index (into the backend list) of the backend holding its
+  // KV cache; empty: no constraint (the first supporting backend).
+  std::vector<int> kv_backend;
+};
+
+Result<Plan> build_plan(const Graph& g, std::span<backend::Backend* const> backends,
+                        const PlanConstraints& constraints = {});
+
+// Per layer, the backend index that runs the layer's KV-using nodes in
+// `plan` (-1 for a layer with none), or an error naming a layer whose nodes
+// were split across backends. How a session decides where each cache lives.
+Result<std::vector<int>> kv_placement(const Graph& g, const Plan& plan, int64_t n_layer);
 
 void release_plan(Plan& plan, std::span<backend::Backend* const> backends);
 

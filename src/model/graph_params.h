@@ -15,7 +15,10 @@ struct GraphParams {
   // KV cache row types (F32, F16 or Q8_0), carried into KvMeta/AttentionMeta.
   quant::TensorType k_type = quant::TensorType::F32;
   quant::TensorType v_type = quant::TensorType::F32;
-  bool gpu = false;  // a GPU backend takes part (the all-weights gate passed)
+  // Which of the session's backends take part (bit b: backend b of its
+  // priority-ordered list); the all-weights gate applies to those that
+  // require every weight.
+  uint32_t backends = 0;
   bool fuse = true;  // allow fusions
 
   bool operator==(const GraphParams&) const = default;

@@ -1,5 +1,6 @@
 #include "runtime/kv_cache.h"
 
+#include <algorithm>
 #include <string>
 
 namespace minfer::runtime {
@@ -47,26 +48,38 @@ Result<quant::TensorType> parse_cache_type(std::string_view name) {
 
 Result<KvCache> KvCache::create(backend::Backend* owner, const KvCacheShape& shape,
                                 quant::TensorType k_type, quant::TensorType v_type) {
-  if (shape.n_layer < 0 || shape.n_ctx < 1 || shape.n_head_kv < 1 || shape.head_dim < 1) {
+  const std::vector<backend::Backend*> owners(
+      static_cast<size_t>(std::max<int64_t>(shape.n_layer, 0)), owner);
+  return create(owners, shape, k_type, v_type);
+}
+
+Result<KvCache> KvCache::create(std::span<backend::Backend* const> layer_owner,
+                                const KvCacheShape& shape, quant::TensorType k_type,
+                                quant::TensorType v_type) {
+  if (shape.n_layer < 0 || shape.n_ctx < 1 || shape.n_head_kv < 1 || shape.head_dim < 1 ||
+      static_cast<int64_t>(layer_owner.size()) != shape.n_layer) {
     return Status::invalid_argument(
         "KV cache: invalid shape (n_layer " + std::to_string(shape.n_layer) + ", n_ctx " +
         std::to_string(shape.n_ctx) + ", n_head_kv " + std::to_string(shape.n_head_kv) +
-        ", head_dim " + std::to_string(shape.head_dim) + ")");
+        ", head_dim " + std::to_string(shape.head_dim) + ", " + std::to_string(layer_owner.size()) +
+        " layer owners)");
   }
   MINFER_ASSIGN_OR_RETURN(const size_t k_region, region_bytes(k_type, shape));
   MINFER_ASSIGN_OR_RETURN(const size_t v_region, region_bytes(v_type, shape));
   KvCache c;
-  c.owner_ = owner;
   c.n_ctx_ = shape.n_ctx;
   c.k_type_ = k_type;
   c.v_type_ = v_type;
   for (int64_t il = 0; il < shape.n_layer; ++il) {
+    backend::Backend* owner = layer_owner[static_cast<size_t>(il)];
     backend::KvPair p;
     p.k_type = k_type;
     p.v_type = v_type;
     p.n_ctx = shape.n_ctx;
     MINFER_ASSIGN_OR_RETURN(p.k, owner->alloc_buffer(k_region));
-    c.layers_.push_back(p);  // owned from here on: freed by the destructor on error
+    // Owned from here on: freed by the destructor on error.
+    c.owners_.push_back(owner);
+    c.layers_.push_back(p);
     MINFER_ASSIGN_OR_RETURN(c.layers_.back().v, owner->alloc_buffer(v_region));
     c.bytes_ += k_region + v_region;
   }
@@ -76,14 +89,14 @@ Result<KvCache> KvCache::create(backend::Backend* owner, const KvCacheShape& sha
 KvCache& KvCache::operator=(KvCache&& other) noexcept {
   if (this != &other) {
     release();
-    owner_ = other.owner_;
+    owners_ = std::move(other.owners_);
     layers_ = std::move(other.layers_);
     n_ctx_ = other.n_ctx_;
     k_type_ = other.k_type_;
     v_type_ = other.v_type_;
     bytes_ = other.bytes_;
     other.layers_.clear();
-    other.owner_ = nullptr;
+    other.owners_.clear();
   }
   return *this;
 }
@@ -93,12 +106,13 @@ KvCache::~KvCache() {
 }
 
 void KvCache::release() {
-  if (owner_ == nullptr) return;
-  for (const auto& p : layers_) {
-    if (p.k != backend::kNoBuffer) owner_->free_buffer(p.k);
-    if (p.v != backend::kNoBuffer) owner_->free_buffer(p.v);
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    const backend::KvPair& p = layers_[il];
+    if (p.k != backend::kNoBuffer) owners_[il]->free_buffer(p.k);
+    if (p.v != backend::kNoBuffer) owners_[il]->free_buffer(p.v);
   }
   layers_.clear();
+  owners_.clear();
 }
 
 }  // namespace minfer::runtime

@@ -1,5 +1,6 @@
 // The KV cache: per layer, persistent K and V regions on the backend that runs
-// the layer's attention, each holding n_ctx rows of n_head_kv * head_dim
+// the layer's attention (each layer's owner is the session's plan decision,
+// graph::kv_placement), each holding n_ctx rows of n_head_kv * head_dim
 // elements. K and V each have their own row type: f32, f16 or q8_0 (ggml's
 // Q8_0 blocks of 32 values, for which head_dim must be a multiple of 32).
 //
@@ -10,6 +11,7 @@
 // context limit before every forward). Not thread-safe; owned by one Session.
 #pragma once
 
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -32,6 +34,11 @@ struct KvCacheShape {
 
 class KvCache {
  public:
+  // layer_owner[il]: the backend that holds layer il's regions (one per layer).
+  static Result<KvCache> create(std::span<backend::Backend* const> layer_owner,
+                                const KvCacheShape& shape, quant::TensorType k_type,
+                                quant::TensorType v_type);
+  // Every layer on `owner`.
   static Result<KvCache> create(backend::Backend* owner, const KvCacheShape& shape,
                                 quant::TensorType k_type, quant::TensorType v_type);
   KvCache() = default;
@@ -44,7 +51,10 @@ class KvCache {
   const backend::KvPair* layer(int64_t il) const {
     return il >= 0 && static_cast<size_t>(il) < layers_.size() ? &layers_[il] : nullptr;
   }
-  backend::Backend* owner() const { return owner_; }
+  // The backend holding layer il's regions (nullptr past the last layer).
+  backend::Backend* owner(int64_t il) const {
+    return il >= 0 && static_cast<size_t>(il) < owners_.size() ? owners_[il] : nullptr;
+  }
   int64_t n_ctx() const { return n_ctx_; }
   quant::TensorType k_type() const { return k_type_; }
   quant::TensorType v_type() const { return v_type_; }
@@ -52,7 +62,7 @@ class KvCache {
 
  private:
   void release();
-  backend::Backend* owner_ = nullptr;
+  std::vector<backend::Backend*> owners_;  // per layer
   std::vector<backend::KvPair> layers_;
   int64_t n_ctx_ = 0;
   quant::TensorType k_type_ = quant::TensorType::F32;

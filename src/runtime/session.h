@@ -8,9 +8,12 @@
 // (every decode step after the first), rebuilt otherwise. Batches longer than
 // max_batch are split. Exceeding the context is an error that says by how much.
 //
-// Backends, in priority order: CUDA (when SessionOptions::gpu, a device is
-// usable and all weights were uploaded; otherwise the reason is printed once),
-// then the CPU. GraphParams::gpu records whether CUDA takes part.
+// Backends: every usable kind of the registry (backend/registry.h), in
+// priority order, GPU kinds only when SessionOptions::gpu (a GPU kind that
+// fails to start is logged once and skipped), the CPU last. GraphParams::
+// backends records which take part. Each layer's KV cache lives on the
+// backend that runs its attention in the decode plan; later plans are held
+// to that placement (graph::PlanConstraints).
 // Levers (SessionOptions::options): disable_cuda forces the CPU; graph_trace logs each new plan
 // (splits, op census); op_profile collects per-op times (op_profile()). Threading: one Session
 // per sequence, driven by one thread.
@@ -73,6 +76,10 @@ class Session {
  private:
   Session(const model::Model& model, const SessionOptions& options)
       : model_(model), options_(options) {}
+  Status start_backends();
+  Status place_kv_cache();
+  model::GraphParams graph_params(int64_t n_tokens, int64_t n_outputs) const;
+  Status check_weights(const model::GraphParams& params, const graph::Graph& g) const;
   Status eval_batch(std::span<const int32_t> tokens, int64_t n_outputs, float* out);
   Status prepare(const model::GraphParams& params);
 
@@ -82,12 +89,22 @@ class Session {
   std::vector<backend::Backend*> backends_;
   KvCache kv_;
   int64_t n_past_ = 0;
-  bool gpu_ = false;
+  bool gpu_ = false;           // an all-or-nothing (GPU) backend takes part
+  uint32_t participants_ = 0;  // bit b: backends_[b] takes part
+  graph::PlanConstraints constraints_;
 
   // The graph cache: the last built graph and plan, keyed by its params.
-  std::optional<model::GraphParams> cached_params_;
-  graph::Graph graph_;
-  graph::Plan plan_;
+  // The graph cache: two built graphs and their plans, the single-token
+  // decode graph (built at creation, where it decides the KV placement) and
+  // the last graph of any other shape, so that decode steps between prompts
+  // never rebuild.
+  struct CachedGraph {
+    std::optional<model::GraphParams> params;
+    graph::Graph graph;
+    graph::Plan plan;
+  };
+  CachedGraph decode_graph_, batch_graph_;
+  CachedGraph* current_ = nullptr;  // the one prepare() made ready
   int64_t graph_builds_ = 0;
 
   std::vector<int32_t> positions_;

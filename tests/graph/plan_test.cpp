@@ -275,3 +275,65 @@ TEST(PlanTest, AssignErrorNamesTheNode) {
 
 }  // namespace
 }  // namespace minfer::graph
+
+namespace minfer::graph {
+namespace {
+
+// Where each layer's KV cache lives is the plan's decision (the backend that
+// runs the layer's attention), and later plans are held to it: a node that
+// uses a layer's cache never quietly runs away from it.
+TEST(PlanTest, KvPlacementFollowsAttentionAndBindsLaterPlans) {
+  const model::Model& m = tiny_model("tiny-llama");
+  const int64_t n_layer = m.hparams().n_layer;
+  cpu::CpuBackend cpu(m.weights(), 1);
+  model::GraphParams params;
+  params.n_tokens = 1;
+  params.fuse = false;
+  // A backend without attention: every cache stays with the CPU.
+  testing::PartialBackend no_attention(m.weights(), {Op::kMatMul, Op::kRmsNorm, Op::kAdd});
+  std::vector<backend::Backend*> backends = {&no_attention, &cpu};
+  Graph g = testing::build(m, params, backends);
+  auto plan = build_plan(g, backends);
+  ASSERT_TRUE(plan.is_ok()) << plan.message();
+  auto where = kv_placement(g, *plan, n_layer);
+  ASSERT_TRUE(where.is_ok()) << where.message();
+  EXPECT_EQ(*where, std::vector<int>(static_cast<size_t>(n_layer), 1));
+  release_plan(*plan, backends);
+
+  // A backend with attention and its KV store takes every layer's cache.
+  testing::PartialBackend with_attention(m.weights(), {Op::kKvStore, Op::kAttention});
+  backends = {&with_attention, &cpu};
+  g = testing::build(m, params, backends);
+  plan = build_plan(g, backends);
+  ASSERT_TRUE(plan.is_ok()) << plan.message();
+  where = kv_placement(g, *plan, n_layer);
+  ASSERT_TRUE(where.is_ok()) << where.message();
+  EXPECT_EQ(*where, std::vector<int>(static_cast<size_t>(n_layer), 0));
+  release_plan(*plan, backends);
+
+  // Held to a placement on the backend without attention: an error naming
+  // the node, the backend and the layer, not a move to the CPU.
+  PlanConstraints bound;
+  bound.kv_backend.assign(static_cast<size_t>(n_layer), 0);
+  backends = {&no_attention, &cpu};
+  g = testing::build(m, params, backends);
+  auto refused = build_plan(g, backends, bound);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(refused.message(),
+            "node 'blk.0.kv_store' (kv_store) must run on Partial, which holds layer 0's KV "
+            "cache, but Partial does not support it");
+  // Held to the CPU while the other backend could run attention: the CPU it is.
+  bound.kv_backend.assign(static_cast<size_t>(n_layer), 1);
+  backends = {&with_attention, &cpu};
+  g = testing::build(m, params, backends);
+  plan = build_plan(g, backends, bound);
+  ASSERT_TRUE(plan.is_ok()) << plan.message();
+  where = kv_placement(g, *plan, n_layer);
+  ASSERT_TRUE(where.is_ok());
+  EXPECT_EQ(*where, std::vector<int>(static_cast<size_t>(n_layer), 1));
+  release_plan(*plan, backends);
+}
+
+}  // namespace
+}  // namespace minfer::graph

@@ -321,7 +321,7 @@ TEST(CudaForward, DecodeGraphIsFused) {
     auto count = [&](int64_t n_tokens, graph::Op op) {
       GraphParams p;
       p.n_tokens = n_tokens;
-      p.gpu = true;
+      p.backends = 0b11;  // CUDA and the CPU take part
       auto g = build_graph((*model)->hparams(), (*model)->weights(), p);
       EXPECT_TRUE(g.is_ok()) << g.message();
       graph::fuse(*g, backends, cuda::testing::env_options());

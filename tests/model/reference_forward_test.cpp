@@ -145,11 +145,12 @@ Result<std::vector<float>> run_session(const Model& model, const runtime::Sessio
     MINFER_ASSIGN_OR_RETURN(auto next, session->eval(all.subspan(i, 1), 1));
     logits.insert(logits.end(), next.begin(), next.end());
   }
-  // Graph reuse: one graph for the first batch, and one more (built once,
-  // then reused) for the single-token steps when they have another shape.
-  // (A split first batch builds one graph per chunk length; not checked.)
+  // Graph reuse: the single-token graph (built at creation to place the KV
+  // cache, reused by every decode step) and one more for a first batch of
+  // several tokens. (A split first batch builds one graph per chunk length;
+  // not checked.)
   if (options.max_batch >= int64_t(n_first)) {
-    const int64_t expected = n_first > 1 && n_first < tokens.size() ? 2 : 1;
+    const int64_t expected = n_first > 1 ? 2 : 1;
     if (session->graph_builds() != expected) {
       return Status::error("expected " + std::to_string(expected) + " graph builds, got " +
                            std::to_string(session->graph_builds()));

@@ -76,6 +76,7 @@ class CudaBackend final : public backend::Backend {
   ~CudaBackend() override;
 
   std::string_view name() const override { return "CUDA"; }
+  bool requires_all_weights() const override { return true; }
   bool supports_op(const Node& node) const override;
   bool supports_fused(Op fused) const override {
     return fused == Op::kSwiGLU || fused == Op::kGeGLU || fused == Op::kFusedQKV ||

@@ -1,0 +1,39 @@
+#include "backend/registry.h"
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+
+namespace minfer::backend {
+namespace {
+
+std::string cuda_unavailable(const BackendConfig& c) {
+  if (c.options.disable_cuda) return "disabled by MINFER_DISABLE_CUDA";
+  return cuda::available() ? "" : cuda::unavailable_reason();
+}
+
+Result<std::unique_ptr<Backend>> cuda_create(const BackendConfig& c) {
+  return cuda::create_backend(c.weights, c.options);
+}
+
+std::string cpu_unavailable(const BackendConfig&) {
+  return "";
+}
+
+Result<std::unique_ptr<Backend>> cpu_create(const BackendConfig& c) {
+  MINFER_ASSIGN_OR_RETURN(auto cpu, cpu::CpuBackend::create(c.weights, c.n_threads));
+  return std::unique_ptr<Backend>(std::move(cpu));
+}
+
+// Metal and Vulkan join here, above and below CUDA, when they are built.
+const BackendKind kKinds[] = {
+    {"CUDA", 300, /*gpu=*/true, cuda_unavailable, cuda_create},
+    {"CPU", 100, /*gpu=*/false, cpu_unavailable, cpu_create},
+};
+
+}  // namespace
+
+std::span<const BackendKind> backend_kinds() {
+  return kKinds;
+}
+
+}  // namespace minfer::backend
