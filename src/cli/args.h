@@ -11,6 +11,7 @@
 // Not thread-safe; one per command run.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>

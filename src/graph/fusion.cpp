@@ -128,6 +128,7 @@ int fuse_qkv(Graph& g, std::span<backend::Backend* const> backends, const Option
   for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
     Node& attn = g.nodes[ai];
     if (attn.op != Op::kAttention || attn.inputs.size() != 5) continue;
+    if (std::get<AttentionMeta>(attn.meta).page_size > 0) continue;  // paged: no fused store
     const NodeId qn = attn.inputs[0], store = attn.inputs[1], pos = attn.inputs[2];
     const NodeId kn = attn.inputs[3], vn = attn.inputs[4];
     const Node& st = g.at(store);
@@ -222,8 +223,7 @@ void remove_dead_nodes(Graph& g) {
   auto mark = [&](NodeId id) {
     if (id != kNoNode) live[static_cast<size_t>(id)] = true;
   };
-  mark(g.tokens);
-  mark(g.positions);
+  for (NodeId in : g.input_nodes()) mark(in);
   mark(g.logits);
   for (size_t i = g.nodes.size(); i-- > 0;) {
     const Node& n = g.nodes[i];
@@ -242,9 +242,10 @@ void remove_dead_nodes(Graph& g) {
     for (NodeId& in : n.inputs) in = remap[static_cast<size_t>(in)];
   }
   auto re = [&](NodeId id) { return id == kNoNode ? kNoNode : remap[static_cast<size_t>(id)]; };
-  g.tokens = re(g.tokens);
-  g.positions = re(g.positions);
-  g.logits = re(g.logits);
+  for (NodeId* id : {&g.tokens, &g.positions, &g.cells, &g.seq_slots, &g.page_table, &g.output_rows,
+                     &g.logits}) {
+    *id = re(*id);
+  }
   g.nodes = std::move(kept);
 }
 

@@ -75,14 +75,27 @@ struct Shape {
   bool operator==(const Shape&) const = default;
 };
 
-enum class InputKind : uint8_t { kTokens, kPositions };
+// Graph inputs, filled by the runtime before each forward. Batches of many
+// sequences over a paged KV pool (GraphParams::page_size > 0) also carry each
+// token's cache cell, the page-table slot of its sequence, the page tables,
+// and which rows need logits.
+enum class InputKind : uint8_t {
+  kTokens,      // i32 [n_tokens]
+  kPositions,   // i32 [n_tokens], positions within each token's own sequence
+  kCells,       // i32 [n_tokens], the cache row each token's k and v go to
+  kSeqSlots,    // i32 [n_tokens], the page-table row of each token's sequence
+  kPageTable,   // i32 [max_pages, n_slots]: page ids of each slot's positions
+  kOutputRows,  // i32 [n_outputs], batch rows whose logits are computed
+};
 
 struct InputMeta {
   InputKind kind;
 };
 
 struct GetRowsMeta {
-  std::string weight;  // empty: gather rows of input 0; else rows of this weight by ids (input 0)
+  // empty: gather rows of input 0 (by `rows`, or by the ids of input 1 when
+  // `rows` is empty); else rows of this weight by ids (input 0)
+  std::string weight;
   std::vector<int32_t> rows;  // activation gather: which rows, in order
   float scale = 1.0f;         // multiply the gathered rows (gemma: sqrt(n_embd))
 };
@@ -116,12 +129,15 @@ struct RopeMeta {
 
 // k_type/v_type: the KV cache's row types (F32, F16, Q8_0), so that a
 // backend's supports_op can refuse a cache it cannot read.
+// page_size > 0 (a paged pool of many sequences): inputs are (k, v, cells),
+// each token's row going to its cell; else (k, v, positions), row = position.
 struct KvMeta {
   int layer = 0;
   int64_t n_head_kv = 0, head_dim = 0;
   int64_t n_tokens = 0;  // rows of k and v to store
   quant::TensorType k_type = quant::TensorType::F32;
   quant::TensorType v_type = quant::TensorType::F32;
+  int64_t page_size = 0;  // 0: one sequence whose cache rows are its positions
 };
 
 struct AttentionMeta {
@@ -134,6 +150,12 @@ struct AttentionMeta {
   // Input 0 holds packed rows [q | k | v] (the output of a FusedQKV node;
   // inputs: packed, positions) instead of q (inputs: q, store, positions, k, v).
   bool packed_qkv = false;
+  // page_size > 0: a paged pool of many sequences. Inputs are (q, store,
+  // positions, seq_slots, page_table): token t attends the positions of its
+  // own sequence up to positions[t], position j of slot s living in cell
+  // page_table[s][j / page_size] * page_size + j % page_size.
+  int64_t page_size = 0;
+  int64_t max_pages = 0;  // page-table row length
 };
 
 // An RMSNorm of a fused node's input folded into the node (the fusion pass's
@@ -190,9 +212,22 @@ struct Node {
 
 struct Graph {
   std::vector<Node> nodes;
-  NodeId tokens = kNoNode;     // i32 [n_tokens]
-  NodeId positions = kNoNode;  // i32 [n_tokens]
-  NodeId logits = kNoNode;     // f32 [n_vocab, n_outputs]
+  NodeId tokens = kNoNode;       // i32 [n_tokens]
+  NodeId positions = kNoNode;    // i32 [n_tokens]
+  NodeId cells = kNoNode;        // paged only (see InputKind)
+  NodeId seq_slots = kNoNode;    // paged only
+  NodeId page_table = kNoNode;   // paged only
+  NodeId output_rows = kNoNode;  // paged only
+  NodeId logits = kNoNode;       // f32 [n_vocab, n_outputs]
+
+  // The input nodes the graph has (tokens and positions always).
+  std::vector<NodeId> input_nodes() const {
+    std::vector<NodeId> out;
+    for (NodeId id : {tokens, positions, cells, seq_slots, page_table, output_rows}) {
+      if (id != kNoNode) out.push_back(id);
+    }
+    return out;
+  }
 
   NodeId add(Node n) {
     nodes.push_back(std::move(n));

@@ -105,9 +105,8 @@ std::vector<size_t> last_uses(const Graph& g) {
     for (NodeId in : g.nodes[i].inputs) last[static_cast<size_t>(in)] = i;
   }
   if (g.logits != kNoNode) last[static_cast<size_t>(g.logits)] = g.nodes.size();
-  for (NodeId in : {g.tokens, g.positions}) {
-    if (in != kNoNode) last[static_cast<size_t>(in)] = g.nodes.size();  // written before run
-  }
+  for (NodeId in : g.input_nodes())
+    last[static_cast<size_t>(in)] = g.nodes.size();  // written first
   return last;
 }
 
@@ -157,16 +156,13 @@ Result<Plan> build_plan(const Graph& g, std::span<Backend* const> backends,
     // A node without a value (KV store) takes no slot, but the values dying at
     // it must still be released below.
     if (n.bytes() > 0) {
-      const bool unshared = static_cast<NodeId>(i) == g.logits ||
-                            static_cast<NodeId>(i) == g.tokens ||
-                            static_cast<NodeId>(i) == g.positions;
+      const bool unshared = static_cast<NodeId>(i) == g.logits || n.op == Op::kInput;
       if (unshared) node_slot[i] = pools[static_cast<size_t>(b)].take_unshared(n.bytes());
       // In place: take over input 0's slot if it dies here, on this backend, same size.
       if (!unshared && op_traits(n.op).in_place && !n.inputs.empty()) {
         const auto in = static_cast<size_t>(n.inputs[0]);
         if (last[in] == i && plan.node_backend[in] == b && holds[in] &&
-            g.nodes[in].bytes() == n.bytes() && static_cast<NodeId>(in) != g.tokens &&
-            static_cast<NodeId>(in) != g.positions) {
+            g.nodes[in].bytes() == n.bytes() && g.nodes[in].op != Op::kInput) {
           node_slot[i] = node_slot[in];
           holds[in] = false;
         }

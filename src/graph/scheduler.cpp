@@ -106,8 +106,11 @@ std::string OpProfile::table() const {
 Status execute(const Graph& g, const Plan& plan, std::span<Backend* const> backends,
                const ForwardInputs& inputs, const KvResolver& kv, std::vector<float>& logits,
                OpProfile* profile, const std::string& trace_dir) {
-  MINFER_RETURN_IF_ERROR(write_input(g, plan, backends, g.tokens, inputs.tokens));
-  MINFER_RETURN_IF_ERROR(write_input(g, plan, backends, g.positions, inputs.positions));
+  const std::pair<NodeId, std::span<const int32_t>> values[] = {
+      {g.tokens, inputs.tokens},         {g.positions, inputs.positions},
+      {g.cells, inputs.cells},           {g.seq_slots, inputs.seq_slots},
+      {g.page_table, inputs.page_table}, {g.output_rows, inputs.output_rows}};
+  for (const auto& [id, v] : values) MINFER_RETURN_IF_ERROR(write_input(g, plan, backends, id, v));
   std::vector<std::byte> host;
   std::vector<BufferId> in_ids;
   using Clock = std::chrono::steady_clock;

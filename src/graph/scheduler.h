@@ -41,9 +41,15 @@ class OpProfile {
   std::map<std::string, Entry> entries_;
 };
 
+// The values of the graph's inputs (graph::InputKind); the paged ones only
+// for a graph that has them.
 struct ForwardInputs {
   std::span<const int32_t> tokens;
   std::span<const int32_t> positions;
+  std::span<const int32_t> cells;
+  std::span<const int32_t> seq_slots;
+  std::span<const int32_t> page_table;
+  std::span<const int32_t> output_rows;
 };
 
 // KV pair for (backend, layer), or nullptr when the node needs none.

@@ -20,6 +20,12 @@ struct GraphParams {
   // require every weight.
   uint32_t backends = 0;
   bool fuse = true;  // allow fusions
+  // A paged KV pool of many sequences (runtime::Engine): cells, page tables
+  // and output rows become graph inputs. 0: one sequence, cache row =
+  // position, logits for the last n_outputs tokens (runtime::Session).
+  int64_t page_size = 0;
+  int64_t n_slots = 0;    // page-table rows (sequences the engine may hold)
+  int64_t max_pages = 0;  // pages per sequence
 
   bool operator==(const GraphParams&) const = default;
 };

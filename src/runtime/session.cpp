@@ -133,7 +133,9 @@ Status Session::eval_batch(std::span<const int32_t> tokens, int64_t n_outputs, f
   auto kv = [&](int backend, int layer) -> const backend::KvPair* {
     return backends_[static_cast<size_t>(backend)] == kv_.owner(layer) ? kv_.layer(layer) : nullptr;
   };
-  graph::ForwardInputs inputs{tokens, positions_};
+  graph::ForwardInputs inputs;
+  inputs.tokens = tokens;
+  inputs.positions = positions_;
   MINFER_RETURN_IF_ERROR(graph::execute(
       current_->graph, current_->plan, backends_, inputs, kv, batch_logits_,
       options_.options.op_profile ? &profile_ : nullptr, options_.options.trace_dir));

@@ -232,7 +232,10 @@ struct Forward {
       return b == kv_backend ? kv.layer(layer) : nullptr;
     };
     std::vector<float> logits;
-    const Status st = execute(g, *plan, backends, {tokens, positions}, resolver, logits);
+    ForwardInputs inputs;
+    inputs.tokens = tokens;
+    inputs.positions = positions;
+    const Status st = execute(g, *plan, backends, inputs, resolver, logits);
     EXPECT_TRUE(st.is_ok()) << st.message();
     if (after_run) after_run(g, *plan);
     release_plan(*plan, backends);

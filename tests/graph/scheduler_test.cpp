@@ -203,7 +203,7 @@ TEST(SchedulerErrorTest, BackendErrorNamesTheNode) {
   std::vector<float> logits;
   // No KV cache: the first KV store must fail and say which node and layer.
   const Status st = execute(
-      g, *plan, backends, {tokens, positions},
+      g, *plan, backends, {.tokens = tokens, .positions = positions},
       [](int, int) -> const backend::KvPair* { return nullptr; }, logits);
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("blk.0.kv_store"), std::string::npos) << st.message();
@@ -211,7 +211,7 @@ TEST(SchedulerErrorTest, BackendErrorNamesTheNode) {
   // Wrong input length: names the input and both counts.
   const std::vector<int32_t> three = {1, 2, 3};
   const Status st2 = execute(
-      g, *plan, backends, {three, positions},
+      g, *plan, backends, {.tokens = three, .positions = positions},
       [](int, int) -> const backend::KvPair* { return nullptr; }, logits);
   ASSERT_FALSE(st2.is_ok());
   EXPECT_NE(st2.message().find("'tokens' expects 2 values, got 3"), std::string::npos)

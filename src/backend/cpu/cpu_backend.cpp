@@ -194,9 +194,11 @@ Status CpuBackend::execute_node(const Node& node, std::span<const BufferId> inpu
   }
   std::array<const void*, 6> in{};
   if (inputs.size() > in.size()) return Status::internal(node_error(node, "too many inputs"));
+  std::array<size_t, 8> in_bytes{};
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] == backend::kNoBuffer) continue;  // an input with no value (KV store)
     in[i] = ptr(inputs[i]);
+    in_bytes[i] = buffer_size(inputs[i]);
     if (in[i] == nullptr) {
       return Status::internal(node_error(node, "input " + std::to_string(i) + " has no buffer"));
     }
@@ -207,7 +209,8 @@ Status CpuBackend::execute_node(const Node& node, std::span<const BufferId> inpu
   }
   void* k = kv != nullptr ? ptr(kv->k) : nullptr;
   void* v = kv != nullptr ? ptr(kv->v) : nullptr;
-  const Call call{node, std::span<const void* const>(in.data(), inputs.size()), o, k, v, kv};
+  const Call call{node, std::span<const void* const>(in.data(), inputs.size()), o, k, v,
+                  kv,   std::span<const size_t>(in_bytes.data(), inputs.size())};
   return (this->*entry(node.op).run)(call);
 }
 

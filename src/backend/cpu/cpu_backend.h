@@ -20,6 +20,8 @@
 
 namespace minfer::cpu {
 
+struct AttentionShape;
+
 class CpuBackend final : public backend::Backend {
  public:
   // n_threads <= 0: one per hardware thread. `weights` must outlive the backend.
@@ -54,6 +56,7 @@ class CpuBackend final : public backend::Backend {
     void* k_cache;
     void* v_cache;
     const backend::KvPair* kv;
+    std::span<const size_t> in_bytes;  // size of each input's buffer
   };
 
   // Op kernels, reached through the op table in cpu_backend.cpp.
@@ -63,6 +66,7 @@ class CpuBackend final : public backend::Backend {
   Status run_rope(const Call& c);
   Status run_kv_store(const Call& c);
   Status run_attention(const Call& c);
+  Status paged_view(const Call& c, const graph::AttentionMeta& m, AttentionShape& shape) const;
   Status run_elementwise(const Call& c);
 
  private:

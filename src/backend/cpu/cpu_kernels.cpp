@@ -108,9 +108,16 @@ Status CpuBackend::run_get_rows(const Call& c) {
   float* out = f32(c.out);
   if (m->weight.empty()) {  // gather rows of an activation (may be in place: rows ascend)
     const float* x = f32(c.in[0]);
+    const auto* ids = m->rows.empty() ? static_cast<const int32_t*>(c.in[1]) : m->rows.data();
+    // Rows the input holds (its buffer may be larger: slots are reused).
+    const auto n_in =
+        static_cast<int64_t>(c.in_bytes[0] / (static_cast<size_t>(width) * sizeof(float)));
     for (int64_t r = 0; r < n_rows; ++r) {
-      std::memmove(out + r * width,
-                   x + static_cast<int64_t>(m->rows[static_cast<size_t>(r)]) * width,
+      if (ids[r] < 0 || ids[r] >= n_in) {
+        return fail(c.node, "row " + std::to_string(ids[r]) + " outside the input's " +
+                                std::to_string(n_in) + " rows");
+      }
+      std::memmove(out + r * width, x + static_cast<int64_t>(ids[r]) * width,
                    static_cast<size_t>(width) * sizeof(float));
     }
     return Status::ok();
@@ -193,6 +200,36 @@ Status CpuBackend::run_kv_store(const Call& c) {
   return Status::ok();
 }
 
+// A paged attention's page tables (inputs 3 and 4): every page a query reads
+// must be a page of the cache.
+Status CpuBackend::paged_view(const Call& c, const graph::AttentionMeta& m,
+                              AttentionShape& shape) const {
+  const auto* pos = static_cast<const int32_t*>(c.in[2]);
+  const auto* slots = static_cast<const int32_t*>(c.in[3]);
+  const auto* table = static_cast<const int32_t*>(c.in[4]);
+  const int64_t n_slots =
+      static_cast<int64_t>(c.in_bytes[4] / sizeof(int32_t)) / std::max<int64_t>(m.max_pages, 1);
+  const int64_t n_pages = c.kv->n_ctx / m.page_size;
+  for (int64_t t = 0; t < shape.n_tokens; ++t) {
+    if (slots[t] < 0 || slots[t] >= n_slots || pos[t] < 0 || pos[t] / m.page_size >= m.max_pages) {
+      return fail(c.node, "token " + std::to_string(t) + ": slot " + std::to_string(slots[t]) +
+                              ", position " + std::to_string(pos[t]) + " outside the page tables");
+    }
+    const int32_t* row = table + slots[t] * m.max_pages;
+    for (int64_t p = 0; p <= pos[t] / m.page_size; ++p) {
+      if (row[p] < 0 || row[p] >= n_pages) {
+        return fail(c.node, "token " + std::to_string(t) + " reads page " + std::to_string(row[p]) +
+                                " of a pool of " + std::to_string(n_pages));
+      }
+    }
+  }
+  shape.seq_slots = slots;
+  shape.page_table = table;
+  shape.page_size = m.page_size;
+  shape.max_pages = m.max_pages;
+  return Status::ok();
+}
+
 Status CpuBackend::run_attention(const Call& c) {
   MINFER_ASSIGN_OR_RETURN(const graph::AttentionMeta* m, meta<graph::AttentionMeta>(c.node));
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
@@ -207,7 +244,11 @@ Status CpuBackend::run_attention(const Call& c) {
   const auto* pos = static_cast<const int32_t*>(c.in[2]);
   int64_t n_kv = 0;  // keys up to the furthest query position are visible
   for (int64_t t = 0; t < shape.n_tokens; ++t) n_kv = std::max<int64_t>(n_kv, pos[t] + 1);
-  if (n_kv > c.kv->n_ctx) return fail(c.node, "position past the KV cache");
+  if (m->page_size > 0) {
+    MINFER_RETURN_IF_ERROR(paged_view(c, *m, shape));
+  } else if (n_kv > c.kv->n_ctx) {
+    return fail(c.node, "position past the KV cache");
+  }
   shape.n_kv = n_kv;
   shape.n_head = m->n_head;
   shape.n_head_kv = m->n_head_kv;
@@ -221,10 +262,13 @@ Status CpuBackend::run_attention(const Call& c) {
   // batch's own keys/values (inputs 3 and 4) at full precision when the
   // positions are consecutive (attention() ignores them for q8_0 caches).
   constexpr int64_t kTiledFromQueries = 64;
-  shape.per_row = shape.n_tokens < kTiledFromQueries;
+  // Paged batches mix sequences: one path for every batch, so that a token's
+  // result never depends on what it was batched with.
+  shape.per_row = shape.n_tokens < kTiledFromQueries || m->page_size > 0;
   bool consecutive = shape.n_tokens >= kTiledFromQueries;
   for (int64_t t = 1; t < shape.n_tokens && consecutive; ++t) consecutive = pos[t] == pos[0] + t;
-  if (consecutive && c.in.size() >= 5 && c.in[3] != nullptr && c.in[4] != nullptr) {
+  if (consecutive && m->page_size == 0 && c.in.size() >= 5 && c.in[3] != nullptr &&
+      c.in[4] != nullptr) {
     shape.batch_k = f32(c.in[3]);
     shape.batch_v = f32(c.in[4]);
     shape.batch_first = pos[0];

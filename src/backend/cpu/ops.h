@@ -94,6 +94,14 @@ struct AttentionShape {
   // the cache is quantized or K and V types differ): every key read from the
   // cache (batch_k/batch_v ignored), the query converted to K's dot type.
   bool per_row = false;
+  // Optional: a paged cache of many sequences. Query t belongs to page-table
+  // row seq_slots[t]; its position j lives in cache row
+  // page_table[row * max_pages + j / page_size] * page_size + j % page_size
+  // (instead of row j). n_kv is then the number of positions, not rows.
+  const int32_t* seq_slots = nullptr;
+  const int32_t* page_table = nullptr;
+  int64_t page_size = 0;
+  int64_t max_pages = 0;
 };
 
 // Causal multi-head attention over a KV cache, as llama.cpp's CPU flash

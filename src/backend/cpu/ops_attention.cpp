@@ -155,9 +155,17 @@ struct HeadJob {
   float* out;
   const float* batch_k;  // kv head's first element in the batch's row 0 (null: none)
   const float* batch_v;
-  int64_t batch_first;  // position of the batch's row 0
-  int64_t batch_row;    // floats between batch rows
+  int64_t batch_first;             // position of the batch's row 0
+  int64_t batch_row;               // floats between batch rows
+  const int32_t* pages = nullptr;  // this query's page-table row (null: row j = position j)
+  int64_t page_size = 0;
 };
+
+// The cache row holding position j for this query.
+inline int64_t cache_row(const HeadJob& job, int64_t j) {
+  if (job.pages == nullptr) return j;
+  return static_cast<int64_t>(job.pages[j / job.page_size]) * job.page_size + j % job.page_size;
+}
 
 // x[i] = d * q[i] per block, as ggml's dequantize_row_q8_0 (and quant/reference).
 void dequantize_q8_0(const uint8_t* row, int64_t n, float* y) {
@@ -208,7 +216,8 @@ void attend_rows(const HeadJob& job, const AttentionShape& s, KvType k_type, KvT
   float m = -INFINITY;
   float sum = 0.0f;
   for (int64_t j = job.j_begin; j < job.j_end; ++j) {
-    const float sc = dot(d, job.k + j * job.k_row_bytes, q_vec) * s.scale;
+    const int64_t row = cache_row(job, j);
+    const float sc = dot(d, job.k + row * job.k_row_bytes, q_vec) * s.scale;
     const float m_old = m;
     float ms = 1.0f;
     float vs = 1.0f;
@@ -223,7 +232,7 @@ void attend_rows(const HeadJob& job, const AttentionShape& s, KvType k_type, KvT
     } else {
       vs = std::exp(sc - m);
     }
-    const uint8_t* v_row = job.v + j * job.v_row_bytes;
+    const uint8_t* v_row = job.v + row * job.v_row_bytes;
     if (v16) {
       k.mad_into_f16(d, scratch.acc16.data(), reinterpret_cast<const uint16_t*>(v_row), vs);
     } else if (v_type == KvType::kQ8_0) {
@@ -253,7 +262,8 @@ void attend_tiled(const HeadJob& job, const AttentionShape& s, bool f16, const K
   for (int64_t j = job.j_begin; j < job.j_end; ++j) {
     const bool from_batch = job.batch_k != nullptr && j >= job.batch_first;
     const int64_t b = j - job.batch_first;
-    const uint8_t* k_row = job.k + j * job.k_row_bytes;
+    const int64_t row = cache_row(job, j);
+    const uint8_t* k_row = job.k + row * job.k_row_bytes;
     float sc = 0.0f;
     if (from_batch) {
       sc = k.kq_dot_f32(d, job.batch_k + b * job.batch_row, q_vec);
@@ -277,7 +287,7 @@ void attend_tiled(const HeadJob& job, const AttentionShape& s, bool f16, const K
     } else {
       vs = std::exp(sc - m);
     }
-    const uint8_t* v_row = job.v + j * job.v_row_bytes;
+    const uint8_t* v_row = job.v + row * job.v_row_bytes;
     if (from_batch) {
       k.mad_f32(d, scratch.acc32.data(), job.batch_v + b * job.batch_row, vs);
     } else if (f16) {
@@ -368,7 +378,11 @@ Status attention(const float* q, const void* k_cache, KvType k_type, const void*
                         batch ? shape.batch_k + kv_head : nullptr,
                         batch ? shape.batch_v + kv_head : nullptr,
                         shape.batch_first,
-                        kv_row};
+                        kv_row,
+                        shape.page_table == nullptr
+                            ? nullptr
+                            : shape.page_table + shape.seq_slots[t] * shape.max_pages,
+                        shape.page_size};
       if (tiled) {
         attend_tiled(job, shape, k_type == KvType::kF16, kernels, scratch);
       } else {

@@ -22,16 +22,23 @@ Node make(Op op, graph::Shape shape, std::vector<NodeId> inputs, std::string nam
 
 }  // namespace
 
+NodeId LayerBuilder::input(graph::InputKind kind, graph::Shape shape, const char* name) {
+  Node n = make(Op::kInput, shape, {}, name, -1);
+  n.dtype = DType::kI32;
+  n.meta = graph::InputMeta{kind};
+  return add(std::move(n));
+}
+
 void LayerBuilder::inputs() {
+  using graph::InputKind;
   const graph::Shape s{{p_.n_tokens, 1}};
-  Node tokens = make(Op::kInput, s, {}, "tokens", -1);
-  tokens.dtype = DType::kI32;
-  tokens.meta = graph::InputMeta{graph::InputKind::kTokens};
-  g_.tokens = add(std::move(tokens));
-  Node positions = make(Op::kInput, s, {}, "positions", -1);
-  positions.dtype = DType::kI32;
-  positions.meta = graph::InputMeta{graph::InputKind::kPositions};
-  g_.positions = add(std::move(positions));
+  g_.tokens = input(InputKind::kTokens, s, "tokens");
+  g_.positions = input(InputKind::kPositions, s, "positions");
+  if (p_.page_size == 0) return;
+  g_.cells = input(InputKind::kCells, s, "cells");
+  g_.seq_slots = input(InputKind::kSeqSlots, s, "seq_slots");
+  g_.page_table = input(InputKind::kPageTable, {{p_.max_pages, p_.n_slots}}, "page_table");
+  g_.output_rows = input(InputKind::kOutputRows, {{p_.n_outputs, 1}}, "output_rows");
 }
 
 Result<NodeId> LayerBuilder::embed(float scale) {
@@ -95,11 +102,18 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   // The store has no output value; attention takes it as an input so that it
   // is ordered after the store. Attention also reads the batch's own k and v,
   // which it uses at full precision for the batch's positions.
-  Node store =
-      make(Op::kKvStore, {{0, 0}}, {k, v, g_.positions}, layer_name(layer, "kv_store"), layer);
-  store.meta = graph::KvMeta{layer, hp_.n_head_kv, hp_.head_dim, p_.n_tokens, p_.k_type, p_.v_type};
+  // Paged: rows go to the tokens' cells, and attention reads each token's own
+  // sequence through the page tables (never the batch's k and v, which mix
+  // sequences).
+  const bool paged = p_.page_size > 0;
+  Node store = make(Op::kKvStore, {{0, 0}}, {k, v, paged ? g_.cells : g_.positions},
+                    layer_name(layer, "kv_store"), layer);
+  store.meta = graph::KvMeta{layer,     hp_.n_head_kv, hp_.head_dim, p_.n_tokens,
+                             p_.k_type, p_.v_type,     p_.page_size};
   const NodeId stored = add(std::move(store));
-  Node attn = make(Op::kAttention, node(q).shape, {q, stored, g_.positions, k, v},
+  std::vector<NodeId> attn_inputs = {q, stored, g_.positions, k, v};
+  if (paged) attn_inputs = {q, stored, g_.positions, g_.seq_slots, g_.page_table};
+  Node attn = make(Op::kAttention, node(q).shape, std::move(attn_inputs),
                    layer_name(layer, "attention"), layer);
   graph::AttentionMeta m;
   m.layer = layer;
@@ -110,12 +124,20 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   m.sliding_window = hp_.is_swa_layer(layer) ? hp_.sliding_window : 0;
   m.k_type = p_.k_type;
   m.v_type = p_.v_type;
+  m.page_size = p_.page_size;
+  m.max_pages = p_.max_pages;
   attn.meta = m;
   return add(std::move(attn));
 }
 
 NodeId LayerBuilder::tail_rows(NodeId x) {
   const int64_t n = node(x).shape.ne[1];
+  if (p_.page_size > 0) {  // the rows to keep are an input: any rows, in its order
+    Node t = make(Op::kGetRows, {{node(x).shape.ne[0], p_.n_outputs}}, {x, g_.output_rows},
+                  "output_rows", -1);
+    t.meta = graph::GetRowsMeta{};
+    return add(std::move(t));
+  }
   if (p_.n_outputs >= n) return x;
   Node t = make(Op::kGetRows, {{node(x).shape.ne[0], p_.n_outputs}}, {x}, "output_rows", -1);
   graph::GetRowsMeta m;

@@ -21,7 +21,9 @@ class LayerBuilder {
   const HParams& hp() const { return hp_; }
   const GraphParams& params() const { return p_; }
 
-  // tokens, positions: i32 [n_tokens]
+  // tokens, positions: i32 [n_tokens]; paged (GraphParams::page_size > 0)
+  // also cells, seq_slots [n_tokens], page_table [max_pages, n_slots] and
+  // output_rows [n_outputs].
   void inputs();
   // x: f32 [n_embd, n_tokens] = token_embd rows (times `scale`)
   Result<graph::NodeId> embed(float scale);
@@ -36,7 +38,8 @@ class LayerBuilder {
   // Stores k, v at the batch positions and attends over the layer's cache:
   // f32 [q_dim, n_tokens].
   graph::NodeId attention(graph::NodeId q, graph::NodeId k, graph::NodeId v, int layer);
-  // Keeps the last n_outputs rows: f32 [n, n_outputs].
+  // Keeps the last n_outputs rows (paged: the output_rows input's rows):
+  // f32 [n, n_outputs].
   graph::NodeId tail_rows(graph::NodeId x);
   // logits: f32 [n_vocab, n_outputs] = norm(x) W_out^T
   Result<graph::NodeId> output(graph::NodeId x);
@@ -47,6 +50,7 @@ class LayerBuilder {
 
  private:
   const graph::Node& node(graph::NodeId id) const { return g_.at(id); }
+  graph::NodeId input(graph::InputKind kind, graph::Shape shape, const char* name);
   graph::NodeId add(graph::Node n) { return g_.add(std::move(n)); }
 
   const HParams& hp_;
