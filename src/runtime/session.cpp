@@ -77,6 +77,14 @@ Session::~Session() {
   graph::release_plan(plan_, backends_);
 }
 
+Result<std::optional<double>> Session::device_bandwidth_gbs() {
+  for (backend::Backend* b : backends_) {
+    MINFER_ASSIGN_OR_RETURN(std::optional<double> gbs, b->memory_bandwidth_gbs());
+    if (gbs) return gbs;
+  }
+  return std::optional<double>();
+}
+
 Status Session::prepare(const model::GraphParams& params) {
   if (cached_params_ && *cached_params_ == params) return Status::ok();
   graph::release_plan(plan_, backends_);
