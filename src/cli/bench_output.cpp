@@ -49,6 +49,7 @@ struct Field {
 
 using Value = std::optional<std::string>;
 const Field kFields[] = {
+    {"backends", true, [](const BenchRecord& r) -> Value { return r.backends; }},
     {"model_filename", true, [](const BenchRecord& r) -> Value { return r.model_filename; }},
     {"model_type", true, [](const BenchRecord& r) -> Value { return r.model_type; }},
     {"model_size", false,
@@ -72,7 +73,6 @@ const Field kFields[] = {
     {"stddev_ts", false,
      [](const BenchRecord& r) -> Value { return format("%.6f", stddev(r.samples_ts())); }},
     // Ours, after llama-bench's.
-    {"backends", true, [](const BenchRecord& r) -> Value { return r.backends; }},
     {"roofline_fraction", false,
      [](const BenchRecord& r) -> Value {
        if (!r.roofline_fraction) return std::nullopt;

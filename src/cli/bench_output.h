@@ -6,13 +6,14 @@
 // Contract: a BenchPrinter prints begin() once, then record() for each test
 // as it completes (rows appear while later tests run), then end(). Every
 // write goes through write_stdout(), so a failed write is an error at once.
-// Field names and order follow llama-bench's (model_filename, model_type,
-// model_size, model_n_params, n_batch, n_threads, type_k, type_v, n_prompt,
-// n_gen, n_depth, test_time, avg_ns, stddev_ns, avg_ts, stddev_ts; json and
-// jsonl add samples_ns and samples_ts); ours follow them: backends,
-// roofline_fraction, read_bandwidth_gbs, bandwidth_source (tg tests only: in
-// json absent, in csv empty otherwise) and decode_weight_bytes. t/s counts
-// n_prompt + n_gen tokens per sample, not the depth, as llama-bench does.
+// Field names and order follow llama-bench's, for the fields we have
+// (backends, model_filename, model_type, model_size, model_n_params, n_batch,
+// n_threads, type_k, type_v, n_prompt, n_gen, n_depth, test_time, avg_ns,
+// stddev_ns, avg_ts, stddev_ts; json and jsonl add samples_ns and
+// samples_ts); ours follow them: roofline_fraction, read_bandwidth_gbs,
+// bandwidth_source (tg tests only: absent from json, empty in csv otherwise)
+// and decode_weight_bytes. t/s counts n_prompt + n_gen tokens per sample, not
+// the depth, as llama-bench does.
 // Threading: the command's thread only.
 #pragma once
 

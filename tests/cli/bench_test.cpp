@@ -146,11 +146,12 @@ TEST_F(BenchTest, JsonlAndCsvParse) {
             "2 2 1\n");
   const fs::path csv = bench_to_file("-p 8 -n 2 -o csv", "bench.csv");
   EXPECT_EQ(python("import csv,sys; rows=list(csv.reader(open(sys.argv[1]))); "
-                   "print(','.join(rows[0][:16])); h=rows[0]; print(len(rows) - 1, "
+                   "print(','.join(rows[0][:17])); h=rows[0]; print(len(rows) - 1, "
                    "[r[h.index('n_prompt')] + '/' + r[h.index('n_gen')] for r in rows[1:]], "
                    "[r[h.index('bandwidth_source')] for r in rows[1:]])",
                    csv),
-            "model_filename,model_type,model_size,model_n_params,n_batch,n_threads,type_k,type_v,"
+            "backends,model_filename,model_type,model_size,model_n_params,n_batch,n_threads,"
+            "type_k,type_v,"
             "n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts\n"
             "2 ['8/0', '0/2'] ['', 'given (--bandwidth)']\n");
 }

@@ -3,9 +3,9 @@
 // GPU (a host-memory probe there printed rooflines of 1180-1720 %).
 //
 // A copy of B bytes reads B and writes B, so it moves 2B; an H200 copies at
-// about 4.3 TB/s by that count (docs/PERFORMANCE.md). 256 MiB per copy is far
-// beyond the L2 cache (50 MiB on an H200); when the model leaves too little
-// device memory free, smaller copies (down to 32 MiB) are used instead.
+// 4153-4172 GB/s by that count (docs/PERFORMANCE.md, "How minfer bench measures"). 256 MiB per copy
+// is far beyond the L2 cache (50 MiB on an H200); when the model leaves too little device memory
+// free, smaller copies (down to 32 MiB) are used instead.
 #include <algorithm>
 #include <optional>
 
