@@ -29,6 +29,9 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED)|max diff" "$out/backend.log"
 grep -E "^\[  (PASSED|FAILED|SKIPPED)|gpu " "$out/model.log"
 tok=()
 [ -n "$deps" ] && [ -d "$deps/qwen2-tokenizer" ] && tok=(--tokenizer-dir "$deps/qwen2-tokenizer")
+# The roofline divides by the GPU's measured copy bandwidth unless GPU_BANDWIDTH_GBS is set.
+bw=()
+[ -n "${GPU_BANDWIDTH_GBS:-}" ] && bw=(--bandwidth "$GPU_BANDWIDTH_GBS")
 model=$build/qwen2.5-0.5b-Q4_0.gguf
 "$build/minfer" synth --model qwen2.5-0.5b -q Q4_0 "${tok[@]}" -o "$model" -s && {
   "$build/minfer" run -m "$model" -n 64 --temp 0 -p "Hello, my name is" 2>&1 | tail -1
@@ -37,10 +40,10 @@ model=$build/qwen2.5-0.5b-Q4_0.gguf
   "$build/minfer" run -m "$model" -f "$build/prompt.txt" -n 64 --temp 0 2>&1 | tail -1
   # Speed: decode with graph replay on and off, prefill (pp2048); per-op and
   # per-kernel decode profiles.
-  bw=(--bandwidth "${GPU_BANDWIDTH_GBS:-4300}")
-  "$build/minfer" bench -m "$model" -p 512 -n 128 -r 3 "${bw[@]}" 2>&1 | tail -3
-  MINFER_NO_CUDA_GRAPH=1 "$build/minfer" bench -m "$model" -p 512 -n 128 -r 2 "${bw[@]}" 2>&1 |
-    tail -1
+  "$build/minfer" bench -m "$model" -p 512 -n 128 -r 3 "${bw[@]}" 2>&1 |
+    grep -E "pp512|tg128|roofline bandwidth|rror"
+  MINFER_NO_CUDA_GRAPH=1 "$build/minfer" bench -m "$model" -p 0 -n 128 -r 2 "${bw[@]}" 2>&1 |
+    grep -E "tg128|rror"
   "$build/minfer" bench -m "$model" -p 2048 -n 1 -r 3 2>&1 | grep -E "pp2048|rror|must"
   MINFER_OP_PROFILE=1 "$build/minfer" run -m "$model" -n 32 --temp 0 -p "Hello" \
     > "$out/profile.log" 2>&1
@@ -64,8 +67,8 @@ fi
 if [ "${CUDA_BENCH_7B:-0}" = 1 ]; then
   big=$build/qwen2.5-7b-Q4_K.gguf
   "$build/minfer" synth --model qwen2.5-7b -q Q4_K "${tok[@]}" -o "$big" -s &&
-    "$build/minfer" bench -m "$big" -p 2048 -n 128 -r 2 --bandwidth "${GPU_BANDWIDTH_GBS:-4300}" \
-      2>&1 | grep -E "pp2048|tg128|rror|must"
+    "$build/minfer" bench -m "$big" -p 2048 -n 128 -r 2 "${bw[@]}" \
+      2>&1 | grep -E "pp2048|tg128|roofline bandwidth|rror|must"
   if [ -n "${CUDA_KERNEL_PROFILE:-}" ]; then
     mkdir -p "$out/7b"
     bash tools/cuda_kernel_profile.sh "$build/minfer" "$big" "$out/7b"

@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -105,6 +106,14 @@ class Backend {
   // Otherwise it waits after each node and uses wall time.
   virtual bool times_nodes() const { return false; }
   virtual std::vector<double> take_node_times() { return {}; }
+
+  // Memory bandwidth of the device this backend computes on, in GB/s (1e9
+  // bytes per second, bytes read plus bytes written): the denominator of a
+  // decode roofline on that device (optional; GPU backends). nullopt: the
+  // backend works in host memory, whose bandwidth the caller measures itself
+  // (cpu::measure_read_bandwidth). A measurement that fails is an error.
+  // Moves memory for a moment: call it between evals, never inside one.
+  virtual Result<std::optional<double>> memory_bandwidth_gbs() { return std::optional<double>(); }
 };
 
 }  // namespace minfer::backend

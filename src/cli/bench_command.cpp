@@ -1,42 +1,93 @@
 // `minfer bench`: prompt processing (pp) and generation (tg) speed with
-// llama-bench's definitions, plus the decode roofline fraction.
-//   pp: one batch of n_prompt tokens from an empty cache; t/s = n_prompt / time.
-//   tg: n_gen tokens evaluated one at a time from an empty cache; t/s = n_gen / time.
-// One warm-up run of each test precedes the timed repetitions; results are the
-// mean and sample standard deviation over the repetitions.
+// llama-bench's definitions and options, plus the decode roofline fraction.
+//   pp: one batch of n_prompt tokens; t/s = n_prompt / time.
+//   tg: n_gen tokens evaluated one at a time; t/s = n_gen / time.
+//   pg (-pg P,N): pp then tg in one timed run; t/s = (P + N) / time.
+// -p, -n, -d, -t and -b take lists and ranges (cli/value_list.h); the tests
+// are every combination, in llama-bench's order: for each n_batch, each
+// n_threads, each depth, the pp tests, then the tg tests, then the pg test.
+// Each test gets a fresh session whose context holds depth + n_prompt + n_gen
+// tokens (llama-bench's n_ctx; -c overrides), a context of `depth` tokens
+// evaluated untimed, one untimed warm-up run (--no-warmup skips it), then -r
+// timed runs, each started from that depth (the cache is cut back to it, as
+// llama-bench restores its saved state). Results stream as each test ends.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
+#include <ctime>
+#include <limits>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backend/cpu/bandwidth.h"
 #include "backend/cpu/thread_pool.h"
+#include "cli/bench_output.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "quant/tensor_type.h"
+#include "cli/value_list.h"
+#include "model/file_type.h"
 
 namespace minfer::cli {
 namespace {
 
+// The host bandwidth: the best of kHostProbes probes of two passes over 256
+// MiB (8x a large L3), kProbeGap apart. One probe of back-to-back passes made
+// the printed roofline of the same 0.5B Q4_0 tg swing 35-66 % between runs on
+// the shared 2-vCPU host of docs/PERFORMANCE.md, whose probe reads 36 or 58
+// GB/s by the moment; spread probes sample more than one moment (that section,
+// "How minfer bench measures", says what this does and does not fix).
+constexpr int kHostProbes = 5;
+constexpr size_t kProbeBytes = size_t{256} << 20;
+constexpr auto kProbeGap = std::chrono::milliseconds(100);
+
 struct BenchOptions {
-  int64_t n_prompt = 512;
-  int64_t n_gen = 128;
+  std::vector<int64_t> n_prompt{512}, n_gen{128}, n_depth{0};
+  std::vector<int64_t> n_batch;    // empty: max(512, n_prompt) per test
+  std::vector<int64_t> n_threads;  // 0: every hardware thread
+  std::optional<std::pair<int64_t, int64_t>> pg;
   int64_t reps = 5;
-  bool json = false;
+  int64_t delay_s = 0;
+  bool warmup = true;
+  BenchFormat format = BenchFormat::kMarkdown;
   double bandwidth_gbs = 0;  // 0: measure
 };
 
-struct TestResult {
-  int64_t n_prompt = 0;
-  int64_t n_gen = 0;
-  std::vector<double> samples_ts;
-  double avg = 0, sd = 0;
-  double roofline = -1;  // tg only
+struct TestSpec {
+  int64_t n_prompt = 0, n_gen = 0, n_depth = 0, n_batch = 0;
+  int n_threads = 0;
+  std::string name() const {
+    BenchRecord r;
+    r.n_prompt = n_prompt, r.n_gen = n_gen, r.n_depth = n_depth;
+    return r.test_name();
+  }
 };
+
+std::vector<TestSpec> test_matrix(const BenchOptions& o) {
+  const std::vector<int64_t> batches = o.n_batch.empty() ? std::vector<int64_t>{0} : o.n_batch;
+  std::vector<TestSpec> tests;
+  for (int64_t b : batches) {
+    for (int64_t t : o.n_threads) {
+      for (int64_t d : o.n_depth) {
+        auto add = [&](int64_t p, int64_t n) {
+          const int64_t batch = b > 0 ? b : std::max<int64_t>(512, p);
+          tests.push_back({p, n, d, batch, static_cast<int>(t)});
+        };
+        for (int64_t p : o.n_prompt) {
+          if (p > 0) add(p, 0);
+        }
+        for (int64_t n : o.n_gen) {
+          if (n > 0) add(0, n);
+        }
+        if (o.pg) add(o.pg->first, o.pg->second);
+      }
+    }
+  }
+  return tests;
+}
 
 // Bytes of every matrix one decode step reads: all 2-D weights, with the
 // token embedding counted only when it doubles as the (tied) output matrix —
@@ -52,39 +103,6 @@ uint64_t decode_weight_bytes(const model::Model& m) {
   return bytes;
 }
 
-// llama-bench's model column: architecture, size class and main weight type.
-std::string model_type(const model::Model& m, int64_t n_params) {
-  std::map<quant::TensorType, uint64_t> by_type;
-  for (const auto& w : m.weights().all()) {
-    if (w.dims.size() >= 2) by_type[w.type] += w.nbytes;
-  }
-  quant::TensorType main = quant::TensorType::F32;
-  uint64_t most = 0;
-  for (auto [t, b] : by_type) {
-    if (b > most) most = b, main = t;
-  }
-  char buf[96];
-  const double p = static_cast<double>(n_params);
-  if (p >= 1e9) {
-    std::snprintf(buf, sizeof(buf), "%s %.1fB %s", m.hparams().arch_name.c_str(), p / 1e9,
-                  std::string(quant::type_name(main)).c_str());
-  } else {
-    std::snprintf(buf, sizeof(buf), "%s %.0fM %s", m.hparams().arch_name.c_str(), p / 1e6,
-                  std::string(quant::type_name(main)).c_str());
-  }
-  return buf;
-}
-
-void summarize(TestResult& r) {
-  const double n = static_cast<double>(r.samples_ts.size());
-  double sum = 0;
-  for (double s : r.samples_ts) sum += s;
-  r.avg = sum / n;
-  double ss = 0;
-  for (double s : r.samples_ts) ss += (s - r.avg) * (s - r.avg);
-  r.sd = r.samples_ts.size() > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
-}
-
 // Any fixed valid ids: a deterministic walk over the vocabulary.
 std::vector<int32_t> bench_tokens(int64_t n, int64_t n_vocab) {
   std::vector<int32_t> t(static_cast<size_t>(n));
@@ -96,157 +114,258 @@ std::vector<int32_t> bench_tokens(int64_t n, int64_t n_vocab) {
   return t;
 }
 
-using Clock = std::chrono::steady_clock;
-
-Result<double> time_pp(runtime::Session& s, const std::vector<int32_t>& tokens) {
-  s.reset();
-  const auto t0 = Clock::now();
-  MINFER_RETURN_IF_ERROR(s.eval(tokens, 1).status());
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-Result<double> time_tg(runtime::Session& s, const std::vector<int32_t>& tokens) {
-  s.reset();
-  const auto t0 = Clock::now();
-  for (int32_t t : tokens)
-    MINFER_RETURN_IF_ERROR(s.eval(std::span<const int32_t>(&t, 1), 1).status());
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
-Status bench(const ArgParser& p, const BenchOptions& o) {
-  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, o.n_prompt + o.n_gen));
-  if (!p.get("--batch-size")) so.max_batch = std::max<int64_t>(so.max_batch, o.n_prompt);
-  if (so.n_threads <= 0)
-    so.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/o.json));
-  const int64_t need = std::max(o.n_prompt, o.n_gen);
-  if (so.n_ctx < need) {
-    return Status::out_of_range("--ctx-size " + std::to_string(so.n_ctx) + " is smaller than the " +
-                                std::to_string(need) + " tokens a test needs");
-  }
-  uint64_t model_bytes = 0;
-  int64_t n_params = 0;
-  for (const auto& w : model->weights().all()) {
-    model_bytes += w.nbytes;
-    n_params += w.row_length() * w.rows();
-  }
-  double bw = o.bandwidth_gbs;
-  bool measured = false;
-  if (bw <= 0) {
-    MINFER_ASSIGN_OR_RETURN(auto pool, cpu::ThreadPool::create(so.n_threads));
-    MINFER_ASSIGN_OR_RETURN(bw, cpu::measure_read_bandwidth(*pool));
-    measured = true;
-  }
-  const uint64_t per_token = decode_weight_bytes(*model);
-  MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
-  const auto tokens = bench_tokens(std::max(o.n_prompt, o.n_gen), model->hparams().n_vocab);
-  const std::vector<int32_t> pp_tokens(tokens.begin(), tokens.begin() + o.n_prompt);
-  const std::vector<int32_t> tg_tokens(tokens.begin(), tokens.begin() + o.n_gen);
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
-  std::vector<TestResult> results(2);
-  results[0].n_prompt = o.n_prompt;
-  results[1].n_gen = o.n_gen;
-  MINFER_RETURN_IF_ERROR(time_pp(*session, pp_tokens).status().with_context("pp warm-up"));
-  for (int64_t r = 0; r < o.reps; ++r) {
-    MINFER_ASSIGN_OR_RETURN(double sec, time_pp(*session, pp_tokens));
-    results[0].samples_ts.push_back(static_cast<double>(o.n_prompt) / sec);
-  }
-  MINFER_RETURN_IF_ERROR(time_tg(*session, tg_tokens).status().with_context("tg warm-up"));
-  for (int64_t r = 0; r < o.reps; ++r) {
-    MINFER_ASSIGN_OR_RETURN(double sec, time_tg(*session, tg_tokens));
-    results[1].samples_ts.push_back(static_cast<double>(o.n_gen) / sec);
-  }
-  for (auto& r : results) summarize(r);
-  results[1].roofline = static_cast<double>(per_token) * results[1].avg / (bw * 1e9);
+using Clock = std::chrono::steady_clock;
 
-  const std::string type = model_type(*model, n_params);
-  const std::string path = p.get_or("--model", "");
-  if (o.json) {
-    std::printf("[\n");
-    for (size_t i = 0; i < results.size(); ++i) {
-      const TestResult& r = results[i];
-      std::printf(
-          "  {\"model_filename\": \"%s\", \"model_type\": \"%s\", \"model_size\": %llu, "
-          "\"model_n_params\": %lld, \"n_threads\": %d, \"n_prompt\": %lld, "
-          "\"n_gen\": %lld, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
-          json_escape(path).c_str(), json_escape(type).c_str(),
-          static_cast<unsigned long long>(model_bytes), static_cast<long long>(n_params),
-          so.n_threads, static_cast<long long>(r.n_prompt), static_cast<long long>(r.n_gen), r.avg,
-          r.sd);
-      for (size_t k = 0; k < r.samples_ts.size(); ++k) {
-        std::printf("%s%.6f", k ? ", " : "", r.samples_ts[k]);
-      }
-      std::printf(
-          "], \"read_bandwidth_gbs\": %.3f, \"bandwidth_measured\": %s, "
-          "\"decode_weight_bytes\": %llu",
-          bw, measured ? "true" : "false", static_cast<unsigned long long>(per_token));
-      if (r.roofline >= 0) std::printf(", \"roofline_fraction\": %.4f", r.roofline);
-      std::printf("}%s\n", i + 1 < results.size() ? "," : "");
-    }
-    std::printf("]\n");
-    return Status::ok();
+class BenchRunner {
+ public:
+  BenchRunner(const model::Model& model, const BenchOptions& o, runtime::SessionOptions base,
+              bool ctx_given, BenchPrinter& out);
+  Status run(const TestSpec& t);
+
+ private:
+  Result<std::unique_ptr<runtime::Session>> open_session(const TestSpec& t);
+  Status run_once(const TestSpec& t, std::span<const int32_t> tokens);
+  Result<Bandwidth> bandwidth(runtime::Session& s, int n_threads);
+
+  const model::Model& model_;
+  const BenchOptions& o_;
+  runtime::SessionOptions base_;
+  bool ctx_given_;
+  BenchPrinter& out_;
+  BenchRecord common_;  // the fields every test shares
+  std::unique_ptr<runtime::Session> session_;
+  std::map<int, Bandwidth> host_bandwidth_;  // by thread count
+  std::optional<Bandwidth> device_bandwidth_;
+};
+
+BenchRunner::BenchRunner(const model::Model& model, const BenchOptions& o,
+                         runtime::SessionOptions base, bool ctx_given, BenchPrinter& out)
+    : model_(model), o_(o), base_(base), ctx_given_(ctx_given), out_(out) {
+  common_.model_filename = model.path();
+  common_.model_type = model::model_type_label(model);
+  for (const auto& w : model.weights().all()) common_.model_size += w.nbytes;
+  common_.model_n_params = model::parameter_count(model.weights());
+  common_.type_k = lower(quant::type_name(base.k_type));
+  common_.type_v = lower(quant::type_name(base.v_type));
+  common_.decode_weight_bytes = decode_weight_bytes(model);
+}
+
+// The context a test runs in: depth + n_prompt + n_gen tokens (llama-bench's
+// n_ctx), or -c's, which must hold them.
+Result<int64_t> context_size(const TestSpec& t, const runtime::SessionOptions& base,
+                             bool ctx_given) {
+  const int64_t need = t.n_depth + t.n_prompt + t.n_gen;
+  if (need > kMaxContext) {
+    return Status::invalid_argument("test " + t.name() + " needs " + std::to_string(need) +
+                                    " tokens of context, more than the " +
+                                    std::to_string(kMaxContext) + " a session may hold");
   }
-  std::printf(
-      "read bandwidth: %.2f GB/s (%s); weights read per decoded token: %.1f MB "
-      "(roofline %.1f t/s)\n\n",
-      bw, measured ? "measured" : "given", static_cast<double>(per_token) / 1e6,
-      bw * 1e9 / static_cast<double>(per_token));
-  std::printf("| %-22s | %10s | %9s | %7s | %6s | %18s | %8s |\n", "model", "size", "params",
-              "threads", "test", "t/s", "roofline");
-  std::printf("| %s | %s: | %s: | %s: | %s: | %s: | %s: |\n", std::string(22, '-').c_str(),
-              std::string(9, '-').c_str(), std::string(8, '-').c_str(), std::string(6, '-').c_str(),
-              std::string(5, '-').c_str(), std::string(17, '-').c_str(),
-              std::string(7, '-').c_str());
-  for (const TestResult& r : results) {
-    const std::string test =
-        r.n_prompt > 0 ? "pp" + std::to_string(r.n_prompt) : "tg" + std::to_string(r.n_gen);
-    char ts[48], size[32], params[32], roof[16] = "";
-    std::snprintf(ts, sizeof(ts), "%.2f ± %.2f", r.avg, r.sd);
-    std::snprintf(size, sizeof(size), "%.2f MiB", static_cast<double>(model_bytes) / 1048576.0);
-    std::snprintf(params, sizeof(params), "%.2f M", static_cast<double>(n_params) / 1e6);
-    if (r.roofline >= 0) std::snprintf(roof, sizeof(roof), "%.1f%%", 100.0 * r.roofline);
-    // "±" is two bytes but one column: pad by one more.
-    std::printf("| %-22s | %10s | %9s | %7d | %6s | %19s | %8s |\n", type.c_str(), size, params,
-                so.n_threads, test.c_str(), ts, roof);
+  if (ctx_given && base.n_ctx < need) {
+    return Status::invalid_argument("--ctx-size " + std::to_string(base.n_ctx) +
+                                    " is smaller than the " + std::to_string(need) +
+                                    " tokens test " + t.name() + " needs");
+  }
+  return ctx_given ? base.n_ctx : need;
+}
+
+Result<std::unique_ptr<runtime::Session>> BenchRunner::open_session(const TestSpec& t) {
+  runtime::SessionOptions so = base_;
+  so.n_threads = t.n_threads;
+  so.max_batch = t.n_batch;
+  MINFER_ASSIGN_OR_RETURN(so.n_ctx, context_size(t, base_, ctx_given_));
+  return runtime::Session::create(model_, so);
+}
+
+// One run of the test from the session's depth: the prompt as one eval, then
+// the generated tokens one at a time.
+Status BenchRunner::run_once(const TestSpec& t, std::span<const int32_t> tokens) {
+  session_->truncate(t.n_depth);
+  const auto n_prompt = static_cast<size_t>(t.n_prompt), n_gen = static_cast<size_t>(t.n_gen);
+  if (n_prompt > 0) MINFER_RETURN_IF_ERROR(session_->eval(tokens.first(n_prompt), 1).status());
+  for (int32_t id : tokens.first(n_gen)) {
+    MINFER_RETURN_IF_ERROR(session_->eval(std::span<const int32_t>(&id, 1), 1).status());
   }
   return Status::ok();
 }
 
-// Reads the bench-specific options; every count must be positive.
+Result<Bandwidth> BenchRunner::bandwidth(runtime::Session& s, int n_threads) {
+  if (o_.bandwidth_gbs > 0) return Bandwidth{o_.bandwidth_gbs, "given (--bandwidth)"};
+  if (s.gpu() && !device_bandwidth_) {
+    MINFER_ASSIGN_OR_RETURN(std::optional<double> gbs, s.device_bandwidth_gbs());
+    if (gbs) device_bandwidth_ = Bandwidth{*gbs, "measured on the GPU (device copy, best of 5)"};
+  }
+  if (s.gpu() && device_bandwidth_) return *device_bandwidth_;
+  if (auto it = host_bandwidth_.find(n_threads); it != host_bandwidth_.end()) return it->second;
+  MINFER_ASSIGN_OR_RETURN(auto pool, cpu::ThreadPool::create(n_threads));
+  double best = 0;
+  for (int i = 0; i < kHostProbes; ++i) {
+    if (i > 0) std::this_thread::sleep_for(kProbeGap);
+    MINFER_ASSIGN_OR_RETURN(double gbs, cpu::measure_read_bandwidth(*pool, kProbeBytes, 2));
+    best = std::max(best, gbs);
+  }
+  const Bandwidth b{best, "measured (best of " + std::to_string(kHostProbes) + ", " +
+                              std::to_string(n_threads) +
+                              (n_threads == 1 ? " thread)" : " threads)")};
+  host_bandwidth_[n_threads] = b;
+  return b;
+}
+
+Status BenchRunner::run(const TestSpec& t) {
+  if (o_.delay_s > 0) std::this_thread::sleep_for(std::chrono::seconds(o_.delay_s));
+  // The old session lives until the new one exists, so GPU weights stay uploaded.
+  MINFER_ASSIGN_OR_RETURN(session_, open_session(t));
+  const auto all = bench_tokens(t.n_depth + t.n_prompt + t.n_gen, model_.hparams().n_vocab);
+  const std::span<const int32_t> context(all.data(), static_cast<size_t>(t.n_depth));
+  const std::span<const int32_t> tokens = std::span<const int32_t>(all).subspan(context.size());
+  BenchRecord r = common_;
+  r.n_prompt = t.n_prompt, r.n_gen = t.n_gen, r.n_depth = t.n_depth;
+  r.n_batch = t.n_batch, r.n_threads = t.n_threads;
+  r.backends = session_->gpu() ? "CUDA" : "CPU";
+  r.test_time = utc_now();
+  const std::string what = "test " + t.name();
+  if (!context.empty()) {
+    MINFER_RETURN_IF_ERROR(session_->eval(context, 1).status().with_context(what + ", depth"));
+  }
+  if (o_.warmup) MINFER_RETURN_IF_ERROR(run_once(t, tokens).with_context(what + ", warm-up"));
+  for (int64_t rep = 0; rep < o_.reps; ++rep) {
+    const auto t0 = Clock::now();
+    MINFER_RETURN_IF_ERROR(run_once(t, tokens).with_context(what));
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0);
+    r.samples_ns.push_back(static_cast<uint64_t>(std::max<int64_t>(1, ns.count())));
+  }
+  if (t.n_prompt == 0) {  // a tg test: its roofline
+    MINFER_ASSIGN_OR_RETURN(r.bandwidth, bandwidth(*session_, t.n_threads));
+    const std::vector<double> ts = r.samples_ts();
+    double avg = 0;
+    for (double x : ts) avg += x / static_cast<double>(ts.size());
+    r.roofline_fraction =
+        static_cast<double>(r.decode_weight_bytes) * avg / (r.bandwidth->gbs * 1e9);
+  }
+  return out_.record(r);
+}
+
+// A list option's values, or `fallback` when it is absent.
+Result<std::vector<int64_t>> list_option(const ArgParser& p, std::string_view name,
+                                         std::vector<int64_t> fallback, int64_t min, int64_t max) {
+  const auto text = p.get(name);
+  if (!text) return fallback;
+  return parse_value_list(p.spelled(name), *text, min, max);
+}
+
+// -t's values: 0 becomes every hardware thread; more than the machine allows is an error.
+Result<std::vector<int64_t>> thread_list(const ArgParser& p) {
+  MINFER_ASSIGN_OR_RETURN(auto threads,
+                          list_option(p, "--threads", {0}, 0, std::numeric_limits<int32_t>::max()));
+  const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  for (int64_t& t : threads) {
+    if (t > max_thread_count()) {
+      return Status::invalid_argument(
+          p.spelled("--threads") + ": " + std::to_string(t) + " is more than " +
+          std::to_string(kMaxThreadsPerCore) + " per hardware thread (this machine has " +
+          std::to_string(hw) + ", so at most " + std::to_string(max_thread_count()) + "; 0 = all)");
+    }
+    if (t == 0) t = hw;
+  }
+  return threads;
+}
+
+Result<BenchFormat> format_option(const ArgParser& p) {
+  if (!p.has("--output")) return p.has("--json") ? BenchFormat::kJson : BenchFormat::kMarkdown;
+  MINFER_ASSIGN_OR_RETURN(BenchFormat f,
+                          parse_bench_format(p.spelled("--output"), p.get_or("--output", "")));
+  if (p.has("--json") && f != BenchFormat::kJson) {
+    return Status::invalid_argument("--json is -o json: it cannot go with " +
+                                    p.spelled("--output"));
+  }
+  return f;
+}
+
+Result<std::pair<int64_t, int64_t>> pg_option(const ArgParser& p) {
+  MINFER_ASSIGN_OR_RETURN(auto v, list_option(p, "-pg", {}, 0, kMaxContext));
+  if (v.size() != 2 || (v[0] == 0 && v[1] == 0)) {
+    return Status::invalid_argument(p.spelled("-pg") +
+                                    ": give PROMPT,GEN (two counts, not both 0)");
+  }
+  return std::pair{v[0], v[1]};
+}
+
+// Reads the bench-specific options (every value checked, every error named).
 Result<BenchOptions> bench_options(const ArgParser& p) {
   BenchOptions o;
-  MINFER_ASSIGN_OR_RETURN(o.n_prompt, p.get_int("--n-prompt", o.n_prompt, 1, kMaxContext));
-  MINFER_ASSIGN_OR_RETURN(o.n_gen, p.get_int("--n-gen", o.n_gen, 1, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(o.n_prompt, list_option(p, "--n-prompt", o.n_prompt, 0, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(o.n_gen, list_option(p, "--n-gen", o.n_gen, 0, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(o.n_depth, list_option(p, "--n-depth", o.n_depth, 0, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(o.n_batch, list_option(p, "--batch-size", {}, 1, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(o.n_threads, thread_list(p));
+  if (p.has("-pg")) {
+    MINFER_ASSIGN_OR_RETURN(o.pg, pg_option(p));
+  }
   MINFER_ASSIGN_OR_RETURN(o.reps, p.get_int("--repetitions", o.reps, 1, 1000000));
+  MINFER_ASSIGN_OR_RETURN(o.delay_s, p.get_int("--delay", 0, 0, 3600));
   MINFER_ASSIGN_OR_RETURN(o.bandwidth_gbs, p.get_double("--bandwidth", 0.0, 0.0, 1e6));
-  o.json = p.has("--json");
+  MINFER_ASSIGN_OR_RETURN(o.format, format_option(p));
+  o.warmup = !p.has("--no-warmup");
   if (p.has("--bandwidth") && !(o.bandwidth_gbs > 0)) {
     return Status::invalid_argument("--bandwidth " + p.get_or("--bandwidth", "") +
                                     ": must be a positive number of GB/s");
   }
+  const size_t n_tests = test_matrix(o).size();
+  if (n_tests == 0)
+    return Status::invalid_argument("no test to run: every -p and -n value is 0 and no -pg");
+  if (n_tests > kMaxListValues) {
+    return Status::invalid_argument(std::to_string(n_tests) + " tests: more than " +
+                                    std::to_string(kMaxListValues) + " (shorten the lists)");
+  }
   return o;
+}
+
+Status bench(const ArgParser& p, const BenchOptions& o) {
+  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions base, context_options(p, 1));
+  MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/o.format != BenchFormat::kMarkdown));
+  // Every test's context is checked before the first one runs.
+  for (const TestSpec& t : test_matrix(o)) {
+    MINFER_RETURN_IF_ERROR(context_size(t, base, p.has("--ctx-size")).status());
+  }
+  auto out = make_bench_printer(o.format, /*show_batch=*/p.has("--batch-size"));
+  BenchRunner runner(*model, o, base, p.has("--ctx-size"), *out);
+  MINFER_RETURN_IF_ERROR(out->begin());
+  for (const TestSpec& t : test_matrix(o)) MINFER_RETURN_IF_ERROR(runner.run(t));
+  return out->end();
 }
 
 }  // namespace
 
 int run_bench(std::span<const std::string_view> args) {
-  ArgParser p("bench", "-m MODEL.gguf [-p 512] [-n 128] [-r 5] [-t N] [--json]");
+  ArgParser p("bench",
+              "-m MODEL.gguf [-p 512] [-n 128] [-d 0] [-r 5] [-t N] [-b N] [-o md|json|jsonl|csv]\n"
+              "  -p, -n, -d, -t and -b take lists (512,2048) and ranges (FIRST-LAST,\n"
+              "  FIRST-LAST+STEP, FIRST-LAST*MULT); every combination is a test.");
   add_model_options(p);
-  p.option("-p,--n-prompt", "N", "prompt tokens of the pp test (512)");
-  p.option("-n,--n-gen", "N", "generated tokens of the tg test (128)");
+  p.option("-p,--n-prompt", "LIST", "prompt tokens of the pp tests, 0 = none (512)");
+  p.option("-n,--n-gen", "LIST", "generated tokens of the tg tests, 0 = none (128)");
+  p.option("-pg", "P,N", "a test of P prompt tokens then N generated ones");
+  p.option("-d,--n-depth", "LIST", "tokens in the context before each test (0)");
   p.option("-r,--repetitions", "N", "timed repetitions of each test (5)");
-  p.option("--bandwidth", "GB/s", "read bandwidth for the roofline (measured if absent)");
-  p.flag("--json", "print a JSON list with llama-bench's field names");
+  p.option("--delay", "S", "seconds to wait before each test (0)");
+  p.flag("--no-warmup", "skip the untimed run before each test's repetitions");
+  p.option("-o,--output", "FORMAT", "md, json, jsonl or csv, with llama-bench's names (md)");
+  p.flag("--json", "the same as -o json");
+  p.option("--bandwidth", "GB/s", "bandwidth for the roofline (measured if absent)");
   if (auto exit_code = parse_command_line(p, "bench", args)) return *exit_code;
   auto o = bench_options(p);
   if (!o) return report("bench", o.status(), 2);

@@ -63,13 +63,17 @@ Result<std::unique_ptr<model::Model>> load_model(const ArgParser& p, bool quiet)
   return m;
 }
 
+int64_t max_thread_count() {
+  return kMaxThreadsPerCore * std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
 Result<int> thread_count(const ArgParser& p) {
   // More threads than cores only adds switching; far more is a typo (or a
   // value meant for another flag), and the system may not give them at all.
   const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
   MINFER_ASSIGN_OR_RETURN(int64_t threads,
                           p.get_int("--threads", 0, 0, std::numeric_limits<int32_t>::max()));
-  if (threads > kMaxThreadsPerCore * hw) {
+  if (threads > max_thread_count()) {
     return Status::invalid_argument(
         p.spelled("--threads") + ": more than " + std::to_string(kMaxThreadsPerCore) +
         " per hardware thread (this machine has " + std::to_string(hw) + ", so at most " +
@@ -79,10 +83,15 @@ Result<int> thread_count(const ArgParser& p) {
 }
 
 Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t default_ctx) {
-  runtime::SessionOptions o;
+  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions o, context_options(p, default_ctx));
   MINFER_ASSIGN_OR_RETURN(o.n_threads, thread_count(p));
-  MINFER_ASSIGN_OR_RETURN(o.n_ctx, p.get_int("--ctx-size", default_ctx, 1, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(o.max_batch, p.get_int("--batch-size", 512, 1, kMaxContext));
+  return o;
+}
+
+Result<runtime::SessionOptions> context_options(const ArgParser& p, int64_t default_ctx) {
+  runtime::SessionOptions o;
+  MINFER_ASSIGN_OR_RETURN(o.n_ctx, p.get_int("--ctx-size", default_ctx, 1, kMaxContext));
   // The env var sets both; --cache-type beats it; -ctk/-ctv beat both for their half.
   std::string both = "f16";
   std::string both_from = "default";

@@ -35,7 +35,9 @@ inline constexpr int64_t kMaxContext = int64_t{1} << 24;
 // -t accepts at most this many threads per hardware thread.
 inline constexpr int64_t kMaxThreadsPerCore = 4;
 
-// -t/--threads: 0 (all hardware threads) up to kMaxThreadsPerCore per one.
+// The most threads -t accepts on this machine: kMaxThreadsPerCore per hardware thread.
+int64_t max_thread_count();
+// -t/--threads: 0 (all hardware threads) up to max_thread_count().
 Result<int> thread_count(const ArgParser& p);
 
 // Session options from -t, -c, the cache types and --batch-size. Cache types
@@ -43,6 +45,9 @@ Result<int> thread_count(const ArgParser& p);
 // beats it, -ctk/-ctv beat both for K or V; a bad value is an error naming its
 // source, the value and the allowed types.
 Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t default_ctx);
+// The same from -c and the cache types alone, for a command that sets the
+// threads and the batch size itself (bench, whose -t and -b take lists).
+Result<runtime::SessionOptions> context_options(const ArgParser& p, int64_t default_ctx);
 
 // A seed flag: absent or -1 picks a fresh random seed (the commands print
 // it); otherwise 0 .. 2^64-1.

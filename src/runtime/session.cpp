@@ -59,6 +59,14 @@ Status Session::start_backends() {
   return Status::ok();
 }
 
+Result<std::optional<double>> Session::device_bandwidth_gbs() {
+  for (backend::Backend* b : backends_) {
+    MINFER_ASSIGN_OR_RETURN(std::optional<double> gbs, b->memory_bandwidth_gbs());
+    if (gbs) return gbs;
+  }
+  return std::optional<double>();
+}
+
 // Each layer's cache lives on the backend that runs the layer's attention in
 // the decode plan (built here, and kept as the first cached graph); later
 // plans are held to that placement.

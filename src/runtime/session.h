@@ -72,6 +72,11 @@ class Session {
   int64_t graph_builds() const { return graph_builds_; }
   // Whether a GPU backend takes part in this session's graphs.
   bool gpu() const { return gpu_; }
+  // The memory bandwidth of the first backend that measures its own
+  // (Backend::memory_bandwidth_gbs: a GPU's), nullopt when none does (the
+  // CPU alone). Measures on each call (a moment of memory traffic): call it
+  // between evals, outside anything timed.
+  Result<std::optional<double>> device_bandwidth_gbs();
 
  private:
   Session(const model::Model& model, const SessionOptions& options)

@@ -156,59 +156,6 @@ TEST_F(CliTest, BadOptionValues) {
   expect_error(r, "run", "option '--temp': 'nan' is not a finite number");
 }
 
-TEST_F(CliTest, BenchRejectsNonPositiveCounts) {
-  for (const char* flag : {"-p", "-n", "-r"}) {
-    for (const char* v : {"0", "-3"}) {
-      const Outcome r = minfer("bench -m " + model() + " " + flag + " " + v);
-      expect_error(r, "bench", std::string("option '") + flag + "': " + v + " is out of range");
-      EXPECT_EQ(r.code, 2);
-    }
-  }
-  Outcome r = minfer("bench -m " + model() + " --bandwidth -1");
-  expect_error(r, "bench", "option '--bandwidth': -1 is out of range");
-  EXPECT_EQ(r.code, 2);
-  r = minfer("bench -m " + model() + " --frobnicate");
-  expect_error(r, "bench", "unknown option '--frobnicate'");
-  EXPECT_EQ(r.code, 2);
-  r = minfer("bench -m " + model() + " -p many");
-  expect_error(r, "bench", "'many' is not an integer");
-  EXPECT_EQ(r.code, 2);
-}
-
-TEST_F(CliTest, BenchTablePrintsBothTests) {
-  const Outcome r = minfer("bench -m " + model() + " -p 8 -n 4 -r 2 -t 1 --bandwidth 10");
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("| model"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("pp8"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("tg4"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("10.00 GB/s (given)"), std::string::npos) << r.out;
-}
-
-TEST_F(CliTest, BenchJsonHasLlamaBenchFields) {
-  const fs::path json = path("bench.json");
-  const Outcome r = minfer("bench -m " + model() + " -p 8 -n 4 -r 3 -t 2 --bandwidth 10 --json >" +
-                           q(json.string()));
-  ASSERT_EQ(r.code, 0) << r.err;
-  const std::string check =
-      "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
-      "assert len(d) == 2, d; pp, tg = d; "
-      "assert (pp[\"n_prompt\"], pp[\"n_gen\"], tg[\"n_prompt\"], tg[\"n_gen\"]) == (8, 0, 0, 4); "
-      "assert all(x[\"n_threads\"] == 2 and len(x[\"samples_ts\"]) == 3 and x[\"avg_ts\"] > 0 "
-      "and x[\"stddev_ts\"] >= 0 and x[\"model_size\"] > 0 and x[\"model_n_params\"] > 0 "
-      "and x[\"model_type\"] and x[\"model_filename\"].endswith(\"tiny.gguf\") for x in d); "
-      "assert tg[\"roofline_fraction\"] > 0 and \"roofline_fraction\" not in pp; "
-      "print(\"ok\")' " +
-      q(json.string()) + " 2>&1";
-  FILE* pipe = popen(check.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::array<char, 4096> buf{};
-  std::string text;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) text.append(buf.data(), n);
-  pclose(pipe);
-  EXPECT_EQ(text, "ok\n") << read_file(json);
-}
-
 TEST_F(CliTest, UnknownCommand) {
   const Outcome r = minfer("frobnicate");
   EXPECT_EQ(r.code, 2);

@@ -2,7 +2,8 @@
 // backend/cuda/cuda_backend.h), shared by the translation units that define
 // its members: cuda_backend.cu (the Backend interface: op table, buffers, host
 // copies, the bounded synchronize, split capture and replay, node timing) and
-// op_runners.cu (one runner per op, reached through the op table).
+// op_runners.cu (one runner per op, reached through the op table) and
+// bandwidth.cu (the device copy behind memory_bandwidth_gbs).
 //
 // Ownership: the backend holds a share of the uploaded weights, its own
 // stream, completion event, device error words (kErrWords ints) and their
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -97,6 +99,8 @@ class CudaBackend final : public backend::Backend {
   Status end_split() override;
   bool times_nodes() const override { return profiling_; }
   std::vector<double> take_node_times() override;
+  // Best of five timed device-to-device copies (bandwidth.cu).
+  Result<std::optional<double>> memory_bandwidth_gbs() override;
 
   // Op kernels, reached through the op table (op_runners.cu).
   Status run_matmul(const Call& c);
