@@ -32,6 +32,7 @@
 #include "graph/scheduler.h"
 #include "model/graph_params.h"
 #include "model/model.h"
+#include "runtime/forward.h"
 #include "runtime/kv_cache.h"
 
 namespace minfer::runtime {
@@ -68,54 +69,28 @@ class Session {
   // none); later evals overwrite the rest of the cache.
   void truncate(int64_t n) { n_past_ = std::clamp<int64_t>(n, 0, n_past_); }
   const model::Model& model() const { return model_; }
-  const graph::OpProfile& op_profile() const { return profile_; }
-  int64_t graph_builds() const { return graph_builds_; }
+  const graph::OpProfile& op_profile() const { return runner_->op_profile(); }
+  int64_t graph_builds() const { return runner_->graph_builds(); }
   // Whether a GPU backend takes part in this session's graphs.
-  bool gpu() const { return gpu_; }
+  bool gpu() const { return runner_->gpu(); }
   // The memory bandwidth of the first backend that measures its own
   // (Backend::memory_bandwidth_gbs: a GPU's), nullopt when none does (the
   // CPU alone). Measures on each call (a moment of memory traffic): call it
   // between evals, outside anything timed.
-  Result<std::optional<double>> device_bandwidth_gbs();
+  Result<std::optional<double>> device_bandwidth_gbs() { return runner_->device_bandwidth_gbs(); }
 
  private:
   Session(const model::Model& model, const SessionOptions& options)
       : model_(model), options_(options) {}
-  Status start_backends();
-  Status place_kv_cache();
   model::GraphParams graph_params(int64_t n_tokens, int64_t n_outputs) const;
-  Status check_weights(const model::GraphParams& params, const graph::Graph& g) const;
   Status eval_batch(std::span<const int32_t> tokens, int64_t n_outputs, float* out);
-  Status prepare(const model::GraphParams& params);
 
   const model::Model& model_;
   SessionOptions options_;
-  std::vector<std::unique_ptr<backend::Backend>> owned_backends_;
-  std::vector<backend::Backend*> backends_;
-  KvCache kv_;
+  std::unique_ptr<ForwardRunner> runner_;  // backends, KV cache, graph cache
   int64_t n_past_ = 0;
-  bool gpu_ = false;           // an all-or-nothing (GPU) backend takes part
-  uint32_t participants_ = 0;  // bit b: backends_[b] takes part
-  graph::PlanConstraints constraints_;
-
-  // The graph cache: the last built graph and plan, keyed by its params.
-  // The graph cache: two built graphs and their plans, the single-token
-  // decode graph (built at creation, where it decides the KV placement) and
-  // the last graph of any other shape, so that decode steps between prompts
-  // never rebuild.
-  struct CachedGraph {
-    std::optional<model::GraphParams> params;
-    graph::Graph graph;
-    graph::Plan plan;
-  };
-  CachedGraph decode_graph_, batch_graph_;
-  CachedGraph* current_ = nullptr;  // the one prepare() made ready
-  int64_t graph_builds_ = 0;
-
   std::vector<int32_t> positions_;
-  std::vector<float> batch_logits_;
   std::vector<float> logits_;
-  graph::OpProfile profile_;
 };
 
 }  // namespace minfer::runtime

@@ -1,0 +1,147 @@
+#include "runtime/forward.h"
+
+#include <string>
+
+#include "backend/registry.h"
+#include "base/log.h"
+#include "graph/fusion.h"
+#include "model/builder.h"
+
+namespace minfer::runtime {
+namespace {
+
+// Logs why a GPU backend does not take part, once per distinct reason.
+void report_unused(std::string_view backend, const std::string& reason) {
+  static std::string last;
+  const std::string line = std::string(backend) + " not used: " + reason + "; running on the CPU";
+  if (line == last) return;
+  last = line;
+  log_warning(line);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create(const model::Model& model,
+                                                             const ForwardConfig& config,
+                                                             model::GraphParams decode_params) {
+  std::unique_ptr<ForwardRunner> r(new ForwardRunner(model, config));
+  MINFER_RETURN_IF_ERROR(r->start_backends());
+  MINFER_RETURN_IF_ERROR(r->place_kv_cache(decode_params));
+  return r;
+}
+
+ForwardRunner::~ForwardRunner() {
+  if (decode_graph_) release(*decode_graph_);
+  for (CachedGraph& c : cache_) release(c);
+}
+
+void ForwardRunner::release(CachedGraph& c) {
+  graph::release_plan(c.plan, backends_);
+}
+
+// Every usable backend kind of the registry, in priority order.
+Status ForwardRunner::start_backends() {
+  const backend::BackendConfig bc{model_.weights(), config_.options, config_.n_threads};
+  for (const backend::BackendKind& kind : backend::backend_kinds()) {
+    if (kind.gpu && !config_.gpu) continue;
+    if (!kind.unavailable(bc).empty()) continue;
+    auto b = kind.create(bc);
+    if (!b) {
+      if (!kind.gpu) return b.status();
+      report_unused(kind.name, b.message());
+      continue;
+    }
+    owned_backends_.push_back(std::move(b).value());
+  }
+  for (auto& b : owned_backends_) {
+    backends_.push_back(b.get());
+    gpu_ = gpu_ || b->requires_all_weights();
+  }
+  participants_ = (uint32_t{1} << backends_.size()) - 1;  // every backend takes part
+  return Status::ok();
+}
+
+// Each layer's cache lives on the backend that runs the layer's attention in
+// the decode plan (built here, and kept for good); later plans are held to
+// that placement.
+Status ForwardRunner::place_kv_cache(model::GraphParams decode_params) {
+  const model::HParams& hp = model_.hparams();
+  decode_params.backends = participants_;
+  MINFER_ASSIGN_OR_RETURN(CachedGraph * c, prepare(decode_params));
+  MINFER_ASSIGN_OR_RETURN(std::vector<int> where,
+                          graph::kv_placement(c->graph, c->plan, hp.n_layer));
+  std::vector<backend::Backend*> owners;
+  for (int& b : where) {
+    if (b < 0) b = static_cast<int>(backends_.size()) - 1;  // a layer without attention
+    owners.push_back(backends_[static_cast<size_t>(b)]);
+  }
+  constraints_.kv_backend = std::move(where);
+  const KvCacheShape shape{hp.n_layer, config_.kv_rows, hp.n_head_kv, hp.head_dim};
+  MINFER_ASSIGN_OR_RETURN(kv_, KvCache::create(owners, shape, config_.k_type, config_.v_type));
+  return Status::ok();
+}
+
+Result<std::optional<double>> ForwardRunner::device_bandwidth_gbs() {
+  for (backend::Backend* b : backends_) {
+    MINFER_ASSIGN_OR_RETURN(std::optional<double> gbs, b->memory_bandwidth_gbs());
+    if (gbs) return gbs;
+  }
+  return std::optional<double>();
+}
+
+// The all-weights gate: a backend that takes part all-or-nothing must have
+// every weight the graph reads (its creation registered them all).
+Status ForwardRunner::check_weights(const model::GraphParams& params, const graph::Graph& g) const {
+  for (size_t b = 0; b < backends_.size(); ++b) {
+    if ((params.backends >> b & 1u) == 0 || !backends_[b]->requires_all_weights()) continue;
+    for (const std::string& w : graph::weights_read(g)) {
+      if (!backends_[b]->has_weight(w)) {
+        return Status::internal("weight '" + w + "' is not on " +
+                                std::string(backends_[b]->name()));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Result<ForwardRunner::CachedGraph*> ForwardRunner::prepare(const model::GraphParams& params) {
+  if (decode_graph_ && decode_graph_->params == params) return &*decode_graph_;
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    if (it->params != params) continue;
+    cache_.splice(cache_.begin(), cache_, it);  // most recently used first
+    return &cache_.front();
+  }
+  CachedGraph c;
+  c.params = params;
+  MINFER_ASSIGN_OR_RETURN(c.graph, model::build_graph(model_.hparams(), model_.weights(), params));
+  MINFER_RETURN_IF_ERROR(check_weights(params, c.graph));
+  if (params.fuse) graph::fuse(c.graph, backends_, config_.options);
+  MINFER_ASSIGN_OR_RETURN(c.plan, graph::build_plan(c.graph, backends_, constraints_));
+  ++graph_builds_;
+  if (config_.options.graph_trace) log_info(graph::describe_plan(c.graph, c.plan, backends_));
+  if (!decode_graph_) {  // the first graph is the decode graph, kept for good
+    decode_graph_ = std::move(c);
+    return &*decode_graph_;
+  }
+  if (cache_.size() >= config_.cache_size && !cache_.empty()) {
+    release(cache_.back());
+    cache_.pop_back();
+  }
+  cache_.push_front(std::move(c));
+  return &cache_.front();
+}
+
+Result<std::span<const float>> ForwardRunner::run(model::GraphParams params,
+                                                  const graph::ForwardInputs& inputs) {
+  params.backends = participants_;
+  MINFER_ASSIGN_OR_RETURN(CachedGraph * c, prepare(params));
+  auto kv = [&](int backend, int layer) -> const backend::KvPair* {
+    return backends_[static_cast<size_t>(backend)] == kv_.owner(layer) ? kv_.layer(layer) : nullptr;
+  };
+  MINFER_RETURN_IF_ERROR(graph::execute(c->graph, c->plan, backends_, inputs, kv, logits_,
+                                        config_.options.op_profile ? &profile_ : nullptr,
+                                        config_.options.trace_dir));
+  return std::span<const float>(logits_);
+}
+
+}  // namespace minfer::runtime

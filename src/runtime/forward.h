@@ -1,0 +1,99 @@
+// ForwardRunner: what a Session (one sequence) and an Engine (many) share to
+// run forward passes over a model — the backends, the KV cache regions, the
+// graph cache and the per-op profile.
+//
+// Contract:
+//   - create() starts every usable backend kind of the registry in priority
+//     order (GPU kinds only when `gpu`; a GPU kind that fails to start is
+//     logged once and skipped; the CPU, last, must start), then builds the
+//     single-token decode graph of `decode_params`, and places each layer's
+//     KV cache where that plan runs the layer's attention (graph::
+//     kv_placement): regions of `kv_rows` rows of the given types. Every
+//     later plan is held to that placement (graph::PlanConstraints).
+//   - run(params, inputs) builds the graph of `params` or reuses a cached
+//     one (the decode graph is kept for good; up to `cache_size` others, the
+//     least recently used dropped), executes it and returns the logits rows
+//     ([n_outputs][n_vocab], valid until the next run).
+//   - The all-weights gate: a backend that requires every weight
+//     (Backend::requires_all_weights) takes part only with all of them; a
+//     missing one is an internal error naming it.
+// Threading: one driving thread.
+#pragma once
+
+#include <list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/options.h"
+#include "base/status.h"
+#include "graph/plan.h"
+#include "graph/scheduler.h"
+#include "model/graph_params.h"
+#include "model/model.h"
+#include "runtime/kv_cache.h"
+
+namespace minfer::runtime {
+
+struct ForwardConfig {
+  int n_threads = 0;  // CPU threads (0: all hardware threads)
+  bool gpu = true;    // let GPU backends take part
+  Options options;    // the MINFER_* switches
+  int64_t kv_rows = 0;
+  quant::TensorType k_type = quant::TensorType::F32;
+  quant::TensorType v_type = quant::TensorType::F32;
+  size_t cache_size = 1;  // cached graphs besides the decode graph
+};
+
+class ForwardRunner {
+ public:
+  // `decode_params`: the single-token graph (backends is filled in here).
+  static Result<std::unique_ptr<ForwardRunner>> create(const model::Model& model,
+                                                       const ForwardConfig& config,
+                                                       model::GraphParams decode_params);
+  ~ForwardRunner();
+  ForwardRunner(const ForwardRunner&) = delete;
+  ForwardRunner& operator=(const ForwardRunner&) = delete;
+
+  // `params.backends` is overwritten with the set that takes part.
+  Result<std::span<const float>> run(model::GraphParams params, const graph::ForwardInputs& inputs);
+
+  bool gpu() const { return gpu_; }
+  int64_t graph_builds() const { return graph_builds_; }
+  const graph::OpProfile& op_profile() const { return profile_; }
+  const KvCache& kv() const { return kv_; }
+  // The memory bandwidth of the first backend that measures its own.
+  Result<std::optional<double>> device_bandwidth_gbs();
+
+ private:
+  struct CachedGraph {
+    model::GraphParams params;
+    graph::Graph graph;
+    graph::Plan plan;
+  };
+  ForwardRunner(const model::Model& model, const ForwardConfig& config)
+      : model_(model), config_(config) {}
+  Status start_backends();
+  Status place_kv_cache(model::GraphParams decode_params);
+  Status check_weights(const model::GraphParams& params, const graph::Graph& g) const;
+  Result<CachedGraph*> prepare(const model::GraphParams& params);
+  void release(CachedGraph& c);
+
+  const model::Model& model_;
+  ForwardConfig config_;
+  std::vector<std::unique_ptr<backend::Backend>> owned_backends_;
+  std::vector<backend::Backend*> backends_;
+  bool gpu_ = false;           // an all-or-nothing (GPU) backend takes part
+  uint32_t participants_ = 0;  // bit b: backends_[b] takes part
+  graph::PlanConstraints constraints_;
+  KvCache kv_;
+  std::optional<CachedGraph> decode_graph_;
+  std::list<CachedGraph> cache_;  // most recently used first
+  int64_t graph_builds_ = 0;
+  std::vector<float> logits_;
+  graph::OpProfile profile_;
+};
+
+}  // namespace minfer::runtime
