@@ -1,0 +1,285 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <string>
+
+namespace minfer::runtime {
+
+struct Engine::Sequence {
+  SequenceId id = -1;
+  Request request;
+  std::vector<int32_t> tokens;  // the prompt, then every sampled token
+  SequencePages pages;
+  Sampler sampler;
+  int64_t slot = -1;
+  int64_t computed = 0;  // positions whose keys and values are in the pool
+  int64_t reused = 0;    // prompt tokens taken from cached pages
+  int64_t generated = 0;
+  FinishReason finished = FinishReason::kNone;
+
+  int64_t prompt_size() const { return static_cast<int64_t>(request.prompt.size()); }
+  bool prefilling() const { return computed < prompt_size(); }
+};
+
+// One step's tokens, and which of them need logits (and for whom).
+struct Engine::Batch {
+  std::vector<int32_t> tokens, positions, cells, slots, output_rows;
+  std::vector<Sequence*> owner;   // per token
+  std::vector<Sequence*> output;  // per output row
+  int64_t prompt_tokens = 0;      // tokens of prompt chunks
+};
+
+const char* finish_reason_name(FinishReason r) {
+  static constexpr const char* kNames[] = {"none", "stop", "length", "context", "cancelled"};
+  const auto i = static_cast<size_t>(r);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
+Engine::Engine(const model::Model& model, const EngineOptions& options)
+    : model_(model), options_(options) {}
+
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const EngineOptions& o) {
+  if (o.n_slots < 1 || o.n_slots > 1024 || o.n_ctx < 1 || o.page_size < 1 || o.max_batch < 1 ||
+      o.n_pages < 0) {
+    return Status::invalid_argument("engine: slots " + std::to_string(o.n_slots) +
+                                    " (1 to 1024), context " + std::to_string(o.n_ctx) +
+                                    ", page size " + std::to_string(o.page_size) + ", batch " +
+                                    std::to_string(o.max_batch) + " and pages " +
+                                    std::to_string(o.n_pages) + " must be positive");
+  }
+  std::unique_ptr<Engine> e(new Engine(model, o));
+  e->max_pages_ = (o.n_ctx + o.page_size - 1) / o.page_size;
+  const int64_t n_pages = o.n_pages > 0 ? o.n_pages : o.n_slots * e->max_pages_;
+  MINFER_ASSIGN_OR_RETURN(PagePool pool, PagePool::create(n_pages, o.page_size));
+  e->pool_.emplace(std::move(pool));
+  ForwardConfig config;
+  config.n_threads = o.n_threads;
+  config.gpu = o.gpu;
+  config.options = o.options;
+  config.kv_rows = n_pages * o.page_size;
+  config.k_type = o.k_type;
+  config.v_type = o.v_type;
+  config.cache_size = 8;  // batch shapes recur: decode-only steps of each size, prefill chunks
+  MINFER_ASSIGN_OR_RETURN(e->runner_, ForwardRunner::create(model, config, e->graph_params(1, 1)));
+  e->slot_used_.assign(static_cast<size_t>(o.n_slots), false);
+  e->page_table_.assign(static_cast<size_t>(o.n_slots * e->max_pages_), 0);
+  return e;
+}
+
+model::GraphParams Engine::graph_params(int64_t n_tokens, int64_t n_outputs) const {
+  model::GraphParams p;
+  p.n_tokens = n_tokens;
+  p.n_outputs = n_outputs;
+  p.k_type = options_.k_type;
+  p.v_type = options_.v_type;
+  p.page_size = options_.page_size;
+  p.n_slots = options_.n_slots;
+  p.max_pages = max_pages_;
+  return p;
+}
+
+int64_t Engine::pages_for(const Sequence& s) const {
+  const int64_t positions = std::min(options_.n_ctx, s.prompt_size() + s.request.max_tokens);
+  return (positions + options_.page_size - 1) / options_.page_size;
+}
+
+Result<SequenceId> Engine::add(Request request) {
+  const auto n = static_cast<int64_t>(request.prompt.size());
+  if (n == 0) return Status::invalid_argument("the prompt has no tokens");
+  if (request.max_tokens < 1) {
+    return Status::invalid_argument("max_tokens " + std::to_string(request.max_tokens) +
+                                    " must be positive");
+  }
+  if (n >= options_.n_ctx) {
+    return Status::out_of_range("the prompt has " + std::to_string(n) +
+                                " tokens, the context of a sequence " +
+                                std::to_string(options_.n_ctx) + " (no room to generate)");
+  }
+  const int64_t n_vocab = model_.hparams().n_vocab;
+  for (int32_t t : request.prompt) {
+    if (t < 0 || t >= n_vocab) {
+      return Status::invalid_argument("token id " + std::to_string(t) +
+                                      " is outside the vocabulary [0, " + std::to_string(n_vocab) +
+                                      ")");
+    }
+  }
+  MINFER_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(request.sampling));
+  auto s = std::make_unique<Sequence>(
+      Sequence{next_id_++, std::move(request), {}, {}, std::move(sampler)});
+  if (pages_for(*s) > pool_->n_pages()) {
+    return Status::resource_exhausted("the request needs " + std::to_string(pages_for(*s)) +
+                                      " KV pages, the pool has " +
+                                      std::to_string(pool_->n_pages()));
+  }
+  s->tokens = s->request.prompt;
+  for (int32_t t : s->tokens) s->sampler.accept(t);
+  waiting_.push_back(std::move(s));
+  return waiting_.back()->id;
+}
+
+// Admits waiting sequences in arrival order while a slot is free and the
+// pool can hold each one's whole budget beside what is promised already.
+void Engine::admit() {
+  while (!waiting_.empty()) {
+    Sequence& s = *waiting_.front();
+    auto free_slot = std::find(slot_used_.begin(), slot_used_.end(), false);
+    if (free_slot == slot_used_.end()) return;
+    s.reused = s.pages.adopt_prefix(*pool_, s.request.prompt);
+    const int64_t need = pages_for(s) - s.pages.n_pages();
+    if (need > pool_->available() - reserved_pages_) {
+      s.pages.release(*pool_);
+      s.reused = 0;
+      return;  // first come, first served: later requests wait behind this one
+    }
+    reserved_pages_ += need;
+    s.computed = s.reused;
+    s.slot = free_slot - slot_used_.begin();
+    *free_slot = true;
+    totals_.reused_tokens += s.reused;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.erase(waiting_.begin());
+  }
+}
+
+// Decode tokens first (one per running sequence past its prompt), then
+// prompt chunks in admission order while the step has room.
+Status Engine::build_batch(Batch& b) {
+  const int64_t ps = options_.page_size;
+  auto add_tokens = [&](Sequence& s, int64_t n, bool wants_logits) -> Status {
+    const int64_t before = s.pages.n_pages();
+    MINFER_RETURN_IF_ERROR(s.pages.extend(*pool_, s.computed + n - s.pages.size()));
+    reserved_pages_ -= s.pages.n_pages() - before;  // promised at admission, now held
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = s.computed + i;
+      b.tokens.push_back(s.tokens[static_cast<size_t>(pos)]);
+      b.positions.push_back(static_cast<int32_t>(pos));
+      b.cells.push_back(s.pages.cell(pos, ps));
+      b.slots.push_back(static_cast<int32_t>(s.slot));
+      b.owner.push_back(&s);
+    }
+    if (wants_logits) {
+      b.output_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1));
+      b.output.push_back(&s);
+    }
+    return Status::ok();
+  };
+  for (auto& s : running_) {
+    if (!s->prefilling()) MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, true));
+  }
+  for (auto& s : running_) {
+    const auto room = options_.max_batch - static_cast<int64_t>(b.tokens.size());
+    if (!s->prefilling() || room <= 0) continue;
+    const int64_t chunk = std::min(room, s->prompt_size() - s->computed);
+    b.prompt_tokens += chunk;
+    MINFER_RETURN_IF_ERROR(add_tokens(*s, chunk, s->computed + chunk == s->prompt_size()));
+  }
+  // Page tables of every slot (a free slot's row is never read).
+  for (auto& s : running_) {
+    const auto table = s->pages.table();
+    std::copy(table.begin(), table.end(), page_table_.begin() + s->slot * max_pages_);
+  }
+  return Status::ok();
+}
+
+Result<std::vector<SequenceEvent>> Engine::step() {
+  std::vector<SequenceEvent> events = std::move(pending_);
+  pending_.clear();
+  admit();
+  Batch b;
+  MINFER_RETURN_IF_ERROR(build_batch(b));
+  if (b.tokens.empty()) return events;
+  // A graph has at least one output row; with none wanted, row 0's is dropped.
+  const bool no_output = b.output_rows.empty();
+  if (no_output) b.output_rows.push_back(0);
+  graph::ForwardInputs in;
+  in.tokens = b.tokens;
+  in.positions = b.positions;
+  in.cells = b.cells;
+  in.seq_slots = b.slots;
+  in.page_table = page_table_;
+  in.output_rows = b.output_rows;
+  const auto n_tokens = static_cast<int64_t>(b.tokens.size());
+  MINFER_ASSIGN_OR_RETURN(
+      std::span<const float> logits,
+      runner_->run(graph_params(n_tokens, static_cast<int64_t>(b.output_rows.size())), in));
+  ++totals_.steps;
+  for (Sequence* s : b.owner) ++s->computed;
+  totals_.prompt_tokens += b.prompt_tokens;
+  if (!no_output) MINFER_RETURN_IF_ERROR(sample(b, logits, events));
+  std::erase_if(running_, [](const auto& s) { return s->finished != FinishReason::kNone; });
+  return events;
+}
+
+Status Engine::sample(const Batch& b, std::span<const float> logits,
+                      std::vector<SequenceEvent>& events) {
+  const auto n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
+  const tokenizer::Tokenizer& tok = model_.tokenizer();
+  for (size_t r = 0; r < b.output.size(); ++r) {
+    Sequence& s = *b.output[r];
+    s.pages.publish_full(*pool_, s.tokens);  // whole pages now computed can serve later prompts
+    MINFER_ASSIGN_OR_RETURN(int32_t next, s.sampler.sample(logits.subspan(r * n_vocab, n_vocab)));
+    s.sampler.accept(next);
+    if (tok.is_eog(next)) {
+      finish(s, FinishReason::kStop, events);
+      continue;
+    }
+    s.tokens.push_back(next);
+    ++s.generated;
+    ++totals_.generated_tokens;
+    SequenceEvent e{s.id, true, next, FinishReason::kNone, s.prompt_size(), s.reused, s.generated};
+    if (s.generated >= s.request.max_tokens) {
+      e.finished = FinishReason::kLength;
+    } else if (s.computed + 1 > options_.n_ctx) {
+      e.finished = FinishReason::kContext;  // no cell left for the token just sampled
+    }
+    events.push_back(e);
+    if (e.finished != FinishReason::kNone) finish(s, e.finished, events);
+  }
+  return Status::ok();
+}
+
+// Gives the sequence's cells back (its full pages stay cached) and, unless
+// the caller already reported the end with the last token, reports it.
+void Engine::finish(Sequence& s, FinishReason reason, std::vector<SequenceEvent>& events) {
+  const bool reported =
+      !events.empty() && events.back().id == s.id && events.back().finished == reason;
+  if (!reported) {
+    events.push_back(
+        SequenceEvent{s.id, false, -1, reason, s.prompt_size(), s.reused, s.generated});
+  }
+  if (s.slot >= 0) {
+    s.pages.publish_full(*pool_, std::span(s.tokens).first(static_cast<size_t>(s.computed)));
+    reserved_pages_ -= pages_for(s) - s.pages.n_pages();
+    s.pages.release(*pool_);
+    slot_used_[static_cast<size_t>(s.slot)] = false;
+    s.slot = -1;
+  }
+  s.finished = reason;
+}
+
+void Engine::cancel(SequenceId id) {
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if ((*it)->id != id) continue;
+    finish(**it, FinishReason::kCancelled, pending_);
+    waiting_.erase(it);
+    return;
+  }
+  for (auto& s : running_) {
+    if (s->id == id && s->finished == FinishReason::kNone) {
+      finish(*s, FinishReason::kCancelled, pending_);
+    }
+  }
+  std::erase_if(running_, [](const auto& s) { return s->finished != FinishReason::kNone; });
+}
+
+EngineStats Engine::stats() const {
+  EngineStats st = totals_;
+  st.waiting = static_cast<int64_t>(waiting_.size());
+  st.running = static_cast<int64_t>(running_.size());
+  st.pool = pool_->stats();
+  return st;
+}
+
+}  // namespace minfer::runtime

@@ -1,0 +1,131 @@
+// Engine: many sequences over one model, run together in batches
+// (continuous batching), their keys and values in one paged KV pool with
+// prefix reuse. What a server stands on (docs/ENGINE.md).
+//
+// Contract:
+//   - add() queues a request (prompt tokens, sampling, a token budget) and
+//     returns its id at once; it never runs the model. Bad requests (empty
+//     prompt, token ids outside the vocabulary, a prompt that leaves no room
+//     in the per-sequence context) are invalid-argument / out-of-range errors.
+//   - step() runs one batch: one decode token for every running sequence,
+//     then prefill chunks of admitted ones in arrival order, up to
+//     max_batch tokens in all (chunked prefill: a long prompt never holds the
+//     decoders up for more than one chunk). It returns what happened to each
+//     sequence that produced a token or ended. A sequence is admitted when a
+//     slot is free and the pool can hold its whole budget (prompt + max new
+//     tokens, at most the per-sequence context): admitted sequences never run
+//     out of cells, and work that does not fit waits, never corrupting one
+//     that runs. A request no empty pool could hold is refused at add().
+//   - Every sequence's attention reads only its own cells. Prompts that
+//     begin with whole pages another sequence computed (live, or finished and
+//     still cached) reuse those cells instead of recomputing them.
+//   - A sequence ends at an end-of-generation token (not emitted; reason
+//     kStop), after max_tokens (kLength), at its context limit (kContext),
+//     or by cancel() (kCancelled); its cells go back to the pool, its full
+//     pages stay cached for later prompts.
+//   - Greedy outputs do not depend on what else is batched: every token's
+//     attention takes one kernel path whatever the batch, and the tests pin
+//     a sequence's tokens alone and in company (docs/ENGINE.md says how far
+//     this holds for the matmul kernels).
+// Threading: one thread drives an Engine (add/step/cancel); a server puts
+// its own queue in front.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model.h"
+#include "runtime/forward.h"
+#include "runtime/kv_pages.h"
+#include "runtime/sampler.h"
+
+namespace minfer::runtime {
+
+using SequenceId = int64_t;
+
+struct EngineOptions {
+  int64_t n_slots = 4;      // sequences running at once
+  int64_t n_ctx = 4096;     // context limit of each sequence (prompt + generated)
+  int64_t page_size = 16;   // cells per KV page
+  int64_t n_pages = 0;      // pool size; 0: n_slots * n_ctx / page_size (no sharing needed)
+  int64_t max_batch = 512;  // tokens per step
+  int n_threads = 0;
+  quant::TensorType k_type = quant::TensorType::F16;
+  quant::TensorType v_type = quant::TensorType::F16;
+  bool gpu = true;
+  Options options;
+};
+
+struct Request {
+  std::vector<int32_t> prompt;
+  SamplerParams sampling;
+  int64_t max_tokens = 128;  // new tokens at most
+};
+
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kContext, kCancelled };
+const char* finish_reason_name(FinishReason r);
+
+// What one step did to one sequence: a new token, an end, or both.
+struct SequenceEvent {
+  SequenceId id = -1;
+  bool has_token = false;
+  int32_t token = -1;
+  FinishReason finished = FinishReason::kNone;
+  int64_t prompt_tokens = 0;  // the prompt's length
+  int64_t reused_tokens = 0;  // prompt tokens taken from cached pages
+  int64_t generated = 0;      // tokens emitted so far
+};
+
+struct EngineStats {
+  int64_t waiting = 0, running = 0;
+  int64_t steps = 0;
+  int64_t prompt_tokens = 0, reused_tokens = 0, generated_tokens = 0;
+  PagePoolStats pool;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const model::Model& model,
+                                                const EngineOptions& options);
+  ~Engine();
+
+  Result<SequenceId> add(Request request);
+  Result<std::vector<SequenceEvent>> step();
+  // Ends a waiting or running sequence; its event comes with the next step.
+  void cancel(SequenceId id);
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  EngineStats stats() const;
+  const model::Model& model() const { return model_; }
+  const ForwardRunner& runner() const { return *runner_; }
+
+ private:
+  struct Sequence;
+  struct Batch;
+  Engine(const model::Model& model, const EngineOptions& options);
+  model::GraphParams graph_params(int64_t n_tokens, int64_t n_outputs) const;
+  void admit();
+  Status build_batch(Batch& batch);
+  Status sample(const Batch& batch, std::span<const float> logits,
+                std::vector<SequenceEvent>& events);
+  void finish(Sequence& s, FinishReason reason, std::vector<SequenceEvent>& events);
+  int64_t pages_for(const Sequence& s) const;
+
+  const model::Model& model_;
+  EngineOptions options_;
+  int64_t max_pages_ = 0;  // page-table row length (n_ctx / page_size, rounded up)
+  std::unique_ptr<ForwardRunner> runner_;
+  std::optional<PagePool> pool_;
+  std::vector<std::unique_ptr<Sequence>> waiting_, running_;
+  std::vector<bool> slot_used_;
+  std::vector<int32_t> page_table_;  // [n_slots][max_pages]
+  int64_t reserved_pages_ = 0;       // promised to admitted sequences, not yet allocated
+  SequenceId next_id_ = 0;
+  std::vector<SequenceEvent> pending_;  // ends decided outside step() (cancel)
+  EngineStats totals_;
+};
+
+}  // namespace minfer::runtime

@@ -1,0 +1,249 @@
+// The engine: many sequences in one batch over a paged KV pool. Each
+// sequence's greedy tokens are checked against a Session running it alone
+// (the single-sequence path the reference tests pin), alone in the engine,
+// and in company.
+#include "runtime/engine.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <vector>
+
+#include "model/synth.h"
+#include "runtime/generate.h"
+#include "runtime/session.h"
+
+namespace minfer::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+const model::Model& tiny(const std::string& shape) {
+  struct Cache {
+    fs::path dir = fs::temp_directory_path() / ("minfer_engine_test_" + std::to_string(getpid()));
+    std::map<std::string, std::unique_ptr<model::Model>> models;
+    ~Cache() {
+      models.clear();
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  };
+  static Cache cache;
+  if (auto it = cache.models.find(shape); it != cache.models.end()) return *it->second;
+  fs::create_directories(cache.dir);
+  model::SynthOptions o;
+  o.shape = shape;
+  o.quant = "Q8_0";
+  o.seed = 9;
+  o.output_path = (cache.dir / (shape + ".gguf")).string();
+  o.n_threads = 2;
+  EXPECT_TRUE(model::synthesize(o).is_ok());
+  auto m = model::Model::load(o.output_path);
+  if (!m) {
+    ADD_FAILURE() << m.message();
+    std::abort();
+  }
+  return *(cache.models[shape] = std::move(*m));
+}
+
+std::vector<int32_t> prompt_of(int n, int32_t seed) {
+  std::vector<int32_t> p;
+  uint32_t x = static_cast<uint32_t>(seed) * 2654435761u + 1;
+  for (int i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    p.push_back(static_cast<int32_t>(3 + (x >> 8) % 250));
+  }
+  return p;
+}
+
+SamplerParams greedy() {
+  SamplerParams s;
+  s.temperature = 0.0f;
+  return s;
+}
+
+EngineOptions engine_options() {
+  EngineOptions o;
+  o.n_slots = 4;
+  o.n_ctx = 128;
+  o.page_size = 8;
+  o.n_threads = 2;
+  o.gpu = false;  // the CPU numerics these tests pin
+  return o;
+}
+
+// Runs every request to the end; returns each one's tokens and end.
+struct Finished {
+  std::vector<int32_t> tokens;
+  FinishReason reason = FinishReason::kNone;
+  int64_t reused = 0;
+};
+using Outcomes = std::map<SequenceId, Finished>;
+
+// One step, its events recorded into `out`.
+bool step_into(Engine& e, Outcomes& out) {
+  auto events = e.step();
+  EXPECT_TRUE(events.is_ok()) << events.message();
+  if (!events) return false;
+  for (const SequenceEvent& ev : *events) {
+    if (ev.has_token) out[ev.id].tokens.push_back(ev.token);
+    if (ev.finished != FinishReason::kNone) out[ev.id].reason = ev.finished;
+    out[ev.id].reused = ev.reused_tokens;
+  }
+  return true;
+}
+
+Outcomes run_all(Engine& e, Outcomes out = {}) {
+  for (int i = 0; i < 10000 && !e.idle(); ++i) {
+    if (!step_into(e, out)) break;
+  }
+  EXPECT_TRUE(e.idle()) << "the engine did not drain";
+  return out;
+}
+
+std::vector<int32_t> session_greedy(const model::Model& m, const std::vector<int32_t>& prompt,
+                                    int64_t n) {
+  SessionOptions so;
+  so.n_ctx = 128;
+  so.n_threads = 2;
+  so.gpu = false;
+  so.k_type = so.v_type = quant::TensorType::F16;
+  auto s = Session::create(m, so);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  auto sampler = Sampler::create(greedy());
+  std::vector<int32_t> out;
+  auto st = generate(**s, *sampler, prompt, n, [&](int32_t t) {
+    out.push_back(t);
+    return true;
+  });
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  return out;
+}
+
+TEST(Engine, OneSequenceMatchesTheSession) {
+  for (const char* shape : {"tiny-qwen2", "tiny-gemma3"}) {
+    SCOPED_TRACE(shape);
+    const model::Model& m = tiny(shape);
+    auto e = Engine::create(m, engine_options());
+    ASSERT_TRUE(e.is_ok()) << e.message();
+    const auto prompt = prompt_of(21, 1);
+    auto id = (*e)->add({prompt, greedy(), 12});
+    ASSERT_TRUE(id.is_ok()) << id.message();
+    auto done = run_all(**e);
+    EXPECT_EQ(done[*id].tokens, session_greedy(m, prompt, 12));
+  }
+}
+
+TEST(Engine, BatchedSequencesGiveTheirTokensAlone) {
+  const model::Model& m = tiny("tiny-qwen2");
+  const std::vector<std::vector<int32_t>> prompts = {prompt_of(5, 2), prompt_of(30, 3),
+                                                     prompt_of(17, 4), prompt_of(9, 5)};
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) {
+    auto e = Engine::create(m, engine_options());
+    ASSERT_TRUE(e.is_ok());
+    auto id = (*e)->add({p, greedy(), 16});
+    ASSERT_TRUE(id.is_ok());
+    alone.push_back(run_all(**e)[*id].tokens);
+  }
+  // Together, with chunks of 12 tokens so prompts and decodes share steps.
+  EngineOptions o = engine_options();
+  o.max_batch = 12;
+  auto e = Engine::create(m, o);
+  ASSERT_TRUE(e.is_ok());
+  std::vector<SequenceId> ids;
+  for (const auto& p : prompts) ids.push_back(*(*e)->add({p, greedy(), 16}));
+  auto done = run_all(**e);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(done[ids[i]].tokens, alone[i]) << "sequence " << i;
+    EXPECT_EQ(done[ids[i]].reason, FinishReason::kLength);
+  }
+  EXPECT_GT((*e)->stats().steps, 16) << "prompts were chunked";
+}
+
+TEST(Engine, SharedPrefixIsReusedAndGivesTheSameTokens) {
+  const model::Model& m = tiny("tiny-llama");
+  auto e = Engine::create(m, engine_options());
+  ASSERT_TRUE(e.is_ok());
+  const auto prompt = prompt_of(40, 6);  // five pages of 8
+  const SequenceId first = *(*e)->add({prompt, greedy(), 6});
+  auto a = run_all(**e);
+  const SequenceId second = *(*e)->add({prompt, greedy(), 6});
+  auto b = run_all(**e);
+  EXPECT_EQ(a[first].reused, 0);
+  EXPECT_EQ(b[second].reused, 32) << "four whole pages; the last prompt token is recomputed";
+  EXPECT_EQ(b[second].tokens, a[first].tokens);
+  // A prompt that shares only its first 20 tokens reuses two pages.
+  auto other = prompt;
+  other[20] = 7;
+  const SequenceId third = *(*e)->add({other, greedy(), 6});
+  auto c = run_all(**e);
+  EXPECT_EQ(c[third].reused, 16);
+  EXPECT_EQ(c[third].tokens, session_greedy(m, other, 6));
+  EXPECT_EQ((*e)->stats().reused_tokens, 48);
+}
+
+TEST(Engine, WorkWaitsForAFullPoolAndFinishesLater) {
+  const model::Model& m = tiny("tiny-qwen2");
+  EngineOptions o = engine_options();
+  o.n_pages = 5;  // room for one sequence of 20 + 16 tokens at a time
+  auto e = Engine::create(m, o);
+  ASSERT_TRUE(e.is_ok());
+  const auto p1 = prompt_of(20, 7), p2 = prompt_of(20, 8);
+  const SequenceId a = *(*e)->add({p1, greedy(), 16});
+  const SequenceId b = *(*e)->add({p2, greedy(), 16});
+  Outcomes first;
+  ASSERT_TRUE(step_into(**e, first));
+  EXPECT_EQ((*e)->stats().running, 1);
+  EXPECT_EQ((*e)->stats().waiting, 1) << "the second waits for pages";
+  auto done = run_all(**e, first);
+  EXPECT_EQ(done[a].tokens, session_greedy(m, p1, 16));
+  EXPECT_EQ(done[b].tokens, session_greedy(m, p2, 16));
+  EXPECT_EQ((*e)->stats().pool.referenced, 0);
+  // A request no empty pool could hold is refused at once.
+  auto too_big = (*e)->add({prompt_of(30, 9), greedy(), 30});
+  ASSERT_FALSE(too_big.is_ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(Engine, EndsAtLengthContextAndCancel) {
+  const model::Model& m = tiny("tiny-qwen3");
+  EngineOptions o = engine_options();
+  o.n_ctx = 24;
+  auto e = Engine::create(m, o);
+  ASSERT_TRUE(e.is_ok());
+  const SequenceId ctx = *(*e)->add({prompt_of(20, 10), greedy(), 100});
+  const SequenceId len = *(*e)->add({prompt_of(4, 11), greedy(), 3});
+  const SequenceId gone = *(*e)->add({prompt_of(6, 12), greedy(), 50});
+  Outcomes first;
+  ASSERT_TRUE(step_into(**e, first));
+  (*e)->cancel(gone);
+  auto done = run_all(**e, first);
+  EXPECT_EQ(done[ctx].reason, FinishReason::kContext);
+  EXPECT_EQ(done[ctx].tokens.size(), 5u) << "positions 20..23 computed, the 5th token sampled";
+  EXPECT_EQ(done[len].reason, FinishReason::kLength);
+  EXPECT_EQ(done[len].tokens.size(), 3u);
+  EXPECT_EQ(done[gone].reason, FinishReason::kCancelled);
+  EXPECT_EQ((*e)->stats().pool.referenced, 0);
+}
+
+TEST(Engine, BadRequestsAreRefused) {
+  const model::Model& m = tiny("tiny-qwen2");
+  EngineOptions o = engine_options();
+  auto e = Engine::create(m, o);
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_EQ((*e)->add({{}, greedy(), 4}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*e)->add({{1, -3}, greedy(), 4}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*e)->add({prompt_of(128, 1), greedy(), 4}).status().code(), StatusCode::kOutOfRange);
+  SamplerParams bad = greedy();
+  bad.top_p = 0.0f;
+  EXPECT_EQ((*e)->add({{1, 2}, bad, 4}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*e)->idle());
+  o.n_slots = 0;
+  EXPECT_EQ(Engine::create(m, o).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace minfer::runtime
