@@ -18,6 +18,8 @@ std::span<const Command> commands() {
       {"chat", "talk with a model interactively", run_chat},
       {"perplexity", "score a text file (llama-perplexity's method)", run_perplexity},
       {"bench", "measure prompt and generation speed (llama-bench's tests)", run_bench},
+      {"batched-bench", "measure many sequences decoded together (llama-batched-bench's tests)",
+       run_batched_bench},
       {"tokenize", "print the tokens of a text", run_tokenize},
       {"inspect", "print a GGUF file's metadata and tensor table", run_inspect},
       {"synth", "write a synthetic GGUF model with a real shape", run_synth},

@@ -1,0 +1,161 @@
+// `minfer batched-bench`: many sequences decoded together on the Engine, with
+// llama-batched-bench's tests and columns. For each (PP, TG, B): B sequences
+// of PP prompt tokens each generate TG tokens, all in one engine.
+//   T_PP: from the first step until every sequence has its first token
+//         (prefill, chunked by -b); S_PP = B * PP / T_PP.
+//   T_TG: the rest; S_TG = B * (TG - 1) / T_TG (the first tokens came with
+//         the prefill). T and S: the whole run, B * (PP + TG) tokens.
+//   TTFT: the mean time from the start to each sequence's first token.
+// -pps: every sequence has the same prompt, computed once beforehand by a
+// warm-up sequence, so the batch measures prefix reuse (its TTFT against a
+// run without -pps is the reuse's effect).
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/output.h"
+#include "cli/value_list.h"
+#include "runtime/engine.h"
+
+namespace minfer::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Case {
+  int64_t pp = 0, tg = 0, b = 0;
+};
+
+struct Timing {
+  double t_pp = 0, t_tg = 0, ttft_mean = 0;
+  int64_t reused = 0;
+};
+
+std::vector<int32_t> bench_prompt(int64_t n, int64_t n_vocab, uint64_t seed) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 12345;
+  for (auto& id : t) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(n_vocab));
+  }
+  return t;
+}
+
+// Runs every sequence of one case to its end and times it.
+Result<Timing> run_case(runtime::Engine& e, const Case& c, bool shared, int64_t n_vocab) {
+  runtime::SamplerParams greedy;
+  greedy.temperature = 0.0f;
+  std::vector<int32_t> common = bench_prompt(c.pp, n_vocab, 7);
+  if (shared) {  // compute the prompt once, so that its pages are cached
+    MINFER_RETURN_IF_ERROR(e.add({common, greedy, 1}).status());
+    while (!e.idle()) MINFER_RETURN_IF_ERROR(e.step().status());
+  }
+  std::map<runtime::SequenceId, double> first_token;
+  for (int64_t i = 0; i < c.b; ++i) {
+    auto prompt = shared ? common : bench_prompt(c.pp, n_vocab, 100 + static_cast<uint64_t>(i));
+    // Ignoring end-of-generation tokens is not possible here; greedy
+    // decoding of a random prompt rarely meets one, and T_TG counts what ran.
+    MINFER_RETURN_IF_ERROR(e.add({std::move(prompt), greedy, c.tg}).status());
+  }
+  Timing t;
+  const auto t0 = Clock::now();
+  auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  while (!e.idle()) {
+    MINFER_ASSIGN_OR_RETURN(auto events, e.step());
+    for (const auto& ev : events) {  // a sequence's first event: its first token (or its end)
+      if (!first_token.count(ev.id)) {
+        first_token[ev.id] = since();
+        t.reused += ev.reused_tokens;
+      }
+    }
+    if (static_cast<int64_t>(first_token.size()) == c.b && t.t_pp == 0) t.t_pp = since();
+  }
+  t.t_tg = since() - t.t_pp;
+  for (const auto& [id, s] : first_token) t.ttft_mean += s / static_cast<double>(c.b);
+  return t;
+}
+
+Status print_row(const Case& c, const Timing& t) {
+  const double pp_tokens = static_cast<double>(c.b * c.pp);
+  const double tg_tokens = static_cast<double>(c.b * (c.tg - 1));
+  const double total = t.t_pp + t.t_tg;
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "| %6lld | %6lld | %4lld | %6lld | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f | "
+                "%8.3f | %6lld |\n",
+                static_cast<long long>(c.pp), static_cast<long long>(c.tg),
+                static_cast<long long>(c.b), static_cast<long long>(c.b * (c.pp + c.tg)), t.t_pp,
+                t.t_pp > 0 ? pp_tokens / t.t_pp : 0.0, t.t_tg,
+                t.t_tg > 0 ? tg_tokens / t.t_tg : 0.0, total,
+                total > 0 ? (pp_tokens + tg_tokens + static_cast<double>(c.b)) / total : 0.0,
+                t.ttft_mean, static_cast<long long>(t.reused));
+  return write_stdout(line);
+}
+
+Result<std::vector<Case>> cases(const ArgParser& p) {
+  auto list = [&](const char* flag, const char* fallback, int64_t min) {
+    return parse_value_list(p.spelled(flag), p.get_or(flag, fallback), min, kMaxContext);
+  };
+  MINFER_ASSIGN_OR_RETURN(auto pps, list("-npp", "128", 1));
+  MINFER_ASSIGN_OR_RETURN(auto tgs, list("-ntg", "32", 1));
+  MINFER_ASSIGN_OR_RETURN(auto bs, list("-npl", "1,2,4", 1));
+  std::vector<Case> out;
+  for (int64_t pp : pps) {
+    for (int64_t tg : tgs) {
+      for (int64_t b : bs) out.push_back({pp, tg, b});
+    }
+  }
+  return out;
+}
+
+Status run(const ArgParser& p) {
+  MINFER_ASSIGN_OR_RETURN(std::vector<Case> all, cases(p));
+  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(int64_t page_size, p.get_int("--page-size", 16, 1, 4096));
+  const bool shared = p.has("-pps");
+  MINFER_ASSIGN_OR_RETURN(auto model, load_model(p));
+  MINFER_RETURN_IF_ERROR(write_stdout(
+      "|     PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s "
+      "|    S t/s |   TTFT s | reused |\n|--------|--------|------|--------|----------|---------"
+      "-|----------|----------|----------|----------|----------|--------|\n"));
+  for (const Case& c : all) {
+    runtime::EngineOptions o;
+    o.n_slots = c.b;
+    o.n_ctx = c.pp + c.tg + 1;  // each sequence's context (-c may give more)
+    if (p.has("--ctx-size") && so.n_ctx < o.n_ctx) {
+      return Status::invalid_argument(p.spelled("--ctx-size") + ": PP " + std::to_string(c.pp) +
+                                      " + TG " + std::to_string(c.tg) + " need " +
+                                      std::to_string(o.n_ctx) + " tokens per sequence");
+    }
+    if (p.has("--ctx-size")) o.n_ctx = so.n_ctx;
+    o.page_size = page_size;
+    o.max_batch = so.max_batch;
+    o.n_threads = so.n_threads;
+    o.k_type = so.k_type;
+    o.v_type = so.v_type;
+    o.options = so.options;
+    MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, o));
+    MINFER_ASSIGN_OR_RETURN(Timing t, run_case(*engine, c, shared, model->hparams().n_vocab));
+    MINFER_RETURN_IF_ERROR(print_row(c, t));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+int run_batched_bench(std::span<const std::string_view> args) {
+  ArgParser p("batched-bench", "-m MODEL.gguf [-npp 128] [-ntg 32] [-npl 1,2,4] [-pps]");
+  add_model_options(p);
+  p.option("-npp,--n-prompt", "LIST", "prompt tokens per sequence (128)");
+  p.option("-ntg,--n-gen", "LIST", "generated tokens per sequence (32)");
+  p.option("-npl,--n-parallel", "LIST", "sequences decoded together (1,2,4)");
+  p.option("--page-size", "N", "cells per KV page (16)");
+  p.flag("-pps,--prompt-shared", "every sequence has the same prompt, already cached");
+  return parse_and_run(p, "batched-bench", args, run);
+}
+
+}  // namespace minfer::cli

@@ -1,0 +1,65 @@
+// `minfer batched-bench`: llama-batched-bench's table over the engine.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli_testutil.h"
+
+namespace minfer::cli {
+namespace {
+
+// The table's data rows, each split into its cells.
+std::vector<std::vector<std::string>> rows(const std::string& out) {
+  std::vector<std::vector<std::string>> table;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("| ", 0) != 0 || line.find("PP") != std::string::npos) continue;
+    std::vector<std::string> cells;
+    std::istringstream cs(line.substr(1));
+    std::string cell;
+    while (std::getline(cs, cell, '|')) {
+      const size_t a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
+      if (a != std::string::npos) cells.push_back(cell.substr(a, b - a + 1));
+    }
+    table.push_back(cells);
+  }
+  return table;
+}
+
+TEST_F(CliTest, BatchedBenchRunsEveryCase) {
+  const Outcome r = minfer("batched-bench -m " + model() + " -npp 16,24 -ntg 4 -npl 1,3 -t 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto t = rows(r.out);
+  ASSERT_EQ(t.size(), 4u) << r.out;
+  const std::vector<std::vector<std::string>> want = {{"16", "4", "1", "20"},
+                                                      {"16", "4", "3", "60"},
+                                                      {"24", "4", "1", "28"},
+                                                      {"24", "4", "3", "84"}};
+  for (size_t i = 0; i < t.size(); ++i) {
+    ASSERT_EQ(t[i].size(), 12u) << r.out;
+    EXPECT_EQ(std::vector<std::string>(t[i].begin(), t[i].begin() + 4), want[i]);
+    EXPECT_EQ(t[i][11], "0") << "distinct prompts share no page";
+  }
+}
+
+TEST_F(CliTest, BatchedBenchSharedPromptReusesPages) {
+  const Outcome r =
+      minfer("batched-bench -m " + model() + " -npp 40 -ntg 2 -npl 2 -pps --page-size 8 -t 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto t = rows(r.out);
+  ASSERT_EQ(t.size(), 1u) << r.out;
+  EXPECT_EQ(t[0][11], "64") << "two sequences, four whole pages of 8 each";
+}
+
+TEST_F(CliTest, BatchedBenchRejectsBadLists) {
+  Outcome r = minfer("batched-bench -m " + model() + " -npl 0");
+  expect_error(r, "batched-bench", "-npl 0");
+  r = minfer("batched-bench -m " + model() + " -npp 16 -ntg 4 -c 10");
+  expect_error(r, "batched-bench", "-c 10: PP 16 + TG 4 need 21 tokens per sequence");
+}
+
+}  // namespace
+}  // namespace minfer::cli
