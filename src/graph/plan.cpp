@@ -119,17 +119,24 @@ BufferId Plan::buffer_in_split(const Split& s, NodeId node) const {
   return node_buffer[static_cast<size_t>(node)];
 }
 
-Result<std::vector<int>> kv_placement(const Graph& g, const Plan& plan, int64_t n_layer) {
+Result<std::vector<int>> kv_placement(const Graph& g, std::span<Backend* const> backends,
+                                      int64_t n_layer) {
   std::vector<int> out(static_cast<size_t>(std::max<int64_t>(n_layer, 0)), -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    if (!op_traits(n.op).uses_kv || n.layer < 0 || n.layer >= n_layer) continue;
-    int& slot = out[static_cast<size_t>(n.layer)];
-    if (slot >= 0 && slot != plan.node_backend[i]) {
-      return Status::internal("layer " + std::to_string(n.layer) +
-                              "'s KV-using nodes run on two backends (node '" + n.name + "')");
+  for (int64_t il = 0; il < n_layer; ++il) {
+    std::vector<const Node*> users;
+    for (const Node& n : g.nodes) {
+      if (op_traits(n.op).uses_kv && n.layer == il) users.push_back(&n);
     }
-    slot = plan.node_backend[i];
+    if (users.empty()) continue;
+    for (size_t b = 0; b < backends.size() && out[static_cast<size_t>(il)] < 0; ++b) {
+      const bool all = std::all_of(users.begin(), users.end(),
+                                   [&](const Node* n) { return backends[b]->supports_op(*n); });
+      if (all) out[static_cast<size_t>(il)] = static_cast<int>(b);
+    }
+    if (out[static_cast<size_t>(il)] < 0) {
+      return Status::internal("no backend runs every node of layer " + std::to_string(il) +
+                              " that uses its KV cache (first: '" + users.front()->name + "')");
+    }
   }
   return out;
 }

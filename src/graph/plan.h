@@ -60,10 +60,13 @@ struct PlanConstraints {
 Result<Plan> build_plan(const Graph& g, std::span<backend::Backend* const> backends,
                         const PlanConstraints& constraints = {});
 
-// Per layer, the backend index that runs the layer's KV-using nodes in
-// `plan` (-1 for a layer with none), or an error naming a layer whose nodes
-// were split across backends. How a session decides where each cache lives.
-Result<std::vector<int>> kv_placement(const Graph& g, const Plan& plan, int64_t n_layer);
+// Per layer, the first backend in priority order that supports every node
+// using the layer's KV cache (a store and an attention may differ in what a
+// backend takes: both must run where the cache is), -1 for a layer with
+// none; an error names a layer no backend can hold. How a runner decides
+// where each cache lives (then passed to build_plan as the constraint).
+Result<std::vector<int>> kv_placement(const Graph& g, std::span<backend::Backend* const> backends,
+                                      int64_t n_layer);
 
 void release_plan(Plan& plan, std::span<backend::Backend* const> backends);
 

@@ -61,15 +61,15 @@ Status ForwardRunner::start_backends() {
   return Status::ok();
 }
 
-// Each layer's cache lives on the backend that runs the layer's attention in
-// the decode plan (built here, and kept for good); later plans are held to
-// that placement.
+// Each layer's cache lives on the first backend that runs every node using
+// it in the decode graph (built after, and kept for good); every plan is
+// held to that placement.
 Status ForwardRunner::place_kv_cache(model::GraphParams decode_params) {
   const model::HParams& hp = model_.hparams();
   decode_params.backends = participants_;
-  MINFER_ASSIGN_OR_RETURN(CachedGraph * c, prepare(decode_params));
-  MINFER_ASSIGN_OR_RETURN(std::vector<int> where,
-                          graph::kv_placement(c->graph, c->plan, hp.n_layer));
+  MINFER_ASSIGN_OR_RETURN(graph::Graph g, model::build_graph(hp, model_.weights(), decode_params));
+  if (decode_params.fuse) graph::fuse(g, backends_, config_.options);
+  MINFER_ASSIGN_OR_RETURN(std::vector<int> where, graph::kv_placement(g, backends_, hp.n_layer));
   std::vector<backend::Backend*> owners;
   for (int& b : where) {
     if (b < 0) b = static_cast<int>(backends_.size()) - 1;  // a layer without attention
@@ -78,7 +78,7 @@ Status ForwardRunner::place_kv_cache(model::GraphParams decode_params) {
   constraints_.kv_backend = std::move(where);
   const KvCacheShape shape{hp.n_layer, config_.kv_rows, hp.n_head_kv, hp.head_dim};
   MINFER_ASSIGN_OR_RETURN(kv_, KvCache::create(owners, shape, config_.k_type, config_.v_type));
-  return Status::ok();
+  return prepare(decode_params).status();
 }
 
 Result<std::optional<double>> ForwardRunner::device_bandwidth_gbs() {
