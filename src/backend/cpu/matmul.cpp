@@ -24,6 +24,11 @@ constexpr int64_t kTokensPerTask = 64;
 // whole 512-token batch, so each row group is repacked once; the row groups
 // alone balance the threads (128 rows are 8 tasks).
 constexpr int64_t kVnniTokensPerTask = 512;
+// The VNNI GEMM's repack pays for itself from about a dozen tokens; below,
+// the row-by-row dot kernels win (engine decode batches, Gemma 3 270M Q4_K_M
+// on 2 Zen 4 cores: 4 tokens 130 vs 81 t/s, 8 tokens 183 vs 139, 16 tokens
+// 192 vs 225 in favour of VNNI; docs/PERFORMANCE.md).
+constexpr int64_t kVnniMinTokens = 12;
 
 std::string dims(const MatmulWeight& w, int64_t n_tokens) {
   return std::string(quant::type_name(w.type)) + " [" + std::to_string(w.rows) + " x " +
@@ -98,8 +103,8 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   // Batches of Q4_0/Q5_0/Q8_0 on AVX-512 VNNI CPUs (matmul_gemm_vnni.h); the
   // gather indices of its repack need 16 row strides to fit in an int32.
-  if (isa == Isa::kAvx2 && n_tokens > 1 && vnni_gemm_type(w.type) && vnni_gemm_available() &&
-      w_stride <= static_cast<size_t>(INT_MAX / 16)) {
+  if (isa == Isa::kAvx2 && n_tokens >= kVnniMinTokens && vnni_gemm_type(w.type) &&
+      vnni_gemm_available() && w_stride <= static_cast<size_t>(INT_MAX / 16)) {
     // Q8_0 activations go to the kernel's own layout; Q8_K rows are used as they are.
     const bool q8_0 = xt == quant::TensorType::Q8_0;
     MINFER_RETURN_IF_ERROR(convert_activations(xt, x, n_tokens, w.row_len, x_bytes, pool, scratch,
