@@ -5,47 +5,19 @@
 #include "runtime/engine.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <map>
 #include <vector>
 
-#include "model/synth.h"
 #include "runtime/generate.h"
+#include "runtime/runtime_testutil.h"
 #include "runtime/session.h"
 
 namespace minfer::runtime {
 namespace {
 
-namespace fs = std::filesystem;
-
 const model::Model& tiny(const std::string& shape) {
-  struct Cache {
-    fs::path dir = fs::temp_directory_path() / ("minfer_engine_test_" + std::to_string(getpid()));
-    std::map<std::string, std::unique_ptr<model::Model>> models;
-    ~Cache() {
-      models.clear();
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  };
-  static Cache cache;
-  if (auto it = cache.models.find(shape); it != cache.models.end()) return *it->second;
-  fs::create_directories(cache.dir);
-  model::SynthOptions o;
-  o.shape = shape;
-  o.quant = "Q8_0";
-  o.seed = 9;
-  o.output_path = (cache.dir / (shape + ".gguf")).string();
-  o.n_threads = 2;
-  EXPECT_TRUE(model::synthesize(o).is_ok());
-  auto m = model::Model::load(o.output_path);
-  if (!m) {
-    ADD_FAILURE() << m.message();
-    std::abort();
-  }
-  return *(cache.models[shape] = std::move(*m));
+  return testing::tiny_model(shape, /*seed=*/9);
 }
 
 std::vector<int32_t> prompt_of(int n, int32_t seed) {

@@ -3,51 +3,19 @@
 #include "runtime/session.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "model/synth.h"
+#include "runtime/runtime_testutil.h"
 
 namespace minfer::runtime {
 namespace {
 
-namespace fs = std::filesystem;
-
-const model::Model& tiny_model(const std::string& shape) {
-  struct Cache {
-    fs::path dir = fs::temp_directory_path() / ("minfer_session_test_" + std::to_string(getpid()));
-    std::map<std::string, std::unique_ptr<model::Model>> models;
-    ~Cache() {
-      models.clear();
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  };
-  static Cache cache;
-  auto it = cache.models.find(shape);
-  if (it != cache.models.end()) return *it->second;
-  fs::create_directories(cache.dir);
-  model::SynthOptions o;
-  o.shape = shape;
-  o.quant = "Q8_0";
-  o.seed = 5;
-  o.output_path = (cache.dir / (shape + ".gguf")).string();
-  o.n_threads = 2;
-  const Status st = model::synthesize(o);
-  if (!st) ADD_FAILURE() << st.message();
-  auto m = model::Model::load(o.output_path);
-  if (!m) {
-    ADD_FAILURE() << m.message();
-    std::abort();
-  }
-  return *(cache.models[shape] = std::move(*m));
-}
+using testing::tiny_model;
 
 std::unique_ptr<Session> make_session(const model::Model& m, SessionOptions o = {}) {
   if (o.n_threads == 0) o.n_threads = 2;

@@ -1,0 +1,51 @@
+// Helpers for the runtime tests: tiny synthetic models, written once per test
+// binary (seed 5, Q8_0 unless asked otherwise) into a per-process directory
+// removed at exit, and kept loaded for the whole run.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "model/synth.h"
+
+namespace minfer::runtime::testing {
+
+inline const model::Model& tiny_model(const std::string& shape, uint64_t seed = 5) {
+  namespace fs = std::filesystem;
+  struct Cache {
+    fs::path dir = fs::temp_directory_path() / ("minfer_runtime_test_" + std::to_string(getpid()));
+    std::map<std::string, std::unique_ptr<model::Model>> models;
+    ~Cache() {
+      models.clear();
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  };
+  static Cache cache;
+  const std::string key = shape + "-" + std::to_string(seed);
+  if (auto it = cache.models.find(key); it != cache.models.end()) return *it->second;
+  fs::create_directories(cache.dir);
+  model::SynthOptions o;
+  o.shape = shape;
+  o.quant = "Q8_0";
+  o.seed = seed;
+  o.output_path = (cache.dir / (key + ".gguf")).string();
+  o.n_threads = 2;
+  const Status st = model::synthesize(o);
+  if (!st) ADD_FAILURE() << st.message();
+  auto m = model::Model::load(o.output_path);
+  if (!m) {
+    ADD_FAILURE() << m.message();
+    std::abort();
+  }
+  return *(cache.models[key] = std::move(*m));
+}
+
+}  // namespace minfer::runtime::testing
