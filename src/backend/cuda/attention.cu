@@ -84,12 +84,12 @@ __device__ __forceinline__ void key_range(const AttentionArgs& a, int64_t pos, i
   *j_end = pos + 1 < a.n_ctx ? pos + 1 : a.n_ctx;
 }
 
-// Row j's dims lane + 32 i of KV head kvh, from the batch's own f32 rows
-// (batch, when from_batch: row j - first) or from the cache (type T).
+// Position j's dims lane + 32 i of KV head kvh, from the batch's own f32
+// rows (batch, when from_batch: row j - first) or from cache row `row` (type T).
 template <TensorType T, int kDpl>
 __device__ __forceinline__ void load_kv_row(const float* batch, const void* cache, bool from_batch,
-                                            int64_t j, int64_t first, int64_t kv_row, int64_t kvh,
-                                            float (&out)[kDpl]) {
+                                            int64_t j, int64_t row, int64_t first, int64_t kv_row,
+                                            int64_t kvh, float (&out)[kDpl]) {
   const int lane = threadIdx.x & 31;
   constexpr int64_t D = kDpl * 32;
   if (from_batch) {
@@ -98,7 +98,7 @@ __device__ __forceinline__ void load_kv_row(const float* batch, const void* cach
     for (int i = 0; i < kDpl; ++i) out[i] = r[lane + 32 * i];
   } else {
 #pragma unroll
-    for (int i = 0; i < kDpl; ++i) out[i] = kv_load<T>(cache, j, kv_row, kvh * D + lane + 32 * i);
+    for (int i = 0; i < kDpl; ++i) out[i] = kv_load<T>(cache, row, kv_row, kvh * D + lane + 32 * i);
   }
 }
 
@@ -109,10 +109,24 @@ __device__ __forceinline__ void load_kv_row(const float* batch, const void* cach
 // K and V rows are loaded before the first dot product (bytes in flight), the
 // kKeys scores share one rescale of (s, acc). No barrier: the bounds may
 // differ between warps, not within one.
+// The cache row of position j for a query whose page-table row is `pages`
+// (null: the cache rows are the positions).
+__device__ __forceinline__ int64_t cache_row(const AttentionArgs& a, const int32_t* pages,
+                                             int64_t j) {
+  if (pages == nullptr) return j;
+  return static_cast<int64_t>(pages[j / a.page_size]) * a.page_size + j % a.page_size;
+}
+
+// The page-table row of query token t (null when the cache is not paged).
+__device__ __forceinline__ const int32_t* pages_of(const AttentionArgs& a, int64_t t) {
+  return a.page_table == nullptr ? nullptr : a.page_table + a.seq_slots[t] * a.max_pages;
+}
+
 template <int kDpl, TensorType KT, TensorType VT, int kWarps>
 __device__ __forceinline__ void warp_attend(const AttentionArgs& a, const float (&q)[kDpl],
                                             int64_t kvh, int64_t j_lo, int64_t j_hi, bool use_batch,
-                                            float& m, float& s, float (&acc)[kDpl]) {
+                                            const int32_t* pages, float& m, float& s,
+                                            float (&acc)[kDpl]) {
   constexpr int kKeys = kDpl >= 8 ? 2 : 4;
   const int64_t kv_row = a.n_head_kv * (kDpl * 32);
   const int32_t first = a.positions[0];
@@ -124,8 +138,9 @@ __device__ __forceinline__ void warp_attend(const AttentionArgs& a, const float 
       valid[c] = j0 + c * kWarps < j_hi;
       const int64_t j = valid[c] ? j0 + c * kWarps : j0;  // a past-the-end key re-reads j0
       const bool from_batch = use_batch && j >= first;
-      load_kv_row<KT>(a.batch_k, a.k_cache, from_batch, j, first, kv_row, kvh, kr[c]);
-      load_kv_row<VT>(a.batch_v, a.v_cache, from_batch, j, first, kv_row, kvh, vr[c]);
+      const int64_t row = cache_row(a, pages, j);
+      load_kv_row<KT>(a.batch_k, a.k_cache, from_batch, j, row, first, kv_row, kvh, kr[c]);
+      load_kv_row<VT>(a.batch_v, a.v_cache, from_batch, j, row, first, kv_row, kvh, vr[c]);
     }
     float sc[kKeys];
 #pragma unroll
@@ -232,7 +247,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   float q[kDpl], acc[kDpl] = {};
   load_query(a, t, h, q);
   float m = -INFINITY, s = 0.0f;
-  warp_attend<kDpl, KT, VT, kWarps>(a, q, kvh, j_begin, j_end, use_batch, m, s, acc);
+  warp_attend<kDpl, KT, VT, kWarps>(a, q, kvh, j_begin, j_end, use_batch, pages_of(a, t), m, s,
+                                    acc);
   float s_all = 0.0f;
   merge_warps(st, m, s, acc, true, a.out + (t * a.n_head + h) * (kDpl * 32), &s_all);
 }
@@ -270,7 +286,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(Atten
   float q[kDpl], acc[kDpl] = {};
   load_query(a, t, h, q);
   float m = -INFINITY, s = 0.0f;
-  warp_attend<kDpl, KT, VT, kSplitWarps>(a, q, kvh, lo, hi, use_batch, m, s, acc);
+  warp_attend<kDpl, KT, VT, kSplitWarps>(a, q, kvh, lo, hi, use_batch, pages_of(a, t), m, s, acc);
   float s_all = 0.0f;
   const float m_all = merge_warps(st, m, s, acc, false, st.acc[0], &s_all);
   if (threadIdx.x == 0) {
@@ -707,7 +723,7 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   const bool q8 = a.k_type == TensorType::Q8_0 || a.v_type == TensorType::Q8_0;
   if (q8 && a.head_dim % kKvQ8Elems != 0) return cudaErrorInvalidValue;
   if (a.n_tokens <= 0) return cudaSuccess;
-  if (a.n_tokens >= kFlashMinTokens) {
+  if (a.n_tokens >= kFlashMinTokens && a.page_table == nullptr) {
     cudaError_t e = cudaErrorInvalidValue;
     switch (a.head_dim) {
       case 32:

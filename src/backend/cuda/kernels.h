@@ -100,6 +100,14 @@ struct AttentionArgs {
   float* out = nullptr;  // [n_tokens][n_head * head_dim], not aliasing q
   int* err = nullptr;
   bool split_kv = true;  // decode may use the split-KV cluster kernel (Options::no_split_kv)
+  // A paged pool of many sequences (AttentionMeta::page_size > 0): token t
+  // reads position j of its sequence from cache row
+  // page_table[seq_slots[t] * max_pages + j / page_size] * page_size + j % page_size.
+  // Paged batches take the per-token kernels at every size (a flash tile
+  // shares K/V rows across query rows, which may belong to other sequences).
+  const int32_t* seq_slots = nullptr;   // [n_tokens]
+  const int32_t* page_table = nullptr;  // [n_slots][max_pages]
+  int64_t page_size = 0, max_pages = 0;
 };
 // Head dims the attention kernel is built for.
 bool attention_head_dim_ok(int64_t head_dim);

@@ -76,12 +76,16 @@ Status CudaBackend::run_matmul(const Call& c) {
 Status CudaBackend::run_get_rows(const Call& c) {
   MINFER_ASSIGN_OR_RETURN(const graph::GetRowsMeta* m, meta<graph::GetRowsMeta>(c.node));
   const int64_t width = c.node.shape.ne[0], n_rows = c.node.shape.ne[1];
-  if (m->weight.empty()) {  // rows of an activation
-    if (static_cast<int64_t>(m->rows.size()) != n_rows) {
+  if (m->weight.empty()) {  // rows of an activation, by a host list or by an ids input
+    const int32_t* rows = nullptr;
+    if (m->rows.empty() && c.n_in == 2) {
+      rows = c.i32_in(1);  // the ids the runtime wrote (output rows of a paged batch)
+    } else if (static_cast<int64_t>(m->rows.size()) != n_rows) {
       return fail(c.node, std::to_string(m->rows.size()) + " row indices for " +
                               std::to_string(n_rows) + " output rows");
+    } else {
+      MINFER_ASSIGN_OR_RETURN(rows, row_list(m->rows));
     }
-    MINFER_ASSIGN_OR_RETURN(const int32_t* rows, row_list(m->rows));
     float* y = c.f32_out();
     const bool aliased = c.out == c.in[0];
     if (aliased) {
@@ -190,6 +194,17 @@ Status CudaBackend::run_attention(const Call& c) {
     a.positions = c.i32_in(1);
     a.batch_k = c.f32_in(0) + q_dim;
     a.batch_v = c.f32_in(0) + q_dim + kv_dim;
+  } else if (m->page_size > 0) {  // (q, store, positions, seq_slots, page_table)
+    if (c.n_in != 5 || m->max_pages <= 0 || c.kv->n_ctx % m->page_size != 0) {
+      return fail(c.node,
+                  "paged attention takes (q, store, positions, seq_slots, page_table) "
+                  "over a cache of whole pages");
+    }
+    a.positions = c.i32_in(2);
+    a.seq_slots = c.i32_in(3);
+    a.page_table = c.i32_in(4);
+    a.page_size = m->page_size;
+    a.max_pages = m->max_pages;
   } else {
     a.positions = c.i32_in(2);
     if (c.n_in >= 5) {

@@ -50,8 +50,7 @@ bool matmul_ok(const Node& n, const DeviceWeights& w) {
 bool get_rows_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::GetRowsMeta>(&n.meta);
   if (m == nullptr || n.dtype != DType::kF32) return false;
-  // Activation rows by a host list only (not yet by an ids input: paged graphs).
-  if (m->weight.empty()) return !m->rows.empty();
+  if (m->weight.empty()) return !m->rows.empty() || n.inputs.size() == 2;  // a list or an ids input
   const DeviceWeight* v = w.find(m->weight);
   return v != nullptr && has_decoder(v->type) && v->row_len % 32 == 0;
 }
@@ -95,7 +94,6 @@ bool attention_ok(const Node& n, const DeviceWeights&) {
   return m != nullptr && n.dtype == DType::kF32 && attention_head_dim_ok(m->head_dim) &&
          m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 &&
          cache_types_ok(m->k_type, m->v_type, m->head_dim) &&
-         m->page_size == 0 &&  // no page tables yet: a paged pool keeps attention on the CPU
          (!m->packed_qkv || n.shape.ne[1] == 1);  // packed rows: one token (decode)
 }
 
