@@ -1,12 +1,17 @@
 // `minfer chat`: an interactive conversation on stdin/stdout, in the model's
 // built-in chat format. The KV cache is kept between turns: each turn
 // evaluates only the tokens that differ from what the cache already holds.
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
+#include "base/utf8.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/output.h"
 #include "runtime/chat_format.h"
 #include "runtime/generate.h"
@@ -16,7 +21,8 @@ namespace {
 
 Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
                  const tokenizer::Tokenizer& tok, const std::string& text,
-                 std::vector<int32_t>& in_cache, int64_t n_predict, std::string& reply) {
+                 std::vector<int32_t>& in_cache, int64_t n_predict, const Interrupts& interrupts,
+                 std::string& reply) {
   auto ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
   if (!ids) return ids.status().with_context("message");
   size_t common = 0;
@@ -28,7 +34,10 @@ Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
   in_cache.assign(ids->begin(), ids->begin() + static_cast<int64_t>(common));
   std::span<const int32_t> fresh(ids->data() + common, ids->size() - common);
   const int64_t room = session.n_ctx() - static_cast<int64_t>(ids->size());
-  if (room < 1) return Status::out_of_range("the conversation no longer fits in the context (-c)");
+  if (room < 1) {
+    return Status::out_of_range(
+        "the conversation no longer fits in the context (-c); /reset starts over");
+  }
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
   sampler.reset();
   std::vector<int32_t> generated;
@@ -39,7 +48,7 @@ Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
         const std::string piece = detok.push(t);
         reply += piece;
         written = write_stdout(piece);
-        return written.is_ok();
+        return written.is_ok() && !interrupts.requested();
       });
   MINFER_RETURN_IF_ERROR(written);
   const std::string rest = detok.flush();
@@ -54,6 +63,23 @@ Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
   return Status::ok();
 }
 
+// One line from the user: '\r' of CRLF input stripped; nullopt at the end
+// of input. The "> " marker goes to stderr, and only when a person types.
+std::optional<std::string> read_line() {
+  if (::isatty(STDIN_FILENO)) {
+    std::fputs("> ", stderr);
+    std::fflush(stderr);
+  }
+  std::string line;
+  if (!std::getline(std::cin, line)) return std::nullopt;
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return line;
+}
+
+void report_turn_error(const Status& s) {
+  std::fprintf(stderr, "minfer chat: %s\n", printable_text(s.message()).c_str());
+}
+
 Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 512, 1, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(runtime::SamplerParams sp, sampler_params(p));
@@ -63,21 +89,42 @@ Status run(const ArgParser& p) {
   so.n_ctx = std::min<int64_t>(so.n_ctx, model->hparams().n_ctx_train);
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
   const auto format = runtime::pick_chat_format(model->hparams(), model->tokenizer());
-  std::fprintf(stderr, "chat format: %s, seed %llu. Type a message; an empty line or EOF ends.\n",
+  std::fprintf(stderr,
+               "chat format: %s, seed %llu. Type a message; an empty line, /exit or EOF ends, "
+               "/reset starts over, Ctrl-C stops a reply (twice: quits).\n",
                runtime::chat_format_name(format), static_cast<unsigned long long>(sp.seed));
   std::vector<runtime::ChatMessage> messages;
   if (auto sys = p.get("--system")) messages.push_back({"system", *sys});
+  const size_t n_fixed = messages.size();
   std::vector<int32_t> in_cache;
-  std::string line;
-  while (true) {
-    MINFER_RETURN_IF_ERROR(write_stdout("> "));
-    if (!std::getline(std::cin, line) || line.empty()) break;
-    messages.push_back({"user", line});
+  Interrupts interrupts;
+  while (auto line = read_line()) {
+    interrupts.clear();
+    if (line->empty() || *line == "/exit") break;
+    if (*line == "/reset") {
+      messages.resize(n_fixed);
+      in_cache.clear();
+      session->reset();
+      std::fprintf(stderr, "(conversation reset)\n");
+      continue;
+    }
+    if (const size_t bad = find_invalid_utf8(*line); bad != kUtf8Valid) {
+      report_turn_error(Status::invalid_argument("message: invalid UTF-8 at byte " +
+                                                 std::to_string(bad) + " of the line"));
+      continue;
+    }
+    messages.push_back({"user", *line});
     std::string reply;
-    MINFER_RETURN_IF_ERROR(chat_turn(*session, sampler, model->tokenizer(),
-                                     runtime::render_chat(format, messages), in_cache, n_predict,
-                                     reply));
-    messages.push_back({"assistant", reply});
+    const Status s =
+        chat_turn(*session, sampler, model->tokenizer(), runtime::render_chat(format, messages),
+                  in_cache, n_predict, interrupts, reply);
+    if (s.code() == StatusCode::kIoError) return s;  // nobody reads the replies
+    if (!s) {  // this turn failed; the conversation goes on without it
+      report_turn_error(s);
+      messages.pop_back();
+      continue;
+    }
+    messages.push_back({"assistant", reply});  // a reply cut by Ctrl-C counts as given
   }
   return Status::ok();
 }

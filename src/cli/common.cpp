@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -151,6 +152,12 @@ Result<std::string> read_prompt(const ArgParser& p) {
   if (text && file) return Status::invalid_argument("give either -p TEXT or -f FILE, not both");
   if (text) return *text;
   if (!file) return Status::invalid_argument("no prompt given (-p TEXT or -f FILE)");
+  if (*file == "-") {  // standard input, to its end
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    if (std::cin.bad()) return Status::io_error("cannot read the prompt from standard input");
+    return ss.str();
+  }
   // A directory opens as a stream that reads nothing: it would pass for an empty prompt.
   std::error_code ec;
   if (std::filesystem::is_directory(*file, ec)) {

@@ -55,7 +55,7 @@ Result<uint64_t> seed_option(const ArgParser& p, std::string_view flag);
 
 Result<runtime::SamplerParams> sampler_params(const ArgParser& p);
 
-// Reads -p TEXT or -f FILE (error if neither, or both).
+// Reads -p TEXT or -f FILE (`-f -`: standard input; error if neither, or both).
 Result<std::string> read_prompt(const ArgParser& p);
 
 }  // namespace minfer::cli

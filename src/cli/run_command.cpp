@@ -4,13 +4,14 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/output.h"
 #include "runtime/generate.h"
 
 namespace minfer::cli {
 namespace {
 
-Status run(const ArgParser& p) {
+Status run(const ArgParser& p, bool& interrupted) {
   MINFER_ASSIGN_OR_RETURN(std::string prompt, read_prompt(p));
   MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 128, 1, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(runtime::SamplerParams sp, sampler_params(p));
@@ -31,14 +32,16 @@ Status run(const ArgParser& p) {
                static_cast<unsigned long long>(sp.seed), static_cast<long long>(so.n_ctx),
                tokens->size());
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
-  MINFER_RETURN_IF_ERROR(write_stdout(prompt));
+  if (!p.has("--no-display-prompt")) MINFER_RETURN_IF_ERROR(write_stdout(prompt));
+  Interrupts interrupts;  // Ctrl-C ends the generation; the summary still follows
   const int64_t budget =
       std::min<int64_t>(n_predict, so.n_ctx - static_cast<int64_t>(tokens->size()));
   Status written;  // the first failed write stops generation: nobody reads the rest
   auto stats = runtime::generate(*session, sampler, *tokens, budget, [&](int32_t t) {
     written = write_stdout(detok.push(t));
-    return written.is_ok();
+    return written.is_ok() && !interrupts.requested();
   });
+  interrupted = interrupts.requested();
   MINFER_RETURN_IF_ERROR(written);
   MINFER_RETURN_IF_ERROR(write_stdout(detok.flush() + "\n"));
   if (!stats) return stats.status();
@@ -53,7 +56,9 @@ Status run(const ArgParser& p) {
                s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0,
                static_cast<long long>(s.generated), s.generation_seconds,
                s.generation_seconds > 0 ? s.generated / s.generation_seconds : 0.0,
-               at_context_limit ? " (stopped at the context limit)" : "");
+               interrupted        ? " (interrupted)"
+               : at_context_limit ? " (stopped at the context limit)"
+                                  : "");
   if (!session->op_profile().empty()) {
     std::fprintf(stderr, "%s", session->op_profile().table().c_str());
   }
@@ -68,8 +73,12 @@ int run_run(std::span<const std::string_view> args) {
   p.option("-p,--prompt", "TEXT", "prompt text");
   p.option("-f,--file", "FILE", "read the prompt from FILE");
   p.option("-n,--n-predict", "N", "tokens to generate (128)");
+  p.flag("--no-display-prompt", "do not echo the prompt before the generated text");
   add_sampling_options(p);
-  return parse_and_run(p, "run", args, run);
+  bool interrupted = false;
+  const int code =
+      parse_and_run(p, "run", args, [&](const ArgParser& a) { return run(a, interrupted); });
+  return code == 0 && interrupted ? 130 : code;
 }
 
 }  // namespace minfer::cli

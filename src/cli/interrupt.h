@@ -1,0 +1,30 @@
+// Ctrl-C for the interactive commands: the first SIGINT asks the running
+// generation to stop (the command finishes its reply, prints its summary and
+// carries on or returns); a second one before clear() ends the process at
+// once with status 130, as a shell expects.
+//
+// Contract: an Interrupts object installs its handler for its lifetime and
+// restores the previous one when destroyed; one at a time per process.
+// requested() says whether a first SIGINT came since the last clear().
+// Threading: the flag is a lock-free atomic, safe to read from any thread.
+#pragma once
+
+#include <csignal>
+
+namespace minfer::cli {
+
+class Interrupts {
+ public:
+  Interrupts();
+  ~Interrupts();
+  Interrupts(const Interrupts&) = delete;
+  Interrupts& operator=(const Interrupts&) = delete;
+
+  bool requested() const;
+  void clear();
+
+ private:
+  struct sigaction previous_ {};
+};
+
+}  // namespace minfer::cli
