@@ -1,4 +1,6 @@
 // `minfer synth`: writes a deterministic synthetic GGUF model.
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "cli/args.h"
@@ -58,8 +60,10 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(o.n_threads, thread_count(p));
   o.qwen2_tokenizer_dir = p.get_or("--tokenizer-dir", "");
   const bool silent = p.has("--silent");
-  auto progress = [silent](size_t i, size_t n, const std::string& name) {
-    if (silent) return;
+  // Redrawn in place, so only on a terminal: a log gets the final line alone.
+  const bool redraw = !silent && ::isatty(STDERR_FILENO);
+  auto progress = [redraw](size_t i, size_t n, const std::string& name) {
+    if (!redraw) return;
     std::fprintf(stderr, "\rsynth: [%zu/%zu] %-40s", i, n, name.c_str());
     if (i == n) std::fprintf(stderr, "\n");
   };

@@ -86,6 +86,10 @@ TEST_F(CliTest, PromptFromStandardInputAndNoEcho) {
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_EQ("hi" + c.out, b.out);
   EXPECT_EQ(b.err.find('\r'), std::string::npos) << "no progress bar frames in a log";
+  const Outcome s = minfer("synth --model tiny-qwen2 -o " + q(path("log.gguf").string()));
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.err.find('\r'), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("synth: wrote "), std::string::npos) << s.err;
 }
 
 // A vocabulary with a duplicate token: the message says "tokenizer" once.
