@@ -135,6 +135,61 @@ TEST(Engine, BatchedSequencesGiveTheirTokensAlone) {
   EXPECT_GT((*e)->stats().steps, 16) << "prompts were chunked";
 }
 
+// Eight sequences of different prompt lengths, started at different steps,
+// in chunks of 16 tokens: each one's greedy tokens equal its solo run, with
+// f16 and q8_0 caches (the per-row attention path at every batch size).
+TEST(Engine, StaggeredSequencesGiveTheirTokensAloneForEveryCacheType) {
+  const model::Model& m = tiny("tiny-qwen3");
+  for (quant::TensorType kv : {quant::TensorType::F16, quant::TensorType::Q8_0}) {
+    SCOPED_TRACE(quant::type_name(kv));
+    EngineOptions o = engine_options();
+    o.k_type = o.v_type = kv;
+    o.n_slots = 8;
+    o.max_batch = 16;
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 8; ++i) prompts.push_back(prompt_of(3 + 7 * i, 20 + i));
+    std::vector<std::vector<int32_t>> alone;
+    for (const auto& p : prompts) {
+      auto e = Engine::create(m, o);
+      ASSERT_TRUE(e.is_ok()) << e.message();
+      const SequenceId id = *(*e)->add({p, greedy(), 10});
+      alone.push_back(run_all(**e)[id].tokens);
+    }
+    auto e = Engine::create(m, o);
+    ASSERT_TRUE(e.is_ok());
+    Outcomes got;
+    std::vector<SequenceId> ids;
+    for (size_t i = 0; i < prompts.size(); ++i) {  // one new sequence every other step
+      ids.push_back(*(*e)->add({prompts[i], greedy(), 10}));
+      ASSERT_TRUE(step_into(**e, got));
+      ASSERT_TRUE(step_into(**e, got));
+    }
+    got = run_all(**e, got);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[ids[i]].tokens, alone[i]) << "sequence " << i;
+    }
+  }
+}
+
+TEST(Engine, CancelMidPrefillLeavesTheOthersAlone) {
+  const model::Model& m = tiny("tiny-qwen2");
+  EngineOptions o = engine_options();
+  o.max_batch = 8;  // a 40-token prompt takes five steps
+  auto e = Engine::create(m, o);
+  ASSERT_TRUE(e.is_ok());
+  const auto keep = prompt_of(12, 30), drop = prompt_of(40, 31);
+  const SequenceId a = *(*e)->add({keep, greedy(), 8});
+  const SequenceId b = *(*e)->add({drop, greedy(), 8});
+  Outcomes got;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(step_into(**e, got));
+  EXPECT_TRUE(got[b].tokens.empty()) << "still in its prompt";
+  (*e)->cancel(b);
+  got = run_all(**e, got);
+  EXPECT_EQ(got[b].reason, FinishReason::kCancelled);
+  EXPECT_EQ(got[a].tokens, session_greedy(m, keep, 8));
+  EXPECT_EQ((*e)->stats().pool.referenced, 0);
+}
+
 TEST(Engine, SharedPrefixIsReusedAndGivesTheSameTokens) {
   const model::Model& m = tiny("tiny-llama");
   auto e = Engine::create(m, engine_options());
