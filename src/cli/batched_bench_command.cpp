@@ -79,6 +79,28 @@ Result<Timing> run_case(runtime::Engine& e, const Case& c, bool shared, int64_t 
   return t;
 }
 
+// One line of JSON per case (llama-batched-bench's jsonl field names, plus
+// ttft and reused).
+Status print_json(const Case& c, const Timing& t, const runtime::EngineOptions& o, bool shared) {
+  const double pp_tokens = static_cast<double>(c.b * c.pp);
+  const double tg_tokens = static_cast<double>(c.b * (c.tg - 1));
+  const double total = t.t_pp + t.t_tg;
+  char line[512];
+  std::snprintf(
+      line, sizeof(line),
+      "{\"n_kv_max\": %lld, \"n_batch\": %lld, \"is_pp_shared\": %d, "
+      "\"n_threads\": %d, \"pp\": %lld, \"tg\": %lld, \"pl\": %lld, \"n_kv\": %lld, "
+      "\"t_pp\": %.6f, \"speed_pp\": %.3f, \"t_tg\": %.6f, \"speed_tg\": %.3f, "
+      "\"t\": %.6f, \"speed\": %.3f, \"ttft\": %.6f, \"reused\": %lld}\n",
+      static_cast<long long>(o.n_ctx * o.n_slots), static_cast<long long>(o.max_batch),
+      t.reused > 0 ? 1 : 0, o.n_threads, static_cast<long long>(c.pp), static_cast<long long>(c.tg),
+      static_cast<long long>(c.b), static_cast<long long>(c.b * (c.pp + c.tg)), t.t_pp,
+      t.t_pp > 0 ? pp_tokens / t.t_pp : 0.0, t.t_tg, t.t_tg > 0 ? tg_tokens / t.t_tg : 0.0, total,
+      total > 0 ? (pp_tokens + tg_tokens + static_cast<double>(c.b)) / total : 0.0, t.ttft_mean,
+      static_cast<long long>(t.reused));
+  return write_stdout(line);
+}
+
 Status print_row(const Case& c, const Timing& t) {
   const double pp_tokens = static_cast<double>(c.b * c.pp);
   const double tg_tokens = static_cast<double>(c.b * (c.tg - 1));
@@ -117,11 +139,13 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(int64_t page_size, p.get_int("--page-size", 16, 1, 4096));
   const bool shared = p.has("-pps");
-  MINFER_ASSIGN_OR_RETURN(auto model, load_model(p));
-  MINFER_RETURN_IF_ERROR(write_stdout(
-      "|     PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s "
-      "|    S t/s |   TTFT s | reused |\n|--------|--------|------|--------|----------|---------"
-      "-|----------|----------|----------|----------|----------|--------|\n"));
+  const bool json = p.has("--json");
+  MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/json));
+  if (!json)
+    MINFER_RETURN_IF_ERROR(write_stdout(
+        "|     PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s "
+        "|    S t/s |   TTFT s | reused |\n|--------|--------|------|--------|----------|---------"
+        "-|----------|----------|----------|----------|----------|--------|\n"));
   for (const Case& c : all) {
     runtime::EngineOptions o;
     o.n_slots = c.b;
@@ -140,7 +164,7 @@ Status run(const ArgParser& p) {
     o.options = so.options;
     MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, o));
     MINFER_ASSIGN_OR_RETURN(Timing t, run_case(*engine, c, shared, model->hparams().n_vocab));
-    MINFER_RETURN_IF_ERROR(print_row(c, t));
+    MINFER_RETURN_IF_ERROR(json ? print_json(c, t, o, shared) : print_row(c, t));
   }
   return Status::ok();
 }
@@ -155,6 +179,7 @@ int run_batched_bench(std::span<const std::string_view> args) {
   p.option("-npl,--n-parallel", "LIST", "sequences decoded together (1,2,4)");
   p.option("--page-size", "N", "cells per KV page (16)");
   p.flag("-pps,--prompt-shared", "every sequence has the same prompt, already cached");
+  p.flag("--json", "one JSON object per case (llama-batched-bench's jsonl names)");
   return parse_and_run(p, "batched-bench", args, run);
 }
 

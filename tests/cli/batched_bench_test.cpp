@@ -54,6 +54,19 @@ TEST_F(CliTest, BatchedBenchSharedPromptReusesPages) {
   EXPECT_EQ(t[0][11], "64") << "two sequences, four whole pages of 8 each";
 }
 
+TEST_F(CliTest, BatchedBenchJsonLinesParse) {
+  const fs::path out = path("bb.jsonl");
+  const Outcome r = minfer("batched-bench -m " + model() +
+                           " -npp 8 -ntg 3 -npl 1,2 --json -t 2 > " + q(out.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string check =
+      "import json,sys\nrows=[json.loads(l) for l in open(sys.argv[1])]\n"
+      "assert [(x['pp'],x['tg'],x['pl'],x['n_kv']) for x in rows]==[(8,3,1,11),(8,3,2,22)],rows\n"
+      "assert all(x['speed_tg']>0 and x['t']>0 and 'ttft' in x for x in rows)\nprint('ok')\n";
+  const Outcome py = minfer_shell("python3 -c " + q(check) + " " + q(out.string()));
+  EXPECT_EQ(py.out, "ok\n") << py.err << read_file(out);
+}
+
 TEST_F(CliTest, BatchedBenchRejectsBadLists) {
   Outcome r = minfer("batched-bench -m " + model() + " -npl 0");
   expect_error(r, "batched-bench", "-npl 0");
