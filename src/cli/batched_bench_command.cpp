@@ -93,7 +93,7 @@ Status print_json(const Case& c, const Timing& t, const runtime::EngineOptions& 
       "\"t_pp\": %.6f, \"speed_pp\": %.3f, \"t_tg\": %.6f, \"speed_tg\": %.3f, "
       "\"t\": %.6f, \"speed\": %.3f, \"ttft\": %.6f, \"reused\": %lld}\n",
       static_cast<long long>(o.n_ctx * o.n_slots), static_cast<long long>(o.max_batch),
-      t.reused > 0 ? 1 : 0, o.n_threads, static_cast<long long>(c.pp), static_cast<long long>(c.tg),
+      shared ? 1 : 0, o.n_threads, static_cast<long long>(c.pp), static_cast<long long>(c.tg),
       static_cast<long long>(c.b), static_cast<long long>(c.b * (c.pp + c.tg)), t.t_pp,
       t.t_pp > 0 ? pp_tokens / t.t_pp : 0.0, t.t_tg, t.t_tg > 0 ? tg_tokens / t.t_tg : 0.0, total,
       total > 0 ? (pp_tokens + tg_tokens + static_cast<double>(c.b)) / total : 0.0, t.ttft_mean,
