@@ -89,6 +89,7 @@ Status run(const ArgParser& p) {
   so.n_ctx = std::min<int64_t>(so.n_ctx, model->hparams().n_ctx_train);
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
   const auto format = runtime::pick_chat_format(model->hparams(), model->tokenizer());
+  Interrupts interrupts;  // before the banner: who waits for it may signal
   std::fprintf(stderr,
                "chat format: %s, seed %llu. Type a message; an empty line, /exit or EOF ends, "
                "/reset starts over, Ctrl-C stops a reply (twice: quits).\n",
@@ -97,7 +98,6 @@ Status run(const ArgParser& p) {
   if (auto sys = p.get("--system")) messages.push_back({"system", *sys});
   const size_t n_fixed = messages.size();
   std::vector<int32_t> in_cache;
-  Interrupts interrupts;
   while (auto line = read_line()) {
     interrupts.clear();
     if (line->empty() || *line == "/exit") break;

@@ -28,12 +28,14 @@ Status run(const ArgParser& p, bool& interrupted) {
                                 " allows (raise it with -c)");
   }
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
+  // Ctrl-C ends the generation and the summary still follows; installed
+  // before the "seed:" line, so that a caller who waits for it can signal.
+  Interrupts interrupts;
   std::fprintf(stderr, "seed: %llu, context: %lld, prompt: %zu tokens\n",
                static_cast<unsigned long long>(sp.seed), static_cast<long long>(so.n_ctx),
                tokens->size());
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
   if (!p.has("--no-display-prompt")) MINFER_RETURN_IF_ERROR(write_stdout(prompt));
-  Interrupts interrupts;  // Ctrl-C ends the generation; the summary still follows
   const int64_t budget =
       std::min<int64_t>(n_predict, so.n_ctx - static_cast<int64_t>(tokens->size()));
   Status written;  // the first failed write stops generation: nobody reads the rest

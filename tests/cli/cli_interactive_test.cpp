@@ -40,6 +40,14 @@ TEST_F(CliTest, ChatGoesOnAfterABadTurn) {
   EXPECT_EQ(count_of(r.out, "\n"), 2u) << r.out;
 }
 
+// Shell text that waits (up to 60 s) until `file` holds `text`: the command
+// under test has installed its Ctrl-C handler by then.
+std::string wait_for(const std::string& text, const std::string& file) {
+  return "i=0; until grep -q " + q(text) + " " + q(file) +
+         " 2>/dev/null || [ $i -ge 1200 ]; do "
+         "sleep 0.05; i=$((i+1)); done; ";
+}
+
 // The real Gemma generates slowly enough (tens of tokens a second here) for a
 // signal to land mid-reply.
 std::string gemma() {
@@ -50,9 +58,10 @@ std::string gemma() {
 
 TEST_F(CliTest, RunPrintsItsSummaryOnCtrlC) {
   const std::string err = path("int_err.txt").string();
-  const Outcome r = minfer_shell(q(MINFER_BINARY) + " run -m " + gemma() +
-                                 " -p hi -n 1000000 -c 4096 --temp 0 >/dev/null 2>" + q(err) +
-                                 " & pid=$!; sleep 0.5; kill -INT $pid; wait $pid; echo rc=$?");
+  const Outcome r =
+      minfer_shell(q(MINFER_BINARY) + " run -m " + gemma() +
+                   " -p hi -n 1000000 -c 4096 --temp 0 >/dev/null 2>" + q(err) + " & pid=$!; " +
+                   wait_for("seed: ", err) + "sleep 0.3; kill -INT $pid; wait $pid; echo rc=$?");
   const std::string e = read_file(err);
   EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << e;
   EXPECT_NE(e.find("generation: "), std::string::npos) << e;
@@ -63,16 +72,17 @@ TEST_F(CliTest, ChatCtrlCStopsTheReplyAndASecondOneQuits) {
   // The first reply would fill the whole context, so that the second turn
   // could not fit; Ctrl-C cuts it, and the second line is answered.
   const std::string err = path("chat_int.txt").string();
-  Outcome r =
-      minfer_shell("(printf 'first\\n'; sleep 2; printf 'second\\n') | " + q(MINFER_BINARY) +
-                   " chat -m " + gemma() + " -n 1000000 -c 256 --temp 0 2>" + q(err) +
-                   " & pid=$!; sleep 1; kill -INT $pid; wait $pid; echo rc=$?");
+  Outcome r = minfer_shell(
+      "(printf 'first\\n'; sleep 2; printf 'second\\n') | " + q(MINFER_BINARY) + " chat -m " +
+      gemma() + " -n 1000000 -c 256 --temp 0 2>" + q(err) + " & pid=$!; " +
+      wait_for("chat format", err) + "sleep 0.5; kill -INT $pid; wait $pid; echo rc=$?");
   const std::string e = read_file(err);
   EXPECT_NE(r.out.find("rc=0"), std::string::npos) << r.out << e;
   EXPECT_EQ(e.find("no longer fits"), std::string::npos) << "the first reply was not cut:\n" << e;
-  r = minfer_shell("sleep 5 | " + q(MINFER_BINARY) + " chat -m " + model() + " 2>/dev/null" +
-                   " & pid=$!; sleep 0.6; kill -INT $pid; sleep 0.2; kill -INT $pid; wait $pid;" +
-                   " echo rc=$?");
+  const std::string err2 = path("chat_int2.txt").string();
+  r = minfer_shell("sleep 5 | " + q(MINFER_BINARY) + " chat -m " + model() + " 2>" + q(err2) +
+                   " & pid=$!; " + wait_for("chat format", err2) +
+                   "kill -INT $pid; sleep 0.2; kill -INT $pid; wait $pid; echo rc=$?");
   EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out;
 }
 
