@@ -164,8 +164,8 @@ Result<Tokenizer> Tokenizer::create(Vocab vocab_in) {
   impl->token_to_id.reserve(vocab.tokens.size());
   for (int32_t id = 0; id < n; ++id) {
     if (!impl->token_to_id.emplace(vocab.tokens[id], id).second) {
-      return Status::invalid_argument("token " + std::to_string(id) + " \"" +
-                                      vocab.tokens[id] + "\" duplicates token " +
+      return Status::invalid_argument("token " + std::to_string(id) + " \"" + vocab.tokens[id] +
+                                      "\" duplicates token " +
                                       std::to_string(impl->token_to_id[vocab.tokens[id]]));
     }
   }
