@@ -150,12 +150,14 @@ Status CudaBackend::synchronize() {
     const cudaError_t e = cudaEventQuery(done_.get());
     if (e == cudaSuccess) break;
     if (e != cudaErrorNotReady) {
-      return Status::error(std::string("CUDA: device error while waiting: ") + cudaGetErrorName(e) +
-                           " (" + cudaGetErrorString(e) + "); " + recent_kernels());
+      return Status::internal(std::string("CUDA: device error while waiting: ") +
+                              cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + "); " +
+                              recent_kernels());
     }
     if (Clock::now() > deadline) {
-      return Status::error("CUDA: the GPU did not finish within " + std::to_string(timeout_s_) +
-                           " s (MINFER_GPU_TIMEOUT); " + recent_kernels());
+      return Status::unavailable("CUDA: the GPU did not finish within " +
+                                 std::to_string(timeout_s_) + " s (MINFER_GPU_TIMEOUT); " +
+                                 recent_kernels());
     }
     if (spins > 2000) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -170,15 +172,16 @@ Status CudaBackend::synchronize() {
     MINFER_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     err_host_[0] = kErrNone;
     if (code == kErrTokenRange) {
-      return Status::error("CUDA: token id " + std::to_string(a) + " outside [0, " +
-                           std::to_string(b) + "); " + recent_kernels());
+      return Status::invalid_argument("CUDA: token id " + std::to_string(a) + " outside [0, " +
+                                      std::to_string(b) + "); " + recent_kernels());
     }
     if (code == kErrNonFiniteKv) {
-      return Status::error("CUDA: a non-finite value was stored into the q8_0 KV cache row " +
-                           std::to_string(a) + "; " + recent_kernels());
+      return Status::invalid_argument(
+          "CUDA: a non-finite value was stored into the q8_0 KV cache row " + std::to_string(a) +
+          "; " + recent_kernels());
     }
-    return Status::error("CUDA: position " + std::to_string(a) + " outside the KV cache of " +
-                         std::to_string(b) + " rows; " + recent_kernels());
+    return Status::internal("CUDA: position " + std::to_string(a) + " outside the KV cache of " +
+                            std::to_string(b) + " rows; " + recent_kernels());
   }
   return Status::ok();
 }
@@ -201,9 +204,9 @@ Status CudaBackend::end_split() {
 Status CudaBackend::read_host(BufferId id, size_t offset, std::span<std::byte> dst) {
   void* p = ptr(id);
   if (p == nullptr || offset + dst.size() > buffer_size(id)) {
-    return Status::error("CUDA read_host: buffer " + std::to_string(id) + " range [" +
-                         std::to_string(offset) + ", +" + std::to_string(dst.size()) +
-                         ") out of bounds (size " + std::to_string(buffer_size(id)) + ")");
+    return Status::internal("CUDA read_host: buffer " + std::to_string(id) + " range [" +
+                            std::to_string(offset) + ", +" + std::to_string(dst.size()) +
+                            ") out of bounds (size " + std::to_string(buffer_size(id)) + ")");
   }
   MINFER_CUDA_CHECK(cudaMemcpyAsync(dst.data(), static_cast<std::byte*>(p) + offset, dst.size(),
                                     cudaMemcpyDeviceToHost, stream_.get()));
@@ -214,9 +217,9 @@ Status CudaBackend::read_host(BufferId id, size_t offset, std::span<std::byte> d
 Status CudaBackend::write_host(BufferId id, size_t offset, std::span<const std::byte> src) {
   void* p = ptr(id);
   if (p == nullptr || offset + src.size() > buffer_size(id)) {
-    return Status::error("CUDA write_host: buffer " + std::to_string(id) + " range [" +
-                         std::to_string(offset) + ", +" + std::to_string(src.size()) +
-                         ") out of bounds (size " + std::to_string(buffer_size(id)) + ")");
+    return Status::internal("CUDA write_host: buffer " + std::to_string(id) + " range [" +
+                            std::to_string(offset) + ", +" + std::to_string(src.size()) +
+                            ") out of bounds (size " + std::to_string(buffer_size(id)) + ")");
   }
   // From pageable memory the copy is staged before the call returns, so the
   // caller may reuse `src` at once; stream order puts it before later kernels.
@@ -318,7 +321,7 @@ std::string unavailable_reason() {
 
 Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights,
                                                          const Options& options) {
-  if (!available()) return Status::error(unavailable_reason());
+  if (!available()) return Status::unavailable(unavailable_reason());
   MINFER_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceWeights> dw, DeviceWeights::get(weights));
   MINFER_ASSIGN_OR_RETURN(Stream stream, Stream::create());
   MINFER_ASSIGN_OR_RETURN(Event done, Event::create());

@@ -45,7 +45,7 @@ using graph::Node;
 using graph::Op;
 
 inline Status fail(const Node& n, const std::string& what) {
-  return Status::error("node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what);
+  return Status::internal("node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what);
 }
 
 template <typename M>

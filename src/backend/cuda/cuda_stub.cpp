@@ -12,7 +12,7 @@ std::string unavailable_reason() {
 }
 
 Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights&, const Options&) {
-  return Status::error(unavailable_reason());
+  return Status::unavailable(unavailable_reason());
 }
 
 }  // namespace minfer::cuda

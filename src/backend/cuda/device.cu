@@ -22,9 +22,12 @@ struct DeviceState {
 
 Status cuda_error(cudaError_t err, const char* what, const char* file, int line) {
   const char* base = std::strrchr(file, '/');
-  return Status::error(std::string("CUDA error ") + cudaGetErrorName(err) + " (" +
-                       cudaGetErrorString(err) + ") in " + what + " at " +
-                       (base != nullptr ? base + 1 : file) + ":" + std::to_string(line));
+  // Out of memory may pass with less (a smaller context); anything else is a bug or a device fault.
+  const StatusCode code =
+      err == cudaErrorMemoryAllocation ? StatusCode::kResourceExhausted : StatusCode::kInternal;
+  return Status::error(code, std::string("CUDA error ") + cudaGetErrorName(err) + " (" +
+                                 cudaGetErrorString(err) + ") in " + what + " at " +
+                                 (base != nullptr ? base + 1 : file) + ":" + std::to_string(line));
 }
 
 // Initialization of the process's device (a friend of Device).
@@ -36,9 +39,9 @@ struct DeviceInit {
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {
       (void)cudaGetLastError();  // clear the sticky-free error
-      return Status::error(err != cudaSuccess
-                               ? std::string("no CUDA device (") + cudaGetErrorString(err) + ")"
-                               : std::string("no CUDA device"));
+      return Status::unavailable(err != cudaSuccess ? std::string("no CUDA device (") +
+                                                          cudaGetErrorString(err) + ")"
+                                                    : std::string("no CUDA device"));
     }
     const int ordinal = options.cuda_device;
     if (ordinal >= count) {
@@ -60,14 +63,14 @@ struct DeviceInit {
     l.warp_size = prop.warpSize;
     l.total_memory = prop.totalGlobalMem;
     if (l.warp_size != 32) {
-      return Status::error("warp size " + std::to_string(l.warp_size) + " (kernels need 32)");
+      return Status::unavailable("warp size " + std::to_string(l.warp_size) + " (kernels need 32)");
     }
     // The kernels' needs: blocks of up to 512 threads (attention) and up to
     // 17 KiB of static shared memory per block (matmul tiles, attention).
     constexpr int kThreadsNeeded = 512;
     constexpr size_t kSharedNeeded = 32 * 1024;
     if (l.max_threads_per_block < kThreadsNeeded || l.shared_per_block < kSharedNeeded) {
-      return Status::error(
+      return Status::unavailable(
           "device limits below the kernels' needs: " + std::to_string(l.max_threads_per_block) +
           " threads per block (need " + std::to_string(kThreadsNeeded) + "), " +
           std::to_string(l.shared_per_block) + " bytes of shared memory (need " +
@@ -118,8 +121,8 @@ Result<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
   const cudaError_t err = cudaMalloc(&p, n);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return Status::error("cudaMalloc of " + std::to_string(bytes) +
-                         " bytes failed: " + cudaGetErrorString(err));
+    return Status::resource_exhausted("cudaMalloc of " + std::to_string(bytes) +
+                                      " bytes failed: " + cudaGetErrorString(err));
   }
   b.ptr_ = p;
   b.size_ = bytes;
@@ -150,8 +153,8 @@ Result<PinnedBuffer> PinnedBuffer::allocate(size_t bytes) {
   const cudaError_t err = cudaMallocHost(&p, n);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return Status::error("cudaMallocHost of " + std::to_string(bytes) +
-                         " bytes failed: " + cudaGetErrorString(err));
+    return Status::resource_exhausted("cudaMallocHost of " + std::to_string(bytes) +
+                                      " bytes failed: " + cudaGetErrorString(err));
   }
   b.ptr_ = p;
   b.size_ = bytes;

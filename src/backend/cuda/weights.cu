@@ -101,7 +101,7 @@ Result<Staging> make_staging(size_t total, std::string& reason) {
     auto buf = PinnedBuffer::allocate(s.chunk);
     if (!buf.is_ok()) {
       reason = buf.status().message();
-      return Status::error(reason);
+      return buf.status();
     }
     s.buffer[i] = std::move(buf.value());
     MINFER_ASSIGN_OR_RETURN(s.copied[i], Event::create());
@@ -226,13 +226,14 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
   placements.reserve(weights.all().size());
   for (const model::WeightView& v : weights.all()) {
     if (!has_decoder(v.type)) {
-      return Status::error("tensor '" + v.name + "' has type " +
-                           std::string(quant::type_traits(v.type).name) +
-                           ", which has no CUDA kernel");
+      return Status::unimplemented("tensor '" + v.name + "' has type " +
+                                   std::string(quant::type_traits(v.type).name) +
+                                   ", which has no CUDA kernel");
     }
     if (v.type != quant::TensorType::F32 && v.row_length() % 32 != 0) {
-      return Status::error("tensor '" + v.name + "' has rows of " + std::to_string(v.row_length()) +
-                           " elements, not a multiple of 32 (the CUDA kernels' chunk)");
+      return Status::unimplemented("tensor '" + v.name + "' has rows of " +
+                                   std::to_string(v.row_length()) +
+                                   " elements, not a multiple of 32 (the CUDA kernels' chunk)");
     }
     placements.push_back({&v, total});
     total += align_up(v.nbytes);
@@ -240,9 +241,10 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
   size_t free_b = 0, total_b = 0;
   MINFER_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   if (total + kHeadroom > free_b) {
-    return Status::error("out of device memory: the weights need " + std::to_string(total / kMiB) +
-                         " MiB (+" + std::to_string(kHeadroom / kMiB) + " MiB headroom), " +
-                         std::to_string(free_b / kMiB) + " MiB free");
+    return Status::resource_exhausted("out of device memory: the weights need " +
+                                      std::to_string(total / kMiB) + " MiB (+" +
+                                      std::to_string(kHeadroom / kMiB) + " MiB headroom), " +
+                                      std::to_string(free_b / kMiB) + " MiB free");
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto dw = std::make_shared<DeviceWeights>();
