@@ -62,14 +62,14 @@ Status ForwardRunner::start_backends() {
 }
 
 // Each layer's cache lives on the first backend that runs every node using
-// it in the decode graph (built after, and kept for good); every plan is
+// it in the decode graph (which is then planned and kept for good); every plan is
 // held to that placement.
 Status ForwardRunner::place_kv_cache(model::GraphParams decode_params) {
   const model::HParams& hp = model_.hparams();
   decode_params.backends = participants_;
-  MINFER_ASSIGN_OR_RETURN(graph::Graph g, model::build_graph(hp, model_.weights(), decode_params));
-  if (decode_params.fuse) graph::fuse(g, backends_, config_.options);
-  MINFER_ASSIGN_OR_RETURN(std::vector<int> where, graph::kv_placement(g, backends_, hp.n_layer));
+  MINFER_ASSIGN_OR_RETURN(CachedGraph c, build(decode_params));
+  MINFER_ASSIGN_OR_RETURN(std::vector<int> where,
+                          graph::kv_placement(c.graph, backends_, hp.n_layer));
   std::vector<backend::Backend*> owners;
   for (int& b : where) {
     if (b < 0) b = static_cast<int>(backends_.size()) - 1;  // a layer without attention
@@ -78,7 +78,9 @@ Status ForwardRunner::place_kv_cache(model::GraphParams decode_params) {
   constraints_.kv_backend = std::move(where);
   const KvCacheShape shape{hp.n_layer, config_.kv_rows, hp.n_head_kv, hp.head_dim};
   MINFER_ASSIGN_OR_RETURN(kv_, KvCache::create(owners, shape, config_.k_type, config_.v_type));
-  return prepare(decode_params).status();
+  MINFER_RETURN_IF_ERROR(plan(c));  // the same graph, now under the placement
+  decode_graph_ = std::move(c);
+  return Status::ok();
 }
 
 Result<std::optional<double>> ForwardRunner::device_bandwidth_gbs() {
@@ -104,6 +106,23 @@ Status ForwardRunner::check_weights(const model::GraphParams& params, const grap
   return Status::ok();
 }
 
+// The fused graph of `params`, its weights checked against the gate.
+Result<ForwardRunner::CachedGraph> ForwardRunner::build(const model::GraphParams& params) const {
+  CachedGraph c;
+  c.params = params;
+  MINFER_ASSIGN_OR_RETURN(c.graph, model::build_graph(model_.hparams(), model_.weights(), params));
+  MINFER_RETURN_IF_ERROR(check_weights(params, c.graph));
+  if (params.fuse) graph::fuse(c.graph, backends_, config_.options);
+  return c;
+}
+
+Status ForwardRunner::plan(CachedGraph& c) {
+  MINFER_ASSIGN_OR_RETURN(c.plan, graph::build_plan(c.graph, backends_, constraints_));
+  ++graph_builds_;
+  if (config_.options.graph_trace) log_info(graph::describe_plan(c.graph, c.plan, backends_));
+  return Status::ok();
+}
+
 Result<ForwardRunner::CachedGraph*> ForwardRunner::prepare(const model::GraphParams& params) {
   if (decode_graph_ && decode_graph_->params == params) return &*decode_graph_;
   for (auto it = cache_.begin(); it != cache_.end(); ++it) {
@@ -111,18 +130,8 @@ Result<ForwardRunner::CachedGraph*> ForwardRunner::prepare(const model::GraphPar
     cache_.splice(cache_.begin(), cache_, it);  // most recently used first
     return &cache_.front();
   }
-  CachedGraph c;
-  c.params = params;
-  MINFER_ASSIGN_OR_RETURN(c.graph, model::build_graph(model_.hparams(), model_.weights(), params));
-  MINFER_RETURN_IF_ERROR(check_weights(params, c.graph));
-  if (params.fuse) graph::fuse(c.graph, backends_, config_.options);
-  MINFER_ASSIGN_OR_RETURN(c.plan, graph::build_plan(c.graph, backends_, constraints_));
-  ++graph_builds_;
-  if (config_.options.graph_trace) log_info(graph::describe_plan(c.graph, c.plan, backends_));
-  if (!decode_graph_) {  // the first graph is the decode graph, kept for good
-    decode_graph_ = std::move(c);
-    return &*decode_graph_;
-  }
+  MINFER_ASSIGN_OR_RETURN(CachedGraph c, build(params));
+  MINFER_RETURN_IF_ERROR(plan(c));
   if (cache_.size() >= config_.cache_size && !cache_.empty()) {
     release(cache_.back());
     cache_.pop_back();

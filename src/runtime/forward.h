@@ -78,6 +78,8 @@ class ForwardRunner {
   Status start_backends();
   Status place_kv_cache(model::GraphParams decode_params);
   Status check_weights(const model::GraphParams& params, const graph::Graph& g) const;
+  Result<CachedGraph> build(const model::GraphParams& params) const;
+  Status plan(CachedGraph& c);
   Result<CachedGraph*> prepare(const model::GraphParams& params);
   void release(CachedGraph& c);
 
