@@ -27,6 +27,8 @@ rc=0
 grep -E "^\[  (PASSED|FAILED|SKIPPED)|max diff" "$out/backend.log"
 "$build/tests/minfer_model_test" --gtest_filter='*CudaForward*' > "$out/model.log" 2>&1 || rc=1
 grep -E "^\[  (PASSED|FAILED|SKIPPED)|gpu " "$out/model.log"
+"$build/tests/minfer_runtime_test" --gtest_filter='CudaEngine*' > "$out/runtime.log" 2>&1 || rc=1
+grep -E "^\[  (PASSED|FAILED|SKIPPED)" "$out/runtime.log"
 tok=()
 [ -n "$deps" ] && [ -d "$deps/qwen2-tokenizer" ] && tok=(--tokenizer-dir "$deps/qwen2-tokenizer")
 # The roofline divides by the GPU's measured copy bandwidth unless GPU_BANDWIDTH_GBS is set.

@@ -33,6 +33,7 @@ const Row kRows[] = {
     {{"MINFER_GEMV_F32", "1: GPU decode GEMVs on f32 activations instead of int8"}, &Options::gemv_f32},
     {{"MINFER_NO_PDL", "1: no programmatic dependent launch"}, &Options::no_pdl},
     {{"MINFER_NO_SPLIT_KV", "1: GPU decode attention without the split-KV kernel"}, &Options::no_split_kv},
+    {{"MINFER_BATCH_INVARIANT", "0: let the engine's kernels depend on the batch (1)"}, &Options::batch_invariant},
     {{"MINFER_CPU_SCALAR", "1: scalar CPU kernels"}, &Options::cpu_scalar},
     {{"MINFER_CPU_NO_AVX512", "1: AVX2 prefill GEMM instead of the AVX-512 VNNI one"}, &Options::cpu_no_avx512},
     {{"MINFER_NO_FUSE_GLU", "1: no SwiGLU/GeGLU fusion"}, &Options::no_fuse_glu},

@@ -39,8 +39,11 @@ struct Options {
   bool gemv_f32 = false;        // MINFER_GEMV_F32: GPU decode GEMVs on f32 activations
   bool no_pdl = false;          // MINFER_NO_PDL: no programmatic dependent launch
   bool no_split_kv = false;     // MINFER_NO_SPLIT_KV: no split-KV decode attention
-  bool cpu_scalar = false;      // MINFER_CPU_SCALAR: scalar CPU kernels
-  bool cpu_no_avx512 = false;   // MINFER_CPU_NO_AVX512: AVX2 prefill GEMM
+  // MINFER_BATCH_INVARIANT (on): the engine's batches compute every token
+  // with arithmetic that does not depend on the rest of the batch.
+  bool batch_invariant = true;
+  bool cpu_scalar = false;     // MINFER_CPU_SCALAR: scalar CPU kernels
+  bool cpu_no_avx512 = false;  // MINFER_CPU_NO_AVX512: AVX2 prefill GEMM
   // Fusions (each off for A/B comparisons).
   bool no_fuse_glu = false;       // MINFER_NO_FUSE_GLU
   bool no_fuse_qkv = false;       // MINFER_NO_FUSE_QKV

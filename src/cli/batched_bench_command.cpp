@@ -32,6 +32,7 @@ struct Case {
 
 struct Timing {
   double t_pp = 0, t_tg = 0, ttft_mean = 0;
+  double forward = 0;  // seconds in forward passes (the rest is the engine's host work)
   int64_t reused = 0;
 };
 
@@ -75,6 +76,7 @@ Result<Timing> run_case(runtime::Engine& e, const Case& c, bool shared, int64_t 
     if (static_cast<int64_t>(first_token.size()) == c.b && t.t_pp == 0) t.t_pp = since();
   }
   t.t_tg = since() - t.t_pp;
+  t.forward = e.stats().forward_seconds;
   for (const auto& [id, s] : first_token) t.ttft_mean += s / static_cast<double>(c.b);
   return t;
 }
@@ -91,13 +93,13 @@ Status print_json(const Case& c, const Timing& t, const runtime::EngineOptions& 
       "{\"n_kv_max\": %lld, \"n_batch\": %lld, \"is_pp_shared\": %d, "
       "\"n_threads\": %d, \"pp\": %lld, \"tg\": %lld, \"pl\": %lld, \"n_kv\": %lld, "
       "\"t_pp\": %.6f, \"speed_pp\": %.3f, \"t_tg\": %.6f, \"speed_tg\": %.3f, "
-      "\"t\": %.6f, \"speed\": %.3f, \"ttft\": %.6f, \"reused\": %lld}\n",
+      "\"t\": %.6f, \"speed\": %.3f, \"ttft\": %.6f, \"reused\": %lld, \"t_forward\": %.6f}\n",
       static_cast<long long>(o.n_ctx * o.n_slots), static_cast<long long>(o.max_batch),
       shared ? 1 : 0, o.n_threads, static_cast<long long>(c.pp), static_cast<long long>(c.tg),
       static_cast<long long>(c.b), static_cast<long long>(c.b * (c.pp + c.tg)), t.t_pp,
       t.t_pp > 0 ? pp_tokens / t.t_pp : 0.0, t.t_tg, t.t_tg > 0 ? tg_tokens / t.t_tg : 0.0, total,
       total > 0 ? (pp_tokens + tg_tokens + static_cast<double>(c.b)) / total : 0.0, t.ttft_mean,
-      static_cast<long long>(t.reused));
+      static_cast<long long>(t.reused), t.forward);
   return write_stdout(line);
 }
 
@@ -106,15 +108,15 @@ Status print_row(const Case& c, const Timing& t) {
   const double tg_tokens = static_cast<double>(c.b * (c.tg - 1));
   const double total = t.t_pp + t.t_tg;
   char line[256];
-  std::snprintf(line, sizeof(line),
-                "| %6lld | %6lld | %4lld | %6lld | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f | "
-                "%8.3f | %6lld |\n",
-                static_cast<long long>(c.pp), static_cast<long long>(c.tg),
-                static_cast<long long>(c.b), static_cast<long long>(c.b * (c.pp + c.tg)), t.t_pp,
-                t.t_pp > 0 ? pp_tokens / t.t_pp : 0.0, t.t_tg,
-                t.t_tg > 0 ? tg_tokens / t.t_tg : 0.0, total,
-                total > 0 ? (pp_tokens + tg_tokens + static_cast<double>(c.b)) / total : 0.0,
-                t.ttft_mean, static_cast<long long>(t.reused));
+  std::snprintf(
+      line, sizeof(line),
+      "| %6lld | %6lld | %4lld | %6lld | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f | "
+      "%8.3f | %6lld | %5.1f |\n",
+      static_cast<long long>(c.pp), static_cast<long long>(c.tg), static_cast<long long>(c.b),
+      static_cast<long long>(c.b * (c.pp + c.tg)), t.t_pp, t.t_pp > 0 ? pp_tokens / t.t_pp : 0.0,
+      t.t_tg, t.t_tg > 0 ? tg_tokens / t.t_tg : 0.0, total,
+      total > 0 ? (pp_tokens + tg_tokens + static_cast<double>(c.b)) / total : 0.0, t.ttft_mean,
+      static_cast<long long>(t.reused), total > 0 ? 100.0 * t.forward / total : 0.0);
   return write_stdout(line);
 }
 
@@ -144,8 +146,8 @@ Status run(const ArgParser& p) {
   if (!json)
     MINFER_RETURN_IF_ERROR(write_stdout(
         "|     PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s "
-        "|    S t/s |   TTFT s | reused |\n|--------|--------|------|--------|----------|---------"
-        "-|----------|----------|----------|----------|----------|--------|\n"));
+        "|    S t/s |   TTFT s | reused | fwd % |\n|--------|--------|------|--------|----------|"
+        "----------|----------|----------|----------|----------|----------|--------|-------|\n"));
   for (const Case& c : all) {
     runtime::EngineOptions o;
     o.n_slots = c.b;
@@ -165,6 +167,9 @@ Status run(const ArgParser& p) {
     MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, o));
     MINFER_ASSIGN_OR_RETURN(Timing t, run_case(*engine, c, shared, model->hparams().n_vocab));
     MINFER_RETURN_IF_ERROR(json ? print_json(c, t, o, shared) : print_row(c, t));
+    if (!engine->op_profile().empty()) {
+      std::fprintf(stderr, "%s", engine->op_profile().table().c_str());
+    }
   }
   return Status::ok();
 }
@@ -179,7 +184,9 @@ int run_batched_bench(std::span<const std::string_view> args) {
   p.option("-npl,--n-parallel", "LIST", "sequences decoded together (1,2,4)");
   p.option("--page-size", "N", "cells per KV page (16)");
   p.flag("-pps,--prompt-shared", "every sequence has the same prompt, already cached");
-  p.flag("--json", "one JSON object per case (llama-batched-bench's jsonl names)");
+  p.flag("--json",
+         "one JSON object per case (llama-batched-bench's jsonl names; t_forward: seconds in "
+         "forward passes, the fwd % column)");
   return parse_and_run(p, "batched-bench", args, run);
 }
 

@@ -55,8 +55,13 @@ int fuse_ffn(Graph& g, std::span<backend::Backend* const> backends, const std::v
     Node candidate = n;
     candidate.op = Op::kFusedFFN;
     candidate.inputs = {x};
-    candidate.meta =
-        FusedFfnMeta{mg->weight, mu->weight, n.op == Op::kGeGLU, mg->in_dim, mg->out_dim, {}};
+    candidate.meta = FusedFfnMeta{mg->weight,
+                                  mu->weight,
+                                  n.op == Op::kGeGLU,
+                                  mg->in_dim,
+                                  mg->out_dim,
+                                  {},
+                                  mg->batch_invariant && mu->batch_invariant};
     if (!b->supports_op(candidate)) continue;
     n = std::move(candidate);
     ++fused;

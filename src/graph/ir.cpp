@@ -50,6 +50,7 @@ const OpTraits& op_traits(Op op) {
       /* kFusedQkvNorm */ {"fused_qkv_norm", false, true,  true},
       /* kFusedFFN     */ {"fused_ffn",      false, false, false},
       /* kMatMulAdd    */ {"mul_mat_add",    false, false, false},
+      /* kArgMax       */ {"argmax",         false, false, false},
   };
   // clang-format on
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));

@@ -48,6 +48,7 @@ enum class Op : uint8_t {
   kFusedQkvNorm,  // decode: as kFusedQKV with per-head q/k RMSNorm before RoPE
   kFusedFFN,      // decode: gate and up matmuls + SwiGLU/GeGLU
   kMatMulAdd,     // y = x W^T (+ bias) + r: a matmul fused with the residual add after it
+  kArgMax,        // i32 [1, rows]: each row's first largest element (NaN never; -1: all -inf)
   kCount,
 };
 
@@ -106,11 +107,16 @@ struct RmsNormMeta {
   int64_t group = 0;  // 0: normalize whole rows; else normalize each chunk of `group` elements
 };
 
+// batch_invariant (here, in FusedFfnMeta and AttentionMeta): each token's
+// result must not depend on the other tokens of the batch or their number,
+// bit for bit (GraphParams::batch_invariant; a backend picks its kernels
+// accordingly).
 struct MatMulMeta {
   std::string weight;  // [in_dim, out_dim] in GGUF order
   std::string bias;    // optional [out_dim]
   quant::TensorType weight_type = quant::TensorType::F32;
   int64_t in_dim = 0, out_dim = 0;
+  bool batch_invariant = false;
 };
 
 struct ScaleMeta {
@@ -156,6 +162,7 @@ struct AttentionMeta {
   // page_table[s][j / page_size] * page_size + j % page_size.
   int64_t page_size = 0;
   int64_t max_pages = 0;  // page-table row length
+  bool batch_invariant = false;
 };
 
 // An RMSNorm of a fused node's input folded into the node (the fusion pass's
@@ -192,11 +199,17 @@ struct FusedFfnMeta {
   bool gelu = false;
   int64_t in_dim = 0, n_ff = 0;
   InputNorm in_norm;
+  bool batch_invariant = false;
+};
+
+// ArgMax over rows of row_len floats (the input's ne[0]).
+struct ArgMaxMeta {
+  int64_t row_len = 0;
 };
 
 using NodeMeta =
     std::variant<std::monostate, InputMeta, GetRowsMeta, RmsNormMeta, MatMulMeta, ScaleMeta,
-                 RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta, FusedFfnMeta>;
+                 RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta, FusedFfnMeta, ArgMaxMeta>;
 
 struct Node {
   Op op = Op::kInput;

@@ -26,6 +26,13 @@ struct GraphParams {
   int64_t page_size = 0;
   int64_t n_slots = 0;    // page-table rows (sequences the engine may hold)
   int64_t max_pages = 0;  // pages per sequence
+  // Every token computed independently of the rest of the batch, bit for
+  // bit (the engine, Options::batch_invariant): into MatMulMeta/AttentionMeta.
+  bool batch_invariant = false;
+  // The graph's output is each output row's greedy token (kArgMax, i32
+  // [n_outputs]) instead of its logits: a few bytes to read back, not
+  // n_outputs * n_vocab floats.
+  bool argmax = false;
 
   bool operator==(const GraphParams&) const = default;
 };

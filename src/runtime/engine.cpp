@@ -1,6 +1,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 namespace minfer::runtime {
@@ -77,6 +78,7 @@ model::GraphParams Engine::graph_params(int64_t n_tokens, int64_t n_outputs) con
   p.page_size = options_.page_size;
   p.n_slots = options_.n_slots;
   p.max_pages = max_pages_;
+  p.batch_invariant = options_.options.batch_invariant;
   return p;
 }
 
@@ -201,25 +203,48 @@ Result<std::vector<SequenceEvent>> Engine::step() {
   in.page_table = page_table_;
   in.output_rows = b.output_rows;
   const auto n_tokens = static_cast<int64_t>(b.tokens.size());
-  MINFER_ASSIGN_OR_RETURN(
-      std::span<const float> logits,
-      runner_->run(graph_params(n_tokens, static_cast<int64_t>(b.output_rows.size())), in));
+  const model::GraphParams p = graph_params(n_tokens, static_cast<int64_t>(b.output_rows.size()));
+  // Every wanted row greedy: only the tokens come back from the device.
+  const bool argmax = std::all_of(b.output.begin(), b.output.end(),
+                                  [](const Sequence* s) { return s->sampler.is_argmax(); });
+  std::span<const float> logits;
+  std::span<const int32_t> ids;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (argmax) {
+    MINFER_ASSIGN_OR_RETURN(ids, runner_->run_argmax(p, in));
+  } else {
+    MINFER_ASSIGN_OR_RETURN(logits, runner_->run(p, in));
+  }
+  totals_.forward_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++totals_.steps;
+  totals_.argmax_steps += argmax;
   for (Sequence* s : b.owner) ++s->computed;
   totals_.prompt_tokens += b.prompt_tokens;
-  if (!no_output) MINFER_RETURN_IF_ERROR(sample(b, logits, events));
+  if (!no_output) MINFER_RETURN_IF_ERROR(sample(b, logits, ids, events));
   std::erase_if(running_, [](const auto& s) { return s->finished != FinishReason::kNone; });
   return events;
 }
 
-Status Engine::sample(const Batch& b, std::span<const float> logits,
+// Draws each output row's token: ids[r] when the step computed the greedy
+// tokens on the device, else from the logits.
+Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<const int32_t> ids,
                       std::vector<SequenceEvent>& events) {
   const auto n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
   const tokenizer::Tokenizer& tok = model_.tokenizer();
   for (size_t r = 0; r < b.output.size(); ++r) {
     Sequence& s = *b.output[r];
     s.pages.publish_full(*pool_, s.tokens);  // whole pages now computed can serve later prompts
-    MINFER_ASSIGN_OR_RETURN(int32_t next, s.sampler.sample(logits.subspan(r * n_vocab, n_vocab)));
+    int32_t next = -1;
+    if (!ids.empty()) {
+      next = ids[r];
+      if (next < 0 || next >= static_cast<int32_t>(n_vocab)) {
+        return Status::internal("sampler: every logit of sequence " + std::to_string(s.id) +
+                                " is -inf or NaN");
+      }
+    } else {
+      MINFER_ASSIGN_OR_RETURN(next, s.sampler.sample(logits.subspan(r * n_vocab, n_vocab)));
+    }
     s.sampler.accept(next);
     if (tok.is_eog(next)) {
       finish(s, FinishReason::kStop, events);
@@ -272,6 +297,10 @@ void Engine::cancel(SequenceId id) {
     }
   }
   std::erase_if(running_, [](const auto& s) { return s->finished != FinishReason::kNone; });
+}
+
+const graph::OpProfile& Engine::op_profile() const {
+  return runner_->op_profile();
 }
 
 EngineStats Engine::stats() const {

@@ -84,6 +84,10 @@ struct EngineStats {
   int64_t waiting = 0, running = 0;
   int64_t steps = 0;
   int64_t prompt_tokens = 0, reused_tokens = 0, generated_tokens = 0;
+  // Steps whose every wanted row was greedy took only the tokens back from
+  // the device (GraphParams::argmax); the others took the logits.
+  int64_t argmax_steps = 0;
+  double forward_seconds = 0;  // in the forward passes (the rest of step() is host work)
   PagePoolStats pool;
 };
 
@@ -97,6 +101,8 @@ class Engine {
   Result<std::vector<SequenceEvent>> step();
   // Ends a waiting or running sequence; its event comes with the next step.
   void cancel(SequenceId id);
+  // Per-op times of every step so far (Options::op_profile; empty otherwise).
+  const graph::OpProfile& op_profile() const;
   bool idle() const { return waiting_.empty() && running_.empty(); }
   EngineStats stats() const;
   const model::Model& model() const { return model_; }
@@ -109,7 +115,7 @@ class Engine {
   model::GraphParams graph_params(int64_t n_tokens, int64_t n_outputs) const;
   void admit();
   Status build_batch(Batch& batch);
-  Status sample(const Batch& batch, std::span<const float> logits,
+  Status sample(const Batch& batch, std::span<const float> logits, std::span<const int32_t> ids,
                 std::vector<SequenceEvent>& events);
   void finish(Sequence& s, FinishReason reason, std::vector<SequenceEvent>& events);
   int64_t pages_for(const Sequence& s) const;

@@ -1,5 +1,6 @@
 #include "runtime/forward.h"
 
+#include <cstring>
 #include <string>
 
 #include "backend/registry.h"
@@ -151,6 +152,15 @@ Result<std::span<const float>> ForwardRunner::run(model::GraphParams params,
                                         config_.options.op_profile ? &profile_ : nullptr,
                                         config_.options.trace_dir));
   return std::span<const float>(logits_);
+}
+
+Result<std::span<const int32_t>> ForwardRunner::run_argmax(model::GraphParams params,
+                                                           const graph::ForwardInputs& inputs) {
+  params.argmax = true;
+  MINFER_ASSIGN_OR_RETURN(std::span<const float> out, run(params, inputs));
+  ids_.resize(out.size());
+  std::memcpy(ids_.data(), out.data(), out.size_bytes());  // the i32 output's bytes
+  return std::span<const int32_t>(ids_);
 }
 
 }  // namespace minfer::runtime

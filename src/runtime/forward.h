@@ -59,6 +59,11 @@ class ForwardRunner {
 
   // `params.backends` is overwritten with the set that takes part.
   Result<std::span<const float>> run(model::GraphParams params, const graph::ForwardInputs& inputs);
+  // The same with GraphParams::argmax: each output row's greedy token (the
+  // first largest logit; -1 when all are -inf or NaN), valid until the next
+  // run. Only n_outputs ints come back from the device.
+  Result<std::span<const int32_t>> run_argmax(model::GraphParams params,
+                                              const graph::ForwardInputs& inputs);
 
   bool gpu() const { return gpu_; }
   int64_t graph_builds() const { return graph_builds_; }
@@ -95,6 +100,7 @@ class ForwardRunner {
   std::list<CachedGraph> cache_;  // most recently used first
   int64_t graph_builds_ = 0;
   std::vector<float> logits_;
+  std::vector<int32_t> ids_;
   graph::OpProfile profile_;
 };
 

@@ -94,6 +94,14 @@ class Sampler {
 
   const SamplerParams& params() const { return params_; }
 
+  // True when sample() is the argmax of the logits, the first largest one
+  // (greedy with no repetition penalty): a caller may compute that where
+  // the logits are (graph::Op::kArgMax) and skip sample().
+  bool is_argmax() const {
+    return params_.temperature <= 0.0f &&
+           (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0);
+  }
+
  private:
   struct Candidate {
     float logit;

@@ -1,6 +1,7 @@
-// The CUDA backend's one-token GEMVs on int8 activations (gemv_q8.cu), for
-// every type they take (Q4_0, Q8_0, Q4_K, Q6_K), through MatMul, MatMulAdd
-// and FusedFFN nodes, with and without the folded input RMSNorm.
+// The CUDA backend's GEMVs on int8 activations (gemv_q8.cu), for every type
+// they take (Q4_0, Q8_0, Q4_K, Q6_K), through MatMul, MatMulAdd and FusedFFN
+// nodes, with and without the folded input RMSNorm; one token, and batches
+// whose every token must equal its own one-token run bit for bit.
 //
 // Two checks per output:
 //   - against a host emulation of the int8 path: x quantized per 32 values
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "backend/backend_testutil.h"
 #include "backend/cuda_testutil.h"
@@ -258,6 +260,102 @@ TEST(cuda_GemvQ8, InputNormOnTheF32Path) {
   }
   std::printf("  ffn f32 with input norm: max diff %.2e\n", diff);
   EXPECT_LT(diff, 1e-3 * std::sqrt(double(in)));
+}
+
+// A batch of n tokens through a batch-invariant node: each token's outputs
+// equal, bit for bit, that token run alone; and the batch is right (the
+// emulation bound of the one-token test, on every token's rows). Batch sizes
+// cross every tokens-per-block choice (1, 2, 4, 8, partial groups) and the
+// tensor-core size (130), and the shapes cross the rows-per-warp choice
+// (16500 rows) and the shared-memory caps (in 4864 and 18944).
+TEST(cuda_GemvQ8, TokensAreBatchInvariant) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  GemvF32Off q8_on;
+  struct Shape {
+    int64_t in, out;
+  };
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+    const bool k_quant = quant::type_traits(type).block_size == 256;
+    for (const Shape& sh :
+         {Shape{896, 160}, Shape{1024, 16500}, Shape{4864, 96}, Shape{18944, 40}}) {
+      if (k_quant && sh.in % 256 != 0) continue;
+      model::Weights weights;
+      add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 71));
+      add_weight(weights, "gate", type, sh.out, sh.in, random_floats(sh.in * sh.out, 72));
+      const auto norm_w = random_floats(sh.in, 73);
+      add_weight(weights, "norm", TensorType::F32, 1, sh.in, norm_w);
+      auto gpu = create_backend(weights, env_options());
+      ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+      const std::vector<float> w = dequantized(weights, "w");
+      for (int kind = 0; kind < 3; ++kind) {  // MatMul, MatMulAdd, FusedFFN with input norm
+        const auto node = [&](int64_t n_tokens) {
+          Node n;
+          n.name = "test.invariant";
+          n.shape.ne = {sh.out, n_tokens};
+          n.inputs = kind == 1 ? std::vector<graph::NodeId>{0, 1} : std::vector<graph::NodeId>{0};
+          if (kind == 2) {
+            n.op = Op::kFusedFFN;
+            graph::FusedFfnMeta m{"gate", "w", false, sh.in, sh.out, {}};
+            m.in_norm = graph::InputNorm{true, "norm", 1e-6f};
+            m.batch_invariant = true;
+            n.meta = m;
+          } else {
+            n.op = kind == 1 ? Op::kMatMulAdd : Op::kMatMul;
+            n.meta = graph::MatMulMeta{"w", "", type, sh.in, sh.out, true};
+          }
+          return n;
+        };
+        const int64_t max_tokens = sh.out > 10000 ? 13 : 130;
+        const auto x = random_floats(sh.in * max_tokens, 74, 1.0f / std::sqrt(float(sh.in)));
+        const auto res = random_floats(sh.out * max_tokens, 75);
+        const auto rows_of = [&](const std::vector<float>& v, int64_t width, int64_t first,
+                                 int64_t n) {
+          return std::vector<float>(v.begin() + first * width, v.begin() + (first + n) * width);
+        };
+        const auto run = [&](int64_t first, int64_t n) {
+          const Node nd = node(n);
+          EXPECT_TRUE((*gpu)->supports_op(nd));
+          std::vector<std::vector<std::byte>> in = {bytes_of(rows_of(x, sh.in, first, n))};
+          if (kind == 1) in.push_back(bytes_of(rows_of(res, sh.out, first, n)));
+          return run_node(**gpu, nd, in);
+        };
+        std::vector<std::vector<float>> alone;
+        for (int64_t t = 0; t < max_tokens; ++t) {
+          auto one = run(t, 1);
+          ASSERT_TRUE(one.is_ok()) << one.message();
+          alone.push_back(*one);
+        }
+        for (int64_t n : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{8}, int64_t{13}, int64_t{64},
+                          int64_t{130}}) {
+          if (n > max_tokens) continue;
+          auto got = run(max_tokens - n, n);  // the batch's last n tokens
+          ASSERT_TRUE(got.is_ok()) << got.message();
+          int64_t differing = 0;
+          for (int64_t t = 0; t < n; ++t) {
+            const auto& a = alone[static_cast<size_t>(max_tokens - n + t)];
+            differing += std::memcmp(a.data(), got->data() + t * sh.out, a.size() * 4) != 0;
+          }
+          EXPECT_EQ(differing, 0) << quant::type_name(type) << " in " << sh.in << " kind " << kind
+                                  << ": " << differing << " of " << n << " tokens differ";
+        }
+        if (kind != 0) continue;
+        double worst = 0;  // the batch's values: every token within the emulation tolerance
+        for (int64_t t = 0; t < max_tokens; t += 7) {
+          const std::vector<float> xt = rows_of(x, sh.in, t, 1);
+          const Quantized q = quantize_like_gpu(xt);
+          for (int64_t r = 0; r < sh.out; r += 3) {
+            const Expect e = expect_row(w, sh.in, r, xt, q);
+            worst = std::max(worst, std::fabs(alone[static_cast<size_t>(t)][r] - e.emulated) /
+                                        (1e-5 * e.scale + 1e-6));
+          }
+        }
+        std::printf("  q8 batch %-5s in %5lld out %5lld: emulation %.2f\n",
+                    std::string(quant::type_name(type)).c_str(), static_cast<long long>(sh.in),
+                    static_cast<long long>(sh.out), worst);
+        EXPECT_LE(worst, 1.0) << quant::type_name(type) << " in " << sh.in;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -75,6 +75,15 @@ TEST(Options, TextValuesAreKept) {
   EXPECT_EQ(o->cache_type, "q8_0");
 }
 
+TEST(Options, BatchInvarianceIsOnUnlessSwitchedOff) {
+  auto on = parse({});
+  ASSERT_TRUE(on.is_ok()) << on.message();
+  EXPECT_TRUE(on->batch_invariant);
+  auto off = parse({{"MINFER_BATCH_INVARIANT", "0"}});
+  ASSERT_TRUE(off.is_ok()) << off.message();
+  EXPECT_FALSE(off->batch_invariant);
+}
+
 TEST(Options, EveryVariableIsListedOnceWithHelp) {
   std::set<std::string> names;
   for (const OptionVariable& v : option_variables()) {
@@ -82,7 +91,7 @@ TEST(Options, EveryVariableIsListedOnceWithHelp) {
     EXPECT_FALSE(v.help.empty()) << v.name;
     EXPECT_TRUE(names.insert(std::string(v.name)).second) << "listed twice: " << v.name;
   }
-  EXPECT_EQ(names.size(), 20u);
+  EXPECT_EQ(names.size(), 21u);
   // Each listed variable is read: setting it to junk is an error or is kept.
   for (const std::string& name : names) {
     auto r = parse({{name, "junk"}});

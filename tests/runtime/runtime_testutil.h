@@ -1,5 +1,5 @@
 // Helpers for the runtime tests: tiny synthetic models, written once per test
-// binary (seed 5, Q8_0 unless asked otherwise) into a per-process directory
+// binary (seed 5 and Q8_0 unless asked otherwise) into a per-process directory
 // removed at exit, and kept loaded for the whole run.
 #pragma once
 
@@ -11,13 +11,26 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "model/synth.h"
 
 namespace minfer::runtime::testing {
 
-inline const model::Model& tiny_model(const std::string& shape, uint64_t seed = 5) {
+// n token ids in [3, 253) from a small LCG: a prompt for a tiny model.
+inline std::vector<int32_t> prompt_tokens(int n, int32_t seed) {
+  std::vector<int32_t> p;
+  uint32_t x = static_cast<uint32_t>(seed) * 2654435761u + 1;
+  for (int i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    p.push_back(static_cast<int32_t>(3 + (x >> 8) % 250));
+  }
+  return p;
+}
+
+inline const model::Model& tiny_model(const std::string& shape, uint64_t seed = 5,
+                                      const std::string& quant = "Q8_0") {
   namespace fs = std::filesystem;
   struct Cache {
     fs::path dir = fs::temp_directory_path() / ("minfer_runtime_test_" + std::to_string(getpid()));
@@ -29,12 +42,12 @@ inline const model::Model& tiny_model(const std::string& shape, uint64_t seed = 
     }
   };
   static Cache cache;
-  const std::string key = shape + "-" + std::to_string(seed);
+  const std::string key = shape + "-" + std::to_string(seed) + "-" + quant;
   if (auto it = cache.models.find(key); it != cache.models.end()) return *it->second;
   fs::create_directories(cache.dir);
   model::SynthOptions o;
   o.shape = shape;
-  o.quant = "Q8_0";
+  o.quant = quant;
   o.seed = seed;
   o.output_path = (cache.dir / (key + ".gguf")).string();
   o.n_threads = 2;

@@ -40,6 +40,11 @@ bool no_kernel(const Node&, const model::Weights&) {
 bool input_node(const Node& n, const model::Weights&) {
   return n.dtype == DType::kI32;
 }
+bool argmax_ok(const Node& n, const model::Weights&) {
+  const auto* m = std::get_if<graph::ArgMaxMeta>(&n.meta);
+  return m != nullptr && m->row_len > 0 && n.dtype == DType::kI32 && n.shape.ne[0] == 1 &&
+         n.inputs.size() == 1;
+}
 
 bool f32_weight(const model::Weights& w, const std::string& name) {
   if (name.empty()) return true;
@@ -98,6 +103,7 @@ const OpEntry& entry(Op op) {
       /* kFusedQkvNorm */ {no_kernel, nullptr},
       /* kFusedFFN     */ {no_kernel, nullptr},
       /* kMatMulAdd    */ {no_kernel, nullptr},
+      /* kArgMax       */ {argmax_ok, &CpuBackend::run_argmax},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];

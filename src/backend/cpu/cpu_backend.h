@@ -68,6 +68,7 @@ class CpuBackend final : public backend::Backend {
   Status run_attention(const Call& c);
   Status paged_view(const Call& c, const graph::AttentionMeta& m, AttentionShape& shape) const;
   Status run_elementwise(const Call& c);
+  Status run_argmax(const Call& c);
 
  private:
   struct Buffer {

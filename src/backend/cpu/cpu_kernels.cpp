@@ -2,6 +2,8 @@
 // the row-wise kernels of backend/cpu/{matmul,ops}.h.
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <string>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/matmul.h"
@@ -90,7 +92,7 @@ Status CpuBackend::run_matmul(const Call& c) {
     staging_.resize(static_cast<size_t>(n_tokens * m->out_dim));
     y = staging_.data();
   }
-  Status s = matmul(mw, f32(c.in[0]), n_tokens, y, pool_, scratch_);
+  Status s = matmul(mw, f32(c.in[0]), n_tokens, y, pool_, scratch_, MatmulMode{m->batch_invariant});
   if (!s) return fail(c.node, s.message());
   if (!m->bias.empty()) {
     const model::WeightView* b = weights_.find(m->bias);
@@ -308,6 +310,32 @@ Status CpuBackend::run_elementwise(const Call& c) {
       break;
     default:
       return fail(c.node, "not an elementwise op");
+  }
+  return Status::ok();
+}
+
+// Each row's first largest element; NaN never wins, -1 when every element is
+// -inf or NaN (the greedy sampler's choice, runtime/sampler.h).
+Status CpuBackend::run_argmax(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::ArgMaxMeta* m, meta<graph::ArgMaxMeta>(c.node));
+  const int64_t rows = c.node.shape.ne[1], width = m->row_len;
+  if (c.in_bytes[0] < static_cast<size_t>(rows * width) * sizeof(float)) {
+    return fail(c.node, "input holds fewer than " + std::to_string(rows) + " rows of " +
+                            std::to_string(width));
+  }
+  const float* x = f32(c.in[0]);
+  auto* out = static_cast<int32_t*>(c.out);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * width;
+    float best = -std::numeric_limits<float>::infinity();
+    int32_t id = -1;
+    for (int64_t i = 0; i < width; ++i) {
+      if (row[i] > best) {
+        best = row[i];
+        id = static_cast<int32_t>(i);
+      }
+    }
+    out[r] = id;
   }
   return Status::ok();
 }

@@ -90,12 +90,12 @@ Status convert_activations(quant::TensorType type, const float* x, int64_t n_tok
 }  // namespace
 
 Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-              std::vector<uint8_t>& scratch) {
-  return matmul(w, x, n_tokens, y, pool, scratch, active_isa());
+              std::vector<uint8_t>& scratch, MatmulMode mode) {
+  return matmul(w, x, n_tokens, y, pool, scratch, active_isa(), mode);
 }
 
 Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-              std::vector<uint8_t>& scratch, Isa isa) {
+              std::vector<uint8_t>& scratch, Isa isa, MatmulMode mode) {
   MINFER_ASSIGN_OR_RETURN(const size_t w_stride, validate(w, x, n_tokens, y));
   if (w.rows == 0 || n_tokens == 0) return Status::ok();
   MINFER_ASSIGN_OR_RETURN(const quant::TensorType xt, vec_dot_type(w.type));
@@ -103,8 +103,9 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   // Batches of Q4_0/Q5_0/Q8_0 on AVX-512 VNNI CPUs (matmul_gemm_vnni.h); the
   // gather indices of its repack need 16 row strides to fit in an int32.
-  if (isa == Isa::kAvx2 && n_tokens >= kVnniMinTokens && vnni_gemm_type(w.type) &&
-      vnni_gemm_available() && w_stride <= static_cast<size_t>(INT_MAX / 16)) {
+  if (!mode.batch_invariant && isa == Isa::kAvx2 && n_tokens >= kVnniMinTokens &&
+      vnni_gemm_type(w.type) && vnni_gemm_available() &&
+      w_stride <= static_cast<size_t>(INT_MAX / 16)) {
     // Q8_0 activations go to the kernel's own layout; Q8_K rows are used as they are.
     const bool q8_0 = xt == quant::TensorType::Q8_0;
     MINFER_RETURN_IF_ERROR(convert_activations(xt, x, n_tokens, w.row_len, x_bytes, pool, scratch,
@@ -133,7 +134,9 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
   const DotFn dot_fn = dot_kernel(w.type, isa);
   // The tiled kernels where the type has one (matmul_gemm.h), else one
   // dot_fn call per output.
-  const GemmKernel gemm = isa == Isa::kAvx2 ? gemm_kernel(w.type, n_tokens) : nullptr;
+  // Batch-invariant: the kernel of a two-token batch for every size.
+  const int64_t kernel_tokens = mode.batch_invariant ? std::max<int64_t>(n_tokens, 2) : n_tokens;
+  const GemmKernel gemm = isa == Isa::kAvx2 ? gemm_kernel(w.type, kernel_tokens) : nullptr;
   const GemmProblem gp{wdata, w_stride, xq, static_cast<size_t>(x_bytes), w.row_len, y, w.rows};
   // Tasks are (row block, token block) pairs, row-block major, so a decode
   // step splits over rows and a long prompt over tokens as well.

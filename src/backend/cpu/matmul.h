@@ -46,13 +46,22 @@ struct MatmulWeight {
   size_t row_stride = 0;  // bytes between consecutive rows; 0 = packed
 };
 
+// How a matmul may pick its kernels. batch_invariant: each token's outputs
+// must not depend on n_tokens or the other rows, bit for bit (the engine's
+// batches, graph::MatMulMeta::batch_invariant): every batch size then takes
+// the tiled kernel a batch of two would (no VNNI GEMM, no one-token
+// special case), or the per-row kernels where the type has no tiled one.
+struct MatmulMode {
+  bool batch_invariant = false;
+};
+
 // Kernels of active_isa().
 Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-              std::vector<uint8_t>& scratch);
+              std::vector<uint8_t>& scratch, MatmulMode mode = {});
 
 // The same with the kernels of an explicit ISA (for A/B comparisons and tests);
 // an ISA the CPU lacks falls back to scalar.
 Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-              std::vector<uint8_t>& scratch, Isa isa);
+              std::vector<uint8_t>& scratch, Isa isa, MatmulMode mode = {});
 
 }  // namespace minfer::cpu

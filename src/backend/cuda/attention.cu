@@ -2,7 +2,8 @@
 //
 // Per-(token, head) kernel, for batches of fewer than kFlashMinTokens tokens
 // (decode): one block per (query token, head), of 16 warps when there are few
-// (token, head) pairs (long key ranges, few blocks), else 4. Warp w takes keys
+// (token, head) pairs (long key ranges, few blocks) or the batch must be
+// batch-invariant, else 4. Warp w takes keys
 // j_begin + w, j_begin + w + kWarps, ...; its lanes hold head_dim / 32 dims
 // each of the query, of the running output and of every key/value row they
 // read (coalesced rows). Each warp keeps its own online softmax (running max
@@ -11,7 +12,8 @@
 //
 // Split-KV (cluster) kernel, for the same batches when their (token, head)
 // pairs would leave SMs idle and the cache holds at least kSplitMinCtx rows
-// (sm_90, unless MINFER_NO_SPLIT_KV=1): a thread block cluster of n_split
+// (sm_90, unless MINFER_NO_SPLIT_KV=1 or the batch must be batch-invariant):
+// a thread block cluster of n_split
 // (2..8, fixed on the host from the SM count and the pair count) blocks of 8
 // warps per pair; block r walks the r-th of n_split equal chunks of the pair's
 // key range (known only on the device; chunks may be empty) as above, and
@@ -354,7 +356,8 @@ const DecodeDevice& decode_device() {
 int64_t decode_split(const AttentionArgs& a) {
   const DecodeDevice& dev = decode_device();
   const int64_t pairs = a.n_tokens * a.n_head;
-  if (dev.cc_major < 9 || a.n_ctx < kSplitMinCtx || pairs >= dev.sms || !a.split_kv) {
+  if (dev.cc_major < 9 || a.n_ctx < kSplitMinCtx || pairs >= dev.sms || !a.split_kv ||
+      a.batch_invariant) {
     return 1;
   }
   const int64_t n = (2 * dev.sms + pairs - 1) / pairs;
@@ -391,7 +394,7 @@ cudaError_t launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
     return cudaSuccess;
   }
   const dim3 grid(static_cast<unsigned>(a.n_tokens * a.n_head));
-  if (a.n_tokens * a.n_head < kFewBlocks) {
+  if (a.n_tokens * a.n_head < kFewBlocks || a.batch_invariant) {  // one shape for every batch
     return launch_pdl(attention_kernel<kDpl, KT, VT, kManyWarps>, grid, dim3(kManyWarps * 32), 0,
                       stream, a);
   }
@@ -723,7 +726,7 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   const bool q8 = a.k_type == TensorType::Q8_0 || a.v_type == TensorType::Q8_0;
   if (q8 && a.head_dim % kKvQ8Elems != 0) return cudaErrorInvalidValue;
   if (a.n_tokens <= 0) return cudaSuccess;
-  if (a.n_tokens >= kFlashMinTokens && a.page_table == nullptr) {
+  if (a.n_tokens >= kFlashMinTokens && a.page_table == nullptr && !a.batch_invariant) {
     cudaError_t e = cudaErrorInvalidValue;
     switch (a.head_dim) {
       case 32:

@@ -49,6 +49,7 @@ const OpEntry& entry(Op op) {
       /* kFusedQkvNorm */ {fused_qkv_ok, &CudaBackend::run_fused_qkv},
       /* kFusedFFN     */ {fused_ffn_ok, &CudaBackend::run_fused_ffn},
       /* kMatMulAdd    */ {matmul_add_ok, &CudaBackend::run_matmul},
+      /* kArgMax       */ {argmax_ok, &CudaBackend::run_argmax},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];

@@ -10,10 +10,13 @@
 //     of 32, out of device memory), creation fails with the reason and the
 //     caller runs without CUDA. has_weight() is then true for every weight.
 //   - supports_op() says yes to every op the model builders emit, with f32
-//     activations (no activation quantization: DESIGN.md §3.7), when the
-//     node's weights and shapes fit the kernels; supports_fused() claims
-//     SwiGLU, GeGLU and the decode fusions FusedQKV, FusedQkvNorm, FusedFFN
-//     and MatMulAdd (taken for one token, or up to four for FFN/MatMulAdd).
+//     activations between nodes, when the node's weights and shapes fit the
+//     kernels; supports_fused() claims SwiGLU, GeGLU and the decode fusions
+//     FusedQKV, FusedQkvNorm (one token), FusedFFN and MatMulAdd (batches
+//     below the tensor-core size, or batch-invariant ones of any size).
+//   - Batch-invariant nodes (graph::MatMulMeta::batch_invariant, ...) get
+//     kernels whose per-token results do not depend on the batch, bit for
+//     bit (docs/CUDA.md, "Batched decode and batch invariance").
 //   - execute_node() only enqueues kernels on the backend's stream; errors
 //     (missing weight, wrong metadata, a shape the kernels refuse) name the
 //     node and the numbers. A split's launches are captured into a CUDA graph

@@ -110,6 +110,7 @@ class CudaBackend final : public backend::Backend {
   Status run_kv_store(const Call& c);
   Status run_attention(const Call& c);
   Status run_elementwise(const Call& c);
+  Status run_argmax(const Call& c);
   Status run_fused_qkv(const Call& c);
   Status run_fused_ffn(const Call& c);
 
@@ -131,10 +132,32 @@ class CudaBackend final : public backend::Backend {
   // itself: the rows normalized into scratch (or input 0 as is when off).
   Result<const float*> normalized_input(const Call& c, const graph::InputNorm& norm, int64_t dim);
   // The int8 GEMV's input for input 0 (one token) with the node's InputNorm.
-  Q8Input q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim) const;
+  Q8Input q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim,
+                   int64_t n_tokens) const;
+  // The node's tokens for an int8 GEMV: one token as it is (the kernel
+  // quantizes it), several quantized once into `quantized` (scratch of
+  // quantized_bytes) by a kernel of their own.
+  // With `always`, one token is quantized ahead too (the tensor-core path).
+  Result<Q8Input> q8_batch_input(const Call& c, const graph::InputNorm& norm, int64_t dim,
+                                 int8_t* quantized, bool always = false);
+  // The matmul (or FusedFFN gate/up pair) on the int8 tensor cores.
+  Status run_mmq(const Call& c, const DeviceWeight& w, const graph::InputNorm& norm,
+                 const float* bias, const float* residual, float* y);
+  static size_t quantized_bytes(int64_t dim, int64_t n_tokens);
   // Whether a GEMV over `type` rows of in_dim for n_tokens takes the int8 path.
-  bool use_q8(quant::TensorType type, int64_t in_dim, int64_t n_tokens) const {
-    return n_tokens == 1 && q8_gemv_ && has_q8_gemv(type, in_dim);
+  // The int8 GEMVs take batches below the tensor-core size, and every batch
+  // that must be batch-invariant (their per-token results never depend on
+  // the batch; the tensor-core and f32 kernels' do, by their choice).
+  bool use_q8(quant::TensorType type, int64_t in_dim, int64_t n_tokens, bool invariant) const {
+    return q8_gemv_ && has_q8_gemv(type, in_dim) && (n_tokens < kMmaMinTokens || invariant) &&
+           !use_mmq(type, in_dim, n_tokens, invariant);
+  }
+  // The int8 tensor-core products (mmq.cu) for their types: every batch that
+  // must be batch-invariant (one token included, so that one arithmetic
+  // serves every batch size), else batches of 2 to kMmaMinTokens - 1.
+  bool use_mmq(quant::TensorType type, int64_t in_dim, int64_t n_tokens, bool invariant) const {
+    return q8_gemv_ && has_mmq(type, in_dim) &&
+           (invariant || (n_tokens >= 2 && n_tokens < kMmaMinTokens));
   }
   // The norm's f32 weight on the device, or null (no weight, or norm off).
   const float* norm_weight(const graph::InputNorm& norm) const {

@@ -1,13 +1,14 @@
-// Decode GEMVs on int8-quantized activations (launchers in kernels.h):
-// y = W x for one token, with x quantized per 32 elements to int8 (scale
-// amax / 127, round to nearest even) and the products summed with dp4a.
+// GEMVs on int8-quantized activations (launchers in kernels.h): y = W x for
+// a few tokens, with x quantized per 32 elements to int8 (scale amax / 127,
+// round to nearest even) and the products summed with dp4a.
 //
-// Each block (kThreads threads) first builds the quantized activation in
-// shared memory: optionally RMS-normalizes x (x / rms(x) * weight, the fused
-// input norm), then quantizes it, 8 threads per 32-element block. It then
-// walks row groups (grid-stride): warp w takes R rows at a time, its lanes take
-// units u = lane, lane + 32, ... of each row, a unit being 32 weights read as
-// wide loads:
+// A block takes NT tokens (1, 2, 4 or 8; blockIdx.y is the token group)
+// and first builds their quantized activations in shared memory, one after
+// the other (or copies them, quantized once for the whole batch by
+// launch_quantize_q8 when there are several tokens): optionally RMS-normalizes x (x / rms(x) *
+// weight, the fused input norm), then quantizes it, 8 threads per 32-element block. It then walks
+// row groups (grid-stride): warp w takes R rows at a time, its lanes take units u = lane, lane +
+// 32, ... of each row, a unit being 32 weights read as wide loads:
 //   - Q4_0 / Q8_0: one 32-element block (2-byte aligned: read as 32-bit words
 //     realigned with funnel shifts).
 //   - Q4_K: 16 bytes of a super-block's quants (16 values of two sub-blocks)
@@ -18,9 +19,16 @@
 // of d_w * d_x * sum(q_w q_x) (K-quant minimums: - dmin * m * d_x * sum q_x).
 // Warp sums give the rows. The activation rounding makes results differ from
 // the f32 path by at most sum |w| * d_x / 2 per block (checked in the tests).
+//
+// Batch invariance: every unit a warp reads is dotted with each of the
+// block's NT activations, and each (row, token) result is summed in exactly
+// the order of the one-token kernel (the same units per lane, the same warp
+// reduction). A token's outputs are therefore bit-identical whatever NT, R
+// and the number of tokens in the batch (cuda_Ops.Q8GemvTokensAreBatchInvariant).
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
@@ -305,49 +313,84 @@ __device__ __forceinline__ float unit_dot<TensorType::Q6_K>(const uint8_t* __res
   return d * acc;
 }
 
-// R rows' dot products, summed over the warp: lane l takes units l, l + 32,
-// ... of every row, U units per step. All R
-// rows are computed (callers point rows past the end at a valid row and drop
-// those results) and a unit of a step past the row's end re-reads the step's
-// first and is dropped: no branch separates the loads, so the compiler issues
-// all R * U units' loads before the first product (the bytes in flight that
-// keep HBM busy).
-template <TensorType T, int R>
-__device__ __forceinline__ void rows_dot_q8(const uint8_t* const (&rows)[R], int n_units,
-                                            const Q8Smem& xs, float (&acc)[R]) {
-  constexpr int U = 2;  // four measured slower on the 7B's 18944-long rows
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  for (int u = lane; u < n_units; u += 32 * U) {
-    float a[U][R];
-#pragma unroll
-    for (int j = 0; j < U; ++j) {
-      const int uj = u + 32 * j < n_units ? u + 32 * j : u;
-#pragma unroll
-      for (int r = 0; r < R; ++r) a[j][r] = unit_dot<T>(rows[r], uj, xs);
-    }
-#pragma unroll
-    for (int j = 0; j < U; ++j) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += u + 32 * j < n_units ? a[j][r] : 0.0f;
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
-}
-
-__device__ __forceinline__ Q8Smem q8_smem(int64_t in_dim) {
-  extern __shared__ int4 smem[];
+// A quantized activation's parts laid out from `base` (shared or global).
+__device__ __forceinline__ Q8Smem q8_at(int8_t* base, int64_t in_dim) {
   Q8Smem xs;
-  xs.q = reinterpret_cast<int8_t*>(smem);
+  xs.q = base;
   xs.d = reinterpret_cast<float*>(xs.q + in_dim);
   xs.sum32 = reinterpret_cast<int*>(xs.d + in_dim / 32);
   xs.sum8 = reinterpret_cast<int16_t*>(xs.sum32 + in_dim / 32);
   return xs;
 }
 
-size_t smem_bytes(int64_t in_dim) {  // q, d, sum32, sum8
+// Token t's quantized activation (of the block's NT) in dynamic shared memory.
+__device__ __forceinline__ Q8Smem q8_smem(int64_t in_dim, int t) {
+  extern __shared__ int4 smem[];
+  return q8_at(reinterpret_cast<int8_t*>(smem) + static_cast<int64_t>(t) * (in_dim * 3 / 2),
+               in_dim);
+}
+
+// R rows' dot products with NT tokens' activations, summed over the warp:
+// lane l takes units l, l + 32, ... of every row, U units per step (two for
+// one token, to keep more loads in flight; one for several, whose
+// accumulators take the registers), each unit dotted with every token. All R rows are computed
+// (callers point rows past the end at a valid row and drop those results) and a unit of a step past
+// the row's end re-reads the step's first and is dropped: no branch separates the loads, so the
+// compiler issues all R * U units' loads before the first product (the bytes in flight that keep
+// HBM busy). Per (row, token), the sums run in the same order for every NT, R and U (a dropped unit
+// adds +0.0, which leaves a sum that starts at +0.0 unchanged).
+template <TensorType T, int R, int NT, bool kExact>
+__device__ __forceinline__ void rows_dot_q8(const uint8_t* const (&rows)[R], int n_units,
+                                            int64_t in_dim, float (&acc)[NT][R]) {
+  constexpr int U = NT == 1 ? 2 : 1;  // four measured slower on the 7B's 18944-long rows
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[t][r] = 0.0f;
+  }
+  for (int u = lane; u < n_units; u += 32 * U) {
+    float a[U][NT][R];
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const int uj = u + 32 * j < n_units ? u + 32 * j : u;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const Q8Smem xs = q8_smem(in_dim, t);
+#pragma unroll
+        for (int r = 0; r < R; ++r) a[j][t][r] = unit_dot<T>(rows[r], uj, xs);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const float v = u + 32 * j < n_units ? a[j][t][r] : 0.0f;
+          // kExact: __fadd_rn is never contracted into an FMA with the
+          // product in a[j][t][r], so every instantiation rounds alike (the
+          // batch-invariant kernels); else the compiler may fuse (one token
+          // outside the engine, a few percent faster).
+          if constexpr (kExact) {
+            acc[t][r] = __fadd_rn(acc[t][r], v);
+          } else {
+            acc[t][r] += v;
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[t][r] = warp_sum(acc[t][r]);
+  }
+}
+
+// Bytes of one token's activation: q, d, sum32, sum8 (3 * in_dim / 2, a
+// multiple of 16 for in_dim a multiple of 32: every token's q stays aligned).
+size_t smem_bytes(int64_t in_dim) {
   return static_cast<size_t>(in_dim) + static_cast<size_t>(in_dim / 32) * 8 +
          static_cast<size_t>(in_dim / 8) * sizeof(int16_t);
 }
@@ -361,12 +404,25 @@ __device__ __forceinline__ int rows_at(int64_t total, int64_t row0, int R) {
   return static_cast<int>(total - row0 < R ? total - row0 : R);
 }
 
+// The block's tokens: NT from blockIdx.y * NT, of which `n` exist.
+struct TokenGroup {
+  int64_t first;
+  int n;
+};
+template <int NT>
+__device__ __forceinline__ TokenGroup token_group(int64_t n_tokens) {
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * NT;
+  return {first, static_cast<int>(n_tokens - first < NT ? n_tokens - first : NT)};
+}
+
 // Every kernel's start: trigger dependents, prefetch the warp's first R rows
 // of w0 (and w1, when not null; rows of w_rows), wait for the previous kernel,
-// then build the quantized activation. Every thread calls it.
-template <int R>
-__device__ __forceinline__ Q8Smem q8_prologue(const uint8_t* w0, const uint8_t* w1,
-                                              size_t row_bytes, int64_t w_rows, const Q8Input& in) {
+// then build the NT tokens' quantized activations (a token past the batch
+// repeats the group's first; its results are dropped). Every thread calls it.
+template <int R, int NT>
+__device__ __forceinline__ TokenGroup q8_prologue(const uint8_t* w0, const uint8_t* w1,
+                                                  size_t row_bytes, int64_t w_rows,
+                                                  const Q8Input& in) {
   pdl_launch_dependents();
   const int64_t row0 = first_task() * R;
   if (row0 < w_rows) {
@@ -375,17 +431,33 @@ __device__ __forceinline__ Q8Smem q8_prologue(const uint8_t* w0, const uint8_t* 
     if (w1 != nullptr) prefetch_rows(w1, row_bytes, row0, n);
   }
   pdl_wait();
-  const Q8Smem xs = q8_smem(in.in_dim);
-  quantize_activation(in, xs);
-  return xs;
+  const TokenGroup tg = token_group<NT>(in.n_tokens);
+  if (in.quantized != nullptr) {  // copied: 16-byte words of each token's activation
+    extern __shared__ int4 smem[];
+    const int64_t words = in.in_dim * 3 / 2 / 16;
+    const auto* src = reinterpret_cast<const int4*>(in.quantized);
+    for (int64_t i = threadIdx.x; i < NT * words; i += kThreads) {
+      const int64_t t = i / words;
+      smem[i] = src[(tg.first + (t < tg.n ? t : 0)) * words + i % words];
+    }
+    __syncthreads();
+    return tg;
+  }
+#pragma unroll 1
+  for (int t = 0; t < NT; ++t) {
+    Q8Input token = in;
+    token.x = in.x + (tg.first + (t < tg.n ? t : 0)) * in.in_dim;
+    quantize_activation(token, q8_smem(in.in_dim, t));
+  }
+  return tg;
 }
 
-// y[r] = W[r] . x (+ bias[r]) (+ residual[r]).
-template <TensorType T, int R>
+// y[t][r] = (W[r] . x[t] + bias[r]) + residual[t][r] (bias, residual optional).
+template <TensorType T, int R, int NT, bool kExact>
 __global__ void __launch_bounds__(kThreads)
     gemv_q8_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, Q8Input in,
                    const float* __restrict__ bias, const float* residual, float* y) {
-  const Q8Smem xs = q8_prologue<R>(w, nullptr, row_bytes, rows, in);
+  const TokenGroup tg = q8_prologue<R, NT>(w, nullptr, row_bytes, rows, in);
   const int lane = threadIdx.x & 31;
   const int64_t n_groups = (rows + R - 1) / R;
   for (int64_t g = first_task(); g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
@@ -394,31 +466,44 @@ __global__ void __launch_bounds__(kThreads)
     const uint8_t* rp[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) rp[r] = w + (row0 + (r < n ? r : 0)) * row_bytes;
-    // Bias and residual read before the dot: their latency hides behind it.
-    float add[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t i = row0 + (r < n ? r : 0);
-      add[r] = (lane == 0 && bias != nullptr ? bias[i] : 0.0f) +
-               (lane == 0 && residual != nullptr ? residual[i] : 0.0f);
-    }
-    float acc[R];
-    rows_dot_q8<T, R>(rp, static_cast<int>(in.in_dim / 32), xs, acc);
-    if (lane == 0) {
+    // One token: bias and residual read before the dot (their latency hides
+    // behind it).
+    float b1[R] = {}, res1[R] = {};
+    if (NT == 1 && lane == 0) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        if (r < n) y[row0 + r] = acc[r] + add[r];  // y may alias residual
+        const int64_t i = tg.first * rows + row0 + (r < n ? r : 0);
+        if (bias != nullptr) b1[r] = bias[row0 + (r < n ? r : 0)];
+        if (residual != nullptr) res1[r] = residual[i];
+      }
+    }
+    float acc[NT][R];
+    rows_dot_q8<T, R, NT, kExact>(rp, static_cast<int>(in.in_dim / 32), in.in_dim, acc);
+    if (lane == 0) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (t < tg.n && r < n) {
+            const int64_t i = (tg.first + t) * rows + row0 + r;
+            float v = acc[t][r];
+            if (bias != nullptr) v = __fadd_rn(v, NT == 1 ? b1[r] : bias[row0 + r]);
+            // y may alias residual
+            if (residual != nullptr) v = __fadd_rn(v, NT == 1 ? res1[r] : residual[i]);
+            y[i] = v;
+          }
+        }
       }
     }
   }
 }
 
-// y[r] = act(gate[r] . x) * (up[r] . x).
-template <TensorType T, int R, bool kGelu>
+// y[t][r] = act(gate[r] . x[t]) * (up[r] . x[t]).
+template <TensorType T, int R, int NT, bool kGelu, bool kExact>
 __global__ void __launch_bounds__(kThreads)
     ffn_q8_kernel(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up,
                   size_t row_bytes, int64_t rows, Q8Input in, float* __restrict__ y) {
-  const Q8Smem xs = q8_prologue<R>(gate, up, row_bytes, rows, in);
+  const TokenGroup tg = q8_prologue<R, NT>(gate, up, row_bytes, rows, in);
   const int lane = threadIdx.x & 31;
   const int64_t n_groups = (rows + R - 1) / R;
   for (int64_t g = first_task(); g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
@@ -431,28 +516,32 @@ __global__ void __launch_bounds__(kThreads)
       rp[r] = gate + off;
       rp[R + r] = up + off;
     }
-    float acc[2 * R];
+    float acc[NT][2 * R];
     // Gate and up rows in one pass: 2R rows' loads in flight.
-    rows_dot_q8<T, 2 * R>(rp, static_cast<int>(in.in_dim / 32), xs, acc);
+    rows_dot_q8<T, 2 * R, NT, kExact>(rp, static_cast<int>(in.in_dim / 32), in.in_dim, acc);
     if (lane == 0) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (r < n) {
-          const float gv = acc[r];
-          y[row0 + r] = (kGelu ? gelu_f(gv) : silu_f(gv)) * acc[R + r];
+      for (int t = 0; t < NT; ++t) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (t < tg.n && r < n) {
+            const float gv = acc[t][r];
+            y[(tg.first + t) * rows + row0 + r] = (kGelu ? gelu_f(gv) : silu_f(gv)) * acc[t][R + r];
+          }
         }
       }
     }
   }
 }
 
-// Rows of up to three weights of one type stacked: [w0 rows | w1 rows | w2 rows].
+// Rows of up to three weights of one type stacked: [w0 rows | w1 rows | w2
+// rows], for one token.
 template <TensorType T>
 __global__ void __launch_bounds__(kThreads)
     stacked_q8_kernel(Q8Stack s, Q8Input in, float* __restrict__ y) {
   constexpr int R = 2;
   // Prefetch from the first weight only (most rows; a warp's first group).
-  const Q8Smem xs = q8_prologue<R>(s.w[0], nullptr, s.row_bytes[0], s.rows[0], in);
+  (void)q8_prologue<R, 1>(s.w[0], nullptr, s.row_bytes[0], s.rows[0], in);
   const int lane = threadIdx.x & 31;
   const int64_t total = s.rows[0] + s.rows[1] + s.rows[2];
   const int64_t n_groups = (total + R - 1) / R;
@@ -477,22 +566,53 @@ __global__ void __launch_bounds__(kThreads)
       bias[r] = in0 ? s.bias[0] : (in1 ? s.bias[1] : s.bias[2]);
       local[r] = row;
     }
-    float acc[R];
-    rows_dot_q8<T, R>(rp, static_cast<int>(in.in_dim / 32), xs, acc);
+    float acc[1][R];
+    rows_dot_q8<T, R, 1, false>(rp, static_cast<int>(in.in_dim / 32), in.in_dim, acc);
     if (lane == 0) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        if (r < n) y[row0 + r] = acc[r] + (bias[r] != nullptr ? bias[r][local[r]] : 0.0f);
+        if (r < n) y[row0 + r] = acc[0][r] + (bias[r] != nullptr ? bias[r][local[r]] : 0.0f);
       }
     }
   }
 }
 
-// Launches a kernel of this file (kThreads per block) with PDL.
+// One block per token: its activation normalized and quantized by the same
+// code as a GEMV block's own (so the bits are the same), into global memory.
+__global__ void __launch_bounds__(kThreads) quantize_q8_kernel(Q8Input in, int8_t* out) {
+  Q8Input token = in;
+  token.x = in.x + static_cast<int64_t>(blockIdx.x) * in.in_dim;
+  quantize_activation(
+      token, q8_at(out + static_cast<int64_t>(blockIdx.x) * (in.in_dim * 3 / 2), in.in_dim));
+}
+
+// Launches a kernel of this file (kThreads per block) with PDL, over
+// `token_groups` groups of tokens (grid y).
 template <typename... Params, typename... Args>
-cudaError_t launch_q8(void (*kernel)(Params...), unsigned grid, size_t smem, cudaStream_t stream,
-                      Args... args) {
-  return launch_pdl(kernel, dim3(grid), dim3(kThreads), smem, stream, args...);
+cudaError_t launch_q8(void (*kernel)(Params...), unsigned grid, int64_t token_groups, size_t smem,
+                      cudaStream_t stream, Args... args) {
+  return launch_pdl(kernel, dim3(grid, static_cast<unsigned>(token_groups)), dim3(kThreads), smem,
+                    stream, args...);
+}
+
+// Shared memory a block may take for its tokens' activations.
+constexpr size_t kMaxTokenSmem = 100 * 1024;
+
+// Calls f(IntTag<NT>) with the tokens per block for n_tokens tokens of
+// in_dim: 1, 2, 4 or 8 (a group wastes at most a quarter of its tokens
+// from 6 up), fewer where NT activations would not fit kMaxTokenSmem.
+template <class F>
+void choose_tokens(int64_t n_tokens, int64_t in_dim, F&& f) {
+  const size_t per = smem_bytes(in_dim);
+  if (n_tokens >= 6 && 8 * per <= kMaxTokenSmem) {
+    f(std::integral_constant<int, 8>{});
+  } else if (n_tokens >= 3 && 4 * per <= kMaxTokenSmem) {
+    f(std::integral_constant<int, 4>{});
+  } else if (n_tokens >= 2 && 2 * per <= kMaxTokenSmem) {
+    f(std::integral_constant<int, 2>{});
+  } else {
+    f(std::integral_constant<int, 1>{});
+  }
 }
 
 template <class F>
@@ -518,8 +638,14 @@ bool dispatch_q8(TensorType t, F&& f) {
 // Blocks for `groups` warp tasks: one warp each, at most one full wave (the
 // blocks that fit on every SM at once, by the kernel's registers and shared
 // memory) so that no block waits for another to finish.
+// Shared memory past the default 48 KiB is opted into here, before the
+// occupancy query (a refusal shows as the launch's error).
 template <typename Kernel>
 unsigned grid_for(Kernel kernel, size_t smem, int64_t groups) {
+  if (smem > 48 * 1024 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem)) != cudaSuccess) {
+    (void)cudaGetLastError();
+  }
   static const int sms = [] {
     int dev = 0, n = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -542,7 +668,8 @@ unsigned grid_for(Kernel kernel, size_t smem, int64_t groups) {
 }
 
 bool input_ok(const Q8Input& in) {
-  return in.x != nullptr && in.in_dim > 0 && in.in_dim % 32 == 0;
+  return in.x != nullptr && in.in_dim > 0 && in.in_dim % 32 == 0 && in.n_tokens >= 1 &&
+         in.n_tokens <= 65535 * int64_t{8};
 }
 
 }  // namespace
@@ -553,24 +680,48 @@ bool has_q8_gemv(TensorType type, int64_t in_dim) {
          smem_bytes(in_dim) <= 48 * 1024;
 }
 
+size_t q8_activation_bytes(int64_t in_dim) {
+  return smem_bytes(in_dim);
+}
+
+cudaError_t launch_quantize_q8(const Q8Input& in, int8_t* out, cudaStream_t stream) {
+  if (!input_ok(in) || in.quantized != nullptr || smem_bytes(in.in_dim) % 16 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  quantize_q8_kernel<<<static_cast<unsigned>(in.n_tokens), kThreads, 0, stream>>>(in, out);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_gemv_q8(TensorType type, const void* w, size_t row_bytes, int64_t rows,
                            const Q8Input& in, const float* bias, const float* residual, float* y,
                            cudaStream_t stream) {
   if (!has_q8_gemv(type, in.in_dim) || !input_ok(in)) return cudaErrorInvalidValue;
   const auto* wb = static_cast<const uint8_t*>(w);
-  const size_t smem = smem_bytes(in.in_dim);
   cudaError_t e = cudaSuccess;
   dispatch_q8(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
-    if (rows >= 8 * 1024) {  // many rows (the output matrix): four per warp
-      const auto kernel = gemv_q8_kernel<T, 4>;
-      e = launch_q8(kernel, grid_for(kernel, smem, (rows + 3) / 4), smem, stream, wb, row_bytes,
-                    rows, in, bias, residual, y);
-    } else {  // one row per warp
-      const auto kernel = gemv_q8_kernel<T, 1>;
-      e = launch_q8(kernel, grid_for(kernel, smem, rows), smem, stream, wb, row_bytes, rows, in,
-                    bias, residual, y);
-    }
+    choose_tokens(in.n_tokens, in.in_dim, [&](auto nt) {
+      constexpr int NT = decltype(nt)::value;
+      const size_t smem = NT * smem_bytes(in.in_dim);
+      const int64_t groups = (in.n_tokens + NT - 1) / NT;
+      // Four rows per warp for many rows (the output matrix) or several
+      // tokens (each activation load then serves four rows); else one.
+      // Several tokens, or one in the engine: the exact kernels.
+      constexpr bool kMany = NT > 1;
+      const bool exact = kMany || in.batch_invariant;
+      if (rows >= 8 * 1024 || kMany) {
+        constexpr int R = 4;
+        const auto kernel =
+            exact ? gemv_q8_kernel<T, R, NT, true> : gemv_q8_kernel<T, R, NT, kMany>;
+        e = launch_q8(kernel, grid_for(kernel, smem, (rows + R - 1) / R), groups, smem, stream, wb,
+                      row_bytes, rows, in, bias, residual, y);
+      } else {
+        const auto kernel =
+            exact ? gemv_q8_kernel<T, 1, NT, true> : gemv_q8_kernel<T, 1, NT, kMany>;
+        e = launch_q8(kernel, grid_for(kernel, smem, rows), groups, smem, stream, wb, row_bytes,
+                      rows, in, bias, residual, y);
+      }
+    });
   });
   return e;
 }
@@ -581,29 +732,40 @@ cudaError_t launch_ffn_q8(TensorType type, const void* gate, const void* up, siz
   if (!has_q8_gemv(type, in.in_dim) || !input_ok(in)) return cudaErrorInvalidValue;
   const auto* g = static_cast<const uint8_t*>(gate);
   const auto* u = static_cast<const uint8_t*>(up);
-  const size_t smem = smem_bytes(in.in_dim);
-  constexpr int R = 2;
-  const int64_t groups = (n_ff + R - 1) / R;
   cudaError_t e = cudaSuccess;
   dispatch_q8(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
-    const auto kernel = gelu ? ffn_q8_kernel<T, R, true> : ffn_q8_kernel<T, R, false>;
-    e = launch_q8(kernel, grid_for(kernel, smem, groups), smem, stream, g, u, row_bytes, n_ff, in,
-                  y);
+    choose_tokens(in.n_tokens, in.in_dim, [&](auto nt) {
+      constexpr int NT = decltype(nt)::value;
+      constexpr int R = 2;
+      const size_t smem = NT * smem_bytes(in.in_dim);
+      const int64_t groups = (in.n_tokens + NT - 1) / NT;
+      constexpr bool kMany = NT > 1;
+      const bool exact = kMany || in.batch_invariant;
+      const auto kernel =
+          gelu
+              ? (exact ? ffn_q8_kernel<T, R, NT, true, true> : ffn_q8_kernel<T, R, NT, true, kMany>)
+              : (exact ? ffn_q8_kernel<T, R, NT, false, true>
+                       : ffn_q8_kernel<T, R, NT, false, kMany>);
+      e = launch_q8(kernel, grid_for(kernel, smem, (n_ff + R - 1) / R), groups, smem, stream, g, u,
+                    row_bytes, n_ff, in, y);
+    });
   });
   return e;
 }
 
 cudaError_t launch_stacked_q8(TensorType type, const Q8Stack& s, const Q8Input& in, float* y,
                               cudaStream_t stream) {
-  if (!has_q8_gemv(type, in.in_dim) || !input_ok(in)) return cudaErrorInvalidValue;
+  if (!has_q8_gemv(type, in.in_dim) || !input_ok(in) || in.n_tokens != 1) {
+    return cudaErrorInvalidValue;
+  }
   const int64_t total = s.rows[0] + s.rows[1] + s.rows[2];
   const size_t smem = smem_bytes(in.in_dim);
   cudaError_t e = cudaSuccess;
   dispatch_q8(type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
     const auto kernel = stacked_q8_kernel<T>;
-    e = launch_q8(kernel, grid_for(kernel, smem, (total + 1) / 2), smem, stream, s, in, y);
+    e = launch_q8(kernel, grid_for(kernel, smem, (total + 1) / 2), 1, smem, stream, s, in, y);
   });
   return e;
 }

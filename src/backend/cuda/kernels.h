@@ -64,6 +64,12 @@ enum class Ew : int { kAdd, kMul, kScale, kSilu, kGelu, kSwiGLU, kGeGLU };
 // y = op(a[, b]); n elements; y may alias a or b.
 cudaError_t launch_elementwise(Ew op, const float* a, const float* b, float s, int64_t n, float* y,
                                cudaStream_t stream);
+// Each row's first largest element (NaN never; -1 when all are -inf or NaN),
+// rows split over blocks whose partial results go to scratch
+// (argmax_scratch_bytes).
+size_t argmax_scratch_bytes(int64_t n_rows, int64_t width);
+cudaError_t launch_argmax(const float* x, int64_t n_rows, int64_t width, void* scratch,
+                          int32_t* out, cudaStream_t stream);
 // Rows of `dim` normalized by their rms, times weight (nullable); y may alias x.
 cudaError_t launch_rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim,
                             float eps, float* y, cudaStream_t stream);
@@ -100,6 +106,9 @@ struct AttentionArgs {
   float* out = nullptr;  // [n_tokens][n_head * head_dim], not aliasing q
   int* err = nullptr;
   bool split_kv = true;  // decode may use the split-KV cluster kernel (Options::no_split_kv)
+  // Each token's result independent of the batch (AttentionMeta): the
+  // per-token kernel with a fixed block shape, never split.
+  bool batch_invariant = false;
   // A paged pool of many sequences (AttentionMeta::page_size > 0): token t
   // reads position j of its sequence from cache row
   // page_table[seq_slots[t] * max_pages + j / page_size] * page_size + j % page_size.
@@ -113,14 +122,23 @@ struct AttentionArgs {
 bool attention_head_dim_ok(int64_t head_dim);
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
-// --- gemv_q8.cu (decode GEMVs on int8-quantized activations) ---------------
-// One token's activation and how to prepare it: x (in_dim floats, 16-byte
-// aligned, in_dim a multiple of 32), RMS-normalized first when rms_norm
-// (x / sqrt(mean(x^2) + eps), times norm_weight when not null), then quantized
-// per 32 elements to int8 in each block's shared memory.
+// --- gemv_q8.cu (GEMVs on int8-quantized activations) ----------------------
+// The tokens' activations and how to prepare them: x ([n_tokens][in_dim]
+// floats, 16-byte aligned, in_dim a multiple of 32), each row RMS-normalized
+// first when rms_norm (x / sqrt(mean(x^2) + eps), times norm_weight when not
+// null), then quantized per 32 elements to int8 in each block's shared
+// memory. A token's outputs do not depend on n_tokens or on the other rows
+// (bit for bit): these kernels are batch-invariant.
 struct Q8Input {
   const float* x = nullptr;
   int64_t in_dim = 0;
+  int64_t n_tokens = 1;
+  // Not null: the activations already quantized by launch_quantize_q8 (the
+  // norm applied), [n_tokens][q8_activation_bytes(in_dim)]; x is not read.
+  const int8_t* quantized = nullptr;
+  // The node must be batch-invariant: one token takes the kernels whose sums
+  // round exactly as the multi-token ones (no contraction into FMAs).
+  bool batch_invariant = false;
   bool rms_norm = false;
   const float* norm_weight = nullptr;
   float eps = 1e-6f;
@@ -128,17 +146,35 @@ struct Q8Input {
 // Whether the int8 GEMVs take `type` with rows of in_dim elements (Q4_0,
 // Q8_0, Q4_K, Q6_K; K-quants need in_dim a multiple of 256).
 bool has_q8_gemv(quant::TensorType type, int64_t in_dim);
-// y[r] = W[r] . x (+ bias[r]) (+ residual[r]) for one token; y may alias
-// residual, not x. Weight rows 16-byte aligned for Q4_K, 2-byte otherwise.
+// --- mmq.cu (int8 tensor-core products on quantized activations) ------------
+// Whether launch_mmq takes `type` with rows of in_dim (Q4_0, Q8_0).
+bool has_mmq(quant::TensorType type, int64_t in_dim);
+// y[t][r] = (W[r] . x[t] + bias[r]) + residual[t][r] (bias, residual
+// nullable; y may alias residual) for n_tokens activations quantized by
+// launch_quantize_q8; each token's result independent of the batch, bit for
+// bit, for any n_tokens >= 1.
+cudaError_t launch_mmq(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
+                       int64_t in_dim, const int8_t* quantized, int64_t n_tokens, const float* bias,
+                       const float* residual, float* y, cudaStream_t stream);
+
+// Bytes of one token's quantized activation (16-byte multiple).
+size_t q8_activation_bytes(int64_t in_dim);
+// Normalizes (when in.rms_norm) and quantizes in.n_tokens rows of in.x into
+// `out` once, exactly as each GEMV block would (bit for bit), so that a
+// multi-token GEMV's blocks copy instead of each quantizing all its tokens.
+cudaError_t launch_quantize_q8(const Q8Input& in, int8_t* out, cudaStream_t stream);
+// y[t][r] = (W[r] . x[t] + bias[r]) + residual[t][r] (bias, residual
+// nullable); y may alias residual, not x. Weight rows 16-byte aligned for Q4_K, 2-byte otherwise.
 cudaError_t launch_gemv_q8(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
                            const Q8Input& in, const float* bias, const float* residual, float* y,
                            cudaStream_t stream);
-// y[r] = act(gate[r] . x) * (up[r] . x), act = gelu or silu; one token.
+// y[t][r] = act(gate[r] . x[t]) * (up[r] . x[t]), act = gelu or silu.
 cudaError_t launch_ffn_q8(quant::TensorType type, const void* gate, const void* up,
                           size_t row_bytes, int64_t n_ff, const Q8Input& in, bool gelu, float* y,
                           cudaStream_t stream);
 // Up to three weights of one type whose outputs are stacked: y = [W0 x + b0 |
-// W1 x + b1 | W2 x + b2] (rows[i] = 0 for an absent weight; biases nullable).
+// W1 x + b1 | W2 x + b2] (rows[i] = 0 for an absent weight; biases
+// nullable); one token.
 struct Q8Stack {
   const uint8_t* w[3] = {};
   size_t row_bytes[3] = {};
@@ -190,8 +226,11 @@ cudaError_t launch_fused_ffn(quant::TensorType type, const void* gate, const voi
                              size_t row_bytes, int64_t n_ff, int64_t in_dim, const float* x,
                              int64_t n_tokens, bool gelu, float* y, cudaStream_t stream);
 
-// (matmul.cu) MatMulAdd: y[t][r] = (x[t] . W[r] + bias[r]) + residual[t][r]
-// for up to 4 tokens (the unfused order's value); y may alias residual, not x.
+// (matmul.cu) The f32 GEMV: y[t][r] = (x[t] . W[r] + bias[r]) + residual[t][r]
+// (the unfused order's value; bias and residual nullable), one block row per
+// token, so a token's result does not depend on the batch (MatMulAdd, and
+// batch-invariant matmuls of types the int8 GEMVs lack); y may alias
+// residual, not x.
 cudaError_t launch_gemv_add(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
                             int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
                             const float* residual, float* y, cudaStream_t stream);

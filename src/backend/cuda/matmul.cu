@@ -1,7 +1,8 @@
 // Matrix products over quantized weights and the embedding lookup, for every
 // type of backend/cuda/dequant.cuh, on f32 activations.
 //
-//   - GEMV (n_tokens <= kGemvMaxTokens): blocks of 4 warps; a group of warps
+//   - GEMV (n_tokens <= kGemvMaxTokens, and launch_gemv_add at any size):
+//     blocks of 4 warps; a group of warps
 //     (one, or four for long rows) takes R output rows (four when there are
 //     very many rows), its lanes decode chunks lane, lane + 32, ... of each
 //     row (consecutive lanes read consecutive blocks) and dot them with the
@@ -191,7 +192,6 @@ cudaError_t launch_matmul(TensorType type, const void* w, size_t row_bytes, int6
 cudaError_t launch_gemv_add(TensorType type, const void* w, size_t row_bytes, int64_t rows,
                             int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
                             const float* residual, float* y, cudaStream_t stream) {
-  if (n_tokens > kGemvMaxTokens) return cudaErrorInvalidValue;
   return launch_gemv(type, static_cast<const uint8_t*>(w), row_bytes, rows, in_dim / kChunk, x,
                      n_tokens, bias, residual, y, stream);
 }

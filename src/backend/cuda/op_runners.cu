@@ -41,25 +41,39 @@ Status CudaBackend::run_matmul(const Call& c) {
     bias = reinterpret_cast<const float*>(b->data);
   }
   const int64_t n_tokens = c.node.shape.ne[1];
-  float* y = c.f32_out();
-  const bool aliased = c.out == c.in[0];
-  if (aliased) {
-    MINFER_ASSIGN_OR_RETURN(y, scratch(c.node, c.node.bytes()));
-  }
   const bool add = c.node.op == Op::kMatMulAdd;
-  if (add && (c.n_in != 2 || c.in[1] == nullptr || n_tokens > 4)) {
-    return fail(c.node, "mul_mat_add takes (x, residual) for at most 4 tokens");
+  if (add && (c.n_in != 2 || c.in[1] == nullptr)) {
+    return fail(c.node, "mul_mat_add takes (x, residual)");
   }
-  if (use_q8(w->type, w->row_len, n_tokens)) {
-    MINFER_RETURN_IF_ERROR(launched(
-        c.node, "gemv_q8",
-        launch_gemv_q8(w->type, w->data, w->row_bytes, w->rows, q8_input(c, {}, w->row_len), bias,
-                       add ? c.f32_in(1) : nullptr, y, stream_.get())));
-  } else if (add) {  // the residual add in the GEMV's epilogue
+  if (use_mmq(w->type, w->row_len, n_tokens, m->batch_invariant)) {
+    return run_mmq(c, *w, {}, bias, add ? c.f32_in(1) : nullptr, c.f32_out());
+  }
+  const bool q8 = use_q8(w->type, w->row_len, n_tokens, m->batch_invariant);
+  const bool aliased = c.out == c.in[0];
+  // Scratch: the quantized activations of a multi-token int8 GEMV, then the
+  // output when it would overwrite the input.
+  const size_t q8_bytes = q8 && n_tokens > 1 ? quantized_bytes(w->row_len, n_tokens) : 0;
+  float* y = c.f32_out();
+  int8_t* quantized = nullptr;
+  if (aliased || q8_bytes > 0) {
+    MINFER_ASSIGN_OR_RETURN(float* s, scratch(c.node, q8_bytes + (aliased ? c.node.bytes() : 0)));
+    quantized = reinterpret_cast<int8_t*>(s);
+    if (aliased) y = reinterpret_cast<float*>(quantized + q8_bytes);
+  }
+  const float* residual = add ? c.f32_in(1) : nullptr;
+  if (q8) {
+    MINFER_ASSIGN_OR_RETURN(Q8Input in, q8_batch_input(c, {}, w->row_len, quantized));
+    in.batch_invariant = m->batch_invariant;
+    MINFER_RETURN_IF_ERROR(launched(c.node, "gemv_q8",
+                                    launch_gemv_q8(w->type, w->data, w->row_bytes, w->rows, in,
+                                                   bias, residual, y, stream_.get())));
+  } else if (add || m->batch_invariant) {
+    // The f32 GEMV, one token per block (batch-invariant), with the residual
+    // add in its epilogue.
     MINFER_RETURN_IF_ERROR(
         launched(c.node, "gemv_add",
                  launch_gemv_add(w->type, w->data, w->row_bytes, w->rows, w->row_len, c.f32_in(0),
-                                 n_tokens, bias, c.f32_in(1), y, stream_.get())));
+                                 n_tokens, bias, residual, y, stream_.get())));
   } else {
     MINFER_RETURN_IF_ERROR(
         launched(c.node, "matmul",
@@ -71,6 +85,44 @@ Status CudaBackend::run_matmul(const Call& c) {
         cudaMemcpyAsync(c.out, y, c.node.bytes(), cudaMemcpyDeviceToDevice, stream_.get()));
   }
   return Status::ok();
+}
+
+// Scratch: the quantized activations, then (FusedFFN) the gate and up rows,
+// or (an output over its input) the output.
+Status CudaBackend::run_mmq(const Call& c, const DeviceWeight& w, const graph::InputNorm& norm,
+                            const float* bias, const float* residual, float* y) {
+  const int64_t n_tokens = c.node.shape.ne[1];
+  const bool ffn = c.node.op == Op::kFusedFFN;
+  const bool aliased = c.out == c.in[0];
+  const size_t q_bytes = quantized_bytes(w.row_len, n_tokens);
+  const size_t rows_bytes = static_cast<size_t>(w.rows * n_tokens) * sizeof(float);
+  const size_t extra = ffn ? 2 * rows_bytes : (aliased ? c.node.bytes() : 0);
+  MINFER_ASSIGN_OR_RETURN(float* s, scratch(c.node, q_bytes + extra));
+  auto* quantized = reinterpret_cast<int8_t*>(s);
+  auto* rows_out = reinterpret_cast<float*>(quantized + q_bytes);
+  MINFER_ASSIGN_OR_RETURN(Q8Input in, q8_batch_input(c, norm, w.row_len, quantized, true));
+  const auto mmq = [&](const DeviceWeight& m, float* out) {
+    return launched(c.node, "mmq",
+                    launch_mmq(m.type, m.data, m.row_bytes, m.rows, m.row_len, in.quantized,
+                               n_tokens, bias, residual, out, stream_.get()));
+  };
+  if (!ffn) {
+    MINFER_RETURN_IF_ERROR(mmq(w, aliased ? rows_out : y));
+    if (aliased) {
+      MINFER_CUDA_CHECK(
+          cudaMemcpyAsync(y, rows_out, c.node.bytes(), cudaMemcpyDeviceToDevice, stream_.get()));
+    }
+    return Status::ok();
+  }
+  const auto* m = std::get_if<graph::FusedFfnMeta>(&c.node.meta);
+  const DeviceWeight* up = weights_->find(m->up_weight);
+  float* gate_rows = rows_out;
+  float* up_rows = rows_out + w.rows * n_tokens;
+  MINFER_RETURN_IF_ERROR(mmq(w, gate_rows));
+  MINFER_RETURN_IF_ERROR(mmq(*up, up_rows));
+  return launched(c.node, "glu",
+                  launch_elementwise(m->gelu ? Ew::kGeGLU : Ew::kSwiGLU, gate_rows, up_rows, 1.0f,
+                                     w.rows * n_tokens, y, stream_.get()));
 }
 
 Status CudaBackend::run_get_rows(const Call& c) {
@@ -222,6 +274,7 @@ Status CudaBackend::run_attention(const Call& c) {
   a.out = c.f32_out();
   a.err = static_cast<int*>(err_.data());
   a.split_kv = split_kv_;
+  a.batch_invariant = m->batch_invariant;
   return launched(c.node, "attention", launch_attention(a, stream_.get()));
 }
 
@@ -266,6 +319,16 @@ Status CudaBackend::run_elementwise(const Call& c) {
                                      c.f32_out(), stream_.get()));
 }
 
+Status CudaBackend::run_argmax(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::ArgMaxMeta* m, meta<graph::ArgMaxMeta>(c.node));
+  if (c.n_in != 1 || c.in[0] == nullptr) return fail(c.node, "missing input");
+  const int64_t rows = c.node.shape.ne[1];
+  MINFER_ASSIGN_OR_RETURN(float* part, scratch(c.node, argmax_scratch_bytes(rows, m->row_len)));
+  return launched(c.node, "argmax",
+                  launch_argmax(c.f32_in(0), rows, m->row_len, part, static_cast<int32_t*>(c.out),
+                                stream_.get()));
+}
+
 Result<const float*> CudaBackend::normalized_input(const Call& c, const graph::InputNorm& norm,
                                                    int64_t dim) {
   if (!norm.on) return c.f32_in(0);
@@ -277,10 +340,27 @@ Result<const float*> CudaBackend::normalized_input(const Call& c, const graph::I
   return static_cast<const float*>(x);
 }
 
-Q8Input CudaBackend::q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim) const {
+size_t CudaBackend::quantized_bytes(int64_t dim, int64_t n_tokens) {
+  const size_t b = q8_activation_bytes(dim) * static_cast<size_t>(n_tokens);
+  return (b + 255) / 256 * 256;
+}
+
+Result<Q8Input> CudaBackend::q8_batch_input(const Call& c, const graph::InputNorm& norm,
+                                            int64_t dim, int8_t* quantized, bool always) {
+  Q8Input in = q8_input(c, norm, dim, c.node.shape.ne[1]);
+  if (in.n_tokens == 1 && !always) return in;
+  MINFER_RETURN_IF_ERROR(
+      launched(c.node, "quantize_q8", launch_quantize_q8(in, quantized, stream_.get())));
+  in.quantized = quantized;
+  return in;
+}
+
+Q8Input CudaBackend::q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim,
+                              int64_t n_tokens) const {
   Q8Input in;
   in.x = c.f32_in(0);
   in.in_dim = dim;
+  in.n_tokens = n_tokens;
   in.rms_norm = norm.on;
   in.eps = norm.eps;
   in.norm_weight = norm_weight(norm);
@@ -315,10 +395,10 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
     a.bias[i] = vec(*biases[i]);
   }
   a.in_dim = m->in_dim;
-  a.q8_gemv = a.type[0] == a.type[1] && a.type[1] == a.type[2] &&
-              use_q8(a.type[0], m->in_dim, c.node.shape.ne[1]);
+  a.q8_gemv = a.type[0] == a.type[1] && a.type[1] == a.type[2] && c.node.shape.ne[1] == 1 &&
+              use_q8(a.type[0], m->in_dim, 1, false);
   if (a.q8_gemv) {
-    a.q8 = q8_input(c, m->in_norm, m->in_dim);
+    a.q8 = q8_input(c, m->in_norm, m->in_dim, 1);
     a.x = a.q8.x;
   } else {
     MINFER_ASSIGN_OR_RETURN(a.x, normalized_input(c, m->in_norm, m->in_dim));
@@ -355,11 +435,20 @@ Status CudaBackend::run_fused_ffn(const Call& c) {
   const DeviceWeight* g = weights_->find(m->gate_weight);
   const DeviceWeight* u = weights_->find(m->up_weight);
   const int64_t n_tokens = c.node.shape.ne[1];
-  if (use_q8(g->type, m->in_dim, n_tokens)) {
-    return launched(
-        c.node, "ffn_q8",
-        launch_ffn_q8(g->type, g->data, u->data, g->row_bytes, m->n_ff,
-                      q8_input(c, m->in_norm, m->in_dim), m->gelu, c.f32_out(), stream_.get()));
+  if (use_mmq(g->type, m->in_dim, n_tokens, m->batch_invariant)) {
+    return run_mmq(c, *g, m->in_norm, nullptr, nullptr, c.f32_out());
+  }
+  if (use_q8(g->type, m->in_dim, n_tokens, m->batch_invariant)) {
+    int8_t* quantized = nullptr;
+    if (n_tokens > 1) {
+      MINFER_ASSIGN_OR_RETURN(float* s, scratch(c.node, quantized_bytes(m->in_dim, n_tokens)));
+      quantized = reinterpret_cast<int8_t*>(s);
+    }
+    MINFER_ASSIGN_OR_RETURN(Q8Input in, q8_batch_input(c, m->in_norm, m->in_dim, quantized));
+    in.batch_invariant = m->batch_invariant;
+    return launched(c.node, "ffn_q8",
+                    launch_ffn_q8(g->type, g->data, u->data, g->row_bytes, m->n_ff, in, m->gelu,
+                                  c.f32_out(), stream_.get()));
   }
   MINFER_ASSIGN_OR_RETURN(const float* x, normalized_input(c, m->in_norm, m->in_dim));
   return launched(c.node, "fused_ffn",

@@ -38,6 +38,11 @@ bool f32_out(const Node& n, const DeviceWeights&) {
 bool input_node(const Node& n, const DeviceWeights&) {
   return n.dtype == DType::kI32;
 }
+bool argmax_ok(const Node& n, const DeviceWeights&) {
+  const auto* m = std::get_if<graph::ArgMaxMeta>(&n.meta);
+  return m != nullptr && m->row_len > 0 && n.dtype == DType::kI32 && n.shape.ne[0] == 1 &&
+         n.inputs.size() == 1;
+}
 
 bool matmul_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::MatMulMeta>(&n.meta);
@@ -115,13 +120,22 @@ bool fused_qkv_ok(const Node& n, const DeviceWeights& w) {
          (!m->in_norm.on || f32_vector(w, m->in_norm.weight, m->in_dim));
 }
 
+// Batches below the tensor-core size, or any that must be batch-invariant
+// (the GEMV kernels, per token): MatMulAdd and FusedFFN.
+bool gemv_batch(const Node& n, bool invariant) {
+  return n.shape.ne[1] < kMmaMinTokens || invariant;
+}
+
 bool matmul_add_ok(const Node& n, const DeviceWeights& w) {
-  return n.shape.ne[1] <= 4 && n.inputs.size() == 2 && matmul_ok(n, w);
+  const auto* m = std::get_if<graph::MatMulMeta>(&n.meta);
+  return m != nullptr && gemv_batch(n, m->batch_invariant) && n.inputs.size() == 2 &&
+         matmul_ok(n, w);
 }
 
 bool fused_ffn_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::FusedFfnMeta>(&n.meta);
-  if (m == nullptr || n.dtype != DType::kF32 || n.shape.ne[1] > 4 || n.shape.ne[0] != m->n_ff) {
+  if (m == nullptr || n.dtype != DType::kF32 || !gemv_batch(n, m->batch_invariant) ||
+      n.shape.ne[0] != m->n_ff) {
     return false;
   }
   const DeviceWeight* g = gemv_weight(w, m->gate_weight, m->in_dim);

@@ -16,8 +16,10 @@ namespace minfer::cuda {
 
 bool f32_out(const graph::Node& n, const DeviceWeights& w);
 bool input_node(const graph::Node& n, const DeviceWeights& w);
+bool argmax_ok(const graph::Node& n, const DeviceWeights& w);
 bool matmul_ok(const graph::Node& n, const DeviceWeights& w);
-// MatMulAdd: a matmul with a residual input, up to 4 tokens (the GEMV).
+// MatMulAdd: a matmul with a residual input, for the GEMVs' batches (below
+// kMmaMinTokens tokens, or any batch-invariant one).
 bool matmul_add_ok(const graph::Node& n, const DeviceWeights& w);
 bool get_rows_ok(const graph::Node& n, const DeviceWeights& w);
 bool rms_norm_ok(const graph::Node& n, const DeviceWeights& w);
@@ -31,7 +33,7 @@ bool kv_store_ok(const graph::Node& n, const DeviceWeights& w);
 bool attention_ok(const graph::Node& n, const DeviceWeights& w);
 // FusedQKV / FusedQkvNorm for one token.
 bool fused_qkv_ok(const graph::Node& n, const DeviceWeights& w);
-// FusedFFN up to 4 tokens, gate and up of one type.
+// FusedFFN for the GEMVs' batches, gate and up of one type.
 bool fused_ffn_ok(const graph::Node& n, const DeviceWeights& w);
 
 }  // namespace minfer::cuda

@@ -132,7 +132,97 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[r * width + i] = src[i];
 }
 
+// Chunks of 4096 elements per row (a long row is many blocks' work: one
+// block per row would walk 150k logits alone), at most 256.
+int64_t argmax_chunks(int64_t width) {
+  const int64_t c = (width + 4095) / 4096;
+  return c < 1 ? 1 : (c > 256 ? 256 : c);
+}
+
+// The better of two (value, index) candidates: the larger value, the lower
+// index among equals (index -1: no candidate).
+__device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {
+  if (ov > v || (ov == v && oi >= 0 && (i < 0 || oi < i))) {
+    v = ov;
+    i = oi;
+  }
+}
+
+// Blocks of (row, chunk): each thread the first maximum of its strided
+// elements of the chunk (strict >, so NaN and -inf never win), then warp and
+// block reductions; the block's (value, index) goes to part, and with one
+// chunk per row straight to out. The choice (largest, then lowest index) does
+// not depend on how the row is split.
+__global__ void argmax_kernel(const float* __restrict__ x, int64_t width, int64_t chunk,
+                              float* part_v, int* part_i, int32_t* out) {
+  __shared__ float sv[kThreads / 32];
+  __shared__ int si[kThreads / 32];
+  const float* row = x + static_cast<int64_t>(blockIdx.x) * width;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t end = begin + chunk < width ? begin + chunk : width;
+  float v = -INFINITY;
+  int idx = -1;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    if (row[i] > v) {
+      v = row[i];
+      idx = static_cast<int>(i);
+    }
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    sv[warp] = v;
+    si[warp] = idx;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) better(v, idx, sv[w], si[w]);
+    if (gridDim.y == 1) {
+      out[blockIdx.x] = idx;
+    } else {
+      part_v[blockIdx.x * gridDim.y + blockIdx.y] = v;
+      part_i[blockIdx.x * gridDim.y + blockIdx.y] = idx;
+    }
+  }
+}
+
+// One warp per row: the best of the row's n_chunks partial results.
+__global__ void argmax_merge_kernel(const float* part_v, const int* part_i, int n_chunks,
+                                    int32_t* out) {
+  float v = -INFINITY;
+  int idx = -1;
+  for (int c = threadIdx.x; c < n_chunks; c += 32) {
+    better(v, idx, part_v[blockIdx.x * n_chunks + c], part_i[blockIdx.x * n_chunks + c]);
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = idx;
+}
+
 }  // namespace
+
+size_t argmax_scratch_bytes(int64_t n_rows, int64_t width) {
+  return static_cast<size_t>(n_rows * argmax_chunks(width)) * 8;
+}
+
+cudaError_t launch_argmax(const float* x, int64_t n_rows, int64_t width, void* scratch,
+                          int32_t* out, cudaStream_t stream) {
+  if (n_rows <= 0) return cudaSuccess;
+  const int64_t chunks = argmax_chunks(width);
+  const int64_t chunk = (width + chunks - 1) / chunks;
+  auto* part_v = static_cast<float*>(scratch);
+  auto* part_i = reinterpret_cast<int*>(part_v + n_rows * chunks);
+  argmax_kernel<<<dim3(static_cast<unsigned>(n_rows), static_cast<unsigned>(chunks)), kThreads, 0,
+                  stream>>>(x, width, chunk, part_v, part_i, out);
+  if (chunks > 1) {
+    argmax_merge_kernel<<<static_cast<unsigned>(n_rows), 32, 0, stream>>>(
+        part_v, part_i, static_cast<int>(chunks), out);
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t launch_elementwise(Ew op, const float* a, const float* b, float s, int64_t n, float* y,
                                cudaStream_t stream) {

@@ -72,7 +72,7 @@ Result<NodeId> LayerBuilder::matmul(NodeId x, const std::string& weight, const s
   }
   if (!bias.empty()) MINFER_RETURN_IF_ERROR(w_.require(bias).status());
   Node n = make(Op::kMatMul, {{w->dims[1], node(x).shape.ne[1]}}, {x}, weight, layer);
-  n.meta = graph::MatMulMeta{weight, bias, w->type, in, w->dims[1]};
+  n.meta = graph::MatMulMeta{weight, bias, w->type, in, w->dims[1], p_.batch_invariant};
   return add(std::move(n));
 }
 
@@ -126,6 +126,7 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   m.v_type = p_.v_type;
   m.page_size = p_.page_size;
   m.max_pages = p_.max_pages;
+  m.batch_invariant = p_.batch_invariant;
   attn.meta = m;
   return add(std::move(attn));
 }
@@ -153,7 +154,13 @@ Result<NodeId> LayerBuilder::output(NodeId x) {
   MINFER_ASSIGN_OR_RETURN(NodeId logits, matmul(x, w, "", -1));  // [n_vocab, n_outputs]
   g_.at(logits).name = "logits";
   g_.logits = logits;
-  return logits;
+  if (p_.argmax) {
+    Node a = make(Op::kArgMax, {{1, p_.n_outputs}}, {logits}, "argmax", -1);
+    a.dtype = DType::kI32;
+    a.meta = graph::ArgMaxMeta{node(logits).shape.ne[0]};
+    g_.logits = add(std::move(a));
+  }
+  return g_.logits;
 }
 
 }  // namespace minfer::model::builders
