@@ -1,6 +1,8 @@
 // `minfer chat`: an interactive conversation on stdin/stdout, in the model's
-// built-in chat format. The KV cache is kept between turns: each turn
-// evaluates only the tokens that differ from what the cache already holds.
+// own chat template (tokenizer.chat_template) or, for files without one, the
+// built-in format (runtime/chat_formatter.h). The KV cache is kept between
+// turns: each turn evaluates only the tokens that differ from what the cache
+// already holds (runtime/prompt_cache.h).
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,31 +15,30 @@
 #include "cli/common.h"
 #include "cli/interrupt.h"
 #include "cli/output.h"
-#include "runtime/chat_format.h"
+#include "runtime/chat_formatter.h"
 #include "runtime/generate.h"
+#include "runtime/prompt_cache.h"
 
 namespace minfer::cli {
 namespace {
 
+// One turn: the whole conversation's prompt, of which only what the cache
+// does not hold is evaluated (runtime::PromptCache), then the reply.
 Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
                  const tokenizer::Tokenizer& tok, const std::string& text,
-                 std::vector<int32_t>& in_cache, int64_t n_predict, const Interrupts& interrupts,
+                 runtime::PromptCache& cache, int64_t n_predict, const Interrupts& interrupts,
                  std::string& reply) {
-  auto ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  // A template that writes the BOS token itself gets no second one.
+  const bool has_bos = tok.bos() >= 0 && !tok.token_text(tok.bos()).empty() &&
+                       text.starts_with(tok.token_text(tok.bos()));
+  auto ids = tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
   if (!ids) return ids.status().with_context("message");
-  size_t common = 0;
-  while (common < in_cache.size() && common < ids->size() && in_cache[common] == (*ids)[common]) {
-    ++common;
-  }
-  if (common == ids->size()) --common;  // always evaluate at least one token
-  session.truncate(static_cast<int64_t>(common));
-  in_cache.assign(ids->begin(), ids->begin() + static_cast<int64_t>(common));
-  std::span<const int32_t> fresh(ids->data() + common, ids->size() - common);
   const int64_t room = session.n_ctx() - static_cast<int64_t>(ids->size());
   if (room < 1) {
     return Status::out_of_range(
         "the conversation no longer fits in the context (-c); /reset starts over");
   }
+  const std::span<const int32_t> fresh = cache.prepare(session, *ids);
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
   sampler.reset();
   std::vector<int32_t> generated;
@@ -55,11 +56,11 @@ Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
   reply += rest;
   MINFER_RETURN_IF_ERROR(write_stdout(rest + "\n"));
   if (!stats) return stats.status();
-  in_cache.insert(in_cache.end(), fresh.begin(), fresh.end());
-  // The last generated token was sampled but not evaluated.
+  // The prompt's rest and the replies but the last (sampled, not evaluated).
+  std::vector<int32_t> evaluated(fresh.begin(), fresh.end());
   if (!generated.empty()) generated.pop_back();
-  in_cache.insert(in_cache.end(), generated.begin(), generated.end());
-  session.truncate(static_cast<int64_t>(in_cache.size()));
+  evaluated.insert(evaluated.end(), generated.begin(), generated.end());
+  cache.commit(session, evaluated);
   return Status::ok();
 }
 
@@ -88,22 +89,28 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p));
   so.n_ctx = std::min<int64_t>(so.n_ctx, model->hparams().n_ctx_train);
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
-  const auto format = runtime::pick_chat_format(model->hparams(), model->tokenizer());
+  runtime::ChatFormatter formatter = runtime::ChatFormatter::for_model(*model);
+  if (auto path = p.get("--chat-template-file")) {
+    MINFER_ASSIGN_OR_RETURN(std::string source, read_text_file(*path, "chat template file"));
+    auto f = runtime::ChatFormatter::with_template(*model, source);
+    if (!f) return f.status().with_context("chat template file '" + *path + "'");
+    formatter = std::move(*f);
+  }
   Interrupts interrupts;  // before the banner: who waits for it may signal
   std::fprintf(stderr,
                "chat format: %s, seed %llu. Type a message; an empty line, /exit or EOF ends, "
                "/reset starts over, Ctrl-C stops a reply (twice: quits).\n",
-               runtime::chat_format_name(format), static_cast<unsigned long long>(sp.seed));
+               formatter.name().c_str(), static_cast<unsigned long long>(sp.seed));
   std::vector<runtime::ChatMessage> messages;
   if (auto sys = p.get("--system")) messages.push_back({"system", *sys});
   const size_t n_fixed = messages.size();
-  std::vector<int32_t> in_cache;
+  runtime::PromptCache cache;
   while (auto line = read_line()) {
     interrupts.clear();
     if (line->empty() || *line == "/exit") break;
     if (*line == "/reset") {
       messages.resize(n_fixed);
-      in_cache.clear();
+      cache.clear();
       session->reset();
       std::fprintf(stderr, "(conversation reset)\n");
       continue;
@@ -115,9 +122,10 @@ Status run(const ArgParser& p) {
     }
     messages.push_back({"user", *line});
     std::string reply;
-    const Status s =
-        chat_turn(*session, sampler, model->tokenizer(), runtime::render_chat(format, messages),
-                  in_cache, n_predict, interrupts, reply);
+    auto prompt = formatter.render(messages);
+    const Status s = prompt ? chat_turn(*session, sampler, model->tokenizer(), *prompt, cache,
+                                        n_predict, interrupts, reply)
+                            : prompt.status();
     if (s.code() == StatusCode::kIoError) return s;  // nobody reads the replies
     if (!s) {  // this turn failed; the conversation goes on without it
       report_turn_error(s);
@@ -135,6 +143,9 @@ int run_chat(std::span<const std::string_view> args) {
   ArgParser p("chat", "-m MODEL.gguf [options]");
   add_model_options(p);
   p.option("--system", "TEXT", "system message");
+  p.option("--chat-template-file", "FILE",
+           "a Jinja chat template to use instead of the model's (HF apply_chat_template "
+           "semantics)");
   p.option("-n,--n-predict", "N", "most tokens per reply (512)");
   add_sampling_options(p);
   return parse_and_run(p, "chat", args, run);

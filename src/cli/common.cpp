@@ -158,15 +158,20 @@ Result<std::string> read_prompt(const ArgParser& p) {
     if (std::cin.bad()) return Status::io_error("cannot read the prompt from standard input");
     return ss.str();
   }
-  // A directory opens as a stream that reads nothing: it would pass for an empty prompt.
+  return read_text_file(*file, "prompt file");
+}
+
+Result<std::string> read_text_file(const std::string& path, std::string_view what) {
+  // A directory opens as a stream that reads nothing: it would pass for empty text.
   std::error_code ec;
-  if (std::filesystem::is_directory(*file, ec)) {
-    return Status::invalid_argument("prompt file '" + *file + "' is a directory");
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::invalid_argument(std::string(what) + " '" + path + "' is a directory");
   }
-  std::ifstream in(*file, std::ios::binary);
-  if (!in) return Status::not_found("cannot read prompt file '" + *file + "'");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::not_found("cannot read " + std::string(what) + " '" + path + "'");
   std::ostringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) return Status::io_error("cannot read " + std::string(what) + " '" + path + "'");
   return ss.str();
 }
 

@@ -57,5 +57,7 @@ Result<runtime::SamplerParams> sampler_params(const ArgParser& p);
 
 // Reads -p TEXT or -f FILE (`-f -`: standard input; error if neither, or both).
 Result<std::string> read_prompt(const ArgParser& p);
+// A whole file as text; errors name `what` ("prompt file") and the path.
+Result<std::string> read_text_file(const std::string& path, std::string_view what);
 
 }  // namespace minfer::cli

@@ -40,6 +40,41 @@ TEST_F(CliTest, ChatGoesOnAfterABadTurn) {
   EXPECT_EQ(count_of(r.out, "\n"), 2u) << r.out;
 }
 
+// --chat-template-file: the conversation goes through that Jinja template
+// (the banner says so); a template that raises fails that turn only, naming
+// its message; one that does not parse, or a missing file, stops the command
+// naming the file.
+TEST_F(CliTest, ChatTemplateFileReplacesTheModelsFormat) {
+  write("ok.jinja",
+        "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>\n{{ m.content | trim }}\n"
+        "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}");
+  Outcome r = minfer_shell("printf 'hi\\nhello\\n' | " + q(MINFER_BINARY) + " chat -m " + model() +
+                           " -n 3 --temp 0 --chat-template-file " + q(path("ok.jinja").string()));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("chat format: template"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("minfer chat:"), std::string::npos) << "both turns answered: " << r.err;
+  EXPECT_FALSE(r.out.empty());
+
+  write("raise.jinja",
+        "{% if messages | length > 1 %}{{ raise_exception('one turn only, please') }}{% endif %}"
+        "{{ messages[0].content }}");
+  r = minfer_shell("printf 'a\\nb\\n' | " + q(MINFER_BINARY) + " chat -m " + model() +
+                   " -n 2 --temp 0 --chat-template-file " + q(path("raise.jinja").string()));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("one turn only, please"), std::string::npos) << r.err;
+  EXPECT_EQ(count_of(r.err, "minfer chat:"), 1u) << "only the second turn failed: " << r.err;
+  EXPECT_FALSE(r.out.empty()) << "the first turn was answered";
+
+  write("bad.jinja", "hello\n{% for x in %}{% endfor %}");
+  r = minfer("chat -m " + model() + " --chat-template-file " + q(path("bad.jinja").string()) +
+             " < /dev/null");
+  expect_error(r, "chat", "bad.jinja");
+  EXPECT_NE(r.err.find("line 2"), std::string::npos) << r.err;
+  r = minfer("chat -m " + model() + " --chat-template-file " + q(path("none.jinja").string()) +
+             " < /dev/null");
+  expect_error(r, "chat", "none.jinja");
+}
+
 // Shell text that waits (up to 60 s) until `file` holds `text`: the command
 // under test has installed its Ctrl-C handler by then.
 std::string wait_for(const std::string& text, const std::string& file) {

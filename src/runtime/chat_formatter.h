@@ -1,0 +1,47 @@
+// How a conversation becomes prompt text for a model: its own chat template
+// (the GGUF's tokenizer.chat_template, rendered by template/ with HF
+// apply_chat_template's context: messages, add_generation_prompt, bos_token,
+// eos_token) when the file has one, else the built-in format of
+// runtime/chat_format.h.
+//
+// Contract: for_model() never fails: a template that does not parse is
+// reported once through the log sink, naming the problem, and the built-in
+// format is used instead. render() fails only where the template itself
+// fails (raise_exception, a type error): the message says why.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model.h"
+#include "runtime/chat_format.h"
+#include "template/template.h"
+
+namespace minfer::runtime {
+
+class ChatFormatter {
+ public:
+  static ChatFormatter for_model(const model::Model& model);
+  // The model with this template instead of its own (an error when it does
+  // not parse: the user asked for it).
+  static Result<ChatFormatter> with_template(const model::Model& model, std::string_view source);
+  // A formatter over this template source (for tests and tools).
+  static Result<ChatFormatter> from_template(std::string_view source, std::string bos_token,
+                                             std::string eos_token);
+
+  bool uses_template() const { return template_.has_value(); }
+  // "template" or the built-in format's name.
+  std::string name() const;
+  Result<std::string> render(const std::vector<ChatMessage>& messages,
+                             bool add_generation_prompt = true) const;
+
+ private:
+  ChatFormat builtin_ = ChatFormat::kPlain;
+  std::optional<tmpl::Template> template_;
+  std::string bos_, eos_;
+};
+
+}  // namespace minfer::runtime

