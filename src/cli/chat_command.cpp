@@ -28,10 +28,7 @@ Status chat_turn(runtime::Session& session, runtime::Sampler& sampler,
                  const tokenizer::Tokenizer& tok, const std::string& text,
                  runtime::PromptCache& cache, int64_t n_predict, const Interrupts& interrupts,
                  std::string& reply) {
-  // A template that writes the BOS token itself gets no second one.
-  const bool has_bos = tok.bos() >= 0 && !tok.token_text(tok.bos()).empty() &&
-                       text.starts_with(tok.token_text(tok.bos()));
-  auto ids = tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+  auto ids = runtime::encode_prompt(tok, text);
   if (!ids) return ids.status().with_context("message");
   const int64_t room = session.n_ctx() - static_cast<int64_t>(ids->size());
   if (room < 1) {

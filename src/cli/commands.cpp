@@ -20,6 +20,8 @@ std::span<const Command> commands() {
       {"bench", "measure prompt and generation speed (llama-bench's tests)", run_bench},
       {"batched-bench", "measure many sequences decoded together (llama-batched-bench's tests)",
        run_batched_bench},
+      {"serve", "an OpenAI-compatible HTTP server (chat/completions, completions, models)",
+       run_serve},
       {"tokenize", "print the tokens of a text", run_tokenize},
       {"inspect", "print a GGUF file's metadata and tensor table", run_inspect},
       {"synth", "write a synthetic GGUF model with a real shape", run_synth},

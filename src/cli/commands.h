@@ -15,5 +15,6 @@ int run_perplexity(std::span<const std::string_view> args);
 int run_tokenize(std::span<const std::string_view> args);
 int run_bench(std::span<const std::string_view> args);
 int run_batched_bench(std::span<const std::string_view> args);
+int run_serve(std::span<const std::string_view> args);
 
 }  // namespace minfer::cli

@@ -161,6 +161,14 @@ Result<std::string> read_prompt(const ArgParser& p) {
   return read_text_file(*file, "prompt file");
 }
 
+void engine_settings(const runtime::SessionOptions& so, runtime::EngineOptions& e) {
+  e.max_batch = so.max_batch;
+  e.n_threads = so.n_threads;
+  e.k_type = so.k_type;
+  e.v_type = so.v_type;
+  e.options = so.options;
+}
+
 Result<std::string> read_text_file(const std::string& path, std::string_view what) {
   // A directory opens as a stream that reads nothing: it would pass for empty text.
   std::error_code ec;

@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "cli/args.h"
 #include "model/model.h"
+#include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
@@ -57,6 +58,9 @@ Result<runtime::SamplerParams> sampler_params(const ArgParser& p);
 
 // Reads -p TEXT or -f FILE (`-f -`: standard input; error if neither, or both).
 Result<std::string> read_prompt(const ArgParser& p);
+// The engine's share of the command-line settings: batch size, threads,
+// cache types and the MINFER_* options.
+void engine_settings(const runtime::SessionOptions& so, runtime::EngineOptions& e);
 // A whole file as text; errors name `what` ("prompt file") and the path.
 Result<std::string> read_text_file(const std::string& path, std::string_view what);
 

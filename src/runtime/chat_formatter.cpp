@@ -4,6 +4,12 @@
 
 namespace minfer::runtime {
 
+Result<std::vector<int32_t>> encode_prompt(const tokenizer::Tokenizer& tok, std::string_view text) {
+  const bool has_bos = tok.bos() >= 0 && !tok.token_text(tok.bos()).empty() &&
+                       text.starts_with(tok.token_text(tok.bos()));
+  return tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+}
+
 ChatFormatter ChatFormatter::for_model(const model::Model& model) {
   ChatFormatter builtin;
   builtin.builtin_ = pick_chat_format(model.hparams(), model.tokenizer());

@@ -10,6 +10,7 @@
 // fails (raise_exception, a type error): the message says why.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,8 +20,14 @@
 #include "model/model.h"
 #include "runtime/chat_format.h"
 #include "template/template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace minfer::runtime {
+
+// The prompt text's tokens, its special tokens parsed, BOS added as the
+// vocabulary says unless the text already begins with the BOS token's text
+// (a template that writes bos_token itself gets no second one).
+Result<std::vector<int32_t>> encode_prompt(const tokenizer::Tokenizer& tok, std::string_view text);
 
 class ChatFormatter {
  public:

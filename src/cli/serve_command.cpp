@@ -1,0 +1,90 @@
+// `minfer serve`: the OpenAI-compatible HTTP server (serve/server.h) with
+// llama-server's flags. It listens first (so /health answers 503 while the
+// model loads), then loads the model and the engine; Ctrl-C stops it.
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/interrupt.h"
+#include "serve/server.h"
+
+namespace minfer::cli {
+namespace {
+
+Status run(const ArgParser& p) {
+  serve::ServeOptions o;
+  o.host = p.get_or("--host", "127.0.0.1");
+  MINFER_ASSIGN_OR_RETURN(int64_t port, p.get_int("--port", 8080, 0, 65535));
+  o.port = static_cast<int>(port);
+  o.alias = p.get_or("--alias", "");
+  o.api_key = p.get_or("--api-key", "");
+  MINFER_ASSIGN_OR_RETURN(int64_t timeout, p.get_int("--timeout", 600, 1, 86400));
+  o.timeout_s = static_cast<int>(timeout);
+  MINFER_ASSIGN_OR_RETURN(o.n_predict, p.get_int("--n-predict", -1, -1, kMaxContext));
+  if (o.n_predict == 0) return Status::invalid_argument("--n-predict must be -1 or positive");
+  MINFER_ASSIGN_OR_RETURN(o.sampling, sampler_params(p));
+  MINFER_ASSIGN_OR_RETURN(int64_t slots, p.get_int("--parallel", 4, 1, 1024));
+  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096 * slots));
+
+  serve::Server server(o);
+  MINFER_RETURN_IF_ERROR(server.bind());
+  Interrupts interrupts;
+  Status served;
+  std::thread http([&] { served = server.serve(); });
+  std::fprintf(stderr, "minfer serve: listening on http://%s:%d\n", o.host.c_str(), server.port());
+  std::fflush(stderr);
+  auto started = [&]() -> Status {
+    MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/true));
+    runtime::EngineOptions e;
+    e.n_slots = slots;
+    // llama-server's rule: -c is the whole context, split among the slots.
+    e.n_ctx = std::min<int64_t>(so.n_ctx / slots, model->hparams().n_ctx_train);
+    if (e.n_ctx < 8) {
+      return Status::invalid_argument("-c " + std::to_string(so.n_ctx) + " over " +
+                                      std::to_string(slots) +
+                                      " slots leaves fewer than 8 tokens per sequence");
+    }
+    engine_settings(so, e);
+    MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, e));
+    server.set_ready(*model, std::move(engine), e.n_ctx);
+    std::fprintf(stderr, "minfer serve: ready (%lld slots of %lld tokens)\n",
+                 static_cast<long long>(slots), static_cast<long long>(e.n_ctx));
+    std::fflush(stderr);
+    while (!interrupts.requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server.stop();
+    return Status::ok();
+  }();
+  server.stop();
+  http.join();
+  MINFER_RETURN_IF_ERROR(started);
+  return served;
+}
+
+}  // namespace
+
+int run_serve(std::span<const std::string_view> args) {
+  ArgParser p("serve", "-m MODEL.gguf [--host 127.0.0.1] [--port 8080] [options]");
+  add_model_options(p);
+  add_sampling_options(p);
+  p.option("--host", "ADDR", "address to listen on (127.0.0.1)");
+  p.option("--port", "N", "port to listen on, 0 for any free one (8080)");
+  p.option("-np,--parallel", "N", "sequences served at once (4)");
+  p.option("-n,--n-predict", "N", "default max tokens of a completion, -1 up to the context (-1)");
+  p.option("--api-key", "KEY", "require Authorization: Bearer KEY");
+  p.option("-a,--alias", "NAME", "the model's id in responses (its file name)");
+  p.option("--timeout", "S", "read/write timeout of a connection in seconds (600)");
+  // llama-server flags that have no meaning here: accepted, so that its
+  // scripts run unchanged.
+  p.flag("--jinja", "accepted (the model's chat template is always used)");
+  p.flag("--no-jinja", "accepted and ignored");
+  p.flag("--metrics", "accepted and ignored");
+  p.flag("--slots", "accepted and ignored");
+  p.flag("--no-slots", "accepted and ignored");
+  p.flag("--no-webui", "accepted (there is no web UI)");
+  p.flag("-fa,--flash-attn", "accepted and ignored");
+  return parse_and_run(p, "serve", args, run);
+}
+
+}  // namespace minfer::cli

@@ -1,0 +1,64 @@
+// The OpenAI API's request and response bodies (nlohmann::json), and the
+// text a completion streams: stop strings matched across token boundaries
+// and never sent in part.
+//
+// Contract:
+//   - parse_completion() reads a /v1/chat/completions (chat) or
+//     /v1/completions body. Unknown fields are ignored; a known field of the
+//     wrong type or out of range is an invalid_argument Status naming it.
+//     Read: messages (string content or text parts) / prompt (a string, or a
+//     list of token ids), max_tokens / max_completion_tokens, temperature,
+//     top_p, top_k, min_p, seed, repeat_penalty / repetition_penalty, stop
+//     (a string or up to 4), stream, stream_options.include_usage, n (1).
+//   - error_body() is the OpenAI error object {"error": {message, type, code}}.
+//   - StopText: push() each decoded piece; what is safe to send comes back
+//     (text that could still begin a stop string is held); once a stop
+//     string appears, the text before it is the last to come and stopped()
+//     is true; finish() returns what was held when the sequence ends.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "runtime/chat_format.h"
+#include "runtime/sampler.h"
+
+namespace minfer::serve {
+
+struct CompletionParams {
+  bool chat = false;
+  std::vector<runtime::ChatMessage> messages;  // chat
+  std::string prompt;                          // completions: text ...
+  std::vector<int32_t> prompt_tokens;          // ... or token ids
+  int64_t max_tokens = -1;                     // -1: the server's default
+  runtime::SamplerParams sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+Result<CompletionParams> parse_completion(const nlohmann::json& body, bool chat,
+                                          const runtime::SamplerParams& defaults);
+
+// The HTTP status for a Status code (client errors 4xx, the rest 5xx).
+int http_status(const Status& s);
+nlohmann::json error_body(const Status& s);
+
+class StopText {
+ public:
+  explicit StopText(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  std::string push(const std::string& piece);
+  std::string finish();
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+}  // namespace minfer::serve

@@ -1,0 +1,73 @@
+// `minfer serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one
+// runtime::Engine (serve/scheduler.h).
+//
+// Contract:
+//   - listen() binds host:port (an error names them) and serves on its own
+//     threads until stop(); before set_ready() every endpoint but /health
+//     answers 503 and /health says the model is loading.
+//   - Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions and
+//     /v1/completions (one JSON body, or with "stream": true SSE chunks
+//     "data: {...}" ending with "data: [DONE]"; stream_options.include_usage
+//     adds a last chunk with the usage), POST /tokenize, POST /detokenize;
+//     the /v1 prefix is optional. Bodies are parsed by nlohmann-json; every
+//     client error is a 4xx with the OpenAI error object, malformed JSON and
+//     invalid UTF-8 included, and a prompt past the context is 400 naming
+//     its token count and the context.
+//   - With an API key every endpoint but /health wants
+//     "Authorization: Bearer KEY" (401 otherwise).
+//   - A client that goes away mid-stream cancels its sequence.
+// Threading: handlers on httplib's pool; the engine on the scheduler's thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "model/model.h"
+#include "runtime/chat_formatter.h"
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace minfer::serve {
+
+class Scheduler;
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string alias;       // the model's id in responses ("" : the file's name)
+  std::string api_key;     // "" : none needed
+  int timeout_s = 600;     // read and write timeout of a connection
+  int64_t n_predict = -1;  // default max tokens (-1: up to the context)
+  size_t max_body_bytes = 8 << 20;
+  runtime::SamplerParams sampling;  // defaults of every request
+};
+
+class Server {
+ public:
+  explicit Server(ServeOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds; then serve() blocks until stop().
+  Status bind();
+  Status serve();
+  void stop();
+  int port() const { return port_; }
+  // The model is loaded: requests go to this engine from now on.
+  void set_ready(const model::Model& model, std::unique_ptr<runtime::Engine> engine, int64_t n_ctx);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace minfer::serve

