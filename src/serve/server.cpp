@@ -3,10 +3,12 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
 
+#include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -25,6 +27,7 @@ struct Server::Impl {
   std::string model_id;
   int64_t n_ctx = 0;
   std::atomic<uint64_t> next_id{1};
+  Metrics metrics;
 
   void routes();
   bool authorized(const httplib::Request& req) const;
@@ -59,14 +62,41 @@ const char* finish_name(runtime::FinishReason r, bool stopped) {
   return "length";  // max tokens, or the context
 }
 
-// The state of one completion while it runs: tokens in, text out.
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The state of one completion while it runs: tokens in, text out, and its
+// timings for the metrics.
 struct Run {
+  Run(std::shared_ptr<Channel> ch, tokenizer::Detokenizer d, StopText t, Metrics* m)
+      : channel(std::move(ch)), detok(std::move(d)), text(std::move(t)), metrics(m) {}
+
   std::shared_ptr<Channel> channel;
   tokenizer::Detokenizer detok;
   StopText text;
+  Metrics* metrics;
+  Clock::time_point start = Clock::now(), first_token, last_token;
   int64_t prompt_tokens = 0, completion_tokens = 0;
   runtime::FinishReason reason = runtime::FinishReason::kNone;
   bool finished = false;
+  bool recorded = false;
+
+  // Once, at the end: the request's counts and latencies.
+  void record() {
+    if (recorded) return;
+    recorded = true;
+    const bool ok = channel->status().is_ok();
+    metrics->request(ok);
+    if (!ok) return;
+    const double ttft = completion_tokens > 0 ? seconds(start, first_token) : -1;
+    const double itl = completion_tokens > 1 ? seconds(first_token, last_token) /
+                                                   static_cast<double>(completion_tokens - 1)
+                                             : -1;
+    metrics->completion(prompt_tokens, completion_tokens, ttft, itl, seconds(start, Clock::now()));
+  }
 
   // Waits for what came; returns the new text (finished set at the end).
   std::string poll(int timeout_ms) {
@@ -76,6 +106,8 @@ struct Run {
     for (const Channel::Item& it : items) {
       prompt_tokens = it.prompt_tokens;
       if (it.has_token && !text.stopped()) {
+        last_token = Clock::now();
+        if (completion_tokens == 0) first_token = last_token;
         ++completion_tokens;
         out += text.push(detok.push(it.token));
       }
@@ -153,6 +185,9 @@ void Server::Impl::routes() {
                                  {"created", static_cast<int64_t>(std::time(nullptr))},
                                  {"owned_by", "minfer"}}})}});
   };
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.text(scheduler->stats()), "text/plain; version=0.0.4");
+  });
   http.Get("/v1/models", models);
   http.Get("/models", models);
   for (const char* p : {"/v1/chat/completions", "/chat/completions"}) {
@@ -197,15 +232,16 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   const int64_t room = n_ctx - n_prompt;
   const int64_t dflt = options.n_predict > 0 ? options.n_predict : room;
   r.max_tokens = std::min(params->max_tokens > 0 ? params->max_tokens : dflt, room);
-  auto run = std::make_shared<Run>(Run{scheduler->submit(std::move(r)),
-                                       tokenizer::Detokenizer(model->tokenizer(), false),
-                                       StopText(params->stop)});
+  auto run = std::make_shared<Run>(scheduler->submit(std::move(r)),
+                                   tokenizer::Detokenizer(model->tokenizer(), false),
+                                   StopText(params->stop), &metrics);
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
   const auto created = static_cast<int64_t>(std::time(nullptr));
   const char* object = chat ? "chat.completion" : "text_completion";
   if (!params->stream) {
     std::string text;
     while (!run->finished) text += run->poll(1000);
+    run->record();
     if (const Status s = run->channel->status(); !s) return send_error(res, s);
     json choice = {{"index", 0}, {"finish_reason", finish_name(run->reason, run->text.stopped())}};
     if (chat) {
@@ -252,6 +288,7 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
           out += sse(chunk(c));
         }
         if (run->finished) {
+          run->record();
           if (const Status s = run->channel->status(); !s) {
             out += sse(error_body(s));
           } else {

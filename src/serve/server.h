@@ -5,7 +5,8 @@
 //   - listen() binds host:port (an error names them) and serves on its own
 //     threads until stop(); before set_ready() every endpoint but /health
 //     answers 503 and /health says the model is loading.
-//   - Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions and
+//   - Endpoints: GET /health, GET /metrics (Prometheus text: serve/metrics.h),
+//     GET /v1/models, POST /v1/chat/completions and
 //     /v1/completions (one JSON body, or with "stream": true SSE chunks
 //     "data: {...}" ending with "data: [DONE]"; stream_options.include_usage
 //     adds a last chunk with the usage), POST /tokenize, POST /detokenize;

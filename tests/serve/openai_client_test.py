@@ -4,7 +4,7 @@ a well-behaved SDK never sends), on the real Gemma 3 270M Q4_K_M.
 
   python3 tests/serve/openai_client_test.py MINFER_BINARY
 
-Checks: /health, /v1/models, chat and text completions with and without
+Checks: /health, /metrics, /v1/models, chat and text completions with and without
 streaming (the streamed text equals the whole one; usage in the last chunk),
 stop strings (cut before the match, finish_reason "stop"), four concurrent
 greedy requests each equal to its solo answer (batch invariance through the
@@ -164,6 +164,17 @@ def main():
             together = list(pool.map(
                 lambda p: chat(client, p, max_tokens=10).choices[0].message.content, prompts))
         check(together == solo, f"concurrent {together} != solo {solo}")
+
+        # The metrics saw every completion above: 13 requests, their tokens.
+        status, body = srv.raw("GET", "/metrics")
+        text = body.decode()
+        values = dict(re.findall(r"^(minfer_\w+) (\S+)$", text, re.M))
+        check(status == 200, f"/metrics {status}")
+        check(int(values.get("minfer_requests_total", 0)) >= 13, f"requests: {values}")
+        check(int(values.get("minfer_completion_tokens_total", 0)) > 0, "completion tokens")
+        check("minfer_time_to_first_token_seconds_bucket{le=\"+Inf\"}" in text, "ttft histogram")
+        check(int(values.get("minfer_kv_pages", 0)) > 0, "KV pages")
+        check(int(values.get("minfer_sequences_running", -1)) == 0, "nothing running now")
 
         status, body = srv.raw("POST", "/tokenize", json.dumps({"content": "Hello world"}).encode())
         tokens = json.loads(body)["tokens"] if status == 200 else []
