@@ -20,6 +20,12 @@ Status run(const ArgParser& p) {
   o.port = static_cast<int>(port);
   o.alias = p.get_or("--alias", "");
   o.api_key = p.get_or("--api-key", "");
+  if (auto path = p.get("--chat-template-file")) {
+    MINFER_ASSIGN_OR_RETURN(o.chat_template, read_text_file(*path, "chat template file"));
+    if (o.chat_template.empty()) {
+      return Status::invalid_argument("chat template file '" + *path + "' is empty");
+    }
+  }
   MINFER_ASSIGN_OR_RETURN(int64_t timeout, p.get_int("--timeout", 600, 1, 86400));
   o.timeout_s = static_cast<int>(timeout);
   MINFER_ASSIGN_OR_RETURN(o.n_predict, p.get_int("--n-predict", -1, -1, kMaxContext));
@@ -48,7 +54,7 @@ Status run(const ArgParser& p) {
     }
     engine_settings(so, e);
     MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, e));
-    server.set_ready(*model, std::move(engine), e.n_ctx);
+    MINFER_RETURN_IF_ERROR(server.set_ready(*model, std::move(engine), e.n_ctx));
     std::fprintf(stderr, "minfer serve: ready (%lld slots of %lld tokens)\n",
                  static_cast<long long>(slots), static_cast<long long>(e.n_ctx));
     std::fflush(stderr);
@@ -75,6 +81,7 @@ int run_serve(std::span<const std::string_view> args) {
   p.option("--api-key", "KEY", "require Authorization: Bearer KEY");
   p.option("-a,--alias", "NAME", "the model's id in responses (its file name)");
   p.option("--timeout", "S", "read/write timeout of a connection in seconds (600)");
+  p.option("--chat-template-file", "FILE", "a Jinja chat template instead of the model's");
   // llama-server flags that have no meaning here: accepted, so that its
   // scripts run unchanged.
   p.flag("--jinja", "accepted (the model's chat template is always used)");

@@ -387,17 +387,24 @@ void Server::stop() {
   if (impl_->scheduler) impl_->scheduler->stop();
 }
 
-void Server::set_ready(const model::Model& model, std::unique_ptr<runtime::Engine> engine,
-                       int64_t n_ctx) {
+Status Server::set_ready(const model::Model& model, std::unique_ptr<runtime::Engine> engine,
+                         int64_t n_ctx) {
   impl_->model = &model;
   impl_->n_ctx = n_ctx;
-  impl_->formatter =
-      std::make_unique<runtime::ChatFormatter>(runtime::ChatFormatter::for_model(model));
+  if (impl_->options.chat_template.empty()) {
+    impl_->formatter =
+        std::make_unique<runtime::ChatFormatter>(runtime::ChatFormatter::for_model(model));
+  } else {
+    auto f = runtime::ChatFormatter::with_template(model, impl_->options.chat_template);
+    if (!f) return f.status().with_context("chat template");
+    impl_->formatter = std::make_unique<runtime::ChatFormatter>(std::move(*f));
+  }
   impl_->model_id = !impl_->options.alias.empty()
                         ? impl_->options.alias
                         : std::filesystem::path(model.path()).filename().string();
   impl_->scheduler = std::make_unique<Scheduler>(std::move(engine));
   impl_->ready = true;
+  return Status::ok();
 }
 
 }  // namespace minfer::serve

@@ -42,10 +42,11 @@ class Scheduler;
 struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
-  std::string alias;       // the model's id in responses ("" : the file's name)
-  std::string api_key;     // "" : none needed
-  int timeout_s = 600;     // read and write timeout of a connection
-  int64_t n_predict = -1;  // default max tokens (-1: up to the context)
+  std::string alias;          // the model's id in responses ("" : the file's name)
+  std::string api_key;        // "" : none needed
+  std::string chat_template;  // "" : the model's own (or its built-in format)
+  int timeout_s = 600;        // read and write timeout of a connection
+  int64_t n_predict = -1;     // default max tokens (-1: up to the context)
   size_t max_body_bytes = 8 << 20;
   runtime::SamplerParams sampling;  // defaults of every request
 };
@@ -63,7 +64,9 @@ class Server {
   void stop();
   int port() const { return port_; }
   // The model is loaded: requests go to this engine from now on.
-  void set_ready(const model::Model& model, std::unique_ptr<runtime::Engine> engine, int64_t n_ctx);
+  // An error when ServeOptions::chat_template does not parse.
+  Status set_ready(const model::Model& model, std::unique_ptr<runtime::Engine> engine,
+                   int64_t n_ctx);
 
  private:
   struct Impl;

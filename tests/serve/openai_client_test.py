@@ -88,6 +88,9 @@ class Server:
             self.proc.kill()
             code = -9
         check(code == 0, f"the server exited with {code}")
+        rest = self.proc.stderr.read()
+        if FAILURES and rest:
+            print("server stderr:", rest[-2000:], flush=True)
 
 
 def error_object(status, body, want_status, needle):
@@ -201,7 +204,11 @@ def main():
     finally:
         srv.stop()
 
-    keyed = Server(model, "--api-key", "sekret")
+    with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tmpl_{os.getpid()}.jinja"),
+              "w", encoding="utf-8") as f:
+        f.write("Q: {{ messages[-1].content }}\nA:")
+        template = f.name
+    keyed = Server(model, "--api-key", "sekret", "--chat-template-file", template)
     try:
         status, body = keyed.raw("GET", "/v1/models")
         check(status == 401, f"no key: {status}")
@@ -209,8 +216,17 @@ def main():
         check(ok.data[0].id == "gemma-test", "with the key")
         status, _ = keyed.raw("GET", "/health")
         check(status == 200, "/health needs no key")
+        # The prompt is what --chat-template-file made of the conversation.
+        kc = openai.OpenAI(base_url=keyed.url + "/v1", api_key="sekret")
+        r = chat(kc, "Hi there", max_tokens=2)
+        status, body = keyed.raw("POST", "/tokenize", json.dumps(
+            {"content": "Q: Hi there\nA:", "add_special": True}).encode(),
+            {"Content-Type": "application/json", "Authorization": "Bearer sekret"})
+        want = len(json.loads(body)["tokens"]) if status == 200 else -1
+        check(r.usage.prompt_tokens == want, f"templated prompt {r.usage.prompt_tokens} != {want}")
     finally:
         keyed.stop()
+        os.unlink(template)
 
     if FAILURES:
         print(f"{len(FAILURES)} failures")
