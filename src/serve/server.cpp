@@ -1,12 +1,14 @@
 #include "serve/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include "serve/metrics.h"
 #include "serve/openai.h"
@@ -21,6 +23,8 @@ struct Server::Impl {
   ServeOptions options;
   httplib::Server http;
   std::atomic<bool> ready{false};
+  std::atomic<bool> serving{false};         // in serve()
+  std::atomic<bool> stop_requested{false};  // stop() was called
   const model::Model* model = nullptr;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<runtime::ChatFormatter> formatter;
@@ -355,6 +359,12 @@ void Server::Impl::detokenize(const httplib::Request& req, httplib::Response& re
 Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
   impl_->routes();
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a
+  // second server binds a port already in use instead of failing.
+  impl_->http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   impl_->http.set_payload_max_length(impl_->options.max_body_bytes);
   impl_->http.set_read_timeout(impl_->options.timeout_s, 0);
   impl_->http.set_write_timeout(impl_->options.timeout_s, 0);
@@ -378,11 +388,24 @@ Status Server::bind() {
 }
 
 Status Server::serve() {
-  if (!impl_->http.listen_after_bind()) return Status::internal("the HTTP server stopped");
+  impl_->serving = true;
+  if (impl_->stop_requested) {  // stopped before it began
+    impl_->serving = false;
+    return Status::ok();
+  }
+  const bool ok = impl_->http.listen_after_bind();
+  impl_->serving = false;
+  if (!ok) return Status::internal("the HTTP server stopped");
   return Status::ok();
 }
 
 void Server::stop() {
+  impl_->stop_requested = true;
+  // httplib's stop() does nothing before its loop runs: wait for it (a stop
+  // right after serve() began would otherwise be lost).
+  for (int i = 0; i < 2000 && impl_->serving && !impl_->http.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   impl_->http.stop();
   if (impl_->scheduler) impl_->scheduler->stop();
 }

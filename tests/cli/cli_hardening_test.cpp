@@ -4,8 +4,12 @@
 // no backend computes, and file strings that would act on the terminal. Each
 // case must end with a clear message and a non-zero exit, never a crash, a
 // hang or damage outside the command's own output.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -341,6 +345,25 @@ TEST_F(CliTest, InvalidEnvironmentIsRefusedBeforeRunning) {
   r = minfer_shell("MINFER_DISABLE_CUDA=yes MINFER_NO_FUSE_GLU=1 " + q(MINFER_BINARY) + " run -m " +
                    model() + " -p hi -n 2 --temp 0");
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// serve fails at once, naming the problem: no model (after it began
+// listening), or a port another socket holds (no second listener on it).
+TEST_F(CliTest, ServeRefusesAMissingModelAndABusyPort) {
+  expect_error(minfer("serve --port 0"), "serve", "no model given");
+  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(sock, 4), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(sock, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  const Outcome r = minfer("serve -m " + model() + " --port " + std::to_string(port));
+  ::close(sock);
+  expect_error(r, "serve", "cannot listen on 127.0.0.1:" + std::to_string(port));
 }
 
 }  // namespace
