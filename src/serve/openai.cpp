@@ -47,8 +47,10 @@ Result<std::string> content_text(const json& c, size_t i) {
   if (!c.is_array()) return wrong(field, "a string or a list of text parts");
   std::string text;
   for (const json& part : c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
+    const bool text_part = part.is_object() && part.contains("type") && part["type"].is_string() &&
+                           part["type"] == "text" && part.contains("text") &&
+                           part["text"].is_string();
+    if (!text_part) {
       return wrong(field, "text parts ({\"type\": \"text\", \"text\": \"...\"})");
     }
     text += part["text"].get<std::string>();

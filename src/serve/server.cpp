@@ -163,6 +163,18 @@ void Server::Impl::routes() {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  // A bug must not reach the client as httplib's bare 500: the error object.
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        send_error(res, Status::internal("the request failed inside the server: " + what));
+      });
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 namespace minfer::serve {
 namespace {
 
@@ -83,6 +85,72 @@ TEST(OpenAi, StopStringsAcrossPiecesAreNeverSentInPart) {
   out += none.finish();
   EXPECT_EQ(out, "the EN");
   EXPECT_FALSE(none.stopped());
+}
+
+// Random bodies: every known field given values of random types (and random
+// nesting). Parsing never throws; it reads the body or refuses it with an
+// invalid_argument naming a field.
+TEST(OpenAi, RandomBodiesAreReadOrRefusedNeverThrown) {
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  std::function<json(int)> value = [&](int depth) -> json {
+    switch (next() % (depth > 2 ? 6 : 8)) {
+      case 0:
+        return nullptr;
+      case 1:
+        return next() % 2 == 0;
+      case 2:
+        return static_cast<int64_t>(next() % 2000) - 1000;
+      case 3:
+        return static_cast<double>(next() % 1000) / 7.0 - 50;
+      case 4:
+        return std::string(next() % 2 ? "text" : "user");
+      case 5:
+        return next();  // a large unsigned
+      case 6: {
+        json a = json::array();
+        for (uint64_t n = next() % 4; n > 0; --n) a.push_back(value(depth + 1));
+        return a;
+      }
+      default: {
+        json o = json::object();
+        for (const char* k : {"role", "content", "type", "text"}) {
+          if (next() % 2) o[k] = value(depth + 1);
+        }
+        return o;
+      }
+    }
+  };
+  const char* fields[] = {
+      "messages",       "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+      "top_k",          "min_p",  "seed",       "repeat_penalty",        "stop",        "stream",
+      "stream_options", "n"};
+  int read = 0, refused = 0;
+  for (int i = 0; i < 3000; ++i) {
+    json body = json::object();
+    for (const char* f : fields) {
+      if (next() % 3 == 0) body[f] = value(0);
+    }
+    if (next() % 4 == 0) body["messages"] = json::array({{{"role", "user"}, {"content", "hi"}}});
+    for (bool chat : {true, false}) {
+      Result<CompletionParams> p = Status::ok();
+      EXPECT_NO_THROW(p = parse_completion(body, chat, runtime::SamplerParams{})) << body.dump();
+      if (p.is_ok()) {
+        ++read;
+      } else {
+        ++refused;
+        EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << body.dump();
+        EXPECT_NE(p.message().find('\''), std::string::npos) << "names no field: " << p.message();
+      }
+    }
+  }
+  EXPECT_GT(read, 10);  // most random bodies have some field wrong
+  EXPECT_GT(refused, 100);
 }
 
 }  // namespace
