@@ -4,7 +4,9 @@ a well-behaved SDK never sends), on the real Gemma 3 270M Q4_K_M.
 
   python3 tests/serve/openai_client_test.py MINFER_BINARY
 
-Checks: /health, /metrics, /v1/models, chat and text completions with and without
+Checks: twelve concurrent requests on four slots, a client hanging up
+mid-stream (its sequence cancelled, the server unaffected), /health,
+/metrics, /v1/models, chat and text completions with and without
 streaming (the streamed text equals the whole one; usage in the last chunk),
 stop strings (cut before the match, finish_reason "stop"), four concurrent
 greedy requests each equal to its solo answer (batch invariance through the
@@ -17,6 +19,7 @@ import concurrent.futures
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -167,6 +170,39 @@ def main():
             together = list(pool.map(
                 lambda p: chat(client, p, max_tokens=10).choices[0].message.content, prompts))
         check(together == solo, f"concurrent {together} != solo {solo}")
+
+        # Load: twelve at once on four slots (eight wait their turn); each
+        # equals its solo answer.
+        many = [f"Give me word number {i}." for i in range(12)]
+        alone = {p: chat(client, p, max_tokens=6).choices[0].message.content for p in many[:3]}
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            crowd = list(pool.map(
+                lambda p: chat(client, p, max_tokens=6).choices[0].message.content, many))
+        check(all(isinstance(t, str) for t in crowd), "every crowded request answered")
+        check(all(crowd[i] == alone[many[i]] for i in range(3)), f"crowded {crowd[:3]} != {alone}")
+
+        # A client that hangs up mid-stream: its sequence is cancelled (nothing
+        # left running) and the server goes on.
+        sock = socket.create_connection(("127.0.0.1", srv.port))
+        body = json.dumps({"messages": [{"role": "user", "content": "Tell a long story."}],
+                           "max_tokens": 2000, "stream": True}).encode()
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: " +
+                     str(len(body)).encode() + b"\r\n\r\n" + body)
+        got = sock.recv(4096)
+        check(b"200" in got.split(b"\r\n")[0], f"stream start {got[:80]!r}")
+        sock.close()
+        running = -1
+        for _ in range(200):
+            _, mbody = srv.raw("GET", "/metrics")
+            m = re.search(rb"^minfer_sequences_running (\d+)$", mbody, re.M)
+            running = int(m.group(1)) if m else -1
+            if running == 0:
+                break
+            time.sleep(0.05)
+        check(running == 0, f"a hung-up stream still running ({running})")
+        check(chat(client, "Name a colour.", max_tokens=12).choices[0].message.content == text,
+              "the server answers as before after the hang-up")
 
         # The metrics saw every completion above: 13 requests, their tokens.
         status, body = srv.raw("GET", "/metrics")
