@@ -20,6 +20,15 @@ struct Engine::Sequence {
 
   int64_t prompt_size() const { return static_cast<int64_t>(request.prompt.size()); }
   bool prefilling() const { return computed < prompt_size(); }
+  SequenceEvent event(FinishReason reason) const {
+    SequenceEvent e;
+    e.id = id;
+    e.finished = reason;
+    e.prompt_tokens = prompt_size();
+    e.reused_tokens = reused;
+    e.generated = generated;
+    return e;
+  }
 };
 
 // One step's tokens, and which of them need logits (and for whom).
@@ -31,7 +40,8 @@ struct Engine::Batch {
 };
 
 const char* finish_reason_name(FinishReason r) {
-  static constexpr const char* kNames[] = {"none", "stop", "length", "context", "cancelled"};
+  static constexpr const char* kNames[] = {"none",    "stop",      "length",
+                                           "context", "cancelled", "error"};
   const auto i = static_cast<size_t>(r);
   return i < std::size(kNames) ? kNames[i] : "?";
 }
@@ -106,6 +116,11 @@ Result<SequenceId> Engine::add(Request request) {
                                       " is outside the vocabulary [0, " + std::to_string(n_vocab) +
                                       ")");
     }
+  }
+  if (request.top_logprobs < -1 || request.top_logprobs > Request::kMaxTopLogprobs) {
+    return Status::invalid_argument("top_logprobs " + std::to_string(request.top_logprobs) +
+                                    " must be -1 (off) or 0 to " +
+                                    std::to_string(Request::kMaxTopLogprobs));
   }
   MINFER_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(request.sampling));
   auto s = std::make_unique<Sequence>(
@@ -205,8 +220,9 @@ Result<std::vector<SequenceEvent>> Engine::step() {
   const auto n_tokens = static_cast<int64_t>(b.tokens.size());
   const model::GraphParams p = graph_params(n_tokens, static_cast<int64_t>(b.output_rows.size()));
   // Every wanted row greedy: only the tokens come back from the device.
-  const bool argmax = std::all_of(b.output.begin(), b.output.end(),
-                                  [](const Sequence* s) { return s->sampler.is_argmax(); });
+  const bool argmax = std::all_of(b.output.begin(), b.output.end(), [](const Sequence* s) {
+    return s->sampler.is_argmax() && !s->request.constraint && s->request.top_logprobs < 0;
+  });
   std::span<const float> logits;
   std::span<const int32_t> ids;
   const auto t0 = std::chrono::steady_clock::now();
@@ -235,16 +251,19 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
   for (size_t r = 0; r < b.output.size(); ++r) {
     Sequence& s = *b.output[r];
     s.pages.publish_full(*pool_, s.tokens);  // whole pages now computed can serve later prompts
-    int32_t next = -1;
-    if (!ids.empty()) {
-      next = ids[r];
-      if (next < 0 || next >= static_cast<int32_t>(n_vocab)) {
-        return Status::internal("sampler: every logit of sequence " + std::to_string(s.id) +
-                                " is -inf or NaN");
-      }
-    } else {
-      MINFER_ASSIGN_OR_RETURN(next, s.sampler.sample(logits.subspan(r * n_vocab, n_vocab)));
+    SequenceEvent e = s.event(FinishReason::kNone);
+    e.has_token = true;
+    Result<int32_t> drawn =
+        ids.empty() ? draw(s, logits.subspan(r * n_vocab, n_vocab), e) : Result<int32_t>(ids[r]);
+    if (drawn && (*drawn < 0 || *drawn >= static_cast<int32_t>(n_vocab))) {
+      drawn = Status::internal("every logit is -inf or NaN");
     }
+    if (!drawn) {  // this sequence's draw failed; the others go on
+      finish(s, FinishReason::kError, events);
+      events.back().error = "sequence " + std::to_string(s.id) + ": " + drawn.message();
+      continue;
+    }
+    const int32_t next = *drawn;
     s.sampler.accept(next);
     if (tok.is_eog(next)) {
       finish(s, FinishReason::kStop, events);
@@ -253,7 +272,8 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
     s.tokens.push_back(next);
     ++s.generated;
     ++totals_.generated_tokens;
-    SequenceEvent e{s.id, true, next, FinishReason::kNone, s.prompt_size(), s.reused, s.generated};
+    e.token = next;
+    e.generated = s.generated;
     if (s.generated >= s.request.max_tokens) {
       e.finished = FinishReason::kLength;
     } else if (s.computed + 1 > options_.n_ctx) {
@@ -265,14 +285,34 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
   return Status::ok();
 }
 
+Result<int32_t> Engine::draw(Sequence& s, std::span<const float> row, SequenceEvent& e) {
+  if (s.request.top_logprobs >= 0) {
+    MINFER_ASSIGN_OR_RETURN(const LogSoftmax l, LogSoftmax::of(row));
+    e.top_logprobs = l.top(s.request.top_logprobs);
+    MINFER_ASSIGN_OR_RETURN(const int32_t t, draw_token(s, row));
+    e.logprob = l.logprob(t);
+    return t;
+  }
+  return draw_token(s, row);
+}
+
+Result<int32_t> Engine::draw_token(Sequence& s, std::span<const float> row) {
+  TokenConstraint* c = s.request.constraint.get();
+  if (c == nullptr) return s.sampler.sample(row);
+  masked_.assign(row.begin(), row.end());
+  MINFER_RETURN_IF_ERROR(c->mask(masked_));
+  MINFER_ASSIGN_OR_RETURN(const int32_t t, s.sampler.sample(masked_));
+  if (!model_.tokenizer().is_eog(t)) MINFER_RETURN_IF_ERROR(c->accept(t));
+  return t;
+}
+
 // Gives the sequence's cells back (its full pages stay cached) and, unless
 // the caller already reported the end with the last token, reports it.
 void Engine::finish(Sequence& s, FinishReason reason, std::vector<SequenceEvent>& events) {
   const bool reported =
       !events.empty() && events.back().id == s.id && events.back().finished == reason;
   if (!reported) {
-    events.push_back(
-        SequenceEvent{s.id, false, -1, reason, s.prompt_size(), s.reused, s.generated});
+    events.push_back(s.event(reason));
   }
   if (s.slot >= 0) {
     s.pages.publish_full(*pool_, std::span(s.tokens).first(static_cast<size_t>(s.computed)));

@@ -21,8 +21,12 @@
 //     still cached) reuse those cells instead of recomputing them.
 //   - A sequence ends at an end-of-generation token (not emitted; reason
 //     kStop), after max_tokens (kLength), at its context limit (kContext),
-//     or by cancel() (kCancelled); its cells go back to the pool, its full
-//     pages stay cached for later prompts.
+//     by cancel() (kCancelled), or when its own draw fails (kError, e.g. a
+//     constraint that allows nothing); its cells go back to the pool, its
+//     full pages stay cached for later prompts.
+//   - A request's constraint masks the logits before each of its draws and
+//     is told the token drawn; requests with a constraint or log-probs take
+//     the logits back from the device (the others may take only argmaxes).
 //   - Greedy outputs do not depend on what else is batched: every token's
 //     attention takes one kernel path whatever the batch, and the tests pin
 //     a sequence's tokens alone and in company (docs/ENGINE.md says how far
@@ -35,13 +39,17 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "model/model.h"
 #include "runtime/forward.h"
 #include "runtime/kv_pages.h"
+#include "runtime/logprobs.h"
 #include "runtime/sampler.h"
+#include "runtime/token_constraint.h"
 
 namespace minfer::runtime {
 
@@ -61,12 +69,24 @@ struct EngineOptions {
 };
 
 struct Request {
+  Request() = default;
+  Request(std::vector<int32_t> prompt_, SamplerParams sampling_, int64_t max_tokens_)
+      : prompt(std::move(prompt_)), sampling(sampling_), max_tokens(max_tokens_) {}
+
   std::vector<int32_t> prompt;
   SamplerParams sampling;
   int64_t max_tokens = 128;  // new tokens at most
+  // Masks each draw (constrained decoding); the engine drives it. Optional.
+  std::shared_ptr<TokenConstraint> constraint;
+  // -1: no log-probabilities; 0..kMaxTopLogprobs: each event carries the
+  // drawn token's log-probability and that many most likely alternatives.
+  int top_logprobs = -1;
+  static constexpr int kMaxTopLogprobs = 20;
 };
 
-enum class FinishReason : uint8_t { kNone, kStop, kLength, kContext, kCancelled };
+// kError: this sequence's draw failed (its constraint allowed no token, or
+// every logit was -inf); SequenceEvent::error says why. The others go on.
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kContext, kCancelled, kError };
 const char* finish_reason_name(FinishReason r);
 
 // What one step did to one sequence: a new token, an end, or both.
@@ -78,6 +98,11 @@ struct SequenceEvent {
   int64_t prompt_tokens = 0;  // the prompt's length
   int64_t reused_tokens = 0;  // prompt tokens taken from cached pages
   int64_t generated = 0;      // tokens emitted so far
+  // With Request::top_logprobs >= 0 and a token: its log-probability and
+  // the most likely tokens (runtime/logprobs.h).
+  float logprob = 0;
+  std::vector<TokenLogprob> top_logprobs;
+  std::string error;  // with kError
 };
 
 struct EngineStats {
@@ -117,6 +142,9 @@ class Engine {
   Status build_batch(Batch& batch);
   Status sample(const Batch& batch, std::span<const float> logits, std::span<const int32_t> ids,
                 std::vector<SequenceEvent>& events);
+  // One row's token for `s` (its constraint and sampler), and its logprobs.
+  Result<int32_t> draw(Sequence& s, std::span<const float> row, SequenceEvent& e);
+  Result<int32_t> draw_token(Sequence& s, std::span<const float> row);
   void finish(Sequence& s, FinishReason reason, std::vector<SequenceEvent>& events);
   int64_t pages_for(const Sequence& s) const;
 
@@ -131,6 +159,7 @@ class Engine {
   int64_t reserved_pages_ = 0;       // promised to admitted sequences, not yet allocated
   SequenceId next_id_ = 0;
   std::vector<SequenceEvent> pending_;  // ends decided outside step() (cancel)
+  std::vector<float> masked_;           // a constrained row's scratch
   EngineStats totals_;
 };
 

@@ -93,6 +93,10 @@ Result<Sampler> Sampler::create(SamplerParams p) {
     return bad("repeat_penalty", p.repeat_penalty, "finite and > 0 (1 = off)");
   if (p.repeat_last_n < -1)
     return bad("repeat_last_n", p.repeat_last_n, ">= -1 (0 = off, -1 = whole history)");
+  if (!std::isfinite(p.presence_penalty))
+    return bad("presence_penalty", p.presence_penalty, "finite (0 = off)");
+  if (!std::isfinite(p.frequency_penalty))
+    return bad("frequency_penalty", p.frequency_penalty, "finite (0 = off)");
   return Sampler(p);
 }
 
@@ -136,15 +140,24 @@ Status Sampler::filter(std::span<const float> logits, std::vector<Candidate>& ca
     cand[i] = {std::isnan(v) ? kNegInf : v, static_cast<int32_t>(i)};
   }
 
-  // 1. Repetition penalty, once per distinct token in the window.
-  if (params_.repeat_penalty != 1.0f && !history_.empty()) {
+  // 1. Penalties, once per distinct token in the window: the repetition
+  //    penalty scales its logit, then frequency (times its count) and presence
+  //    penalties are subtracted.
+  if (has_penalties() && !history_.empty()) {
     std::vector<int32_t> seen(history_.begin(), history_.end());
     std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (int32_t id : seen) {
+    for (size_t i = 0; i < seen.size();) {
+      size_t j = i;
+      while (j < seen.size() && seen[j] == seen[i]) ++j;
+      const int32_t id = seen[i];
+      const auto count = static_cast<float>(j - i);
+      i = j;
       if (id < 0 || static_cast<size_t>(id) >= n) continue;
       float& l = cand[static_cast<size_t>(id)].logit;
-      l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+      if (params_.repeat_penalty != 1.0f) {
+        l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+      }
+      l -= count * params_.frequency_penalty + params_.presence_penalty;
     }
   }
 

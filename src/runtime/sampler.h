@@ -2,10 +2,12 @@
 //
 // Contract: llama.cpp's parameter names and the order of its default sampler
 // chain, restricted to these stages:
-//   1. repetition penalty: every distinct token among the last repeat_last_n
-//      accepted tokens has its logit divided by repeat_penalty if the logit is
-//      > 0 and multiplied by it otherwise (1 = off; 0 = off, -1 = the whole
-//      history since the last reset());
+//   1. penalties: every distinct token among the last repeat_last_n accepted
+//      tokens (0 = off, -1 = the whole history since the last reset()) has
+//      its logit divided by repeat_penalty if the logit is > 0 and multiplied
+//      by it otherwise (1 = off), then lowered by frequency_penalty times its
+//      count in the window plus presence_penalty (0 = off; OpenAI's
+//      presence/frequency penalties, applied as llama.cpp does);
 //   2. top-k: keep the k highest logits (0 = off; ties go to the lower id);
 //   3. top-p (nucleus): keep the smallest prefix of the tokens, highest
 //      probability first, whose probability sum reaches top_p; the token that
@@ -54,13 +56,15 @@
 namespace minfer::runtime {
 
 struct SamplerParams {
-  float temperature = 0.8f;     // <= 0: greedy
-  int top_k = 40;               // >= 0; 0 = off
-  float top_p = 0.95f;          // (0, 1]; 1 = off
-  float min_p = 0.05f;          // [0, 1]; 0 = off
-  float repeat_penalty = 1.0f;  // > 0; 1 = off
-  int repeat_last_n = 64;       // >= -1; 0 = off, -1 = whole history since reset()
-  uint64_t seed = 0;            // every value is a fixed, reproducible seed
+  float temperature = 0.8f;        // <= 0: greedy
+  int top_k = 40;                  // >= 0; 0 = off
+  float top_p = 0.95f;             // (0, 1]; 1 = off
+  float min_p = 0.05f;             // [0, 1]; 0 = off
+  float repeat_penalty = 1.0f;     // > 0; 1 = off
+  float presence_penalty = 0.0f;   // finite; 0 = off
+  float frequency_penalty = 0.0f;  // finite; 0 = off
+  int repeat_last_n = 64;          // >= -1; 0 = off, -1 = whole history since reset()
+  uint64_t seed = 0;               // every value is a fixed, reproducible seed
 };
 
 // One surviving token of the chain and its final probability.
@@ -97,9 +101,13 @@ class Sampler {
   // True when sample() is the argmax of the logits, the first largest one
   // (greedy with no repetition penalty): a caller may compute that where
   // the logits are (graph::Op::kArgMax) and skip sample().
-  bool is_argmax() const {
-    return params_.temperature <= 0.0f &&
-           (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0);
+  bool is_argmax() const { return params_.temperature <= 0.0f && !has_penalties(); }
+
+  // True when stage 1 changes any logit.
+  bool has_penalties() const {
+    return params_.repeat_last_n != 0 &&
+           (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+            params_.frequency_penalty != 0.0f);
   }
 
  private:

@@ -216,6 +216,40 @@ TEST(Sampler, RepetitionPenaltySignRule) {
               {{0, w[0] / sum}, {1, w[1] / sum}, {2, w[2] / sum}, {3, w[3] / sum}});
 }
 
+TEST(Sampler, FrequencyAndPresencePenaltiesFollowTheCounts) {
+  SamplerParams p = plain();
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  Sampler s = make(p);
+  for (int32_t t : {0, 0, 0, 2}) s.accept(t);
+  // id 0 seen 3 times: 1.0 - 3 * 0.5 - 0.25 = -0.75; id 1 unseen: 0.0;
+  // id 2 once: 0.5 - 0.5 - 0.25 = -0.25.
+  const double w[] = {std::exp(-0.75), 1.0, std::exp(-0.25)};
+  const double sum = w[0] + w[1] + w[2];
+  expect_dist(dist(s, {1.0f, 0.0f, 0.5f}), {{1, w[1] / sum}, {2, w[2] / sum}, {0, w[0] / sum}});
+}
+
+TEST(Sampler, PenaltiesComposeRepetitionFirstAndMakeGreedyNotArgmax) {
+  SamplerParams p = plain(0.0f);
+  p.repeat_penalty = 2.0f;
+  p.presence_penalty = -1.0f;  // negative: favours what was said
+  Sampler s = make(p);
+  EXPECT_FALSE(s.is_argmax());
+  s.accept(1);
+  // id 1: 1.0 / 2 = 0.5, then + 1.0 = 1.5 > 1.2 -> 1. (Subtracting first and
+  // then dividing would give 1.0.)
+  EXPECT_EQ(*s.sample(std::vector<float>{1.2f, 1.0f}), 1);
+  p.repeat_penalty = 1.0f;
+  p.presence_penalty = 0.0f;
+  EXPECT_TRUE(make(p).is_argmax());
+  p.frequency_penalty = 0.1f;
+  EXPECT_FALSE(make(p).is_argmax());
+  p.repeat_last_n = 0;  // no window: no penalty at all
+  EXPECT_TRUE(make(p).is_argmax());
+  p.presence_penalty = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(Sampler::create(p).is_ok());
+}
+
 TEST(Sampler, RepetitionPenaltyChangesGreedyChoice) {
   SamplerParams p = plain(0.0f);
   p.repeat_penalty = 1.5f;
