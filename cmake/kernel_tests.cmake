@@ -1,6 +1,6 @@
 # MINFER_KERNEL_TESTS_ONLY: the engine and the CLI compiled, but linked only
 # into one test binary with the CPU kernel tests (tests/backend/*_test.cpp
-# except the CUDA ones). Meant for cross builds (cmake/aarch64-linux-gnu.cmake),
+# except the CUDA and Vulkan ones). Meant for cross builds (cmake/aarch64-linux-gnu.cmake),
 # whose sysroot has libc and libstdc++ but not pcre2 or utf8proc: the one
 # source that needs them, the pre-tokenizer, is left out (and the HTTP
 # server, whose header-only libraries are the host's), and googletest is
@@ -8,7 +8,9 @@
 # Included from the top-level CMakeLists.txt, in its directory scope.
 
 file(GLOB_RECURSE MINFER_SOURCES CONFIGURE_DEPENDS src/*.cpp)
-list(FILTER MINFER_SOURCES EXCLUDE REGEX "src/cli/.*|src/serve/.*|src/tokenizer/pretokenizer\\.cpp$")
+list(FILTER MINFER_SOURCES EXCLUDE REGEX "src/cli/.*|src/serve/.*|src/grammar/.*|src/tokenizer/pretokenizer\\.cpp$")
+# No Vulkan here (the target sysroot has no loader): its layers stay out.
+list(FILTER MINFER_SOURCES EXCLUDE REGEX "src/backend/(gpu|vulkan)/.*")
 add_library(minfer_core STATIC ${MINFER_SOURCES})
 target_include_directories(minfer_core PUBLIC src)
 target_compile_options(minfer_core PRIVATE ${MINFER_WARNINGS})
@@ -39,7 +41,7 @@ endif()
 include(GoogleTest)
 
 file(GLOB MINFER_KERNEL_TESTS CONFIGURE_DEPENDS tests/backend/*_test.cpp)
-list(FILTER MINFER_KERNEL_TESTS EXCLUDE REGEX "tests/backend/cuda_[^/]*$")
+list(FILTER MINFER_KERNEL_TESTS EXCLUDE REGEX "tests/backend/(cuda|vulkan)_[^/]*$")
 add_executable(minfer_kernel_test ${MINFER_KERNEL_TESTS})
 target_compile_options(minfer_kernel_test PRIVATE ${MINFER_WARNINGS})
 target_include_directories(minfer_kernel_test PRIVATE tests)

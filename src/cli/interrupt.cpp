@@ -16,17 +16,19 @@ void on_sigint(int) {
 
 }  // namespace
 
-Interrupts::Interrupts() {
+Interrupts::Interrupts(Signals which) : which_(which) {
   g_count.store(0);
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // a read waiting for input goes on waiting
   sigaction(SIGINT, &sa, &previous_);
+  if (which_ == Signals::kIntAndTerm) sigaction(SIGTERM, &sa, &previous_term_);
 }
 
 Interrupts::~Interrupts() {
   sigaction(SIGINT, &previous_, nullptr);
+  if (which_ == Signals::kIntAndTerm) sigaction(SIGTERM, &previous_term_, nullptr);
 }
 
 bool Interrupts::requested() const {

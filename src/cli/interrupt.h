@@ -3,6 +3,8 @@
 // carries on or returns); a second one before clear() ends the process at
 // once with status 130, as a shell expects.
 //
+// With Signals::kIntAndTerm, SIGTERM counts as a SIGINT (a server's
+// graceful stop; a second signal of either kind ends the process).
 // Contract: an Interrupts object installs its handler for its lifetime and
 // restores the previous one when destroyed; one at a time per process.
 // requested() says whether a first SIGINT came since the last clear().
@@ -15,7 +17,8 @@ namespace minfer::cli {
 
 class Interrupts {
  public:
-  Interrupts();
+  enum class Signals { kInt, kIntAndTerm };
+  explicit Interrupts(Signals which = Signals::kInt);
   ~Interrupts();
   Interrupts(const Interrupts&) = delete;
   Interrupts& operator=(const Interrupts&) = delete;
@@ -24,7 +27,9 @@ class Interrupts {
   void clear();
 
  private:
+  Signals which_;
   struct sigaction previous_ {};
+  struct sigaction previous_term_ {};
 };
 
 }  // namespace minfer::cli

@@ -1,6 +1,8 @@
 // `minfer serve`: the OpenAI-compatible HTTP server (serve/server.h) with
 // llama-server's flags. It listens first (so /health answers 503 while the
-// model loads), then loads the model and the engine; Ctrl-C stops it.
+// model loads), then loads the model and the engine. SIGINT or SIGTERM stops
+// it gracefully (new requests get 503, running ones may finish for
+// --shutdown-timeout seconds); a second signal ends it at once.
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -32,11 +34,15 @@ Status run(const ArgParser& p) {
   if (o.n_predict == 0) return Status::invalid_argument("--n-predict must be -1 or positive");
   MINFER_ASSIGN_OR_RETURN(o.sampling, sampler_params(p));
   MINFER_ASSIGN_OR_RETURN(int64_t slots, p.get_int("--parallel", 4, 1, 1024));
+  MINFER_ASSIGN_OR_RETURN(o.max_queue, p.get_int("--max-queue", 64 * slots, 0, 1 << 20));
+  MINFER_ASSIGN_OR_RETURN(int64_t grace, p.get_int("--shutdown-timeout", 30, 0, 86400));
+  o.shutdown_timeout_s = static_cast<int>(grace);
+  o.cors_origin = p.get_or("--cors", "");
   MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096 * slots));
 
   serve::Server server(o);
   MINFER_RETURN_IF_ERROR(server.bind());
-  Interrupts interrupts;
+  Interrupts interrupts(Interrupts::Signals::kIntAndTerm);
   Status served;
   std::thread http([&] { served = server.serve(); });
   std::fprintf(stderr, "minfer serve: listening on http://%s:%d\n", o.host.c_str(), server.port());
@@ -59,7 +65,10 @@ Status run(const ArgParser& p) {
                  static_cast<long long>(slots), static_cast<long long>(e.n_ctx));
     std::fflush(stderr);
     while (!interrupts.requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    server.stop();
+    std::fprintf(stderr, "minfer serve: shutting down (running requests may finish for %d s)\n",
+                 o.shutdown_timeout_s);
+    std::fflush(stderr);
+    server.shutdown();
     return Status::ok();
   }();
   server.stop();
@@ -80,8 +89,11 @@ int run_serve(std::span<const std::string_view> args) {
   p.option("-n,--n-predict", "N", "default max tokens of a completion, -1 up to the context (-1)");
   p.option("--api-key", "KEY", "require Authorization: Bearer KEY");
   p.option("-a,--alias", "NAME", "the model's id in responses (its file name)");
-  p.option("--timeout", "S", "read/write timeout of a connection in seconds (600)");
+  p.option("--timeout", "S", "connection read/write timeout and longest request, seconds (600)");
   p.option("--chat-template-file", "FILE", "a Jinja chat template instead of the model's");
+  p.option("--max-queue", "N", "sequences that may wait for a slot; past it 503 (64 x -np)");
+  p.option("--cors", "ORIGIN", "allow browser requests from ORIGIN (or *); off by default");
+  p.option("--shutdown-timeout", "S", "on SIGTERM, seconds running requests may finish (30)");
   // llama-server flags that have no meaning here: accepted, so that its
   // scripts run unchanged.
   p.flag("--jinja", "accepted (the model's chat template is always used)");

@@ -1,6 +1,9 @@
 #include "serve/openai.h"
 
+#include <algorithm>
 #include <limits>
+
+#include "runtime/engine.h"
 
 namespace minfer::serve {
 namespace {
@@ -113,6 +116,48 @@ Status read_stop(const json& body, CompletionParams& p) {
   return Status::ok();
 }
 
+// Chat: "logprobs": bool and "top_logprobs": 0..20. Completions: "logprobs": 0..20.
+Status read_logprobs(const json& body, CompletionParams& p) {
+  constexpr int kMax = runtime::Request::kMaxTopLogprobs;
+  if (!p.chat) {
+    MINFER_ASSIGN_OR_RETURN(int64_t n, integer(body, "logprobs", 0, kMax, -1));
+    p.top_logprobs = static_cast<int>(n);
+    return Status::ok();
+  }
+  MINFER_ASSIGN_OR_RETURN(bool on, boolean(body, "logprobs", false));
+  MINFER_ASSIGN_OR_RETURN(int64_t top, integer(body, "top_logprobs", 0, kMax, -1));
+  if (top >= 0 && !on) return wrong("top_logprobs", "given only with \"logprobs\": true");
+  p.top_logprobs = on ? static_cast<int>(std::max<int64_t>(top, 0)) : -1;
+  return Status::ok();
+}
+
+Status read_format(const json& body, CompletionParams& p) {
+  const auto it = body.find("response_format");
+  if (it == body.end() || it->is_null()) return Status::ok();
+  const std::string want =
+      "{\"type\": \"text\" | \"json_object\" | \"json_schema\"} (json_schema with "
+      "\"json_schema\": {\"schema\": {...}})";
+  if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) {
+    return wrong("response_format", want);
+  }
+  const std::string type = (*it)["type"].get<std::string>();
+  if (type == "text") return Status::ok();
+  if (type == "json_object") {
+    p.format = CompletionParams::Format::kJsonObject;
+    return Status::ok();
+  }
+  const auto js = it->find("json_schema");
+  if (type != "json_schema" || js == it->end() || !js->is_object()) {
+    return wrong("response_format", want);
+  }
+  const auto schema = js->find("schema");
+  if (schema == js->end() || !(schema->is_object() || schema->is_boolean())) {
+    return wrong("response_format.json_schema.schema", "a JSON schema (an object)");
+  }
+  p.format = CompletionParams::Format::kJsonSchema;
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<CompletionParams> parse_completion(const json& body, bool chat,
@@ -136,8 +181,19 @@ Result<CompletionParams> parse_completion(const json& body, bool chat,
   MINFER_ASSIGN_OR_RETURN(int64_t seed, integer(body, "seed", std::numeric_limits<int64_t>::min(),
                                                 std::numeric_limits<int64_t>::max(),
                                                 static_cast<int64_t>(p.sampling.seed)));
-  MINFER_ASSIGN_OR_RETURN(int64_t n, integer(body, "n", 1, 1, 1));
-  (void)n;  // one choice per request
+  MINFER_ASSIGN_OR_RETURN(int64_t n, integer(body, "n", 1, CompletionParams::kMaxChoices, 1));
+  p.n = static_cast<int>(n);
+  MINFER_ASSIGN_OR_RETURN(double presence,
+                          number(body, "presence_penalty", -2, 2, p.sampling.presence_penalty));
+  MINFER_ASSIGN_OR_RETURN(double frequency,
+                          number(body, "frequency_penalty", -2, 2, p.sampling.frequency_penalty));
+  p.sampling.presence_penalty = static_cast<float>(presence);
+  p.sampling.frequency_penalty = static_cast<float>(frequency);
+  if (const auto u = body.find("user"); u != body.end() && !u->is_null() && !u->is_string()) {
+    return wrong("user", "a string");
+  }
+  MINFER_RETURN_IF_ERROR(read_logprobs(body, p));
+  MINFER_RETURN_IF_ERROR(read_format(body, p));
   MINFER_ASSIGN_OR_RETURN(p.stream, boolean(body, "stream", false));
   if (const auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
     if (!so->is_object()) return wrong("stream_options", "an object");
@@ -152,6 +208,13 @@ Result<CompletionParams> parse_completion(const json& body, bool chat,
   p.sampling.seed = static_cast<uint64_t>(seed);
   MINFER_RETURN_IF_ERROR(read_stop(body, p));
   return p;
+}
+
+nlohmann::ordered_json ordered_schema(const std::string& body) {
+  const auto doc = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::ordered_json::json_pointer at("/response_format/json_schema/schema");
+  if (doc.is_discarded() || !doc.contains(at)) return nullptr;
+  return doc[at];
 }
 
 int http_status(const Status& s) {

@@ -9,7 +9,12 @@
 //     Read: messages (string content or text parts) / prompt (a string, or a
 //     list of token ids), max_tokens / max_completion_tokens, temperature,
 //     top_p, top_k, min_p, seed, repeat_penalty / repetition_penalty, stop
-//     (a string or up to 4), stream, stream_options.include_usage, n (1).
+//     (a string or up to 4), presence_penalty / frequency_penalty (-2..2),
+//     logprobs / top_logprobs (chat: a boolean and 0..20; completions: an
+//     integer 0..20), n (1..kMaxChoices), response_format ({"type": "text"},
+//     {"type": "json_object"}, {"type": "json_schema", "json_schema":
+//     {"schema": {...}}}), user (a string, unused), stream,
+//     stream_options.include_usage.
 //   - error_body() is the OpenAI error object {"error": {message, type, code}}.
 //   - StopText: push() each decoded piece; what is safe to send comes back
 //     (text that could still begin a stop string is held); once a stop
@@ -39,10 +44,21 @@ struct CompletionParams {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
+  int n = 1;              // choices
+  int top_logprobs = -1;  // -1: no logprobs
+  enum class Format { kText, kJsonObject, kJsonSchema } format = Format::kText;
+  // kJsonSchema: in the order the request wrote it (properties are generated
+  // in that order); parse_completion() leaves it to the caller, which parses
+  // the body again as ordered_json (ordered_schema()).
+  nlohmann::ordered_json schema;
+  static constexpr int kMaxChoices = 16;
 };
 
 Result<CompletionParams> parse_completion(const nlohmann::json& body, bool chat,
                                           const runtime::SamplerParams& defaults);
+
+// response_format.json_schema.schema of a raw body, keys in their order.
+nlohmann::ordered_json ordered_schema(const std::string& body);
 
 // The HTTP status for a Status code (client errors 4xx, the rest 5xx).
 int http_status(const Status& s);

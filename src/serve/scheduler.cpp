@@ -31,16 +31,22 @@ void Channel::cancel() {
   cancelled_ = true;
 }
 
-bool Channel::cancelled() const {
+void Channel::cancel(int choice) {
   std::lock_guard lock(mu_);
-  return cancelled_;
+  if (choice >= 0 && choice < n_choices_) cancelled_choices_[static_cast<size_t>(choice)] = true;
+}
+
+bool Channel::cancelled(int choice) const {
+  std::lock_guard lock(mu_);
+  return cancelled_ ||
+         (choice >= 0 && choice < n_choices_ && cancelled_choices_[static_cast<size_t>(choice)]);
 }
 
 void Channel::push(const Item& item) {
   {
     std::lock_guard lock(mu_);
     items_.push_back(item);
-    if (item.finished != runtime::FinishReason::kNone) done_ = true;
+    if (item.finished != runtime::FinishReason::kNone && ++ended_ == n_choices_) done_ = true;
   }
   cv_.notify_all();
 }
@@ -54,25 +60,44 @@ void Channel::fail(Status s) {
   cv_.notify_all();
 }
 
-Scheduler::Scheduler(std::unique_ptr<runtime::Engine> engine)
-    : engine_(std::move(engine)), thread_([this] { loop(); }) {}
+Scheduler::Scheduler(std::unique_ptr<runtime::Engine> engine, int64_t max_waiting)
+    : engine_(std::move(engine)), max_waiting_(max_waiting), thread_([this] { loop(); }) {}
 
 Scheduler::~Scheduler() {
   stop();
 }
 
-std::shared_ptr<Channel> Scheduler::submit(runtime::Request request) {
-  auto ch = std::make_shared<Channel>();
+std::shared_ptr<Channel> Scheduler::submit(std::vector<runtime::Request> requests) {
+  const auto n = static_cast<int64_t>(requests.size());
+  auto ch = std::make_shared<Channel>(static_cast<int>(n));
   {
     std::lock_guard lock(mu_);
-    if (stopping_) {
-      ch->fail(Status::unavailable("the server is stopping"));
+    if (stopping_ || draining_) {
+      ch->fail(Status::unavailable("the server is shutting down"));
       return ch;
     }
-    incoming_.push_back({std::move(request), ch});
+    const int64_t waiting = incoming_sequences_ + stats_.waiting;
+    if (waiting + n > max_waiting_) {
+      ch->fail(Status::unavailable("the server is busy: " + std::to_string(waiting) +
+                                   " sequences wait for a slot (at most " +
+                                   std::to_string(max_waiting_) + "); retry later"));
+      return ch;
+    }
+    incoming_sequences_ += n;
+    incoming_.push_back({std::move(requests), ch});
   }
   cv_.notify_all();
   return ch;
+}
+
+void Scheduler::drain() {
+  std::lock_guard lock(mu_);
+  draining_ = true;
+}
+
+bool Scheduler::idle() const {
+  std::lock_guard lock(mu_);
+  return incoming_.empty() && stats_.waiting == 0 && stats_.running == 0;
 }
 
 void Scheduler::stop() {
@@ -92,14 +117,41 @@ runtime::EngineStats Scheduler::stats() const {
 
 void Scheduler::admit(std::vector<Job>& jobs) {
   for (Job& j : jobs) {
-    auto id = engine_->add(std::move(j.request));
-    if (!id) {
-      j.channel->fail(id.status());
+    std::vector<runtime::SequenceId> ids;
+    Status refused;
+    for (runtime::Request& r : j.requests) {
+      auto id = engine_->add(std::move(r));
+      if (!id) {
+        refused = id.status();
+        break;
+      }
+      ids.push_back(*id);
+    }
+    if (!refused) {
+      for (runtime::SequenceId id : ids) engine_->cancel(id);
+      j.channel->fail(refused);
       continue;
     }
-    live_.push_back({*id, j.channel});
+    for (size_t i = 0; i < ids.size(); ++i) {
+      live_.push_back({ids[i], j.channel, static_cast<int>(i)});
+    }
   }
   jobs.clear();
+}
+
+void Scheduler::deliver(const std::vector<runtime::SequenceEvent>& events) {
+  for (const runtime::SequenceEvent& e : events) {
+    auto it = std::find_if(live_.begin(), live_.end(), [&](const Live& l) { return l.id == e.id; });
+    if (it == live_.end()) continue;
+    if (e.finished == runtime::FinishReason::kError) {
+      it->channel->fail(Status::internal(e.error));
+      it->channel->cancel();  // and its other choices
+    } else {
+      it->channel->push({it->choice, e.has_token, e.token, e.logprob, e.top_logprobs, e.finished,
+                         e.prompt_tokens});
+    }
+    if (e.finished != runtime::FinishReason::kNone) live_.erase(it);
+  }
 }
 
 void Scheduler::loop() {
@@ -110,10 +162,15 @@ void Scheduler::loop() {
       cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !engine_->idle(); });
       if (stopping_) break;
       jobs.swap(incoming_);
+      incoming_sequences_ = 0;
     }
     admit(jobs);
+    {
+      std::lock_guard lock(mu_);
+      stats_ = engine_->stats();  // the queue bound sees the new arrivals
+    }
     for (const Live& l : live_) {
-      if (l.channel->cancelled()) engine_->cancel(l.id);
+      if (l.channel->cancelled(l.choice)) engine_->cancel(l.id);
     }
     auto events = engine_->step();
     if (!events) {  // a failed step ends every sequence in it: report and go on
@@ -126,13 +183,7 @@ void Scheduler::loop() {
       (void)engine_->step();  // collect the cancellations
       continue;
     }
-    for (const runtime::SequenceEvent& e : *events) {
-      auto it =
-          std::find_if(live_.begin(), live_.end(), [&](const Live& l) { return l.id == e.id; });
-      if (it == live_.end()) continue;
-      it->channel->push({e.has_token, e.token, e.finished, e.prompt_tokens});
-      if (e.finished != runtime::FinishReason::kNone) live_.erase(it);
-    }
+    deliver(*events);
     std::lock_guard lock(mu_);
     stats_ = engine_->stats();
   }

@@ -2,14 +2,21 @@
 // by the HTTP handlers' threads through per-request channels.
 //
 // Contract:
-//   - submit(request) hands a request to the engine thread and returns its
-//     channel at once; the request's tokens and its end arrive there in
-//     order. A request the engine refuses (bad tokens, a prompt past the
-//     context, more pages than the pool) ends at once with that Status.
+//   - submit(requests) hands one HTTP request's sequences (its n choices) to
+//     the engine thread and returns their channel at once; each choice's
+//     tokens and its end arrive there in order, tagged with its index. A
+//     request the engine refuses (bad tokens, a prompt past the context,
+//     more pages than the pool) ends at once with that Status, its other
+//     choices cancelled.
+//   - The queue is bounded: with max_waiting sequences already waiting for a
+//     slot, submit() ends the channel at once with an unavailable Status
+//     (HTTP 503; the server adds Retry-After).
 //   - A handler that stops listening (a client gone) calls cancel(): the
-//     engine cancels the sequence at its next step and its cells return.
-//   - stop() ends the thread after the current step; every open channel ends
-//     with an unavailable Status. The destructor stops.
+//     engine cancels its sequences at its next step and their cells return.
+//   - drain() refuses new work (unavailable) and lets what runs finish;
+//     idle() says when nothing is left. stop() ends the thread after the
+//     current step; every open channel ends with an unavailable Status. The
+//     destructor stops.
 // Threading: submit/cancel/stats from any thread; the Engine is touched only
 // by the engine thread.
 #pragma once
@@ -31,18 +38,23 @@ namespace minfer::serve {
 class Channel {
  public:
   struct Item {
+    int choice = 0;
     bool has_token = false;
     int32_t token = -1;
+    float logprob = 0;
+    std::vector<runtime::TokenLogprob> top_logprobs;
     runtime::FinishReason finished = runtime::FinishReason::kNone;
     int64_t prompt_tokens = 0;
   };
+  explicit Channel(int n_choices = 1) : n_choices_(n_choices) {}
   // Waits (at most `timeout_ms`) for items; false when none came in time.
   // After the end, `items` is empty and done() is true.
   bool wait(std::vector<Item>& items, int timeout_ms);
   bool done() const;
-  Status status() const;  // why it ended early (ok for a normal end)
-  void cancel();
-  bool cancelled() const;
+  Status status() const;    // why it ended early (ok for a normal end)
+  void cancel();            // every choice
+  void cancel(int choice);  // one (its stop string came)
+  bool cancelled(int choice) const;
 
   // The engine thread's side.
   void push(const Item& item);
@@ -52,33 +64,40 @@ class Channel {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> items_;
+  int n_choices_;
+  int ended_ = 0;  // choices that have ended
   bool done_ = false;
   bool cancelled_ = false;
+  std::vector<bool> cancelled_choices_ = std::vector<bool>(static_cast<size_t>(n_choices_), false);
   Status status_;
 };
 
 class Scheduler {
  public:
-  explicit Scheduler(std::unique_ptr<runtime::Engine> engine);
+  Scheduler(std::unique_ptr<runtime::Engine> engine, int64_t max_waiting);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  std::shared_ptr<Channel> submit(runtime::Request request);
+  std::shared_ptr<Channel> submit(std::vector<runtime::Request> requests);
+  void drain();
+  bool idle() const;
   void stop();
   runtime::EngineStats stats() const;
 
  private:
   struct Job {
-    runtime::Request request;
+    std::vector<runtime::Request> requests;
     std::shared_ptr<Channel> channel;
   };
   struct Live {
     runtime::SequenceId id;
     std::shared_ptr<Channel> channel;
+    int choice;
   };
   void loop();
   void admit(std::vector<Job>& jobs);
+  void deliver(const std::vector<runtime::SequenceEvent>& events);
 
   std::unique_ptr<runtime::Engine> engine_;
   mutable std::mutex mu_;
@@ -86,6 +105,9 @@ class Scheduler {
   std::vector<Job> incoming_;
   std::vector<Live> live_;  // engine thread only
   runtime::EngineStats stats_;
+  int64_t max_waiting_;
+  int64_t incoming_sequences_ = 0;  // in incoming_
+  bool draining_ = false;
   bool stopping_ = false;
   std::thread thread_;
 };

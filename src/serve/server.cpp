@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include "serve/completion.h"
+#include "serve/json_format.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/scheduler.h"
@@ -25,6 +27,7 @@ struct Server::Impl {
   std::atomic<bool> ready{false};
   std::atomic<bool> serving{false};         // in serve()
   std::atomic<bool> stop_requested{false};  // stop() was called
+  std::atomic<bool> draining{false};        // shutdown() began
   const model::Model* model = nullptr;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<runtime::ChatFormatter> formatter;
@@ -32,6 +35,7 @@ struct Server::Impl {
   int64_t n_ctx = 0;
   std::atomic<uint64_t> next_id{1};
   Metrics metrics;
+  ConstraintFactory constraints;
 
   void routes();
   bool authorized(const httplib::Request& req) const;
@@ -49,6 +53,20 @@ void send(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const Status& s) {
   send(res, http_status(s), error_body(s));
+  if (http_status(s) == 503) res.set_header("Retry-After", "1");
+}
+
+// Compares in time that depends only on the lengths, not on where the
+// strings differ (a key cannot be guessed byte by byte from response times).
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const auto x = static_cast<unsigned char>(i < a.size() ? a[i] : 0);
+    const auto y = static_cast<unsigned char>(i < b.size() ? b[i] : 0);
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
 }
 
 // The body as a JSON object; a 400 naming what is wrong otherwise.
@@ -61,90 +79,13 @@ Result<json> body_of(const httplib::Request& req) {
   return body;
 }
 
-const char* finish_name(runtime::FinishReason r, bool stopped) {
-  if (stopped || r == runtime::FinishReason::kStop) return "stop";
-  return "length";  // max tokens, or the context
-}
-
-using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-// The state of one completion while it runs: tokens in, text out, and its
-// timings for the metrics.
-struct Run {
-  Run(std::shared_ptr<Channel> ch, tokenizer::Detokenizer d, StopText t, Metrics* m)
-      : channel(std::move(ch)), detok(std::move(d)), text(std::move(t)), metrics(m) {}
-
-  std::shared_ptr<Channel> channel;
-  tokenizer::Detokenizer detok;
-  StopText text;
-  Metrics* metrics;
-  Clock::time_point start = Clock::now(), first_token, last_token;
-  int64_t prompt_tokens = 0, completion_tokens = 0;
-  runtime::FinishReason reason = runtime::FinishReason::kNone;
-  bool finished = false;
-  bool recorded = false;
-
-  // Once, at the end: the request's counts and latencies.
-  void record() {
-    if (recorded) return;
-    recorded = true;
-    const bool ok = channel->status().is_ok();
-    metrics->request(ok);
-    if (!ok) return;
-    const double ttft = completion_tokens > 0 ? seconds(start, first_token) : -1;
-    const double itl = completion_tokens > 1 ? seconds(first_token, last_token) /
-                                                   static_cast<double>(completion_tokens - 1)
-                                             : -1;
-    metrics->completion(prompt_tokens, completion_tokens, ttft, itl, seconds(start, Clock::now()));
-  }
-
-  // Waits for what came; returns the new text (finished set at the end).
-  std::string poll(int timeout_ms) {
-    std::vector<Channel::Item> items;
-    std::string out;
-    channel->wait(items, timeout_ms);
-    for (const Channel::Item& it : items) {
-      prompt_tokens = it.prompt_tokens;
-      if (it.has_token && !text.stopped()) {
-        last_token = Clock::now();
-        if (completion_tokens == 0) first_token = last_token;
-        ++completion_tokens;
-        out += text.push(detok.push(it.token));
-      }
-      if (it.finished != runtime::FinishReason::kNone) reason = it.finished;
-    }
-    if (text.stopped() && reason == runtime::FinishReason::kNone) {
-      channel->cancel();  // the stop string ended it: free the sequence
-      reason = runtime::FinishReason::kStop;
-      finished = true;
-    }
-    if (channel->done() || reason != runtime::FinishReason::kNone) {
-      if (!text.stopped()) out += text.push(detok.flush()) + text.finish();
-      finished = true;
-    }
-    return out;
-  }
-};
-
-json usage(const Run& r) {
-  return {{"prompt_tokens", r.prompt_tokens},
-          {"completion_tokens", r.completion_tokens},
-          {"total_tokens", r.prompt_tokens + r.completion_tokens}};
-}
-
-std::string sse(const json& j) {
-  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-}
-
 }  // namespace
 
 bool Server::Impl::authorized(const httplib::Request& req) const {
   if (options.api_key.empty() || req.path == "/health") return true;
-  return req.get_header_value("Authorization") == "Bearer " + options.api_key;
+  if (req.method == "OPTIONS" && !options.cors_origin.empty())
+    return true;  // preflights carry no key
+  return same_secret(req.get_header_value("Authorization"), "Bearer " + options.api_key);
 }
 
 void Server::Impl::routes() {
@@ -156,6 +97,17 @@ void Server::Impl::routes() {
               {"type", "authentication_error"},
               {"code", 401}}}});
       return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!options.cors_origin.empty()) {
+      res.set_header("Access-Control-Allow-Origin", options.cors_origin);
+      res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") {  // a preflight
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+        res.set_header("Access-Control-Max-Age", "600");
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
     }
     if (!ready && req.path != "/health") {
       send_error(res, Status::unavailable("the model is loading"));
@@ -189,6 +141,10 @@ void Server::Impl::routes() {
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!ready) {
       send_error(res, Status::unavailable("the model is loading"));
+      return;
+    }
+    if (draining) {
+      send_error(res, Status::unavailable("the server is shutting down"));
       return;
     }
     send(res, 200, {{"status", "ok"}});
@@ -225,112 +181,21 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   if (!body) return send_error(res, body.status());
   auto params = parse_completion(*body, chat, options.sampling);
   if (!params) return send_error(res, params.status());
-  std::vector<int32_t> prompt = params->prompt_tokens;
-  if (prompt.empty()) {
-    Result<std::string> text = params->prompt;
-    if (chat) text = formatter->render(params->messages);
-    if (!text) return send_error(res, text.status());
-    auto ids = runtime::encode_prompt(model->tokenizer(), *text);
-    if (!ids) return send_error(res, ids.status());
-    prompt = std::move(*ids);
+  if (params->format == CompletionParams::Format::kJsonSchema) {
+    params->schema = ordered_schema(req.body);
   }
-  const auto n_prompt = static_cast<int64_t>(prompt.size());
-  if (n_prompt >= n_ctx) {
-    return send_error(
-        res, Status::out_of_range("the prompt has " + std::to_string(n_prompt) +
-                                  " tokens and the context is " + std::to_string(n_ctx) +
-                                  " (prompt_tokens " + std::to_string(n_prompt) + ", n_ctx " +
-                                  std::to_string(n_ctx) + ")"));
-  }
-  runtime::Request r;
-  r.prompt = std::move(prompt);
-  r.sampling = params->sampling;
-  const int64_t room = n_ctx - n_prompt;
-  const int64_t dflt = options.n_predict > 0 ? options.n_predict : room;
-  r.max_tokens = std::min(params->max_tokens > 0 ? params->max_tokens : dflt, room);
-  auto run = std::make_shared<Run>(scheduler->submit(std::move(r)),
-                                   tokenizer::Detokenizer(model->tokenizer(), false),
-                                   StopText(params->stop), &metrics);
-  const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
-  const auto created = static_cast<int64_t>(std::time(nullptr));
-  const char* object = chat ? "chat.completion" : "text_completion";
-  if (!params->stream) {
-    std::string text;
-    while (!run->finished) text += run->poll(1000);
-    run->record();
-    if (const Status s = run->channel->status(); !s) return send_error(res, s);
-    json choice = {{"index", 0}, {"finish_reason", finish_name(run->reason, run->text.stopped())}};
-    if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", text}};
-    } else {
-      choice["text"] = text;
-      choice["logprobs"] = nullptr;
-    }
-    return send(res, 200,
-                {{"id", id},
-                 {"object", object},
-                 {"created", created},
-                 {"model", model_id},
-                 {"choices", json::array({choice})},
-                 {"usage", usage(*run)}});
-  }
-  const bool include_usage = params->include_usage;
-  const std::string model_name = model_id;
-  auto chunk = [=](const json& choices) {
-    return json{{"id", id},
-                {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                {"created", created},
-                {"model", model_name},
-                {"choices", choices}};
-  };
-  auto first = std::make_shared<bool>(true);
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [=](size_t, httplib::DataSink& sink) {
-        if (*first && chat) {
-          *first = false;
-          const json c = json::array({{{"index", 0},
-                                       {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                       {"finish_reason", nullptr}}});
-          if (!sink.write(sse(chunk(c)).data(), sse(chunk(c)).size())) return false;
-        }
-        const std::string text = run->poll(100);
-        std::string out;
-        if (!text.empty()) {
-          const json c =
-              json::array({{{"index", 0},
-                            {chat ? "delta" : "text", chat ? json{{"content", text}} : json(text)},
-                            {"finish_reason", nullptr}}});
-          out += sse(chunk(c));
-        }
-        if (run->finished) {
-          run->record();
-          if (const Status s = run->channel->status(); !s) {
-            out += sse(error_body(s));
-          } else {
-            const json c =
-                json::array({{{"index", 0},
-                              {chat ? "delta" : "text", chat ? json::object() : json("")},
-                              {"finish_reason", finish_name(run->reason, run->text.stopped())}}});
-            out += sse(chunk(c));
-            if (include_usage) {
-              json u = chunk(json::array());
-              u["usage"] = usage(*run);
-              out += sse(u);
-            }
-          }
-          out += "data: [DONE]\n\n";
-        }
-        if (!out.empty() && !sink.write(out.data(), out.size())) {
-          run->channel->cancel();  // the client is gone
-          return false;
-        }
-        if (run->finished) sink.done();
-        return true;
-      },
-      [run](bool success) {
-        if (!success) run->channel->cancel();
-      });
+  CompletionContext ctx;
+  ctx.model = model;
+  ctx.scheduler = scheduler.get();
+  ctx.metrics = &metrics;
+  ctx.formatter = formatter.get();
+  ctx.constraints = constraints;
+  ctx.model_id = model_id;
+  ctx.n_ctx = n_ctx;
+  ctx.n_predict = options.n_predict;
+  ctx.timeout_s = options.timeout_s;
+  complete(ctx, std::move(*params), (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++),
+           res);
 }
 
 void Server::Impl::tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -411,6 +276,21 @@ Status Server::serve() {
   return Status::ok();
 }
 
+void Server::shutdown() {
+  impl_->draining = true;
+  if (impl_->scheduler) {
+    impl_->scheduler->drain();
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(impl_->options.shutdown_timeout_s);
+    while (!impl_->scheduler->idle() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    // The streams' last chunks go out before the connections close.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  stop();
+}
+
 void Server::stop() {
   impl_->stop_requested = true;
   // httplib's stop() does nothing before its loop runs: wait for it (a stop
@@ -437,7 +317,10 @@ Status Server::set_ready(const model::Model& model, std::unique_ptr<runtime::Eng
   impl_->model_id = !impl_->options.alias.empty()
                         ? impl_->options.alias
                         : std::filesystem::path(model.path()).filename().string();
-  impl_->scheduler = std::make_unique<Scheduler>(std::move(engine));
+  auto formats = json_formats(model.tokenizer());
+  if (!formats) return formats.status().with_context("response_format vocabulary");
+  impl_->constraints = std::move(*formats);
+  impl_->scheduler = std::make_unique<Scheduler>(std::move(engine), impl_->options.max_queue);
   impl_->ready = true;
   return Status::ok();
 }

@@ -16,7 +16,11 @@
 //     its token count and the context.
 //   - With an API key every endpoint but /health wants
 //     "Authorization: Bearer KEY" (401 otherwise).
-//   - A client that goes away mid-stream cancels its sequence.
+//   - A client that goes away mid-stream cancels its sequence. Past
+//     max_queue waiting sequences a request is 503 with Retry-After.
+//   - --cors ORIGIN adds Access-Control-Allow-* headers and answers
+//     preflight OPTIONS requests; without it there are none.
+//   - GET /openapi.json describes the endpoints (OpenAPI 3.0).
 // Threading: handlers on httplib's pool; the engine on the scheduler's thread.
 #pragma once
 
@@ -48,6 +52,9 @@ struct ServeOptions {
   int timeout_s = 600;        // read and write timeout of a connection
   int64_t n_predict = -1;     // default max tokens (-1: up to the context)
   size_t max_body_bytes = 8 << 20;
+  int64_t max_queue = 256;          // sequences waiting for a slot; past it 503 + Retry-After
+  std::string cors_origin;          // "" : no CORS headers; "*" or an origin
+  int shutdown_timeout_s = 30;      // shutdown(): how long running requests may finish
   runtime::SamplerParams sampling;  // defaults of every request
 };
 
@@ -61,6 +68,9 @@ class Server {
   // Binds; then serve() blocks until stop().
   Status bind();
   Status serve();
+  // Graceful: refuses new requests (503) and lets running ones finish for up
+  // to shutdown_timeout_s, then stops (the rest end with an error).
+  void shutdown();
   void stop();
   int port() const { return port_; }
   // The model is loaded: requests go to this engine from now on.

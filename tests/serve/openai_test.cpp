@@ -42,7 +42,24 @@ TEST(OpenAi, RefusesWrongTypesNamingTheField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
       {R"({"messages": [{"role": "user", "content": "x"}], "temperature": -1})", "temperature"},
       {R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})", "stop"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", "'n'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 17})", "'n'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 0})", "'n'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": 3})",
+       "presence_penalty"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "frequency_penalty": "1"})",
+       "frequency_penalty"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
+       "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": "json"})",
+       "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}})",
+       "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}],
+           "response_format": {"type": "json_schema", "json_schema": {"schema": 3}}})",
+       "json_schema.schema"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "user": 5})", "user"},
       {R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "stream"},
   };
   for (const auto& [text, field] : bad) {
@@ -56,6 +73,40 @@ TEST(OpenAi, RefusesWrongTypesNamingTheField) {
   ASSERT_TRUE(tokens.is_ok());
   EXPECT_EQ(tokens->prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_FALSE(parse_completion(json::parse(R"({"prompt": [1, -2]})"), false, {}).is_ok());
+}
+
+TEST(OpenAi, ReadsChoicesPenaltiesLogprobsAndFormats) {
+  auto chat = parse_completion(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
+      "n": 3, "presence_penalty": 0.5, "frequency_penalty": -1.5, "logprobs": true,
+      "top_logprobs": 4, "user": "u1",
+      "response_format": {"type": "json_schema",
+                          "json_schema": {"name": "t", "schema": {"type": "object"}}}})"),
+                               true, {});
+  ASSERT_TRUE(chat.is_ok()) << chat.message();
+  EXPECT_EQ(chat->n, 3);
+  EXPECT_FLOAT_EQ(chat->sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(chat->sampling.frequency_penalty, -1.5f);
+  EXPECT_EQ(chat->top_logprobs, 4);
+  EXPECT_EQ(chat->format, CompletionParams::Format::kJsonSchema);
+  const std::string body =
+      R"({"response_format": {"type": "json_schema", "json_schema": {"schema": {"properties": {"b": {}, "a": {}}}}}})";
+  EXPECT_EQ(ordered_schema(body).dump(), R"({"properties":{"b":{},"a":{}}})");  // as written
+  EXPECT_TRUE(ordered_schema("{}").is_null());
+  auto plain = parse_completion(
+      json::parse(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+                      "response_format": {"type": "json_object"}})"),
+      true, {});
+  ASSERT_TRUE(plain.is_ok()) << plain.message();
+  EXPECT_EQ(plain->top_logprobs, 0);  // the drawn token's only
+  EXPECT_EQ(plain->format, CompletionParams::Format::kJsonObject);
+  auto text = parse_completion(json::parse(R"({"prompt": "x", "logprobs": 2})"), false, {});
+  ASSERT_TRUE(text.is_ok()) << text.message();
+  EXPECT_EQ(text->top_logprobs, 2);
+  EXPECT_EQ(text->format, CompletionParams::Format::kText);
+  auto none = parse_completion(json::parse(R"({"prompt": "x"})"), false, {});
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_EQ(none->top_logprobs, -1);
+  EXPECT_EQ(none->n, 1);
 }
 
 TEST(OpenAi, ErrorObjectsAndStatuses) {

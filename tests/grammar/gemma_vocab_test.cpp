@@ -1,0 +1,116 @@
+// The real Gemma 3 vocabulary (262,144 tokens): TokenVocabulary from the
+// tokenizer, random walks to EOG, and the cost of mask() (printed, not
+// asserted; docs/GRAMMAR.md records it). Skipped when the GGUF is absent.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "base/utf8.h"
+#include "gguf/file.h"
+#include "grammar/json_constraint.h"
+#include "grammar_testutil.h"
+#include "test_models.h"
+#include "tokenizer/gguf_vocab.h"
+#include "tokenizer/tokenizer.h"
+
+namespace minfer::grammar {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::ordered_json;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+TEST(GemmaVocab, RandomWalksAndMaskCost) {
+  const std::string path = minfer::testing::gemma3_model_path();
+  if (path.empty()) GTEST_SKIP() << minfer::testing::kMissingGemma3;
+  auto file = gguf::File::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.message();
+  auto v = tokenizer::vocab_from_gguf(**file);
+  ASSERT_TRUE(v.is_ok()) << v.message();
+  auto tok = tokenizer::Tokenizer::create(std::move(v).value());
+  ASSERT_TRUE(tok.is_ok()) << tok.message();
+  Clock::time_point t0 = Clock::now();
+  auto vocab = TokenVocabulary::from_tokenizer(*tok);
+  ASSERT_TRUE(vocab.is_ok()) << vocab.message();
+  std::printf("[gemma] TokenVocabulary of %d tokens built in %.1f ms (%zu + %zu trie nodes)\n",
+              (*vocab)->size(), ms_since(t0), (*vocab)->all_trie().nodes.size(),
+              (*vocab)->non_plain_trie().nodes.size());
+  ASSERT_FALSE((*vocab)->eog_tokens().empty());
+
+  const char* person =
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":40},
+          "age":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}}},
+          "required":["name","age","tags"]})";
+  struct Walk {
+    const char* label;
+    std::shared_ptr<const JsonGrammar> grammar;
+    ordered_json schema;
+  };
+  auto any = JsonGrammar::any_json();
+  auto schema = JsonGrammar::from_schema(ordered_json::parse(person));
+  ASSERT_TRUE(any.is_ok() && schema.is_ok());
+  const Walk walks[] = {{"json_object", *any, ordered_json(true)},
+                        {"schema", *schema, ordered_json::parse(person)}};
+  std::vector<float> logits(static_cast<size_t>((*vocab)->size()));
+  for (const Walk& w : walks) {
+    for (uint64_t seed = 0; seed < 3; ++seed) {
+      auto c = JsonConstraint::create(w.grammar, *vocab);
+      ASSERT_TRUE(c.is_ok());
+      std::mt19937_64 rng(seed);
+      double total_ms = 0, max_ms = 0;
+      int steps = 0;
+      for (; steps < 400 && !c->ended(); ++steps) {
+        uint64_t x = rng() | 1;  // xorshift: 262k draws per step, cheaply
+        for (float& l : logits) {
+          x ^= x << 13;
+          x ^= x >> 7;
+          x ^= x << 17;
+          l = static_cast<float>(x >> 40) * 0x1p-24f;
+        }
+        t0 = Clock::now();
+        Status s = c->mask(logits);
+        const double ms = ms_since(t0);
+        ASSERT_TRUE(s.is_ok()) << s.message() << " after " << c->text();
+        total_ms += ms;
+        max_ms = std::max(max_ms, ms);
+        int32_t pick =
+            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        if (steps >= 40) {  // prefer closing: EOG, else a token with '"', '}', ']'
+          std::vector<int32_t> closing;
+          for (int32_t t = 0; t < (*vocab)->size(); ++t) {
+            if (logits[t] == -std::numeric_limits<float>::infinity()) continue;
+            if ((*vocab)->token(t).is_eog) {
+              closing.assign(1, t);
+              break;
+            }
+            if ((*vocab)->token(t).bytes.find_first_of("\"}]") != std::string::npos) {
+              closing.push_back(t);
+            }
+          }
+          if (!closing.empty()) pick = closing[rng() % closing.size()];
+        }
+        ASSERT_TRUE(c->accept(pick).is_ok());
+      }
+      ASSERT_TRUE(c->ended()) << w.label << ": " << c->text();
+      std::printf("[gemma] %s seed %llu: %d tokens, mask() mean %.2f ms, max %.2f ms: %s\n",
+                  w.label, static_cast<unsigned long long>(seed), steps, total_ms / steps, max_ms,
+                  printable_text(c->text().substr(0, 80)).c_str());
+      const ordered_json value = ordered_json::parse(c->text(), nullptr, false);
+      ASSERT_FALSE(value.is_discarded()) << c->text();
+      EXPECT_TRUE(value.is_object());
+      EXPECT_EQ(testing::validate(value, w.schema, w.schema), "") << c->text();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace minfer::grammar
