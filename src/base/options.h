@@ -39,6 +39,10 @@ struct Options {
   bool gemv_f32 = false;        // MINFER_GEMV_F32: GPU decode GEMVs on f32 activations
   bool no_pdl = false;          // MINFER_NO_PDL: no programmatic dependent launch
   bool no_split_kv = false;     // MINFER_NO_SPLIT_KV: no split-KV decode attention
+  bool disable_vulkan = false;  // MINFER_DISABLE_VULKAN: no Vulkan device
+  int vulkan_device = -1;       // MINFER_VULKAN_DEVICE: which Vulkan device (-1: the best)
+  // MINFER_VULKAN_VALIDATION: the Khronos validation layer, where installed.
+  bool vulkan_validation = false;
   // MINFER_BATCH_INVARIANT (on): the engine's batches compute every token
   // with arithmetic that does not depend on the rest of the batch.
   bool batch_invariant = true;

@@ -38,6 +38,7 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(int64_t grace, p.get_int("--shutdown-timeout", 30, 0, 86400));
   o.shutdown_timeout_s = static_cast<int>(grace);
   o.cors_origin = p.get_or("--cors", "");
+  o.web_ui = !p.has("--no-webui");
   MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096 * slots));
 
   serve::Server server(o);
@@ -94,6 +95,7 @@ int run_serve(std::span<const std::string_view> args) {
   p.option("--max-queue", "N", "sequences that may wait for a slot; past it 503 (64 x -np)");
   p.option("--cors", "ORIGIN", "allow browser requests from ORIGIN (or *); off by default");
   p.option("--shutdown-timeout", "S", "on SIGTERM, seconds running requests may finish (30)");
+  p.flag("--no-webui", "do not serve the web chat page at /");
   // llama-server flags that have no meaning here: accepted, so that its
   // scripts run unchanged.
   p.flag("--jinja", "accepted (the model's chat template is always used)");
@@ -101,7 +103,6 @@ int run_serve(std::span<const std::string_view> args) {
   p.flag("--metrics", "accepted and ignored");
   p.flag("--slots", "accepted and ignored");
   p.flag("--no-slots", "accepted and ignored");
-  p.flag("--no-webui", "accepted (there is no web UI)");
   p.flag("-fa,--flash-attn", "accepted and ignored");
   return parse_and_run(p, "serve", args, run);
 }

@@ -14,7 +14,9 @@
 #include "serve/json_format.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
+#include "serve/openapi.h"
 #include "serve/scheduler.h"
+#include "serve/webui.h"
 #include "tokenizer/tokenizer.h"
 
 namespace minfer::serve {
@@ -83,6 +85,10 @@ Result<json> body_of(const httplib::Request& req) {
 
 bool Server::Impl::authorized(const httplib::Request& req) const {
   if (options.api_key.empty() || req.path == "/health") return true;
+  // The web page carries no key: the user types it into the page.
+  if (options.web_ui && req.method == "GET" &&
+      (req.path == "/" || req.path == "/index.html" || req.path == "/favicon.ico"))
+    return true;
   if (req.method == "OPTIONS" && !options.cors_origin.empty())
     return true;  // preflights carry no key
   return same_secret(req.get_header_value("Authorization"), "Bearer " + options.api_key);
@@ -149,6 +155,21 @@ void Server::Impl::routes() {
     }
     send(res, 200, {{"status", "ok"}});
   });
+  if (options.web_ui) {
+    for (const char* p : {"/", "/index.html"}) {
+      http.Get(p, [](const httplib::Request&, httplib::Response& res) {
+        res.set_header("Content-Security-Policy",
+                       "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                       "script-src 'self' 'unsafe-inline'; connect-src 'self'");
+        res.set_header("X-Content-Type-Options", "nosniff");
+        const std::string_view page = web_page();
+        res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+      });
+    }
+    // Browsers ask for it on their own: no icon, and no error in their console.
+    http.Get("/favicon.ico",
+             [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+  }
   const auto models = [this](const httplib::Request&, httplib::Response& res) {
     send(res, 200,
          {{"object", "list"},
@@ -159,6 +180,9 @@ void Server::Impl::routes() {
   };
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.text(scheduler->stats()), "text/plain; version=0.0.4");
+  });
+  http.Get("/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(openapi_document(!options.api_key.empty()), "application/json");
   });
   http.Get("/v1/models", models);
   http.Get("/models", models);

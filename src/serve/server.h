@@ -14,8 +14,8 @@
 //     client error is a 4xx with the OpenAI error object, malformed JSON and
 //     invalid UTF-8 included, and a prompt past the context is 400 naming
 //     its token count and the context.
-//   - With an API key every endpoint but /health wants
-//     "Authorization: Bearer KEY" (401 otherwise).
+//   - With an API key every endpoint but /health and the web page (GET /)
+//     wants "Authorization: Bearer KEY" (401 otherwise).
 //   - A client that goes away mid-stream cancels its sequence. Past
 //     max_queue waiting sequences a request is 503 with Retry-After.
 //   - --cors ORIGIN adds Access-Control-Allow-* headers and answers
@@ -55,6 +55,7 @@ struct ServeOptions {
   int64_t max_queue = 256;          // sequences waiting for a slot; past it 503 + Retry-After
   std::string cors_origin;          // "" : no CORS headers; "*" or an origin
   int shutdown_timeout_s = 30;      // shutdown(): how long running requests may finish
+  bool web_ui = true;               // GET / : the chat page (serve/webui.h), open without a key
   runtime::SamplerParams sampling;  // defaults of every request
 };
 

@@ -96,7 +96,10 @@ Result<Value> indent(const Value& v, std::vector<Value>& args, Dict& kwargs) {
 }
 
 // select/reject (test by name) and selectattr/rejectattr (test of an attribute).
+// Like jinja2, select/reject/selectattr/rejectattr/map give nothing for a
+// falsy input (none included: `tools | selectattr(...)` with tools = none).
 Result<Value> select(const Value& v, std::vector<Value>& args, bool keep, bool by_attr) {
+  if (!v.truthy()) return Value(List{});
   MINFER_ASSIGN_OR_RETURN(List items, items_of(v));
   size_t next = 0;
   std::string attr;
@@ -120,6 +123,7 @@ Result<Value> select(const Value& v, std::vector<Value>& args, bool keep, bool b
 }
 
 Result<Value> map(const Value& v, std::vector<Value>& args, Dict& kwargs) {
+  if (!v.truthy()) return Value(List{});  // as select() above
   MINFER_ASSIGN_OR_RETURN(List items, items_of(v));
   const Value attr = arg({}, 0, kwargs, "attribute");
   List out;
@@ -283,7 +287,14 @@ const std::unordered_map<std::string, FilterFn>& filters() {
          for (const auto& [key, val] : d) out.emplace_back(List{Value(key), val}, true);
          return Value(std::move(out));
        }},
-      {"safe", [](const Value& v, std::vector<Value>&, Dict&) -> Result<Value> { return v; }},
+      {"safe",
+       [](const Value& v, std::vector<Value>&, Dict&) -> Result<Value> {
+         return Value::markup(v.str());
+       }},
+      {"escape",  // markup stays as it is: escaping is done once
+       [](const Value& v, std::vector<Value>&, Dict&) -> Result<Value> {
+         return v.is_markup() ? v : Value::markup(html_escape(v.str()));
+       }},
       {"abs",
        [](const Value& v, std::vector<Value>&, Dict&) -> Result<Value> {
          if (v.kind() == Value::Kind::kInt) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
@@ -316,14 +327,26 @@ const std::unordered_map<std::string, FilterFn>& filters() {
   return kTable;
 }
 
-bool in(const Value& needle, const Value& hay) {
-  if (hay.is_string()) return hay.as_string().find(needle.str()) != std::string::npos;
+// Python's `needle in hay`: a substring of a string (the needle a string too),
+// an item of a list, a key of a dict; nothing is in undefined (it iterates as
+// empty); anything else (none, a number) is an error, as jinja2's TypeError.
+Result<bool> in(const Value& needle, const Value& hay) {
+  if (hay.is_string()) {
+    if (!needle.is_string()) {
+      return bad(std::string("'in <string>' needs a string on the left, not a ") +
+                 needle.type_name());
+    }
+    return hay.as_string().find(needle.as_string()) != std::string::npos;
+  }
   if (hay.is_list()) {
     return std::any_of(hay.as_list().begin(), hay.as_list().end(),
                        [&](const Value& x) { return x.equals(needle); });
   }
-  if (hay.is_dict()) return !hay.get(needle.str()).is_undefined();
-  return false;
+  // Our dict keys are strings: a key of another kind is never among them.
+  if (hay.is_dict()) return needle.is_string() && !hay.get(needle.as_string()).is_undefined();
+  if (hay.is_undefined()) return false;
+  return bad(std::string("'in' needs a string, list or dict on the right, not a ") +
+             hay.type_name());
 }
 
 }  // namespace
@@ -352,7 +375,7 @@ Result<List> items_of(const Value& v) {
 Result<Value> call_filter(const std::string& name, const Value& v, std::vector<Value>& args,
                           Dict& kwargs) {
   static const std::unordered_map<std::string, std::string> kAliases = {
-      {"count", "length"}, {"d", "default"}, {"e", "safe"}, {"escape", "safe"}};
+      {"count", "length"}, {"d", "default"}, {"e", "escape"}};
   const auto alias = kAliases.find(name);
   const std::string& real = alias == kAliases.end() ? name : alias->second;
   const auto it = filters().find(real);

@@ -4,6 +4,7 @@
 
 #include "template/builtins.h"
 #include "template/parse.h"
+#include "template/strings.h"
 #include "template/template.h"
 
 namespace minfer::tmpl {
@@ -420,7 +421,12 @@ class Renderer {
 
 Result<Value> arithmetic(const std::string& op, const Value& a, const Value& b, int line) {
   if (op == "~") return Value(a.str() + b.str());
-  if (op == "+" && a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+  if (op == "+" && a.is_string() && b.is_string()) {
+    if (!a.is_markup() && !b.is_markup()) return Value(a.as_string() + b.as_string());
+    // Markup + str escapes the plain side, as Python's Markup.__add__/__radd__.
+    auto side = [](const Value& v) { return v.is_markup() ? v.as_string() : html_escape(v.str()); };
+    return Value::markup(side(a) + side(b));
+  }
   if (op == "+" && a.is_list() && b.is_list()) {
     List l = a.as_list();
     l.insert(l.end(), b.as_list().begin(), b.as_list().end());

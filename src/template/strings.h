@@ -21,5 +21,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
                         int64_t count = -1);
 // sep none or undefined: runs of whitespace; max_split < 0: no limit.
 List split(const std::string& s, const Value& sep, int64_t max_split);
+// MarkupSafe's escape: & < > " ' as &amp; &lt; &gt; &#34; &#39;.
+std::string html_escape(const std::string& s);
 
 }  // namespace minfer::tmpl

@@ -1,7 +1,7 @@
 // A Jinja template of the subset chat templates use, parsed once and
 // rendered with a context of values (template/value.h). Our own interpreter,
 // checked against Python's jinja2 on real chat templates
-// (tests/template/, tools/template_goldens.py).
+// (tests/template/, tools/gen_template_goldens.py).
 //
 // Contract:
 //   - parse() reads the source (template/parse.h: syntax and whitespace rules);
@@ -17,10 +17,13 @@
 //     lower, upper, title, capitalize, join, default/d, first, last, list,
 //     reverse, sort, unique, map, select, reject, selectattr, rejectattr,
 //     replace, indent, items, dictsort, safe, e/escape, abs, round, sum,
-//     batch, wordcount, center, min, max. Tests: defined, undefined, none,
-//     boolean, true, false, string, number, integer, float, mapping,
+//     batch, wordcount, center, min, max (safe and e/escape make Markup,
+//     template/value.h; select, reject, selectattr, rejectattr and map give
+//     nothing for a falsy input, none included). Tests: defined, undefined,
+//     none, boolean, true, false, string, number, integer, float, mapping,
 //     iterable, sequence, callable, odd, even, divisibleby, eq/equalto/==,
-//     ne/!=, lt/<, le/<=, gt/>, ge/>=, in, sameas, lower, upper. String
+//     ne/!=, lt/<, le/<=, gt/>, ge/>=, in, sameas, lower, upper (`in` as
+//     Python's: an error for none or a number on the right). String
 //     methods: strip, lstrip, rstrip, split, rsplit, startswith, endswith,
 //     upper, lower, title, capitalize, replace, find, count, join, format
 //     (%-free {} only); dict: items, keys, values, get; list: index, count.

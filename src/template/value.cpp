@@ -19,6 +19,11 @@ Value::Value(int64_t i) : kind_(Kind::kInt), i_(i) {}
 Value::Value(double d) : kind_(Kind::kFloat), d_(d) {}
 Value::Value(std::string s)
     : kind_(Kind::kString), s_(std::make_shared<const std::string>(std::move(s))) {}
+Value Value::markup(std::string s) {
+  Value v(std::move(s));
+  v.markup_ = true;
+  return v;
+}
 Value::Value(List l, bool is_tuple)
     : kind_(Kind::kList), tuple_(is_tuple), l_(std::make_shared<List>(std::move(l))) {}
 Value::Value(Dict d, bool is_namespace)

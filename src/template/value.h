@@ -8,6 +8,10 @@
 //     (a global, a macro, a bound method).
 //   - A list may be a tuple (tuple literals, dict items, dictsort): the same
 //     list, printed as (a, b) and unequal to a list.
+//   - A string may be markup (Jinja's Markup: what |safe and |escape give):
+//     the same string, except that `markup + str` HTML-escapes the plain side
+//     (template/strings.h's html_escape). Any other operation on it gives a
+//     plain string.
 //   - Lists and dicts are shared by reference like Python's (a copy of the
 //     Value is the same list); templates cannot change them except through
 //     namespace attributes, as in Jinja's immutable sandbox.
@@ -47,6 +51,7 @@ class Value {
   Value(double d);
   Value(std::string s);
   Value(const char* s) : Value(std::string(s)) {}
+  static Value markup(std::string s);  // a string |safe made
   Value(List l, bool is_tuple = false);
   Value(Dict d, bool is_namespace = false);
   Value(Function f);
@@ -60,6 +65,7 @@ class Value {
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kDict && namespace_; }
   bool is_tuple() const { return kind_ == Kind::kList && tuple_; }
+  bool is_markup() const { return kind_ == Kind::kString && markup_; }
   bool is_function() const { return kind_ == Kind::kFunction; }
 
   bool as_bool() const { return b_; }
@@ -91,7 +97,8 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
   bool namespace_ = false;
-  bool tuple_ = false;  // a list that prints as Python's tuple
+  bool tuple_ = false;   // a list that prints as Python's tuple
+  bool markup_ = false;  // a string that is Jinja's Markup
   int64_t i_ = 0;
   double d_ = 0;
   std::shared_ptr<const std::string> s_;

@@ -1,0 +1,62 @@
+// Encoders: one function per kernel family that checks an op's shapes,
+// picks the kernel variant the device has (the feature probe's outcome),
+// computes the grid and records the dispatch through a Recorder. The op
+// table of a GPU backend calls these; they know nothing of graph nodes.
+//
+// Contract (every function):
+//   - Shapes are checked and refused, not absorbed: sizes must be positive
+//     and fit the kernels' 32-bit indices, each binding must hold what the
+//     shapes say it holds (a range's size, or its buffer's capacity past the
+//     offset), quantized rows must be whole blocks. Errors are
+//     invalid_argument (a malformed call) or unimplemented (a weight type
+//     with no kernel here), and name the op, the value and the limit.
+//   - Device limits are checked by the Recorder (limits.h) with the numbers.
+//   - Nothing runs until the recorder's submit_and_wait().
+// Threading: as the Recorder.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "backend/gpu/device.h"
+#include "backend/gpu/recorder.h"
+#include "base/status.h"
+#include "quant/tensor_type.h"
+
+namespace minfer::gpu {
+
+enum class ElementwiseOp { kAdd, kMul };
+
+// out[i] = a[i] op b[i % n_b] for i < n, f32 (n_b == n: same shape; n_b a
+// row: broadcast). out may be a or b (in place).
+Status encode_elementwise(Recorder& rec, ElementwiseOp op, const BufferRange& a,
+                          const BufferRange& b, const BufferRange& out, int64_t n, int64_t n_b,
+                          std::string_view note = {});
+
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for n_rows rows of dim f32;
+// `w` with a null buffer: no weight. y may be x (in place).
+Status encode_rms_norm(Recorder& rec, const BufferRange& x, const BufferRange& w,
+                       const BufferRange& y, int64_t n_rows, int64_t dim, float eps,
+                       std::string_view note = {});
+
+struct MatmulShape {
+  int64_t in_dim = 0;    // elements of a weight row and of an activation row
+  int64_t out_dim = 0;   // weight rows
+  int64_t n_tokens = 0;  // activation rows
+};
+
+// The matmul kernel for weights of `type` on the recorder's device: the
+// first variant it has, in order of preference (8/16-bit storage, then the
+// packed words), or unimplemented naming the type and why each variant is
+// not there.
+Result<uint32_t> matmul_kernel(const Device& device, quant::TensorType type);
+
+// y[t][r] = dot(W[r], x[t]): W [out_dim][in_dim] of `type` (F32, F16, Q8_0,
+// Q4_0), x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32. `kernel` is
+// matmul_kernel(type) or (tests) another available variant of the same type.
+Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
+                     const BufferRange& x, const BufferRange& y, MatmulShape shape,
+                     std::string_view note = {});
+
+}  // namespace minfer::gpu

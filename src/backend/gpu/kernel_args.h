@@ -1,0 +1,80 @@
+// Argument (push-constant) structs of the GPU kernels, declared once for the
+// host (C++) and for the kernels (GLSL, through glslc's #include).
+//
+// Contract:
+//   - Each struct is what one kernel's push-constant block holds; the kernel's
+//     manifest (kernels/<name>.manifest, `args` line) names it, and the
+//     embedded kernel table records sizeof() of it as the kernel's push size.
+//   - Members are 4-byte scalars only (u32, i32, f32): their offsets are the
+//     same under C++'s natural layout and GLSL's std430 push-constant layout,
+//     with no padding. The static_asserts below pin every offset and size on
+//     the C++ side; at device init the SPIR-V's push-constant block size is
+//     compared with sizeof() (backend/gpu/spirv_reflect.h), so a drifting
+//     layout is a startup error naming the kernel.
+//   - A GLSL kernel declares `layout(push_constant) uniform Push { XArgs args; };`.
+// Threading: plain data.
+#ifndef MINFER_BACKEND_GPU_KERNEL_ARGS_H_
+#define MINFER_BACKEND_GPU_KERNEL_ARGS_H_
+
+#ifdef __cplusplus
+#include <cstddef>
+#include <cstdint>
+namespace minfer::gpu::args {
+using u32 = uint32_t;
+using i32 = int32_t;
+using f32 = float;
+#else
+#define u32 uint
+#define i32 int
+#define f32 float
+#endif
+
+// elementwise.comp: out[i] = a[i] op b[i % n_b] for i < n (n_b > 0 divides
+// nothing in particular: b is repeated, a bias row broadcast over tokens).
+struct ElementwiseArgs {
+  u32 n;
+  u32 n_b;
+};
+
+// rms_norm.comp: y[r][i] = x[r][i] / sqrt(mean(x[r]^2) + eps) * (w[i] or 1),
+// r < n_rows, i < dim; one workgroup per row.
+struct RmsNormArgs {
+  u32 dim;
+  u32 n_rows;
+  u32 has_weight;  // 0: binding 1 is bound but not read
+  f32 eps;
+};
+
+// matmul.comp: y[t][r] = dot(W[r], x[t]) for r < out_dim, t < n_tokens; W is
+// [out_dim][in_dim] in the variant's weight type, x [n_tokens][in_dim] f32.
+// Grid: one workgroup per row (folded over x and y) and per
+// MINFER_MATMUL_TOKENS_PER_GROUP tokens (z).
+#define MINFER_MATMUL_TOKENS_PER_GROUP 4
+struct MatmulArgs {
+  u32 in_dim;
+  u32 out_dim;
+  u32 n_tokens;
+  u32 pad0;
+};
+
+// spin.comp (test only): each workgroup loops until flag[0] != 0 or
+// max_iterations pass; workgroup 0 writes its iteration count to count[0].
+struct SpinArgs {
+  u32 max_iterations;
+};
+
+#ifdef __cplusplus
+static_assert(offsetof(ElementwiseArgs, n_b) == 4 && sizeof(ElementwiseArgs) == 8);
+static_assert(offsetof(RmsNormArgs, n_rows) == 4 && offsetof(RmsNormArgs, has_weight) == 8 &&
+              offsetof(RmsNormArgs, eps) == 12 && sizeof(RmsNormArgs) == 16);
+static_assert(offsetof(MatmulArgs, out_dim) == 4 && offsetof(MatmulArgs, n_tokens) == 8 &&
+              sizeof(MatmulArgs) == 16);
+static_assert(sizeof(SpinArgs) == 4);
+}  // namespace minfer::gpu::args
+#else
+#undef u32
+#undef i32
+#undef f32
+#endif
+
+#endif  // MINFER_BACKEND_GPU_KERNEL_ARGS_H_

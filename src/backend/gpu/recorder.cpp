@@ -1,0 +1,99 @@
+#include "backend/gpu/recorder.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "backend/gpu/kernel_table.h"
+#include "backend/gpu/limits.h"
+
+namespace minfer::gpu {
+namespace {
+
+bool contains(const std::vector<const Buffer*>& v, const Buffer* b) {
+  return std::find(v.begin(), v.end(), b) != v.end();
+}
+
+void add_unique(std::vector<const Buffer*>& v, const Buffer* b) {
+  if (!contains(v, b)) v.push_back(b);
+}
+
+}  // namespace
+
+void Recorder::reset() {
+  list_.reset();
+  pending_ = 0;
+  written_.clear();
+  read_.clear();
+}
+
+Status Recorder::fail(Status s) {
+  reset();
+  return s;
+}
+
+std::vector<const Buffer*> Recorder::hazards(const KernelInfo& kernel,
+                                             std::span<const BufferRange> bindings) const {
+  std::vector<const Buffer*> out;
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    const Buffer* b = bindings[i].buffer;
+    const bool after_write = contains(written_, b);
+    const bool write_after_read = kernel.bindings[i].writes() && contains(read_, b);
+    if (after_write || write_after_read) add_unique(out, b);
+  }
+  return out;
+}
+
+Status Recorder::dispatch(uint32_t kernel, std::span<const BufferRange> bindings,
+                          std::span<const std::byte> push, Groups groups, std::string_view note) {
+  const std::span<const KernelInfo> table = embedded_kernels();
+  if (kernel >= table.size()) {
+    return Status::internal("kernel index " + std::to_string(kernel) + " past the table of " +
+                            std::to_string(table.size()));
+  }
+  const KernelInfo& info = table[kernel];
+  MINFER_RETURN_IF_ERROR(check_dispatch(device_.info().limits, info, device_.kernel(kernel),
+                                        bindings, push.size(), groups));
+  if (!list_) {
+    auto list = device_.begin_commands();
+    if (!list.is_ok()) return fail(list.status());
+    list_ = std::move(list).value();
+  }
+  const std::vector<const Buffer*> wait_for = hazards(info, bindings);
+  if (!wait_for.empty()) {
+    Status s = list_->barrier(wait_for);
+    if (!s.is_ok()) return fail(s.with_context("barrier before " + info.label()));
+    ++barriers_;
+    written_.clear();
+    read_.clear();
+  }
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    add_unique(info.bindings[i].writes() ? written_ : read_, bindings[i].buffer);
+  }
+  trail_.record(note.empty() ? info.label() : info.label() + " '" + std::string(note) + "'");
+  Status s = list_->dispatch(kernel, bindings, push, groups);
+  if (!s.is_ok()) return fail(s.with_context("dispatch of " + info.label()));
+  ++pending_;
+  return Status::ok();
+}
+
+Status Recorder::submit_and_wait() {
+  if (!list_) return Status::ok();
+  Status s = list_->submit();
+  if (!s.is_ok()) return fail(s.with_context("submit; " + trail_.describe()));
+  const double timeout_s = device_.timeout_s();
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_s));
+  Result<bool> done = list_->wait(deadline);
+  if (!done.is_ok()) return fail(done.status().with_context("wait; " + trail_.describe()));
+  if (!*done) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%g", timeout_s);
+    return fail(Status::unavailable(device_.info().name + ": the GPU did not finish within " +
+                                    seconds + " s (MINFER_GPU_TIMEOUT); " + trail_.describe()));
+  }
+  reset();
+  return Status::ok();
+}
+
+}  // namespace minfer::gpu

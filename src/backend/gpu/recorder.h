@@ -1,0 +1,76 @@
+// The recorder: the shared, API-independent part of encoding GPU work. A
+// backend records every dispatch of a split through one Recorder, which
+// validates it, orders it after what it depends on, notes it in the kernel
+// trail and encodes it into one CommandList of the device; submit_and_wait()
+// submits that list once and waits with a deadline (DESIGN.md §3.4, §3.5).
+//
+// Contract:
+//   - dispatch() checks the call against the kernel table and the device's
+//     limits (limits.h: errors with the actual numbers) before anything is
+//     encoded. It inserts a barrier before a dispatch that reads or writes a
+//     buffer written since the last barrier, or writes one read since then
+//     (whole buffers: sub-ranges of one buffer count as the same buffer);
+//     independent dispatches are not separated. `note` (a node's name, say)
+//     goes into the trail beside the kernel's label.
+//   - submit_and_wait() submits everything recorded since the last call as
+//     one submission and waits at most device.timeout_s() seconds; with
+//     nothing recorded it returns at once. On timeout the error is
+//     unavailable and names the deadline, MINFER_GPU_TIMEOUT and the last 16
+//     kernels; the work keeps running on the device, which frees its
+//     resources when it ends. Any error (encode, submit, wait) drops the
+//     recording: what was recorded and not yet submitted is lost.
+//   - The caller keeps every bound buffer alive until submit_and_wait()
+//     returns, and does not write or read them from the host in between.
+// Threading: one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "backend/gpu/device.h"
+#include "backend/gpu/kernel_table.h"
+#include "backend/gpu/trail.h"
+#include "base/status.h"
+
+namespace minfer::gpu {
+
+class Recorder {
+ public:
+  explicit Recorder(Device& device) : device_(device) {}
+
+  Status dispatch(uint32_t kernel, std::span<const BufferRange> bindings,
+                  std::span<const std::byte> push, Groups groups, std::string_view note = {});
+  // The same with a kernel_args.h struct as the push constants.
+  template <typename Args>
+  Status dispatch_args(uint32_t kernel, std::span<const BufferRange> bindings, const Args& args,
+                       Groups groups, std::string_view note = {}) {
+    return dispatch(kernel, bindings, std::as_bytes(std::span(&args, 1)), groups, note);
+  }
+
+  Status submit_and_wait();
+
+  Device& device() const { return device_; }
+  size_t pending() const { return pending_; }      // dispatches not yet submitted
+  uint64_t barriers() const { return barriers_; }  // barriers inserted so far
+  const KernelTrail& trail() const { return trail_; }
+
+ private:
+  void reset();  // drops the list (a running one goes to the device) and the hazard sets
+  Status fail(Status s);
+  // The buffers of `bindings` that the new dispatch must wait for.
+  std::vector<const Buffer*> hazards(const KernelInfo& kernel,
+                                     std::span<const BufferRange> bindings) const;
+
+  Device& device_;
+  std::unique_ptr<CommandList> list_;
+  size_t pending_ = 0;
+  uint64_t barriers_ = 0;
+  std::vector<const Buffer*> written_, read_;  // since the last barrier
+  KernelTrail trail_;
+};
+
+}  // namespace minfer::gpu

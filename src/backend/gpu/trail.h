@@ -1,0 +1,30 @@
+// The kernel trail: the last 16 dispatches a GPU backend recorded, for the
+// message of a wait that timed out or a device that failed (DESIGN.md §3.5).
+//
+// Contract: record() keeps the newest kCapacity entries; describe() lists
+// them oldest first ("last 3 kernels (oldest first): a, b, c"), or says that
+// none was recorded. Entries are labels such as "matmul.q4_0 'blk.0.attn_q'".
+// Threading: not shared.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace minfer::gpu {
+
+class KernelTrail {
+ public:
+  static constexpr size_t kCapacity = 16;
+
+  void record(std::string entry);
+  std::string describe() const;
+  size_t size() const { return count_; }
+
+ private:
+  std::array<std::string, kCapacity> ring_;
+  size_t next_ = 0, count_ = 0;
+};
+
+}  // namespace minfer::gpu

@@ -1,0 +1,49 @@
+// The Vulkan device layer: opens a gpu::Device (backend/gpu/device.h) on a
+// Vulkan 1.2+ device. The shared GPU layer (backend/gpu/recorder.h) drives it.
+//
+// Contract:
+//   - open_device() creates the instance (no layers, unless
+//     MINFER_VULKAN_VALIDATION=1 and VK_LAYER_KHRONOS_validation is installed:
+//     its messages then go to the log sink), picks the physical device
+//     (MINFER_VULKAN_DEVICE=N, else the best of discrete > integrated >
+//     virtual > cpu that has Vulkan 1.2 and a compute queue), creates one
+//     compute queue, probes features (8/16-bit storage, f16 and int8
+//     arithmetic, subgroup arithmetic, integer dot product, push
+//     descriptors), queries the limits, and creates the pipeline of every
+//     embedded kernel whose SPIR-V capabilities the device has. It logs one
+//     line naming the device and driver.
+//   - Errors: unavailable when MINFER_DISABLE_VULKAN=1, when there is no
+//     loader, no device or no suitable one (the message says which and why);
+//     a kernel whose SPIR-V disagrees with its manifest, whose pipeline the
+//     driver refuses, or a kernel none of whose variants runs here is an
+//     internal error naming it. Every Vulkan call is checked: its error names
+//     the call, the VkResult and file:line.
+//   - Memory: where the device is integrated or a CPU and offers
+//     device-local, host-visible, coherent memory (lavapipe, Apple, APUs),
+//     buffers are mapped and host copies are memcpy; otherwise buffers are
+//     device-local and host copies go through a staging buffer, each copy
+//     waited for with the deadline.
+//   - Descriptors: push descriptors (VK_KHR_push_descriptor) where the
+//     device has them and config.allow_push_descriptors, else sets from
+//     descriptor pools owned by each command list.
+// Threading: as gpu::Device.
+#pragma once
+
+#include <memory>
+
+#include "backend/gpu/device.h"
+#include "base/options.h"
+#include "base/status.h"
+
+namespace minfer::vulkan {
+
+struct OpenConfig {
+  bool test_kernels = false;           // also create the test-only kernels (spin)
+  bool allow_push_descriptors = true;  // false: descriptor pools even where push exists
+  bool quiet = false;                  // no startup line
+};
+
+Result<std::unique_ptr<gpu::Device>> open_device(const Options& options,
+                                                 const OpenConfig& config = {});
+
+}  // namespace minfer::vulkan

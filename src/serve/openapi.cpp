@@ -1,0 +1,176 @@
+#include "serve/openapi.h"
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/engine.h"
+#include "serve/openai.h"
+
+namespace minfer::serve {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json ref(const char* name) {
+  return {{"$ref", std::string("#/components/schemas/") + name}};
+}
+
+ordered_json integer(int64_t lo, int64_t hi) {
+  return {{"type", "integer"}, {"minimum", lo}, {"maximum", hi}};
+}
+
+ordered_json number(double lo, double hi) {
+  return {{"type", "number"}, {"minimum", lo}, {"maximum", hi}};
+}
+
+// The sampling and output fields both completion endpoints read (openai.h).
+ordered_json common_fields() {
+  constexpr int64_t kMaxTokens = 1 << 24;
+  return {
+      {"model", {{"type", "string"}}},
+      {"max_tokens", integer(1, kMaxTokens)},
+      {"max_completion_tokens", integer(1, kMaxTokens)},
+      {"temperature", number(0, 100)},
+      {"top_p", number(0, 1)},
+      {"top_k", integer(0, 1 << 30)},
+      {"min_p", number(0, 1)},
+      {"seed", {{"type", "integer"}}},
+      {"repeat_penalty", number(1e-6, 1e6)},
+      {"repetition_penalty", number(1e-6, 1e6)},
+      {"presence_penalty", number(-2, 2)},
+      {"frequency_penalty", number(-2, 2)},
+      {"stop",
+       {{"oneOf", ordered_json::array(
+                      {{{"type", "string"}},
+                       {{"type", "array"}, {"maxItems", 4}, {"items", {{"type", "string"}}}}})}}},
+      {"n", integer(1, CompletionParams::kMaxChoices)},
+      {"stream", {{"type", "boolean"}}},
+      {"stream_options",
+       {{"type", "object"}, {"properties", {{"include_usage", {{"type", "boolean"}}}}}}},
+      {"response_format", ref("ResponseFormat")},
+      {"user", {{"type", "string"}}},
+  };
+}
+
+ordered_json schemas() {
+  ordered_json s;
+  s["Error"] = {{"type", "object"},
+                {"required", {"error"}},
+                {"properties",
+                 {{"error",
+                   {{"type", "object"},
+                    {"required", {"message", "type", "code"}},
+                    {"properties",
+                     {{"message", {{"type", "string"}}},
+                      {"type", {{"type", "string"}}},
+                      {"code", {{"type", "integer"}}}}}}}}}};
+  const ordered_json text_part = {
+      {"type", "object"},
+      {"required", {"type", "text"}},
+      {"properties",
+       {{"type", {{"type", "string"}, {"enum", {"text"}}}}, {"text", {{"type", "string"}}}}}};
+  s["Message"] = {
+      {"type", "object"},
+      {"required", {"role"}},
+      {"properties",
+       {{"role", {{"type", "string"}}},
+        {"content",
+         {{"nullable", true},
+          {"oneOf", ordered_json::array(
+                        {{{"type", "string"}}, {{"type", "array"}, {"items", text_part}}})}}}}}};
+  s["ResponseFormat"] = {
+      {"type", "object"},
+      {"required", {"type"}},
+      {"properties",
+       {{"type", {{"type", "string"}, {"enum", {"text", "json_object", "json_schema"}}}},
+        {"json_schema",
+         {{"type", "object"},
+          {"required", {"schema"}},
+          {"properties", {{"name", {{"type", "string"}}}, {"schema", {{"type", "object"}}}}}}}}}};
+  ordered_json chat = common_fields();
+  chat["messages"] = {{"type", "array"}, {"minItems", 1}, {"items", ref("Message")}};
+  chat["logprobs"] = {{"type", "boolean"}};
+  chat["top_logprobs"] = integer(0, runtime::Request::kMaxTopLogprobs);
+  s["ChatCompletionRequest"] = {
+      {"type", "object"}, {"required", {"messages"}}, {"properties", chat}};
+  ordered_json text = common_fields();
+  text["prompt"] = {
+      {"oneOf", ordered_json::array(
+                    {{{"type", "string"}},
+                     {{"type", "array"},
+                      {"minItems", 1},
+                      {"items", {{"type", "integer"}, {"minimum", 0}, {"maximum", INT32_MAX}}}},
+                     {{"type", "array"},
+                      {"minItems", 1},
+                      {"maxItems", 1},
+                      {"items", {{"type", "string"}}}}})}};
+  text["logprobs"] = integer(0, runtime::Request::kMaxTopLogprobs);
+  s["CompletionRequest"] = {{"type", "object"}, {"required", {"prompt"}}, {"properties", text}};
+  s["TokenizeRequest"] = {
+      {"type", "object"},
+      {"required", {"content"}},
+      {"properties", {{"content", {{"type", "string"}}}, {"add_special", {{"type", "boolean"}}}}}};
+  s["DetokenizeRequest"] = {
+      {"type", "object"},
+      {"required", {"tokens"}},
+      {"properties",
+       {{"tokens", {{"type", "array"}, {"items", {{"type", "integer"}, {"minimum", 0}}}}}}}};
+  return s;
+}
+
+ordered_json error_replies(std::initializer_list<const char*> codes) {
+  ordered_json r;
+  for (const char* c : codes) {
+    r[c] = {{"description", "an OpenAI error object"},
+            {"content", {{"application/json", {{"schema", ref("Error")}}}}}};
+  }
+  return r;
+}
+
+ordered_json post(const char* summary, const char* request, const char* reply_type) {
+  ordered_json replies = error_replies({"400", "401", "404", "413", "429", "500", "503"});
+  replies["200"] = {{"description", "the reply"},
+                    {"content",
+                     {{"application/json", {{"schema", {{"type", "object"}}}}},
+                      {reply_type, {{"schema", {{"type", "string"}}}}}}}};
+  return {{"post",
+           {{"summary", summary},
+            {"requestBody",
+             {{"required", true}, {"content", {{"application/json", {{"schema", ref(request)}}}}}}},
+            {"responses", replies}}}};
+}
+
+ordered_json get(const char* summary, const char* type) {
+  ordered_json replies = error_replies({"401", "503"});
+  replies["200"] = {{"description", summary}, {"content", {{type, {{"schema", {}}}}}}};
+  return {{"get", {{"summary", summary}, {"responses", replies}}}};
+}
+
+}  // namespace
+
+std::string openapi_document(bool api_key) {
+  ordered_json doc = {
+      {"openapi", "3.0.3"},
+      {"info",
+       {{"title", "minfer serve"},
+        {"version", "1"},
+        {"description", "An OpenAI-compatible API over one model (docs/SERVE.md)."}}},
+      {"paths",
+       {{"/health", get("ready (200) or loading (503)", "application/json")},
+        {"/metrics", get("Prometheus text", "text/plain")},
+        {"/v1/models", get("the model list", "application/json")},
+        {"/v1/chat/completions",
+         post("a chat completion", "ChatCompletionRequest", "text/event-stream")},
+        {"/v1/completions", post("a text completion", "CompletionRequest", "text/event-stream")},
+        {"/tokenize", post("text to token ids", "TokenizeRequest", "application/json")},
+        {"/detokenize", post("token ids to text", "DetokenizeRequest", "application/json")}}},
+      {"components", {{"schemas", schemas()}}},
+  };
+  if (api_key) {
+    doc["components"]["securitySchemes"] = {{"bearer", {{"type", "http"}, {"scheme", "bearer"}}}};
+    doc["security"] = ordered_json::array({{{"bearer", ordered_json::array()}}});
+    doc["paths"]["/health"]["get"]["security"] = ordered_json::array();
+  }
+  return doc.dump(2);
+}
+
+}  // namespace minfer::serve
