@@ -38,6 +38,10 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(int64_t grace, p.get_int("--shutdown-timeout", 30, 0, 86400));
   o.shutdown_timeout_s = static_cast<int>(grace);
   o.cors_origin = p.get_or("--cors", "");
+  MINFER_ASSIGN_OR_RETURN(int64_t threads, p.get_int("--threads-http", -1, -1, 4096));
+  // Every slot and queued request holds a connection; then room for the rest.
+  o.http_threads =
+      static_cast<int>(threads > 0 ? threads : std::min<int64_t>(slots + o.max_queue + 32, 1024));
   o.web_ui = !p.has("--no-webui");
   MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096 * slots));
 
@@ -93,6 +97,7 @@ int run_serve(std::span<const std::string_view> args) {
   p.option("--timeout", "S", "connection read/write timeout and longest request, seconds (600)");
   p.option("--chat-template-file", "FILE", "a Jinja chat template instead of the model's");
   p.option("--max-queue", "N", "sequences that may wait for a slot; past it 503 (64 x -np)");
+  p.option("--threads-http", "N", "HTTP worker threads (slots + queue + 32, at most 1024)");
   p.option("--cors", "ORIGIN", "allow browser requests from ORIGIN (or *); off by default");
   p.option("--shutdown-timeout", "S", "on SIGTERM, seconds running requests may finish (30)");
   p.flag("--no-webui", "do not serve the web chat page at /");

@@ -1,5 +1,7 @@
 #include "runtime/engine.h"
 
+#include "backend/cpu/thread_pool.h"
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -74,6 +76,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const 
   config.v_type = o.v_type;
   config.cache_size = 8;  // batch shapes recur: decode-only steps of each size, prefill chunks
   MINFER_ASSIGN_OR_RETURN(e->runner_, ForwardRunner::create(model, config, e->graph_params(1, 1)));
+  e->sampling_pool_ = std::make_unique<cpu::ThreadPool>(o.n_threads > 0 ? o.n_threads : 0);
   e->slot_used_.assign(static_cast<size_t>(o.n_slots), false);
   e->page_table_.assign(static_cast<size_t>(o.n_slots * e->max_pages_), 0);
   return e;
@@ -248,22 +251,38 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
                       std::vector<SequenceEvent>& events) {
   const auto n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
   const tokenizer::Tokenizer& tok = model_.tokenizer();
-  for (size_t r = 0; r < b.output.size(); ++r) {
+  const size_t rows = b.output.size();
+  // The draws first, in parallel over rows (each sequence has its own
+  // sampler and constraint: 0.2 ms a row on a 152k vocabulary); the
+  // bookkeeping after, in row order.
+  std::vector<SequenceEvent> drawn_events(rows);
+  std::vector<Result<int32_t>> drawn(rows, Result<int32_t>(-1));
+  if (ids.empty()) {
+    scratch_.resize(static_cast<size_t>(sampling_pool_->num_threads()));
+    sampling_pool_->parallel_for(static_cast<int64_t>(rows), [&](int64_t lo, int64_t hi, int t) {
+      for (auto r = static_cast<size_t>(lo); r < static_cast<size_t>(hi); ++r) {
+        Sequence& s = *b.output[r];
+        drawn_events[r] = s.event(FinishReason::kNone);
+        drawn[r] = draw(s, logits.subspan(r * n_vocab, n_vocab), drawn_events[r],
+                        scratch_[static_cast<size_t>(t)]);
+      }
+    });
+  }
+  for (size_t r = 0; r < rows; ++r) {
     Sequence& s = *b.output[r];
     s.pages.publish_full(*pool_, s.tokens);  // whole pages now computed can serve later prompts
-    SequenceEvent e = s.event(FinishReason::kNone);
+    SequenceEvent e = ids.empty() ? std::move(drawn_events[r]) : s.event(FinishReason::kNone);
     e.has_token = true;
-    Result<int32_t> drawn =
-        ids.empty() ? draw(s, logits.subspan(r * n_vocab, n_vocab), e) : Result<int32_t>(ids[r]);
-    if (drawn && (*drawn < 0 || *drawn >= static_cast<int32_t>(n_vocab))) {
-      drawn = Status::internal("every logit is -inf or NaN");
+    Result<int32_t> next_or = ids.empty() ? std::move(drawn[r]) : Result<int32_t>(ids[r]);
+    if (next_or && (*next_or < 0 || *next_or >= static_cast<int32_t>(n_vocab))) {
+      next_or = Status::internal("every logit is -inf or NaN");
     }
-    if (!drawn) {  // this sequence's draw failed; the others go on
+    if (!next_or) {  // this sequence's draw failed; the others go on
       finish(s, FinishReason::kError, events);
-      events.back().error = "sequence " + std::to_string(s.id) + ": " + drawn.message();
+      events.back().error = "sequence " + std::to_string(s.id) + ": " + next_or.message();
       continue;
     }
-    const int32_t next = *drawn;
+    const int32_t next = *next_or;
     s.sampler.accept(next);
     if (tok.is_eog(next)) {
       finish(s, FinishReason::kStop, events);
@@ -285,23 +304,25 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
   return Status::ok();
 }
 
-Result<int32_t> Engine::draw(Sequence& s, std::span<const float> row, SequenceEvent& e) {
+Result<int32_t> Engine::draw(Sequence& s, std::span<const float> row, SequenceEvent& e,
+                             std::vector<float>& scratch) const {
   if (s.request.top_logprobs >= 0) {
     MINFER_ASSIGN_OR_RETURN(const LogSoftmax l, LogSoftmax::of(row));
     e.top_logprobs = l.top(s.request.top_logprobs);
-    MINFER_ASSIGN_OR_RETURN(const int32_t t, draw_token(s, row));
+    MINFER_ASSIGN_OR_RETURN(const int32_t t, draw_token(s, row, scratch));
     e.logprob = l.logprob(t);
     return t;
   }
-  return draw_token(s, row);
+  return draw_token(s, row, scratch);
 }
 
-Result<int32_t> Engine::draw_token(Sequence& s, std::span<const float> row) {
+Result<int32_t> Engine::draw_token(Sequence& s, std::span<const float> row,
+                                   std::vector<float>& scratch) const {
   TokenConstraint* c = s.request.constraint.get();
   if (c == nullptr) return s.sampler.sample(row);
-  masked_.assign(row.begin(), row.end());
-  MINFER_RETURN_IF_ERROR(c->mask(masked_));
-  MINFER_ASSIGN_OR_RETURN(const int32_t t, s.sampler.sample(masked_));
+  scratch.assign(row.begin(), row.end());
+  MINFER_RETURN_IF_ERROR(c->mask(scratch));
+  MINFER_ASSIGN_OR_RETURN(const int32_t t, s.sampler.sample(scratch));
   if (!model_.tokenizer().is_eog(t)) MINFER_RETURN_IF_ERROR(c->accept(t));
   return t;
 }

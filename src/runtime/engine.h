@@ -51,6 +51,10 @@
 #include "runtime/sampler.h"
 #include "runtime/token_constraint.h"
 
+namespace minfer::cpu {
+class ThreadPool;
+}
+
 namespace minfer::runtime {
 
 using SequenceId = int64_t;
@@ -143,8 +147,13 @@ class Engine {
   Status sample(const Batch& batch, std::span<const float> logits, std::span<const int32_t> ids,
                 std::vector<SequenceEvent>& events);
   // One row's token for `s` (its constraint and sampler), and its logprobs.
-  Result<int32_t> draw(Sequence& s, std::span<const float> row, SequenceEvent& e);
-  Result<int32_t> draw_token(Sequence& s, std::span<const float> row);
+  // One row's token for `s` (its constraint and sampler), and its logprobs;
+  // `scratch` holds a masked copy of the row. Safe to run for distinct
+  // sequences at once.
+  Result<int32_t> draw(Sequence& s, std::span<const float> row, SequenceEvent& e,
+                       std::vector<float>& scratch) const;
+  Result<int32_t> draw_token(Sequence& s, std::span<const float> row,
+                             std::vector<float>& scratch) const;
   void finish(Sequence& s, FinishReason reason, std::vector<SequenceEvent>& events);
   int64_t pages_for(const Sequence& s) const;
 
@@ -158,8 +167,9 @@ class Engine {
   std::vector<int32_t> page_table_;  // [n_slots][max_pages]
   int64_t reserved_pages_ = 0;       // promised to admitted sequences, not yet allocated
   SequenceId next_id_ = 0;
-  std::vector<SequenceEvent> pending_;  // ends decided outside step() (cancel)
-  std::vector<float> masked_;           // a constrained row's scratch
+  std::vector<SequenceEvent> pending_;              // ends decided outside step() (cancel)
+  std::unique_ptr<cpu::ThreadPool> sampling_pool_;  // draws rows in parallel
+  std::vector<std::vector<float>> scratch_;         // per pool thread: a masked row
   EngineStats totals_;
 };
 

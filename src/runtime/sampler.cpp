@@ -126,78 +126,122 @@ uint64_t Sampler::next_random() {  // xoshiro256**
   return result;
 }
 
+// Stage 1 for the tokens it changes: (id, penalized logit), ids ascending.
+// Each distinct token in the window once: the repetition penalty scales its
+// logit, then frequency (times its count) and presence penalties are
+// subtracted. NaN counts as -inf before the penalty.
+std::vector<Sampler::Candidate> Sampler::penalized(std::span<const float> logits) const {
+  std::vector<Candidate> out;
+  if (!has_penalties() || history_.empty()) return out;
+  std::vector<int32_t> seen(history_.begin(), history_.end());
+  std::sort(seen.begin(), seen.end());
+  for (size_t i = 0; i < seen.size();) {
+    size_t j = i;
+    while (j < seen.size() && seen[j] == seen[i]) ++j;
+    const int32_t id = seen[i];
+    const auto count = static_cast<float>(j - i);
+    i = j;
+    if (id < 0 || static_cast<size_t>(id) >= logits.size()) continue;
+    const float v = logits[static_cast<size_t>(id)];
+    float l = std::isnan(v) ? kNegInf : v;
+    if (params_.repeat_penalty != 1.0f) {
+      l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    }
+    out.push_back({l - (count * params_.frequency_penalty + params_.presence_penalty), id});
+  }
+  return out;
+}
+
+namespace {
+
+// The chain's total order: higher logit first, then lower id.
+bool before(const Sampler::Candidate& a, const Sampler::Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// +inf tokens take all the probability, equally; -inf ones can never be
+// drawn (removal keeps the order).
+void settle_infinities(std::vector<Sampler::Candidate>& cand) {
+  if (std::any_of(cand.begin(), cand.end(),
+                  [](const Sampler::Candidate& c) { return c.logit == kPosInf; })) {
+    for (auto& c : cand) c.logit = c.logit == kPosInf ? 0.0f : kNegInf;
+  }
+  cand.erase(std::remove_if(cand.begin(), cand.end(),
+                            [](const Sampler::Candidate& c) { return c.logit == kNegInf; }),
+             cand.end());
+}
+
+}  // namespace
+
+// Stages 1 and 2 in one pass for k < V (top-k, or k = 1 for greedy): the k
+// first tokens in the chain's order, found with a bounded heap instead of
+// materializing V candidates. The set is the one the full path selects (the
+// order is total; +inf tokens are the highest, ties go to lower ids in both),
+// sorted in that order.
+void Sampler::select_top(std::span<const float> logits, size_t k,
+                         std::vector<Candidate>& cand) const {
+  const std::vector<Candidate> pen = penalized(logits);
+  cand.clear();
+  size_t next_pen = 0;
+  // A heap whose front is the last of the k kept so far.
+  const auto keep_later_first = [](const Candidate& a, const Candidate& b) { return before(a, b); };
+  for (size_t i = 0; i < logits.size(); ++i) {
+    float v = logits[i];
+    if (next_pen < pen.size() && static_cast<size_t>(pen[next_pen].id) == i) {
+      v = pen[next_pen++].logit;
+    } else if (std::isnan(v)) {
+      continue;
+    }
+    if (v == kNegInf) continue;
+    const Candidate c{v, static_cast<int32_t>(i)};
+    if (cand.size() < k) {
+      cand.push_back(c);
+      std::push_heap(cand.begin(), cand.end(), keep_later_first);
+    } else if (before(c, cand.front())) {
+      std::pop_heap(cand.begin(), cand.end(), keep_later_first);
+      cand.back() = c;
+      std::push_heap(cand.begin(), cand.end(), keep_later_first);
+    }
+  }
+  std::sort(cand.begin(), cand.end(), before);
+  settle_infinities(cand);
+}
+
 Status Sampler::filter(std::span<const float> logits, std::vector<Candidate>& cand) const {
   if (logits.empty()) return Status::internal("sampler: empty logits");
   if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
     return Status::internal("sampler: " + std::to_string(logits.size()) +
                             " logits exceed the int32 token id range");
   const size_t n = logits.size();
-
-  // Candidates in id order (index == id until -inf tokens are dropped).
-  cand.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const float v = logits[i];
-    cand[i] = {std::isnan(v) ? kNegInf : v, static_cast<int32_t>(i)};
-  }
-
-  // 1. Penalties, once per distinct token in the window: the repetition
-  //    penalty scales its logit, then frequency (times its count) and presence
-  //    penalties are subtracted.
-  if (has_penalties() && !history_.empty()) {
-    std::vector<int32_t> seen(history_.begin(), history_.end());
-    std::sort(seen.begin(), seen.end());
-    for (size_t i = 0; i < seen.size();) {
-      size_t j = i;
-      while (j < seen.size() && seen[j] == seen[i]) ++j;
-      const int32_t id = seen[i];
-      const auto count = static_cast<float>(j - i);
-      i = j;
-      if (id < 0 || static_cast<size_t>(id) >= n) continue;
-      float& l = cand[static_cast<size_t>(id)].logit;
-      if (params_.repeat_penalty != 1.0f) {
-        l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
-      }
-      l -= count * params_.frequency_penalty + params_.presence_penalty;
+  const bool greedy = params_.temperature <= 0.0f;
+  const size_t k = greedy ? 1 : static_cast<size_t>(params_.top_k);
+  bool sorted = false;  // cand is in `before` order (else in id order)
+  if (k > 0 && k < n) {
+    select_top(logits, k, cand);
+    sorted = true;
+  } else {
+    // Candidates in id order (index == id until -inf tokens are dropped).
+    cand.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const float v = logits[i];
+      cand[i] = {std::isnan(v) ? kNegInf : v, static_cast<int32_t>(i)};
     }
+    for (const Candidate& p : penalized(logits)) cand[static_cast<size_t>(p.id)].logit = p.logit;
+    settle_infinities(cand);
   }
-
-  // +inf tokens take all the probability, equally.
-  if (std::any_of(cand.begin(), cand.end(),
-                  [](const Candidate& c) { return c.logit == kPosInf; })) {
-    for (auto& c : cand) c.logit = c.logit == kPosInf ? 0.0f : kNegInf;
-  }
-  // Drop the tokens that can never be drawn (std::remove_if keeps the id order).
-  cand.erase(std::remove_if(cand.begin(), cand.end(),
-                            [](const Candidate& c) { return c.logit == kNegInf; }),
-             cand.end());
   if (cand.empty())
     return Status::internal("sampler: all " + std::to_string(n) + " logits are -inf or NaN");
 
   // Greedy: the first maximum in id order.
-  if (params_.temperature <= 0.0f) {
+  if (greedy) {
     Candidate best = cand.front();
     for (const auto& c : cand)
-      if (c.logit > best.logit) best = c;
+      if (before(c, best)) best = c;
     cand.assign(1, best);
     return Status::ok();
   }
 
-  // The chain's total order: higher logit first, then lower id.
-  auto before = [](const Candidate& a, const Candidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  };
-  bool sorted = false;  // cand is in `before` order (else in id order)
-
-  // 2. Top-k. The order is total, so the surviving set does not depend on how
-  // nth_element arranges things; sorting the survivors makes the order canonical.
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < cand.size()) {
-    const auto k = static_cast<ptrdiff_t>(params_.top_k);
-    std::nth_element(cand.begin(), cand.begin() + k - 1, cand.end(), before);
-    cand.resize(static_cast<size_t>(k));
-    std::sort(cand.begin(), cand.end(), before);
-    sorted = true;
-  }
-
+  // 2. Top-k (the full path reaches here only with k = 0 or k >= V: nothing to cut).
   auto max_logit = [&] {
     if (sorted) return cand.front().logit;
     float m = cand.front().logit;

@@ -34,9 +34,10 @@
 // runs in an order fixed by the inputs (by id, or by logit then id), never by
 // the standard library's partial-sort internals.
 //
-// Cost: O(V) per call for a V-entry vocabulary, plus O(V log k) for top-k
-// (nth_element, then a sort of the k survivors); top-p without top-k sorts
-// only as long a prefix as it needs.
+// Cost: with top-k (or greedy) one pass over the V logits keeping the k best
+// in a bounded heap (O(V) when few tokens beat the k-th, O(V log k) at
+// worst), then the k survivors; without top-k O(V) candidates, and top-p
+// sorts only as long a prefix as it needs.
 //
 // Errors: create() rejects out-of-range parameters with a message naming the
 // parameter and its value; sample() and distribution() return errors as values.
@@ -75,6 +76,12 @@ struct TokenProb {
 
 class Sampler {
  public:
+  // One token of the chain: its (penalized) logit and id.
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+
   // Validates the parameters: temperature not NaN or infinite, top_k >= 0,
   // top_p in (0, 1], min_p in [0, 1], repeat_penalty finite and > 0,
   // repeat_last_n >= -1.
@@ -111,16 +118,13 @@ class Sampler {
   }
 
  private:
-  struct Candidate {
-    float logit;
-    int32_t id;
-  };
-
   explicit Sampler(SamplerParams params);
 
   // Runs stages 1-4 into `cand`; with temperature <= 0, leaves only the
   // greedy token. On success `cand` is non-empty.
   Status filter(std::span<const float> logits, std::vector<Candidate>& cand) const;
+  std::vector<Candidate> penalized(std::span<const float> logits) const;
+  void select_top(std::span<const float> logits, size_t k, std::vector<Candidate>& cand) const;
   // Stage 5: unnormalized weights exp((logit - max) / temperature) into
   // `weights`, in the order of `cand`; returns their sum (>= 1).
   double weigh(const std::vector<Candidate>& cand, std::vector<double>& weights) const;

@@ -153,7 +153,7 @@ std::string openapi_document(bool api_key) {
       {"info",
        {{"title", "minfer serve"},
         {"version", "1"},
-        {"description", "An OpenAI-compatible API over one model (docs/SERVE.md)."}}},
+        {"description", "An OpenAI-compatible API over one model (docs/SERVER.md)."}}},
       {"paths",
        {{"/health", get("ready (200) or loading (503)", "application/json")},
         {"/metrics", get("Prometheus text", "text/plain")},

@@ -266,6 +266,8 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>()) {
     int yes = 1;
     (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
+  const auto threads = static_cast<size_t>(std::max(4, impl_->options.http_threads));
+  impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl_->http.set_payload_max_length(impl_->options.max_body_bytes);
   impl_->http.set_read_timeout(impl_->options.timeout_s, 0);
   impl_->http.set_write_timeout(impl_->options.timeout_s, 0);

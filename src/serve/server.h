@@ -52,6 +52,9 @@ struct ServeOptions {
   int timeout_s = 600;        // read and write timeout of a connection
   int64_t n_predict = -1;     // default max tokens (-1: up to the context)
   size_t max_body_bytes = 8 << 20;
+  // HTTP worker threads: each open connection (a streaming client, a waiting
+  // request) holds one, so enough for every slot, the queue and /health.
+  int http_threads = 64;
   int64_t max_queue = 256;          // sequences waiting for a slot; past it 503 + Retry-After
   std::string cors_origin;          // "" : no CORS headers; "*" or an origin
   int shutdown_timeout_s = 30;      // shutdown(): how long running requests may finish

@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 
 from serve_testutil import Server, check, finish, gemma_path
 
@@ -27,7 +28,8 @@ def main():
         run = subprocess.run(cmd + ["run", srv.url + "/openapi.json", "--checks",
                                     "not_a_server_error", "--max-time", seconds, "-w", "1",
                                     "--request-timeout", "60"],
-                             capture_output=True, text=True, timeout=int(seconds) + 240)
+                             capture_output=True, text=True, timeout=int(seconds) + 240,
+                             cwd=tempfile.gettempdir())  # its cache dir stays out of the tree
         out = run.stdout + run.stderr
         summary = [l for l in out.splitlines() if "generated" in l or "issues" in l.lower()]
         print("\n".join(summary))
