@@ -136,8 +136,9 @@ void Server::Impl::routes() {
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413) {
-      send_error(res, Status::invalid_argument("the body is too large"));
-      res.status = 413;
+      json body = error_body(Status::invalid_argument("the body is too large"));
+      body["error"]["code"] = 413;
+      send(res, 413, body);
       return;
     }
     const int status = res.status;
@@ -270,6 +271,9 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl_->http.set_payload_max_length(impl_->options.max_body_bytes);
   impl_->http.set_read_timeout(impl_->options.timeout_s, 0);
+  // An idle keep-alive connection holds a worker: it closes after --timeout,
+  // and at most after 5 s (httplib's default).
+  impl_->http.set_keep_alive_timeout(std::min(impl_->options.timeout_s, 5));
   impl_->http.set_write_timeout(impl_->options.timeout_s, 0);
 }
 

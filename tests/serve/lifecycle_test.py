@@ -8,6 +8,9 @@
   finish.
 - CORS: none without --cors; with it, preflights get 204 and every reply the
   Access-Control-Allow-Origin header.
+- Bad input (huge and negative numbers, an overflowing float, a 10 MB
+  body): each a 4xx error object; a client stalled in its headers is cut
+  off after --timeout while /health answers.
 - --timeout: a request that runs longer is cancelled: not yet answered, a
   503 naming the timeout; streamed, an error chunk and [DONE].
 - SIGTERM: new requests get 503 while a running stream finishes whole (its
@@ -112,6 +115,43 @@ def cors_and_timeout_checks(model):
         status, _ = srv.raw("GET", "/v1/models")
         check(srv.headers.get("access-control-allow-origin") == "http://example.test",
               f"reply headers {srv.headers}")
+
+        # Bad input, each a 4xx error object, the server unaffected.
+        msgs = [{"role": "user", "content": "hi"}]
+        for bad, needle in [({"messages": msgs, "max_tokens": 10 ** 30}, "max_tokens"),
+                            ({"messages": msgs, "max_tokens": -5}, "max_tokens"),
+                            ({"messages": msgs, "temperature": 1e308 * 10}, "JSON"),
+                            ({"messages": msgs, "n": 2 ** 63}, "'n'"),
+                            ({"messages": msgs, "top_k": -1}, "top_k")]:
+            data = json.dumps(bad).encode() if "JSON" != needle else \
+                b'{"messages": [{"role": "user", "content": "hi"}], "temperature": 1e999}'
+            status, reply = srv.raw("POST", "/v1/chat/completions", data)
+            check(400 <= status < 500, f"{bad}: {status} {reply[:120]!r}")
+            error_object(status, reply, status, needle if needle != "JSON" else "")
+        status, reply = srv.raw("POST", "/v1/chat/completions", b"{" + b" " * (10 << 20) + b"}")
+        error_object(status, reply, 413, "too large")
+        # A client that stops in the middle of its headers is cut off after
+        # --timeout (2 s), and the server answers everyone else meanwhile.
+        slow = socket.create_connection(("127.0.0.1", srv.port))
+        slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n")
+        t0 = time.time()
+        closed = False
+        slow.settimeout(0.25)
+        while time.time() - t0 < 10:
+            status, _ = srv.raw("GET", "/health")
+            check(status == 200, f"/health during a stalled client: {status}")
+            try:
+                if slow.recv(1024) == b"":
+                    closed = True
+                    break
+            except socket.timeout:
+                continue
+            except OSError:
+                closed = True
+                break
+        slow.close()
+        check(closed and time.time() - t0 < 6,
+              f"a client stalled in its headers was not cut off ({time.time() - t0:.1f} s)")
 
         start = time.time()
         status, reply = srv.raw("POST", "/v1/chat/completions",
