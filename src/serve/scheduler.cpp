@@ -115,28 +115,55 @@ runtime::EngineStats Scheduler::stats() const {
   return stats_;
 }
 
+// Adds requests[0..] as choices first_choice.. of `channel`; on a refusal the
+// ones added are cancelled and the channel fails.
+Status Scheduler::add(std::vector<runtime::Request>& requests, size_t first_choice,
+                      const std::shared_ptr<Channel>& channel) {
+  std::vector<runtime::SequenceId> ids;
+  for (runtime::Request& r : requests) {
+    auto id = engine_->add(std::move(r));
+    if (!id) {
+      for (runtime::SequenceId added : ids) engine_->cancel(added);
+      channel->fail(id.status());
+      return id.status();
+    }
+    ids.push_back(*id);
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    live_.push_back({ids[i], channel, static_cast<int>(first_choice + i)});
+  }
+  return Status::ok();
+}
+
 void Scheduler::admit(std::vector<Job>& jobs) {
   for (Job& j : jobs) {
-    std::vector<runtime::SequenceId> ids;
-    Status refused;
-    for (runtime::Request& r : j.requests) {
-      auto id = engine_->add(std::move(r));
-      if (!id) {
-        refused = id.status();
-        break;
-      }
-      ids.push_back(*id);
+    std::vector<runtime::Request> rest;
+    if (j.requests.size() > 1) {
+      rest.assign(std::make_move_iterator(j.requests.begin() + 1),
+                  std::make_move_iterator(j.requests.end()));
+      j.requests.resize(1);
     }
-    if (!refused) {
-      for (runtime::SequenceId id : ids) engine_->cancel(id);
-      j.channel->fail(refused);
-      continue;
-    }
-    for (size_t i = 0; i < ids.size(); ++i) {
-      live_.push_back({ids[i], j.channel, static_cast<int>(i)});
-    }
+    if (!add(j.requests, 0, j.channel)) continue;
+    if (!rest.empty()) deferred_.push_back({live_.back().id, std::move(rest), j.channel});
   }
   jobs.clear();
+}
+
+void Scheduler::release_deferred(runtime::SequenceId first) {
+  auto it = std::find_if(deferred_.begin(), deferred_.end(),
+                         [&](const Deferred& d) { return d.first == first; });
+  if (it == deferred_.end()) return;
+  Deferred d = std::move(*it);
+  deferred_.erase(it);
+  if (d.channel->cancelled(0) || !d.channel->status()) {
+    // Never started: their ends, so that the channel completes.
+    for (size_t i = 0; i < d.rest.size(); ++i) {
+      d.channel->push(
+          {static_cast<int>(i + 1), false, -1, 0, {}, runtime::FinishReason::kCancelled, 0});
+    }
+    return;
+  }
+  (void)add(d.rest, 1, d.channel);  // a refusal fails the channel
 }
 
 void Scheduler::deliver(const std::vector<runtime::SequenceEvent>& events) {
@@ -150,7 +177,9 @@ void Scheduler::deliver(const std::vector<runtime::SequenceEvent>& events) {
       it->channel->push({it->choice, e.has_token, e.token, e.logprob, e.top_logprobs, e.finished,
                          e.prompt_tokens});
     }
+    const bool first_choice = it->choice == 0;
     if (e.finished != runtime::FinishReason::kNone) live_.erase(it);
+    if (first_choice) release_deferred(e.id);  // the prompt's pages are in the cache now
   }
 }
 
@@ -180,6 +209,7 @@ void Scheduler::loop() {
         l.channel->fail(events.status());
       }
       live_.clear();
+      deferred_.clear();      // their channels failed with their first choices
       (void)engine_->step();  // collect the cancellations
       continue;
     }
@@ -188,6 +218,7 @@ void Scheduler::loop() {
     stats_ = engine_->stats();
   }
   for (const Live& l : live_) l.channel->fail(Status::unavailable("the server stopped"));
+  for (const Deferred& d : deferred_) d.channel->fail(Status::unavailable("the server stopped"));
   std::lock_guard lock(mu_);
   for (Job& j : incoming_) j.channel->fail(Status::unavailable("the server stopped"));
   incoming_.clear();

@@ -7,7 +7,8 @@
 //     tokens and its end arrive there in order, tagged with its index. A
 //     request the engine refuses (bad tokens, a prompt past the context,
 //     more pages than the pool) ends at once with that Status, its other
-//     choices cancelled.
+//     choices cancelled. Choices after the first join once the first has
+//     computed the prompt, and take its pages from the prefix cache.
 //   - The queue is bounded: with max_waiting sequences already waiting for a
 //     slot, submit() ends the channel at once with an unavailable Status
 //     (HTTP 503; the server adds Retry-After).
@@ -96,14 +97,26 @@ class Scheduler {
     int choice;
   };
   void loop();
+  // The other choices of a request wait until its first has computed the
+  // prompt (its first event): then they take the prompt's pages from the
+  // prefix cache instead of each computing it again.
+  struct Deferred {
+    runtime::SequenceId first;
+    std::vector<runtime::Request> rest;  // choices 1..n-1
+    std::shared_ptr<Channel> channel;
+  };
   void admit(std::vector<Job>& jobs);
+  Status add(std::vector<runtime::Request>& requests, size_t first_choice,
+             const std::shared_ptr<Channel>& channel);
+  void release_deferred(runtime::SequenceId first);
   void deliver(const std::vector<runtime::SequenceEvent>& events);
 
   std::unique_ptr<runtime::Engine> engine_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Job> incoming_;
-  std::vector<Live> live_;  // engine thread only
+  std::vector<Live> live_;          // engine thread only
+  std::vector<Deferred> deferred_;  // engine thread only
   runtime::EngineStats stats_;
   int64_t max_waiting_;
   int64_t incoming_sequences_ = 0;  // in incoming_

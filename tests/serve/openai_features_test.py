@@ -4,7 +4,8 @@ the real Gemma 3 270M Q4_K_M:
 
   python3 tests/serve/openai_features_test.py MINFER_BINARY
 
-- n choices: greedy ones are equal; sampled choice i equals a one-choice
+- n choices: the prompt is computed once (the other choices reuse its
+  pages: the prefix-cache counter); greedy ones are equal; sampled choice i equals a one-choice
   request with seed + i; usage counts every choice's tokens.
 - logprobs (chat and completions, streamed and not): one entry per token,
   the pieces spell the text, a greedy token is its own top alternative, the
@@ -17,6 +18,7 @@ the real Gemma 3 270M Q4_K_M:
   keyword outside the supported subset is a 400 naming it.
 """
 import json
+import re
 import sys
 
 import jsonschema
@@ -25,7 +27,24 @@ import openai
 from serve_testutil import Server, chat, check, finish, gemma_path
 
 
-def choices_checks(client):
+def prefix_hits(srv):
+    _, text = srv.raw("GET", "/metrics")
+    m = re.search(rb"^minfer_prefix_cache_hits_total (\d+)", text, re.M)
+    return int(m.group(1)) if m else -1
+
+
+def choices_checks(client, srv):
+    # The prompt is computed once: choices 1..n-1 take its pages from the
+    # prefix cache (a 16-token page; the prompt has some 300 tokens).
+    long_prompt = "Here is a list of words: " + " ".join(f"w{i}" for i in range(120))
+    before = prefix_hits(srv)
+    r = client.completions.create(model="gemma-test", prompt=long_prompt, max_tokens=4,
+                                  temperature=0, n=3)
+    reused = prefix_hits(srv) - before
+    pages = r.usage.prompt_tokens // 16
+    check(reused >= 2 * (pages - 1), f"n=3 reused {reused} pages of a {pages}-page prompt")
+    check(len({c.text for c in r.choices}) == 1, f"greedy choices differ: {r.choices}")
+
     r = chat(client, "Name a colour.", max_tokens=8, n=3)
     texts = [c.message.content for c in r.choices]
     check([c.index for c in r.choices] == [0, 1, 2], f"indices {[c.index for c in r.choices]}")
@@ -187,7 +206,7 @@ def main():
     srv = Server(gemma_path())
     client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none")
     try:
-        choices_checks(client)
+        choices_checks(client, srv)
         logprob_checks(client)
         penalty_checks(client)
         format_checks(client)
