@@ -10,12 +10,21 @@
 namespace minfer::gpu {
 namespace {
 
-bool contains(const std::vector<const Buffer*>& v, const Buffer* b) {
-  return std::find(v.begin(), v.end(), b) != v.end();
+// The bytes [begin, end) of a buffer that a binding touches (size 0: to the
+// end of the buffer's capacity).
+Recorder::Touched touched(const BufferRange& r) {
+  const uint64_t end = r.size != 0 ? r.offset + r.size : std::max(r.buffer->capacity(), r.offset);
+  return {r.buffer, r.offset, end};
+}
+
+bool overlaps(const std::vector<Recorder::Touched>& v, const Recorder::Touched& t) {
+  return std::any_of(v.begin(), v.end(), [&](const Recorder::Touched& u) {
+    return u.buffer == t.buffer && u.begin < t.end && t.begin < u.end;
+  });
 }
 
 void add_unique(std::vector<const Buffer*>& v, const Buffer* b) {
-  if (!contains(v, b)) v.push_back(b);
+  if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
 }
 
 }  // namespace
@@ -36,10 +45,10 @@ std::vector<const Buffer*> Recorder::hazards(const KernelInfo& kernel,
                                              std::span<const BufferRange> bindings) const {
   std::vector<const Buffer*> out;
   for (size_t i = 0; i < bindings.size(); ++i) {
-    const Buffer* b = bindings[i].buffer;
-    const bool after_write = contains(written_, b);
-    const bool write_after_read = kernel.bindings[i].writes() && contains(read_, b);
-    if (after_write || write_after_read) add_unique(out, b);
+    const Touched t = touched(bindings[i]);
+    const bool after_write = overlaps(written_, t);
+    const bool write_after_read = kernel.bindings[i].writes() && overlaps(read_, t);
+    if (after_write || write_after_read) add_unique(out, t.buffer);
   }
   return out;
 }
@@ -68,7 +77,7 @@ Status Recorder::dispatch(uint32_t kernel, std::span<const BufferRange> bindings
     read_.clear();
   }
   for (size_t i = 0; i < bindings.size(); ++i) {
-    add_unique(info.bindings[i].writes() ? written_ : read_, bindings[i].buffer);
+    (info.bindings[i].writes() ? written_ : read_).push_back(touched(bindings[i]));
   }
   trail_.record(note.empty() ? info.label() : info.label() + " '" + std::string(note) + "'");
   Status s = list_->dispatch(kernel, bindings, push, groups);

@@ -8,9 +8,11 @@
 //   - dispatch() checks the call against the kernel table and the device's
 //     limits (limits.h: errors with the actual numbers) before anything is
 //     encoded. It inserts a barrier before a dispatch that reads or writes a
-//     buffer written since the last barrier, or writes one read since then
-//     (whole buffers: sub-ranges of one buffer count as the same buffer);
-//     independent dispatches are not separated. `note` (a node's name, say)
+//     byte range written since the last barrier, or writes one read since
+//     then; ranges are compared by overlap (a binding of size 0 reaches the
+//     end of its buffer), so dispatches on disjoint sub-ranges of one buffer
+//     (pool allocations in one chunk) are not separated, nor are independent
+//     dispatches. The barrier itself covers the whole buffers involved. `note` (a node's name, say)
 //     goes into the trail beside the kernel's label.
 //   - submit_and_wait() submits everything recorded since the last call as
 //     one submission and waits at most device.timeout_s() seconds; with
@@ -58,6 +60,12 @@ class Recorder {
   uint64_t barriers() const { return barriers_; }  // barriers inserted so far
   const KernelTrail& trail() const { return trail_; }
 
+  // Bytes [begin, end) of a buffer that a recorded dispatch reads or writes.
+  struct Touched {
+    const Buffer* buffer;
+    uint64_t begin, end;
+  };
+
  private:
   void reset();  // drops the list (a running one goes to the device) and the hazard sets
   Status fail(Status s);
@@ -69,7 +77,7 @@ class Recorder {
   std::unique_ptr<CommandList> list_;
   size_t pending_ = 0;
   uint64_t barriers_ = 0;
-  std::vector<const Buffer*> written_, read_;  // since the last barrier
+  std::vector<Touched> written_, read_;  // since the last barrier
   KernelTrail trail_;
 };
 

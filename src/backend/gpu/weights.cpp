@@ -1,0 +1,161 @@
+#include "backend/gpu/weights.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace minfer::gpu {
+namespace {
+
+constexpr uint64_t kMinAlignment = 256;
+constexpr size_t kMissingNamed = 8;  // all_registered names at most this many
+
+uint64_t round_up(uint64_t v, uint64_t to) {
+  return (v + to - 1) / to * to;
+}
+
+std::string quoted(std::string_view name) {
+  return "'" + std::string(name) + "'";
+}
+
+// The bytes `type` and `shape` describe.
+Result<uint64_t> expected_bytes(const HostTensor& t) {
+  if (t.shape.empty()) return Status::invalid_argument("no shape");
+  MINFER_ASSIGN_OR_RETURN(uint64_t bytes, quant::row_bytes(t.type, t.shape[0]));
+  for (size_t i = 1; i < t.shape.size(); ++i) {
+    if (t.shape[i] < 0) return Status::invalid_argument("a negative dimension");
+    bytes *= static_cast<uint64_t>(t.shape[i]);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+WeightsRegistry::WeightsRegistry(Device& device, uint64_t chunk_bytes) : device_(device) {
+  const DeviceLimits& l = device.info().limits;
+  alignment_ = std::max(l.min_storage_buffer_offset_alignment, kMinAlignment);
+  max_range_ = l.max_storage_buffer_range != 0 ? l.max_storage_buffer_range
+                                               : std::numeric_limits<uint32_t>::max();
+  chunk_bytes_ = std::min(std::max<uint64_t>(chunk_bytes, alignment_), max_range_);
+}
+
+Result<bool> WeightsRegistry::already(const HostTensor& t) const {
+  const auto it = index_.find(std::string(t.name));
+  if (it == index_.end()) return false;
+  const Entry& e = it->second;
+  if (e.host == t.bytes.data() && e.weight.bytes == t.bytes.size()) return true;
+  return Status::invalid_argument("weights: tensor " + quoted(t.name) + " is already registered (" +
+                                  std::to_string(e.weight.bytes) +
+                                  " bytes from another host address)");
+}
+
+Status WeightsRegistry::reserve(uint64_t bytes, const Buffer*& buffer, uint64_t& offset) {
+  const uint64_t need = std::max<uint64_t>(bytes, 1);
+  if (need > max_range_) {  // a buffer of its own, bound in row ranges later
+    MINFER_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> b, device_.create_buffer(need));
+    buffer = b.get();
+    offset = 0;
+    dedicated_.push_back(std::move(b));
+    return Status::ok();
+  }
+  const uint64_t at = round_up(used_, alignment_);
+  if (chunks_.empty() || at + need > chunks_.back()->size()) {
+    MINFER_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> b,
+                            device_.create_buffer(std::max(chunk_bytes_, need)));
+    chunks_.push_back(std::move(b));
+    used_ = 0;
+    offset = 0;
+  } else {
+    offset = at;
+  }
+  used_ = offset + need;
+  buffer = chunks_.back().get();
+  return Status::ok();
+}
+
+Status WeightsRegistry::copy(const Buffer& buffer, uint64_t offset, const HostTensor& t,
+                             uint64_t& done, uint64_t total, const UploadProgress& progress) {
+  for (uint64_t at = 0; at < t.bytes.size();) {
+    const uint64_t n = std::min<uint64_t>(t.bytes.size() - at, kPieceBytes);
+    MINFER_RETURN_IF_ERROR(device_.write_buffer(buffer, offset + at, t.bytes.subspan(at, n)));
+    at += n;
+    done += n;
+    if (progress) progress(done, total);
+  }
+  return Status::ok();
+}
+
+Status WeightsRegistry::upload(const HostTensor& tensor, const UploadProgress& progress) {
+  return upload_all(std::span(&tensor, 1), progress);
+}
+
+Status WeightsRegistry::upload_all(std::span<const HostTensor> tensors,
+                                   const UploadProgress& progress) {
+  uint64_t total = 0;
+  for (const HostTensor& t : tensors) {
+    MINFER_ASSIGN_OR_RETURN(const bool again, already(t));
+    if (!again) total += t.bytes.size();
+  }
+  uint64_t done = 0;
+  for (const HostTensor& t : tensors) {
+    MINFER_ASSIGN_OR_RETURN(const bool again, already(t));  // a name twice in the list
+    if (again) continue;
+    auto expected = expected_bytes(t);
+    if (!expected.is_ok() || *expected != t.bytes.size()) {
+      return Status::invalid_argument(
+          "weights: tensor " + quoted(t.name) + " has " + std::to_string(t.bytes.size()) +
+          " bytes, its type " + std::string(quant::type_name(t.type)) + " and shape say " +
+          (expected.is_ok() ? std::to_string(*expected) : expected.status().message()));
+    }
+    const Buffer* buffer = nullptr;
+    uint64_t offset = 0;
+    Status s = reserve(t.bytes.size(), buffer, offset);
+    if (s.is_ok()) s = copy(*buffer, offset, t, done, total, progress);
+    if (!s.is_ok()) return s.with_context("weights: uploading tensor " + quoted(t.name));
+    Entry e;
+    e.weight = DeviceWeight{buffer, offset, t.bytes.size(), t.type,
+                            std::vector<int64_t>(t.shape.begin(), t.shape.end())};
+    e.host = t.bytes.data();
+    index_.emplace(std::string(t.name), std::move(e));
+    registered_bytes_ += t.bytes.size();
+  }
+  return Status::ok();
+}
+
+bool WeightsRegistry::contains(std::string_view name) const {
+  return index_.find(std::string(name)) != index_.end();
+}
+
+Result<const DeviceWeight*> WeightsRegistry::lookup(std::string_view name) const {
+  const auto it = index_.find(std::string(name));
+  if (it == index_.end()) {
+    return Status::not_found("weights: tensor " + quoted(name) + " is not on " +
+                             device_.info().name + " (" + std::to_string(index_.size()) +
+                             " tensors registered)");
+  }
+  return &it->second.weight;
+}
+
+Status WeightsRegistry::all_registered(std::span<const std::string> names) const {
+  std::string missing;
+  size_t n_missing = 0;
+  for (const std::string& name : names) {
+    if (contains(name)) continue;
+    if (n_missing++ < kMissingNamed) missing += (missing.empty() ? "" : ", ") + quoted(name);
+  }
+  if (n_missing == 0) return Status::ok();
+  if (n_missing > kMissingNamed) {
+    missing += " and " + std::to_string(n_missing - kMissingNamed) + " more";
+  }
+  return Status::not_found("weights: " + std::to_string(n_missing) + " of " +
+                           std::to_string(names.size()) + " tensors are not on " +
+                           device_.info().name + ": " + missing);
+}
+
+uint64_t WeightsRegistry::device_bytes() const {
+  uint64_t n = 0;
+  for (const auto& b : chunks_) n += b->size();
+  for (const auto& b : dedicated_) n += b->size();
+  return n;
+}
+
+}  // namespace minfer::gpu

@@ -1,0 +1,71 @@
+// A gpu::Device in host memory for the pool and weights tests: buffers are
+// byte vectors, made-up limits, an optional memory budget past which
+// create_buffer is resource_exhausted (as a device out of memory), and no
+// command lists. Lets tests reach limits lavapipe does not have.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/gpu/device.h"
+
+namespace minfer::vulkan::testing {
+
+class FakeBuffer final : public gpu::Buffer {
+ public:
+  explicit FakeBuffer(uint64_t bytes) : bytes_(bytes), data_((bytes + 15) / 16 * 16) {}
+  uint64_t size() const override { return bytes_; }
+  uint64_t capacity() const override { return data_.size(); }
+  std::vector<std::byte>& data() const { return data_; }
+
+ private:
+  uint64_t bytes_;
+  mutable std::vector<std::byte> data_;
+};
+
+class FakeDevice final : public gpu::Device {
+ public:
+  FakeDevice(uint64_t max_range, uint64_t alignment, uint64_t budget) : budget_(budget) {
+    info_.name = "fake device";
+    info_.unified_memory = true;
+    info_.limits.max_storage_buffer_range = max_range;
+    info_.limits.min_storage_buffer_offset_alignment = alignment;
+  }
+  const gpu::DeviceInfo& info() const override { return info_; }
+  const gpu::KernelState& kernel(uint32_t) const override { return state_; }
+  double timeout_s() const override { return 1; }
+  Result<std::unique_ptr<gpu::Buffer>> create_buffer(uint64_t bytes) override {
+    if (bytes > budget_ - used_) {
+      return Status::resource_exhausted("fake: out of device memory for " + std::to_string(bytes) +
+                                        " bytes");
+    }
+    used_ += bytes;
+    ++created_;
+    return std::unique_ptr<gpu::Buffer>(std::make_unique<FakeBuffer>(bytes));
+  }
+  Status write_buffer(const gpu::Buffer& b, uint64_t offset,
+                      std::span<const std::byte> src) override {
+    if (offset + src.size() > b.size()) return Status::invalid_argument("fake: write past the end");
+    std::memcpy(static_cast<const FakeBuffer&>(b).data().data() + offset, src.data(), src.size());
+    return Status::ok();
+  }
+  Status read_buffer(const gpu::Buffer& b, uint64_t offset, std::span<std::byte> dst) override {
+    if (offset + dst.size() > b.size()) return Status::invalid_argument("fake: read past the end");
+    std::memcpy(dst.data(), static_cast<const FakeBuffer&>(b).data().data() + offset, dst.size());
+    return Status::ok();
+  }
+  Result<std::unique_ptr<gpu::CommandList>> begin_commands() override {
+    return Status::unimplemented("fake: no command lists");
+  }
+  int created() const { return created_; }
+
+ private:
+  gpu::DeviceInfo info_;
+  gpu::KernelState state_;
+  uint64_t budget_, used_ = 0;
+  int created_ = 0;
+};
+
+}  // namespace minfer::vulkan::testing
