@@ -380,7 +380,7 @@ bool launch_split(const AttentionArgs& a, int64_t n_split, cudaStream_t stream) 
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = add_pdl_attribute(attr, 1);
+  cfg.numAttrs = kPdlBetweenGemvs ? add_pdl_attribute(attr, 1) : 1;
   if (cudaLaunchKernelEx(&cfg, attention_split_kernel<kDpl, KT, VT>, a) == cudaSuccess) return true;
   (void)cudaGetLastError();  // the per-token kernel runs instead
   refused.store(true, std::memory_order_relaxed);
@@ -395,11 +395,11 @@ cudaError_t launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
   }
   const dim3 grid(static_cast<unsigned>(a.n_tokens * a.n_head));
   if (a.n_tokens * a.n_head < kFewBlocks || a.batch_invariant) {  // one shape for every batch
-    return launch_pdl(attention_kernel<kDpl, KT, VT, kManyWarps>, grid, dim3(kManyWarps * 32), 0,
-                      stream, a);
+    return launch_kernel(kPdlBetweenGemvs, attention_kernel<kDpl, KT, VT, kManyWarps>, grid,
+                         dim3(kManyWarps * 32), 0, stream, a);
   }
-  return launch_pdl(attention_kernel<kDpl, KT, VT, kFewWarps>, grid, dim3(kFewWarps * 32), 0,
-                    stream, a);
+  return launch_kernel(kPdlBetweenGemvs, attention_kernel<kDpl, KT, VT, kFewWarps>, grid,
+                       dim3(kFewWarps * 32), 0, stream, a);
 }
 
 // --- tiled (flash) kernel ---------------------------------------------------------

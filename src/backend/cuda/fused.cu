@@ -186,9 +186,9 @@ cudaError_t launch_fused_qkv(const FusedQkvArgs& a, cudaStream_t stream) {
     offset += rows;
     first = last;
   }
-  const cudaError_t e =
-      launch_pdl(qkv_post_kernel, dim3(static_cast<unsigned>(a.n_head + 2 * a.n_head_kv)),
-                 dim3(kPostThreads), 0, stream, a);
+  const cudaError_t e = launch_kernel(kPdlBetweenGemvs, qkv_post_kernel,
+                                      dim3(static_cast<unsigned>(a.n_head + 2 * a.n_head_kv)),
+                                      dim3(kPostThreads), 0, stream, a);
   const cudaError_t earlier = cudaGetLastError();  // the f32 GEMV launches'
   return e != cudaSuccess ? e : earlier;
 }

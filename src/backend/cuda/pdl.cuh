@@ -11,6 +11,7 @@
 //     the next PDL kernel can start its own pre-wait part.
 // Both calls are no-ops in a kernel launched without the attribute and on
 // devices below sm_90. MINFER_NO_PDL=1 makes every launch_pdl a plain launch.
+// Only the int8 GEMVs use it by default (kPdlBetweenGemvs).
 // Captured into CUDA graphs like any launch. Include only from .cu files.
 #pragma once
 
@@ -47,10 +48,10 @@ inline unsigned add_pdl_attribute(cudaLaunchAttribute* attrs, unsigned n) {
   return n + 1;
 }
 
-// Launches `kernel` on `stream` with PDL (see the contract above).
+// Launches `kernel` on `stream`, with PDL when `pdl` (and PDL is on).
 template <typename... Params, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                       cudaStream_t stream, Args... args) {
+cudaError_t launch_kernel(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -58,8 +59,22 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   cfg.attrs = attr;
-  cfg.numAttrs = add_pdl_attribute(attr, 0);
+  cfg.numAttrs = pdl ? add_pdl_attribute(attr, 0) : 0;
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
 }
+
+// Launches `kernel` on `stream` with PDL (see the contract above).
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                       cudaStream_t stream, Args... args) {
+  return launch_kernel(true, kernel, grid, block, smem, stream, args...);
+}
+
+// Whether the kernels between the weight-streaming GEMVs (qkv_post, decode
+// attention) start early too. Off: with them launched early, every kernel
+// of a layer was resident at once, spinning in its wait, and the 0.5B
+// decoded 7-8% slower than with no PDL at all (docs/CUDA.md). They still
+// call pdl_launch_dependents(), so the GEMV after them may start early.
+inline constexpr bool kPdlBetweenGemvs = false;
 
 }  // namespace minfer::cuda
