@@ -255,9 +255,11 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
   // The draws first, in parallel over rows (each sequence has its own
   // sampler and constraint: 0.2 ms a row on a 152k vocabulary); the
   // bookkeeping after, in row order.
-  std::vector<SequenceEvent> drawn_events(rows);
-  std::vector<Result<int32_t>> drawn(rows, Result<int32_t>(-1));
-  if (ids.empty()) {
+  std::vector<SequenceEvent> drawn_events;
+  std::vector<Result<int32_t>> drawn;
+  if (ids.empty()) {  // (argmax steps bring their tokens: nothing to draw)
+    drawn_events.resize(rows);
+    drawn.assign(rows, Result<int32_t>(-1));
     scratch_.resize(static_cast<size_t>(sampling_pool_->num_threads()));
     sampling_pool_->parallel_for(static_cast<int64_t>(rows), [&](int64_t lo, int64_t hi, int t) {
       for (auto r = static_cast<size_t>(lo); r < static_cast<size_t>(hi); ++r) {

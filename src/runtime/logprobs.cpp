@@ -37,18 +37,30 @@ float LogSoftmax::logprob(int32_t id) const {
   return static_cast<float>(static_cast<double>(clean(logits_[static_cast<size_t>(id)])) - shift_);
 }
 
+// One pass with a bounded heap (the row is up to 262k entries; n <= 20).
 std::vector<TokenLogprob> LogSoftmax::top(int n) const {
   const size_t k = std::min(logits_.size(), static_cast<size_t>(std::max(n, 0)));
-  std::vector<int32_t> ids(logits_.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
   const auto higher = [&](int32_t a, int32_t b) {
     const float la = clean(logits_[static_cast<size_t>(a)]);
     const float lb = clean(logits_[static_cast<size_t>(b)]);
     return la != lb ? la > lb : a < b;
   };
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), higher);
+  std::vector<int32_t> heap;  // front: the last of the k kept so far
+  heap.reserve(k);
+  for (size_t i = 0; i < logits_.size() && k > 0; ++i) {
+    const auto id = static_cast<int32_t>(i);
+    if (heap.size() < k) {
+      heap.push_back(id);
+      std::push_heap(heap.begin(), heap.end(), higher);
+    } else if (higher(id, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), higher);
+      heap.back() = id;
+      std::push_heap(heap.begin(), heap.end(), higher);
+    }
+  }
+  std::sort(heap.begin(), heap.end(), higher);
   std::vector<TokenLogprob> out;
-  for (size_t i = 0; i < k; ++i) out.push_back({ids[i], logprob(ids[i])});
+  for (int32_t id : heap) out.push_back({id, logprob(id)});
   return out;
 }
 
