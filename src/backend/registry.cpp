@@ -2,6 +2,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#if MINFER_HAS_VULKAN
+#include "backend/vulkan/vulkan_backend.h"
+#endif
 
 namespace minfer::backend {
 namespace {
@@ -15,6 +18,16 @@ Result<std::unique_ptr<Backend>> cuda_create(const BackendConfig& c) {
   return cuda::create_backend(c.weights, c.options);
 }
 
+#if MINFER_HAS_VULKAN
+std::string vulkan_unavailable(const BackendConfig& c) {
+  return vulkan::unavailable_reason(c.options);
+}
+
+Result<std::unique_ptr<Backend>> vulkan_create(const BackendConfig& c) {
+  return vulkan::create_backend(c.weights, c.options);
+}
+#endif
+
 std::string cpu_unavailable(const BackendConfig&) {
   return "";
 }
@@ -24,9 +37,12 @@ Result<std::unique_ptr<Backend>> cpu_create(const BackendConfig& c) {
   return std::unique_ptr<Backend>(std::move(cpu));
 }
 
-// Metal and Vulkan join here, above and below CUDA, when they are built.
+// Metal joins here, above CUDA, when it is built.
 const BackendKind kKinds[] = {
     {"CUDA", 300, /*gpu=*/true, cuda_unavailable, cuda_create},
+#if MINFER_HAS_VULKAN
+    {"Vulkan", 200, /*gpu=*/true, vulkan_unavailable, vulkan_create},
+#endif
     {"CPU", 100, /*gpu=*/false, cpu_unavailable, cpu_create},
 };
 

@@ -40,11 +40,14 @@ void ForwardRunner::release(CachedGraph& c) {
   graph::release_plan(c.plan, backends_);
 }
 
-// Every usable backend kind of the registry, in priority order.
+// Every usable backend kind of the registry, in priority order, with at
+// most one GPU kind (the first usable one: CUDA before Vulkan), since each
+// holds a copy of every weight.
 Status ForwardRunner::start_backends() {
   const backend::BackendConfig bc{model_.weights(), config_.options, config_.n_threads};
+  bool have_gpu = false;
   for (const backend::BackendKind& kind : backend::backend_kinds()) {
-    if (kind.gpu && !config_.gpu) continue;
+    if (kind.gpu && (!config_.gpu || have_gpu)) continue;
     if (!kind.unavailable(bc).empty()) continue;
     auto b = kind.create(bc);
     if (!b) {
@@ -52,6 +55,7 @@ Status ForwardRunner::start_backends() {
       report_unused(kind.name, b.message());
       continue;
     }
+    have_gpu = have_gpu || kind.gpu;
     owned_backends_.push_back(std::move(b).value());
   }
   for (auto& b : owned_backends_) {

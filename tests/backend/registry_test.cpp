@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <string>
+
 #include "backend/cuda/cuda_backend.h"
 #include "model/weights.h"
 
@@ -21,14 +24,17 @@ TEST(BackendRegistry, KindsInPriorityOrderWithTheCpuLast) {
   EXPECT_TRUE(kinds.front().gpu);
 }
 
-TEST(BackendRegistry, CpuStartsAndCudaSaysWhyNot) {
+TEST(BackendRegistry, CpuStartsAndTheGpuKindsSayWhyNot) {
   model::Weights weights;
   Options options;
   options.disable_cuda = true;
+  options.disable_vulkan = true;
   const BackendConfig config{weights, options, 2};
   for (const BackendKind& kind : backend_kinds()) {
-    if (kind.name == "CUDA") {
-      EXPECT_EQ(kind.unavailable(config), "disabled by MINFER_DISABLE_CUDA");
+    if (kind.gpu) {
+      std::string upper(kind.name);
+      for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      EXPECT_EQ(kind.unavailable(config), "disabled by MINFER_DISABLE_" + upper);
       continue;
     }
     EXPECT_EQ(kind.unavailable(config), "") << kind.name;

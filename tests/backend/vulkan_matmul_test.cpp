@@ -1,9 +1,11 @@
-// The Vulkan matmul y[t][r] = dot(W[r], x[t]) for W in F32, F16, Q8_0 and
-// Q4_0, every variant the device has (8/16-bit storage and packed words),
-// against the scalar reference: W encoded with quant::quantize_row, decoded
-// with quant::dequantize_row, dot products in double with the f32
-// activations. Shapes: in_dim 896 and 3584 (Qwen2.5 0.5B / 7B widths), odd
-// row counts, 1 and 5 tokens (5: a partial second token group) and 9.
+// The Vulkan matmul y[t][r] = dot(W[r], x[t]) for W of every weight type
+// (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K), every variant
+// the device has (8/16-bit storage and packed words), against the scalar
+// reference: W encoded with quant::quantize_row, decoded with
+// quant::dequantize_row, dot products in double with the f32 activations.
+// Shapes: in_dim 896 and 3584 (Qwen2.5 0.5B / 7B widths; 1024 and 3584 for
+// the K-quants, whose rows are 256-element blocks), odd row counts, 1 and 5
+// tokens (5: a partial second token group) and 9.
 // Tolerance: max abs diff < 1e-3 with outputs of unit scale (activations
 // scaled by 1/sqrt(in_dim)).
 #ifdef MINFER_HAS_VULKAN
@@ -26,6 +28,12 @@ namespace {
 
 using cpu::testing::random_floats;
 using quant::TensorType;
+
+// Every type the GPU weight kernels decode: quant::is_weight_type's list.
+constexpr TensorType kWeightTypes[] = {
+    TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
+    TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
+    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
 
 struct Weights {
   std::vector<uint8_t> bytes;
@@ -106,31 +114,34 @@ void check_matmul(TensorType type, int64_t rows, int64_t in_dim, int64_t tokens)
 
 class VulkanMatmul : public ::testing::TestWithParam<TensorType> {};
 
+bool is_k_quant(TensorType type) {
+  return quant::type_traits(type).block_size == 256;
+}
+
 TEST_P(VulkanMatmul, MatchesTheDequantizedReference) {
   MINFER_SKIP_WITHOUT_VULKAN();
   struct Shape {
     int64_t rows, in_dim;
   };
-  for (const Shape& s : {Shape{67, 896}, Shape{33, 3584}}) {
+  const int64_t narrow = is_k_quant(GetParam()) ? 1024 : 896;
+  for (const Shape& s : {Shape{67, narrow}, Shape{33, 3584}}) {
     for (int64_t tokens : {1, 5}) check_matmul(GetParam(), s.rows, s.in_dim, tokens);
   }
 }
 
 TEST_P(VulkanMatmul, NineTokensAndFewRows) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  check_matmul(GetParam(), 3, 896, 9);
+  check_matmul(GetParam(), 3, is_k_quant(GetParam()) ? 2048 : 896, 9);
 }
 
-INSTANTIATE_TEST_SUITE_P(VulkanTypes, VulkanMatmul,
-                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::Q8_0,
-                                           TensorType::Q4_0),
+INSTANTIATE_TEST_SUITE_P(VulkanTypes, VulkanMatmul, ::testing::ValuesIn(kWeightTypes),
                          [](const auto& info) {
                            return std::string(quant::type_name(info.param));
                          });
 
 TEST(VulkanMatmulTypes, TheFeatureProbePicksAnAvailableVariantPerType) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}) {
+  for (TensorType t : kWeightTypes) {
     auto k = gpu::matmul_kernel(device(), t);
     ASSERT_TRUE(k.is_ok()) << k.message();
     EXPECT_TRUE(device().kernel(*k).available);
@@ -141,8 +152,19 @@ TEST(VulkanMatmulTypes, TheFeatureProbePicksAnAvailableVariantPerType) {
           << gpu::embedded_kernels()[*k].label();
     }
   }
-  auto q6 = gpu::matmul_kernel(device(), TensorType::Q6_K);
-  EXPECT_EQ(q6.status().code(), StatusCode::kUnimplemented);
+  for (TensorType t : {TensorType::Q8_K, TensorType::IQ4_NL, TensorType::I32}) {
+    EXPECT_EQ(gpu::matmul_kernel(device(), t).status().code(), StatusCode::kUnimplemented)
+        << quant::type_name(t);
+  }
+}
+
+TEST(VulkanMatmulTypes, EveryWeightTypeOfTheReferenceHasAKernel) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  for (uint32_t raw = 0; raw < 64; ++raw) {
+    const quant::TypeTraits* t = quant::find_type_traits(raw);
+    if (t == nullptr || !quant::is_weight_type(t->type)) continue;
+    EXPECT_TRUE(gpu::matmul_kernel(device(), t->type).is_ok()) << t->name;
+  }
 }
 
 TEST(VulkanMatmulTypes, PartialBlocksAndShortBuffersAreRefused) {
@@ -159,6 +181,14 @@ TEST(VulkanMatmulTypes, PartialBlocksAndShortBuffersAreRefused) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("W needs"), std::string::npos) << s.message();
   s = gpu::encode_matmul(rec, q4, TensorType::F16, whole(buf), whole(buf), whole(buf), {32, 1, 1});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  // K-quant rows are whole 256-element super-blocks: 896 is not.
+  const uint32_t q4k = gpu::matmul_kernel(d, TensorType::Q4_K).value();
+  s = gpu::encode_matmul(rec, q4k, TensorType::Q4_K, whole(buf), whole(buf), whole(buf),
+                         {896, 1, 1});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  s = gpu::encode_matmul(rec, q4k, TensorType::Q6_K, whole(buf), whole(buf), whole(buf),
+                         {256, 1, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   EXPECT_EQ(rec.pending(), 0u);
 }

@@ -46,21 +46,79 @@ uint32_t kernel_or_max(std::string_view name, std::string_view variant) {
   return find_kernel(name, variant).value_or(std::numeric_limits<uint32_t>::max());
 }
 
-// Variants of matmul for a weight type, preferred first.
-std::vector<std::string_view> matmul_variants(quant::TensorType type) {
+// Variants of the weight kernels (matmul, get_rows) for a weight type,
+// preferred first: 8/16-bit storage, then the packed words.
+std::vector<std::string_view> weight_variants(quant::TensorType type) {
   using quant::TensorType;
   switch (type) {
     case TensorType::F32:
       return {"f32"};
     case TensorType::F16:
       return {"f16", "f16_packed"};
-    case TensorType::Q8_0:
-      return {"q8_0", "q8_0_packed"};
+    case TensorType::BF16:
+      return {"bf16", "bf16_packed"};
     case TensorType::Q4_0:
       return {"q4_0", "q4_0_packed"};
+    case TensorType::Q4_1:
+      return {"q4_1", "q4_1_packed"};
+    case TensorType::Q5_0:
+      return {"q5_0", "q5_0_packed"};
+    case TensorType::Q5_1:
+      return {"q5_1", "q5_1_packed"};
+    case TensorType::Q8_0:
+      return {"q8_0", "q8_0_packed"};
+    case TensorType::Q2_K:
+      return {"q2_k", "q2_k_packed"};
+    case TensorType::Q3_K:
+      return {"q3_k", "q3_k_packed"};
+    case TensorType::Q4_K:
+      return {"q4_k", "q4_k_packed"};
+    case TensorType::Q5_K:
+      return {"q5_k", "q5_k_packed"};
+    case TensorType::Q6_K:
+      return {"q6_k", "q6_k_packed"};
     default:
       return {};
   }
+}
+
+// The first variant of kernel `name` for `type` that the device has.
+Result<uint32_t> weight_kernel(const Device& device, std::string_view name,
+                               quant::TensorType type) {
+  const std::vector<std::string_view> variants = weight_variants(type);
+  if (variants.empty()) {
+    return Status::unimplemented(std::string(name) + ": no GPU kernel for " +
+                                 std::string(quant::type_name(type)) + " weights yet");
+  }
+  std::string why;
+  for (std::string_view v : variants) {
+    const std::optional<uint32_t> k = find_kernel(name, v);
+    if (k && device.kernel(*k).available) return *k;
+    why += (why.empty() ? "" : "; ") + std::string(v) + ": " +
+           (k ? device.kernel(*k).unavailable_reason : std::string("not built"));
+  }
+  return Status::unimplemented(std::string(name) + " of " + std::string(quant::type_name(type)) +
+                               " on " + device.info().name + ": " + why);
+}
+
+// `kernel` must be a variant of `name` for `type`.
+Status check_weight_kernel(std::string_view name, uint32_t kernel, quant::TensorType type) {
+  const std::span<const KernelInfo> table = embedded_kernels();
+  const std::vector<std::string_view> variants = weight_variants(type);
+  if (kernel >= table.size() || table[kernel].name != name ||
+      std::find(variants.begin(), variants.end(), table[kernel].variant) == variants.end()) {
+    return Status::invalid_argument(std::string(name) + ": kernel " + std::to_string(kernel) +
+                                    " is not a " + std::string(name) + " variant for " +
+                                    std::string(quant::type_name(type)) + " weights");
+  }
+  return Status::ok();
+}
+
+// The packed variants read whole 32-bit words: a sized range is widened to
+// the next word (the recorder checks that this stays in the buffer).
+BufferRange whole_words(BufferRange r) {
+  if (r.size % 4 != 0) r.size += 4 - r.size % 4;
+  return r;
 }
 
 }  // namespace
@@ -111,33 +169,13 @@ Status encode_rms_norm(Recorder& rec, const BufferRange& x, const BufferRange& w
 }
 
 Result<uint32_t> matmul_kernel(const Device& device, quant::TensorType type) {
-  const std::vector<std::string_view> variants = matmul_variants(type);
-  if (variants.empty()) {
-    return Status::unimplemented("matmul: no GPU kernel for " +
-                                 std::string(quant::type_name(type)) + " weights yet");
-  }
-  std::string why;
-  for (std::string_view v : variants) {
-    const std::optional<uint32_t> k = find_kernel("matmul", v);
-    if (k && device.kernel(*k).available) return *k;
-    why += (why.empty() ? "" : "; ") + std::string(v) + ": " +
-           (k ? device.kernel(*k).unavailable_reason : std::string("not built"));
-  }
-  return Status::unimplemented("matmul of " + std::string(quant::type_name(type)) + " on " +
-                               device.info().name + ": " + why);
+  return weight_kernel(device, "matmul", type);
 }
 
 Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
                      const BufferRange& x, const BufferRange& y, MatmulShape s,
                      std::string_view note) {
-  const std::span<const KernelInfo> table = embedded_kernels();
-  const std::vector<std::string_view> variants = matmul_variants(type);
-  if (kernel >= table.size() || table[kernel].name != "matmul" ||
-      std::find(variants.begin(), variants.end(), table[kernel].variant) == variants.end()) {
-    return Status::invalid_argument("matmul: kernel " + std::to_string(kernel) +
-                                    " is not a matmul variant for " +
-                                    std::string(quant::type_name(type)) + " weights");
-  }
+  MINFER_RETURN_IF_ERROR(check_weight_kernel("matmul", kernel, type));
   MINFER_RETURN_IF_ERROR(positive("matmul", "in_dim", s.in_dim));
   MINFER_RETURN_IF_ERROR(positive("matmul", "out_dim", s.out_dim));
   MINFER_RETURN_IF_ERROR(positive("matmul", "n_tokens", s.n_tokens));
@@ -150,6 +188,10 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
   }
   auto row = quant::row_bytes(type, s.in_dim);  // refuses rows of partial blocks
   if (!row.is_ok()) return row.status().with_context("matmul");
+  if (*row * uint64_t(s.out_dim) > uint64_t(kMaxIndex)) {
+    return Status::invalid_argument("matmul: W of " + std::to_string(s.out_dim) + " rows of " +
+                                    std::to_string(*row) + " bytes exceeds 32-bit offsets");
+  }
   MINFER_RETURN_IF_ERROR(needs("matmul", "W", w, *row * uint64_t(s.out_dim)));
   MINFER_RETURN_IF_ERROR(needs("matmul", "x", x, uint64_t(s.in_dim) * s.n_tokens * 4));
   MINFER_RETURN_IF_ERROR(needs("matmul", "y", y, uint64_t(s.out_dim) * s.n_tokens * 4));
@@ -160,11 +202,47 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
   groups.z = static_cast<uint32_t>(z);  // checked against the limit by the recorder
   const args::MatmulArgs args{static_cast<uint32_t>(s.in_dim), static_cast<uint32_t>(s.out_dim),
                               static_cast<uint32_t>(s.n_tokens), 0};
-  // The packed variants read whole 32-bit words: a sized range is widened to
-  // the next word (the recorder checks that this stays in the buffer).
-  BufferRange words = w;
-  if (words.size % 4 != 0) words.size += 4 - words.size % 4;
-  const BufferRange bindings[] = {words, x, y};
+  const BufferRange bindings[] = {whole_words(w), x, y};
+  return rec.dispatch_args(kernel, bindings, args, groups, note);
+}
+
+Result<uint32_t> get_rows_kernel(const Device& device, quant::TensorType type) {
+  return weight_kernel(device, "get_rows", type);
+}
+
+Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type,
+                       const BufferRange& w, const BufferRange& ids, const BufferRange& out,
+                       const BufferRange& err, int64_t n_rows, int64_t row_len, int64_t n_ids,
+                       float scale, std::string_view note) {
+  MINFER_RETURN_IF_ERROR(check_weight_kernel("get_rows", kernel, type));
+  MINFER_RETURN_IF_ERROR(positive("get_rows", "n_rows", n_rows));
+  MINFER_RETURN_IF_ERROR(positive("get_rows", "row_len", row_len));
+  MINFER_RETURN_IF_ERROR(positive("get_rows", "n_ids", n_ids));
+  if (n_rows > std::numeric_limits<int32_t>::max()) {
+    return Status::invalid_argument("get_rows: n_rows = " + std::to_string(n_rows) +
+                                    " exceeds the i32 ids");
+  }
+  auto row = quant::row_bytes(type, row_len);  // refuses rows of partial blocks
+  if (!row.is_ok()) return row.status().with_context("get_rows");
+  if (uint64_t(n_rows) * row_len > uint64_t(kMaxIndex) ||
+      *row * uint64_t(n_rows) > uint64_t(kMaxIndex) ||
+      uint64_t(n_ids) * row_len > uint64_t(kMaxIndex)) {
+    return Status::invalid_argument("get_rows: " + std::to_string(n_rows) + " rows (" +
+                                    std::to_string(n_ids) + " ids) of " +
+                                    std::to_string(row_len) + " exceed 32-bit indices");
+  }
+  MINFER_RETURN_IF_ERROR(needs("get_rows", "W", w, *row * uint64_t(n_rows)));
+  MINFER_RETURN_IF_ERROR(needs("get_rows", "ids", ids, uint64_t(n_ids) * 4));
+  MINFER_RETURN_IF_ERROR(needs("get_rows", "out", out, uint64_t(n_ids) * row_len * 4));
+  MINFER_RETURN_IF_ERROR(needs("get_rows", "err", err, MINFER_ERR_WORDS * 4));
+  const uint64_t units = (uint64_t(row_len) + 7) / 8;  // weights.glsl's units of 8
+  const uint64_t per_group = embedded_kernels()[kernel].workgroup[0];
+  const uint64_t groups_per_row = (units + per_group - 1) / per_group;
+  MINFER_ASSIGN_OR_RETURN(const Groups groups,
+                          fold_groups(uint64_t(n_ids) * groups_per_row, rec.device().info().limits));
+  const args::GetRowsArgs args{static_cast<uint32_t>(n_rows), static_cast<uint32_t>(row_len),
+                               static_cast<uint32_t>(n_ids), scale};
+  const BufferRange bindings[] = {whole_words(w), ids, out, err};
   return rec.dispatch_args(kernel, bindings, args, groups, note);
 }
 

@@ -52,11 +52,30 @@ struct MatmulShape {
 // not there.
 Result<uint32_t> matmul_kernel(const Device& device, quant::TensorType type);
 
-// y[t][r] = dot(W[r], x[t]): W [out_dim][in_dim] of `type` (F32, F16, Q8_0,
-// Q4_0), x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32. `kernel` is
+// y[t][r] = dot(W[r], x[t]): W [out_dim][in_dim] of `type` (F32, F16, BF16,
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: every weight
+// type of quant::is_weight_type; K-quant rows are whole 256-element blocks),
+// x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32. `kernel` is
 // matmul_kernel(type) or (tests) another available variant of the same type.
 Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
                      const BufferRange& x, const BufferRange& y, MatmulShape shape,
                      std::string_view note = {});
+
+// The get_rows kernel for weights of `type` (every type the matmul has), or
+// unimplemented; variants preferred as in matmul_kernel.
+Result<uint32_t> get_rows_kernel(const Device& device, quant::TensorType type);
+
+// out[i][:] = dequant(W[ids[i]]) * scale for i < n_ids (the embedding lookup):
+// W [n_rows][row_len] of `type`, ids i32 [n_ids], out f32 [n_ids][row_len];
+// each value is bit-exact with quant::dequantize_row times `scale` in f32.
+// An id outside [0, n_rows) writes nothing for that row and reports
+// MINFER_ERR_ROW_ID (value = the id, bound = n_rows) through `err`, the error
+// words of kernel_args.h (at least MINFER_ERR_WORDS u32, zeroed by the
+// caller; the first error is kept). `kernel` is get_rows_kernel(type) or
+// (tests) another available variant of the same type.
+Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type,
+                       const BufferRange& w, const BufferRange& ids, const BufferRange& out,
+                       const BufferRange& err, int64_t n_rows, int64_t row_len, int64_t n_ids,
+                       float scale, std::string_view note = {});
 
 }  // namespace minfer::gpu

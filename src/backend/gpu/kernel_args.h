@@ -63,6 +63,23 @@ struct SpinArgs {
   u32 max_iterations;
 };
 
+// Error words (kernels/errors.glsl): kernels that index memory by values
+// computed on the device or written by the host (token ids, cache rows,
+// positions, page tables) check each index and, when one is outside its
+// table, skip the access and report it in a small u32 buffer bound with
+// access `atomic`: word 0 the first error's code, word 1 the offending
+// value, word 2 its bound. The backend reads the words after each wait.
+#define MINFER_ERR_WORDS 4
+#define MINFER_ERR_ROW_ID 1u     // get_rows: an id outside the rows of its table
+#define MINFER_ERR_CACHE_ROW 2u  // kv_store: a position or cell outside the cache
+#define MINFER_ERR_POSITION 3u   // attention: a position or page outside the cache/tables
+
+// The argument structs of each kernel family, one header each (same rules;
+// each keeps its own static_asserts under __cplusplus).
+#include "kernel_args_activation.h"
+#include "kernel_args_attention.h"
+#include "kernel_args_quant.h"
+
 #ifdef __cplusplus
 static_assert(offsetof(ElementwiseArgs, n_b) == 4 && sizeof(ElementwiseArgs) == 8);
 static_assert(offsetof(RmsNormArgs, n_rows) == 4 && offsetof(RmsNormArgs, has_weight) == 8 &&

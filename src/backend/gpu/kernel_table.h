@@ -25,12 +25,15 @@
 
 namespace minfer::gpu {
 
-enum class Access : uint8_t { kRead, kWrite, kReadWrite };
+// kAtomic: a binding only updated by atomics whose order does not matter
+// (the error words): no barrier is ever placed for it, and the host reads it
+// only after the submission's wait.
+enum class Access : uint8_t { kRead, kWrite, kReadWrite, kAtomic };
 
 struct KernelBinding {
   std::string_view name;  // the manifest's name for it: "x", "w", "out"
   Access access = Access::kRead;
-  bool writes() const { return access != Access::kRead; }
+  bool writes() const { return access == Access::kWrite || access == Access::kReadWrite; }
 };
 
 struct KernelInfo {

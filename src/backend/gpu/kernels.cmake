@@ -8,7 +8,8 @@
 # Manifest lines (`#` starts a comment; one directive per line):
 #   args       <Struct>|none          push constants (a struct of kernel_args.h)
 #   workgroup  <x> <y> <z>            local size
-#   bindings   <name>:<r|w|rw> ...    storage buffers 0, 1, ... in order
+#   bindings   <name>:<r|w|rw|atomic> ... storage buffers 0, 1, ... in order
+#                                     (atomic: updated by atomics only, never a hazard)
 #   variant    <name> [DEFINE[=V]...] one SPIR-V module each
 #   source     <file.comp>            optional; default <kernel>.comp
 #   flags      test                   optional: a test-only kernel
@@ -23,7 +24,8 @@ file(MAKE_DIRECTORY ${MINFER_GPU_OUT})
 file(GLOB MINFER_GPU_MANIFESTS CONFIGURE_DEPENDS ${MINFER_GPU_DIR}/kernels/*.manifest)
 list(SORT MINFER_GPU_MANIFESTS)
 file(GLOB MINFER_GPU_INCLUDES CONFIGURE_DEPENDS ${MINFER_GPU_DIR}/kernels/*.glsl)
-list(APPEND MINFER_GPU_INCLUDES ${MINFER_GPU_DIR}/kernel_args.h)
+file(GLOB MINFER_GPU_ARG_HEADERS CONFIGURE_DEPENDS ${MINFER_GPU_DIR}/kernel_args*.h)
+list(APPEND MINFER_GPU_INCLUDES ${MINFER_GPU_ARG_HEADERS})
 
 # Reads one manifest into variables prefixed with `prefix`_.
 function(minfer_read_gpu_manifest manifest prefix)
@@ -60,8 +62,8 @@ function(minfer_read_gpu_manifest manifest prefix)
     message(FATAL_ERROR "${manifest}: needs `args`, `workgroup x y z`, `bindings` and a `variant`")
   endif()
   foreach(b IN LISTS bindings)
-    if(NOT b MATCHES "^[a-z_0-9]+:(r|w|rw)$")
-      message(FATAL_ERROR "${manifest}: binding '${b}' is not <name>:<r|w|rw>")
+    if(NOT b MATCHES "^[a-z_0-9]+:(r|w|rw|atomic)$")
+      message(FATAL_ERROR "${manifest}: binding '${b}' is not <name>:<r|w|rw|atomic>")
     endif()
   endforeach()
   foreach(v kernel source args workgroup bindings variants flags)

@@ -45,6 +45,7 @@ std::vector<const Buffer*> Recorder::hazards(const KernelInfo& kernel,
                                              std::span<const BufferRange> bindings) const {
   std::vector<const Buffer*> out;
   for (size_t i = 0; i < bindings.size(); ++i) {
+    if (kernel.bindings[i].access == Access::kAtomic) continue;
     const Touched t = touched(bindings[i]);
     const bool after_write = overlaps(written_, t);
     const bool write_after_read = kernel.bindings[i].writes() && overlaps(read_, t);
@@ -77,6 +78,7 @@ Status Recorder::dispatch(uint32_t kernel, std::span<const BufferRange> bindings
     read_.clear();
   }
   for (size_t i = 0; i < bindings.size(); ++i) {
+    if (info.bindings[i].access == Access::kAtomic) continue;
     (info.bindings[i].writes() ? written_ : read_).push_back(touched(bindings[i]));
   }
   trail_.record(note.empty() ? info.label() : info.label() + " '" + std::string(note) + "'");

@@ -1,0 +1,353 @@
+#include "backend/gpu/encode_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "backend/gpu/kernel_args.h"
+#include "backend/gpu/kernel_table.h"
+#include "backend/gpu/limits.h"
+
+namespace minfer::gpu {
+namespace {
+
+using quant::TensorType;
+
+constexpr int64_t kMaxIndex = std::numeric_limits<uint32_t>::max();
+constexpr int64_t kMaxHeadDim = 2 * MINFER_ATTENTION_TILE;
+// Loop iterations one invocation may run on a CPU device: lavapipe stops
+// every loop of a shader after 65535 in all (docs/VULKAN.md rule 7).
+constexpr uint64_t kCpuLoopBudget = 60000;
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+uint64_t bound_bytes(const BufferRange& r) {
+  if (r.buffer == nullptr) return 0;
+  if (r.size != 0) return r.size;
+  return r.offset < r.buffer->capacity() ? r.buffer->capacity() - r.offset : 0;
+}
+
+Status needs(std::string_view op, std::string_view what, const BufferRange& r, uint64_t bytes) {
+  if (r.buffer == nullptr) {
+    return Status::invalid_argument(std::string(op) + ": no buffer for " + std::string(what));
+  }
+  if (bound_bytes(r) < bytes) {
+    return Status::invalid_argument(std::string(op) + ": " + std::string(what) + " needs " +
+                                    std::to_string(bytes) + " bytes, its binding has " +
+                                    std::to_string(bound_bytes(r)));
+  }
+  return Status::ok();
+}
+
+Status positive(std::string_view op, std::string_view what, int64_t v) {
+  if (v <= 0 || v > kMaxIndex) {
+    return Status::invalid_argument(std::string(op) + ": " + std::string(what) + " = " + str(v) +
+                                    " (must be in 1.." + str(kMaxIndex) + ")");
+  }
+  return Status::ok();
+}
+
+// Whether a binding's first a_bytes and another's first b_bytes share bytes.
+bool overlap(const BufferRange& a, uint64_t a_bytes, const BufferRange& b, uint64_t b_bytes) {
+  return a.buffer == b.buffer && a.offset < b.offset + b_bytes && b.offset < a.offset + a_bytes;
+}
+
+// A sized range widened to whole 32-bit words (the kernels read and write
+// caches as words; the recorder checks that this stays in the buffer).
+BufferRange words(BufferRange r) {
+  if (r.size % 4 != 0) r.size += 4 - r.size % 4;
+  return r;
+}
+
+std::optional<uint32_t> kv_code(TensorType t) {
+  switch (t) {
+    case TensorType::F32:
+      return MINFER_KV_F32;
+    case TensorType::F16:
+      return MINFER_KV_F16;
+    case TensorType::Q8_0:
+      return MINFER_KV_Q8_0;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string_view kv_name(TensorType t) {
+  return t == TensorType::Q8_0 ? "q8_0" : (t == TensorType::F16 ? "f16" : "f32");
+}
+
+// Bytes of one cache row of `type`, after checking the type and head_dim.
+Result<uint64_t> cache_row_bytes(std::string_view op, std::string_view region, TensorType type,
+                                 int64_t head_dim, int64_t row_len) {
+  if (!kv_code(type)) {
+    return Status::unimplemented(std::string(op) + ": " + std::string(region) + " cache type " +
+                                 std::string(quant::type_name(type)) +
+                                 " has no GPU kernel (F32, F16, Q8_0)");
+  }
+  if (type == TensorType::Q8_0 && head_dim % 32 != 0) {
+    return Status::invalid_argument(std::string(op) + ": a q8_0 " + std::string(region) +
+                                    " cache needs head_dim a multiple of 32, got " + str(head_dim));
+  }
+  return quant::row_bytes(type, row_len);
+}
+
+// The bytes of a whole cache region, refused past 32-bit byte offsets.
+Result<uint64_t> region_bytes(std::string_view op, std::string_view region, TensorType type,
+                              int64_t head_dim, int64_t row_len, int64_t n_ctx) {
+  MINFER_ASSIGN_OR_RETURN(const uint64_t row, cache_row_bytes(op, region, type, head_dim, row_len));
+  const uint64_t bytes = row * uint64_t(n_ctx);
+  if (bytes > uint64_t(kMaxIndex)) {
+    return Status::invalid_argument(std::string(op) + ": the " + std::string(region) +
+                                    " cache of " + std::to_string(bytes) +
+                                    " bytes exceeds 32-bit offsets");
+  }
+  return bytes;
+}
+
+Status check_rope(const RopeShape& s) {
+  MINFER_RETURN_IF_ERROR(positive("rope", "n_tokens", s.n_tokens));
+  MINFER_RETURN_IF_ERROR(positive("rope", "n_heads", s.n_heads));
+  MINFER_RETURN_IF_ERROR(positive("rope", "head_dim", s.head_dim));
+  if (s.n_rot <= 0 || s.n_rot % 2 != 0 || s.n_rot > s.head_dim) {
+    return Status::invalid_argument("rope: n_rot = " + str(s.n_rot) +
+                                    " (must be even, positive and <= head_dim " + str(s.head_dim) +
+                                    ")");
+  }
+  if (!(s.freq_base > 0.0f) || !std::isfinite(s.freq_scale)) {
+    return Status::invalid_argument("rope: freq_base must be positive and freq_scale finite");
+  }
+  if (uint64_t(s.n_tokens) * uint64_t(s.n_heads) * uint64_t(s.head_dim) > uint64_t(kMaxIndex)) {
+    return Status::invalid_argument("rope: " + str(s.n_tokens) + " x " + str(s.n_heads) + " x " +
+                                    str(s.head_dim) + " elements exceed 32-bit indices");
+  }
+  return Status::ok();
+}
+
+Status check_attention(const AttentionShape& s) {
+  MINFER_RETURN_IF_ERROR(positive("attention", "n_tokens", s.n_tokens));
+  MINFER_RETURN_IF_ERROR(positive("attention", "n_head", s.n_head));
+  MINFER_RETURN_IF_ERROR(positive("attention", "n_head_kv", s.n_head_kv));
+  MINFER_RETURN_IF_ERROR(positive("attention", "head_dim", s.head_dim));
+  MINFER_RETURN_IF_ERROR(positive("attention", "n_ctx", s.n_ctx));
+  if (s.n_head % s.n_head_kv != 0) {
+    return Status::invalid_argument("attention: n_head = " + str(s.n_head) +
+                                    " is not a multiple of n_head_kv = " + str(s.n_head_kv));
+  }
+  if (s.head_dim % 2 != 0 || s.head_dim > kMaxHeadDim) {
+    return Status::invalid_argument("attention: head_dim = " + str(s.head_dim) +
+                                    " (must be even and <= " + str(kMaxHeadDim) + ")");
+  }
+  if (s.sliding_window < 0 || s.sliding_window > kMaxIndex) {
+    return Status::invalid_argument("attention: sliding_window = " + str(s.sliding_window));
+  }
+  if (uint64_t(s.n_tokens) * uint64_t(s.n_head) * uint64_t(s.head_dim) > uint64_t(kMaxIndex) ||
+      uint64_t(s.n_ctx) * uint64_t(s.n_head_kv) * uint64_t(s.head_dim) > uint64_t(kMaxIndex)) {
+    return Status::invalid_argument("attention: the shape exceeds 32-bit indices");
+  }
+  if (s.page_size < 0) {
+    return Status::invalid_argument("attention: page_size = " + str(s.page_size));
+  }
+  if (s.page_size > 0) {
+    MINFER_RETURN_IF_ERROR(positive("attention", "max_pages", s.max_pages));
+    MINFER_RETURN_IF_ERROR(positive("attention", "n_slots", s.n_slots));
+    if (s.page_size > s.n_ctx ||
+        uint64_t(s.page_size) * uint64_t(s.max_pages) > uint64_t(kMaxIndex) ||
+        uint64_t(s.n_slots) * uint64_t(s.max_pages) > uint64_t(kMaxIndex)) {
+      return Status::invalid_argument("attention: page_size " + str(s.page_size) + " x " +
+                                      str(s.max_pages) + " pages, " + str(s.n_slots) +
+                                      " slots do not fit a cache of " + str(s.n_ctx) +
+                                      " rows and 32-bit indices");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status encode_rope(Recorder& rec, const BufferRange& x, const BufferRange& positions,
+                   const BufferRange& freq_factors, const BufferRange& out, const RopeShape& s,
+                   std::string_view note) {
+  MINFER_RETURN_IF_ERROR(check_rope(s));
+  const uint64_t bytes = uint64_t(s.n_tokens) * s.n_heads * s.head_dim * 4;
+  MINFER_RETURN_IF_ERROR(needs("rope", "x", x, bytes));
+  MINFER_RETURN_IF_ERROR(needs("rope", "out", out, bytes));
+  MINFER_RETURN_IF_ERROR(needs("rope", "positions", positions, uint64_t(s.n_tokens) * 4));
+  const bool has_ff = freq_factors.buffer != nullptr;
+  if (has_ff) {
+    MINFER_RETURN_IF_ERROR(needs("rope", "freq_factors", freq_factors, uint64_t(s.n_rot / 2) * 4));
+  }
+  if (overlap(x, bytes, out, bytes) && x.offset != out.offset) {
+    return Status::invalid_argument("rope: out partly overlaps x (offsets " + str(x.offset) +
+                                    " and " + str(out.offset) + ")");
+  }
+  const uint64_t slots = uint64_t(s.n_rot / 2 + (s.head_dim - s.n_rot));
+  const uint64_t invocations = uint64_t(s.n_tokens) * s.n_heads * slots;
+  const uint32_t kernel = find_kernel("rope", "f32").value_or(~0u);
+  const uint64_t per_group = embedded_kernels()[kernel].workgroup[0];
+  MINFER_ASSIGN_OR_RETURN(
+      const Groups groups,
+      fold_groups((invocations + per_group - 1) / per_group, rec.device().info().limits));
+  const args::RopeArgs args{static_cast<uint32_t>(s.n_tokens),
+                            static_cast<uint32_t>(s.n_heads),
+                            static_cast<uint32_t>(s.head_dim),
+                            static_cast<uint32_t>(s.n_rot),
+                            s.neox ? 1u : 0u,
+                            has_ff ? 1u : 0u,
+                            s.freq_scale,
+                            std::pow(s.freq_base, -2.0f / static_cast<float>(s.n_rot))};
+  // Without freq factors, binding 2 is the positions again: bound, not read.
+  const BufferRange bindings[] = {x, positions, has_ff ? freq_factors : positions, out};
+  return rec.dispatch_args(kernel, bindings, args, groups, note);
+}
+
+Status encode_kv_store(Recorder& rec, const BufferRange& k, const BufferRange& v,
+                       const BufferRange& rows, const BufferRange& k_cache,
+                       const BufferRange& v_cache, const BufferRange& err, const KvStoreShape& s,
+                       std::string_view note) {
+  MINFER_RETURN_IF_ERROR(positive("kv_store", "n_tokens", s.n_tokens));
+  MINFER_RETURN_IF_ERROR(positive("kv_store", "n_head_kv", s.n_head_kv));
+  MINFER_RETURN_IF_ERROR(positive("kv_store", "head_dim", s.head_dim));
+  MINFER_RETURN_IF_ERROR(positive("kv_store", "n_ctx", s.n_ctx));
+  if (s.head_dim % 2 != 0) {
+    return Status::invalid_argument("kv_store: head_dim = " + str(s.head_dim) + " must be even");
+  }
+  const int64_t row_len = s.n_head_kv * s.head_dim;
+  if (uint64_t(row_len) * uint64_t(std::max(s.n_tokens, s.n_ctx)) > uint64_t(kMaxIndex)) {
+    return Status::invalid_argument("kv_store: rows of " + str(row_len) + " elements x " +
+                                    str(std::max(s.n_tokens, s.n_ctx)) + " exceed 32-bit indices");
+  }
+  MINFER_ASSIGN_OR_RETURN(const uint64_t k_bytes,
+                          region_bytes("kv_store", "K", s.k_type, s.head_dim, row_len, s.n_ctx));
+  MINFER_ASSIGN_OR_RETURN(const uint64_t v_bytes,
+                          region_bytes("kv_store", "V", s.v_type, s.head_dim, row_len, s.n_ctx));
+  const uint64_t in_bytes = uint64_t(row_len) * s.n_tokens * 4;
+  MINFER_RETURN_IF_ERROR(needs("kv_store", "k", k, in_bytes));
+  MINFER_RETURN_IF_ERROR(needs("kv_store", "v", v, in_bytes));
+  MINFER_RETURN_IF_ERROR(needs("kv_store", "rows", rows, uint64_t(s.n_tokens) * 4));
+  MINFER_RETURN_IF_ERROR(needs("kv_store", "k_cache", k_cache, k_bytes));
+  MINFER_RETURN_IF_ERROR(needs("kv_store", "v_cache", v_cache, v_bytes));
+  MINFER_RETURN_IF_ERROR(needs("kv_store", "err", err, MINFER_ERR_WORDS * 4));
+  if (overlap(k_cache, k_bytes, v_cache, v_bytes)) {
+    return Status::invalid_argument("kv_store: the K and V caches overlap");
+  }
+  MINFER_ASSIGN_OR_RETURN(const Groups groups,
+                          fold_groups(uint64_t(s.n_tokens), rec.device().info().limits));
+  const args::KvStoreArgs args{static_cast<uint32_t>(s.n_tokens), static_cast<uint32_t>(row_len),
+                               static_cast<uint32_t>(s.n_ctx), *kv_code(s.k_type),
+                               *kv_code(s.v_type)};
+  const BufferRange bindings[] = {k, v, rows, words(k_cache), words(v_cache), err};
+  return rec.dispatch_args(find_kernel("kv_store", "words").value_or(~0u), bindings, args, groups,
+                           note);
+}
+
+Result<uint32_t> attention_kernel(const Device& device, TensorType k_type, TensorType v_type) {
+  if (!kv_code(k_type) || !kv_code(v_type)) {
+    return Status::unimplemented(
+        "attention: no GPU kernel for a " + std::string(quant::type_name(k_type)) + " K / " +
+        std::string(quant::type_name(v_type)) + " V cache (F32, F16, Q8_0)");
+  }
+  const std::string variant = std::string(kv_name(k_type)) + "_" + std::string(kv_name(v_type));
+  const std::optional<uint32_t> k = find_kernel("attention", variant);
+  if (k && device.kernel(*k).available) return *k;
+  return Status::unimplemented("attention." + variant + " on " + device.info().name + ": " +
+                               (k ? device.kernel(*k).unavailable_reason : "not built"));
+}
+
+uint64_t attention_loop_bound(const AttentionShape& s, uint32_t subgroup_size) {
+  const uint64_t tile = MINFER_ATTENTION_TILE;
+  uint64_t keys = uint64_t(s.page_size > 0 ? s.page_size * s.max_pages : s.n_ctx);
+  if (s.sliding_window > 0) keys = std::min<uint64_t>(keys, uint64_t(s.sliding_window));
+  const uint64_t hd = uint64_t(s.head_dim);
+  const uint64_t dot = s.k_type == TensorType::Q8_0 ? hd / 32 * 9 : (hd + 3) / 4;
+  const uint64_t per_tile =
+      dot + (tile + subgroup_size - 1) / std::max(subgroup_size, 1u) + tile / 4;
+  return (hd + tile - 1) / tile + per_tile * ((keys + tile - 1) / tile);
+}
+
+namespace {
+
+// The loop-count guard of CPU devices (lavapipe; docs/VULKAN.md rule 7).
+Status check_attention_loops(const DeviceInfo& info, const AttentionShape& s) {
+  const uint64_t loops = attention_loop_bound(s, info.limits.subgroup_size);
+  if (info.type != "cpu" || loops <= kCpuLoopBudget) return Status::ok();
+  return Status::unimplemented("attention: up to " + std::to_string(loops) +
+                               " loop iterations per invocation on " + info.name + ", past the " +
+                               std::to_string(kCpuLoopBudget) +
+                               " a CPU Vulkan device runs (docs/VULKAN.md rule 7)");
+}
+
+// Every binding of an attention call against the shape.
+Status check_attention_bindings(const BufferRange& q, const BufferRange& positions,
+                                const BufferRange& seq_slots, const BufferRange& page_table,
+                                const BufferRange& k_cache, const BufferRange& v_cache,
+                                const BufferRange& out, const BufferRange& err,
+                                const AttentionShape& s) {
+  const int64_t row_len = s.n_head_kv * s.head_dim;
+  MINFER_ASSIGN_OR_RETURN(const uint64_t k_bytes,
+                          region_bytes("attention", "K", s.k_type, s.head_dim, row_len, s.n_ctx));
+  MINFER_ASSIGN_OR_RETURN(const uint64_t v_bytes,
+                          region_bytes("attention", "V", s.v_type, s.head_dim, row_len, s.n_ctx));
+  const uint64_t q_bytes = uint64_t(s.n_tokens) * s.n_head * s.head_dim * 4;
+  MINFER_RETURN_IF_ERROR(needs("attention", "q", q, q_bytes));
+  MINFER_RETURN_IF_ERROR(needs("attention", "out", out, q_bytes));
+  MINFER_RETURN_IF_ERROR(needs("attention", "positions", positions, uint64_t(s.n_tokens) * 4));
+  MINFER_RETURN_IF_ERROR(needs("attention", "k_cache", k_cache, k_bytes));
+  MINFER_RETURN_IF_ERROR(needs("attention", "v_cache", v_cache, v_bytes));
+  MINFER_RETURN_IF_ERROR(needs("attention", "err", err, MINFER_ERR_WORDS * 4));
+  if (s.page_size > 0) {
+    MINFER_RETURN_IF_ERROR(needs("attention", "seq_slots", seq_slots, uint64_t(s.n_tokens) * 4));
+    MINFER_RETURN_IF_ERROR(needs("attention", "page_table", page_table,
+                                 uint64_t(s.n_slots) * uint64_t(s.max_pages) * 4));
+  } else if (seq_slots.buffer != nullptr || page_table.buffer != nullptr) {
+    return Status::invalid_argument("attention: seq_slots / page_table given with page_size 0");
+  }
+  if (overlap(q, q_bytes, out, q_bytes)) {
+    return Status::invalid_argument("attention: out overlaps q");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status encode_attention(Recorder& rec, const BufferRange& q, const BufferRange& positions,
+                        const BufferRange& seq_slots, const BufferRange& page_table,
+                        const BufferRange& k_cache, const BufferRange& v_cache,
+                        const BufferRange& out, const BufferRange& err, const AttentionShape& s,
+                        std::string_view note) {
+  MINFER_RETURN_IF_ERROR(check_attention(s));
+  MINFER_ASSIGN_OR_RETURN(const uint32_t kernel,
+                          attention_kernel(rec.device(), s.k_type, s.v_type));
+  const DeviceInfo& info = rec.device().info();
+  MINFER_RETURN_IF_ERROR(check_attention_loops(info, s));
+  MINFER_RETURN_IF_ERROR(
+      check_attention_bindings(q, positions, seq_slots, page_table, k_cache, v_cache, out, err, s));
+  MINFER_ASSIGN_OR_RETURN(const Groups groups,
+                          fold_groups(uint64_t(s.n_tokens) * s.n_head, info.limits));
+  const bool paged = s.page_size > 0;
+  const args::AttentionArgs args{static_cast<uint32_t>(s.n_tokens),
+                                 static_cast<uint32_t>(s.n_head),
+                                 static_cast<uint32_t>(s.n_head_kv),
+                                 static_cast<uint32_t>(s.head_dim),
+                                 static_cast<uint32_t>(s.n_ctx),
+                                 s.scale,
+                                 static_cast<uint32_t>(s.sliding_window),
+                                 static_cast<uint32_t>(paged ? s.page_size : 0),
+                                 static_cast<uint32_t>(paged ? s.max_pages : 0),
+                                 static_cast<uint32_t>(paged ? s.n_slots : 0)};
+  // Not paged: bindings 2 and 3 are the positions again, bound and not read.
+  const BufferRange bindings[] = {q,
+                                  positions,
+                                  paged ? seq_slots : positions,
+                                  paged ? page_table : positions,
+                                  words(k_cache),
+                                  words(v_cache),
+                                  out,
+                                  err};
+  return rec.dispatch_args(kernel, bindings, args, groups, note);
+}
+
+}  // namespace minfer::gpu

@@ -1,0 +1,237 @@
+// The Backend interface of GpuBackend (contract in gpu_backend.h): weights,
+// buffers over the pool, host copies, the bounded synchronize and the error
+// words. Ops are in op_support.cpp and op_runners.cpp.
+#include "backend/gpu/gpu_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/gpu/encode_activation.h"
+#include "backend/gpu/encoders.h"
+#include "backend/gpu/gpu_backend_impl.h"
+#include "backend/gpu/kernel_args.h"
+#include "base/log.h"
+#include "base/progress.h"
+
+namespace minfer::gpu {
+namespace detail {
+namespace {
+
+constexpr uint64_t kBarMinBytes = uint64_t{64} << 20;  // smaller uploads need no bar
+constexpr uint64_t kErrBytes = MINFER_ERR_WORDS * sizeof(uint32_t);
+
+std::string mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// What the error words say, in words.
+std::string error_text(const uint32_t w[MINFER_ERR_WORDS]) {
+  const std::string value = std::to_string(w[1]), bound = std::to_string(w[2]);
+  switch (w[0]) {
+    case MINFER_ERR_ROW_ID:
+      return "a row id " + value + " outside [0, " + bound + ") (get_rows)";
+    case MINFER_ERR_CACHE_ROW:
+      return "a cache row " + value + " outside the cache of " + bound + " rows (kv_store)";
+    case MINFER_ERR_POSITION:
+      return "a position or page " + value + " outside the cache or page tables (bound " + bound +
+             ") (attention)";
+    default:
+      return "error code " + std::to_string(w[0]) + " (value " + value + ", bound " + bound + ")";
+  }
+}
+
+bool overlap(const BufferRange& a, const BufferRange& b) {
+  return a.buffer != nullptr && a.buffer == b.buffer && a.offset < b.offset + b.size &&
+         b.offset < a.offset + a.size;
+}
+
+}  // namespace
+
+GpuBackend::GpuBackend(std::string name, std::shared_ptr<Device> device, const Options& options)
+    : name_(std::move(name)),
+      device_(std::move(device)),
+      weights_(*device_),
+      pool_(*device_),
+      rec_(*device_) {
+  (void)options;
+  for (size_t i = 0; i < matmul_types_.size(); ++i) {
+    if (quant::find_type_traits(static_cast<uint32_t>(i)) == nullptr) continue;  // no such type
+    const auto t = static_cast<quant::TensorType>(i);
+    matmul_types_[i] = matmul_kernel(*device_, t).is_ok() ? 1 : 0;
+    get_rows_types_[i] = get_rows_kernel(*device_, t).is_ok() ? 1 : 0;
+  }
+}
+
+Status GpuBackend::init(const model::Weights& weights) {
+  std::vector<HostTensor> tensors;
+  uint64_t total = 0;
+  for (const model::WeightView& w : weights.all()) {
+    tensors.push_back({w.name, w.type, w.dims, std::as_bytes(std::span(w.data, w.nbytes))});
+    total += w.nbytes;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ProgressBar bar(stderr, ProgressBar::shown_on(stderr, total, kBarMinBytes),
+                  "minfer: " + name_ + ": uploading weights", total);
+  MINFER_RETURN_IF_ERROR(
+      weights_.upload_all(tensors, [&bar](uint64_t done, uint64_t) { bar.update(done); }));
+  bar.finish();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%.2f s", s);
+  log_info(name_ + ": " + std::to_string(tensors.size()) + " weights, " +
+           mib(weights_.registered_bytes()) + " in " + mib(weights_.device_bytes()) +
+           " of device memory (" + (device_->info().unified_memory ? "mapped" : "staged") + "), " +
+           secs);
+  MINFER_ASSIGN_OR_RETURN(err_, pool_.alloc(kErrBytes));
+  const std::vector<std::byte> zeros(kErrBytes);
+  return device_->write_buffer(*pool_.allocation(err_)->buffer, pool_.allocation(err_)->offset,
+                               zeros);
+}
+
+const DeviceWeight* GpuBackend::weight(std::string_view name) const {
+  auto w = weights_.lookup(name);
+  return w.is_ok() ? *w : nullptr;
+}
+
+bool GpuBackend::has_matmul(quant::TensorType type) const {
+  const auto i = static_cast<size_t>(type);
+  return i < matmul_types_.size() && matmul_types_[i] == 1;
+}
+
+bool GpuBackend::has_get_rows(quant::TensorType type) const {
+  const auto i = static_cast<size_t>(type);
+  return i < get_rows_types_.size() && get_rows_types_[i] == 1;
+}
+
+bool GpuBackend::supports_op(const Node& node) const {
+  if (node.op >= Op::kCount) return false;
+  return op_entry(node.op).supports(*this, node);
+}
+
+Result<BufferId> GpuBackend::alloc_buffer(size_t bytes) {
+  auto id = pool_.alloc(bytes);
+  if (!id.is_ok()) return id.status().with_context(name_);
+  return *id;
+}
+
+Result<BufferId> GpuBackend::alloc_fresh(size_t bytes) {
+  auto id = pool_.alloc_fresh(bytes);
+  if (!id.is_ok()) return id.status().with_context(name_);
+  return *id;
+}
+
+void GpuBackend::free_buffer(BufferId id) {
+  if (id == err_) return;
+  (void)pool_.free(id);  // an id that is not live changes nothing
+}
+
+size_t GpuBackend::buffer_size(BufferId id) const {
+  const Allocation* a = id == err_ ? nullptr : pool_.allocation(id);
+  return a != nullptr ? a->size : 0;
+}
+
+BufferRange GpuBackend::range(BufferId id) const {
+  const Allocation* a = pool_.allocation(id);
+  return a != nullptr ? a->range() : BufferRange{};
+}
+
+Status GpuBackend::execute_node(const Node& node, std::span<const BufferId> inputs, BufferId out,
+                                const KvPair* kv) {
+  if (node.op >= Op::kCount || op_entry(node.op).run == nullptr || !supports_op(node)) {
+    return fail(node, "not supported by the " + name_ + " backend");
+  }
+  Call call{node};
+  call.n_in = inputs.size();
+  call.kv = kv;
+  if (inputs.size() > call.in.size()) return fail(node, "too many inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == backend::kNoBuffer) continue;  // an input with no value (KV store)
+    call.in[i] = range(inputs[i]);
+    if (call.in[i].buffer == nullptr)
+      return fail(node, "input " + std::to_string(i) + " has no buffer");
+  }
+  if (node.bytes() > 0) {
+    call.out = range(out);
+    if (call.out.buffer == nullptr || call.out.size < node.bytes()) {
+      return fail(node, "output buffer missing or too small");
+    }
+  }
+  if (kv != nullptr) {
+    call.k_cache = range(kv->k);
+    call.v_cache = range(kv->v);
+  }
+  // An op that is not element-wise in place (a matmul, a gather) writes an
+  // output that overlaps an input into scratch, then copies it over.
+  const bool aliased =
+      !graph::op_traits(node.op).in_place &&
+      std::any_of(call.in.begin(), call.in.begin() + static_cast<ptrdiff_t>(call.n_in),
+                  [&](const BufferRange& r) { return overlap(r, call.out); });
+  if (!aliased) return (this->*op_entry(node.op).run)(call);
+  const BufferRange target = call.out;
+  MINFER_ASSIGN_OR_RETURN(call.out, scratch(kAliasSlot, target.size));
+  MINFER_RETURN_IF_ERROR((this->*op_entry(node.op).run)(call));
+  return encode_unary(rec_, UnaryOp::kScale, call.out, target,
+                      static_cast<int64_t>(node.bytes() / sizeof(float)), 1.0f, node.name);
+}
+
+Status GpuBackend::read_host(BufferId id, size_t offset, std::span<std::byte> dst) {
+  MINFER_RETURN_IF_ERROR(synchronize());
+  const Allocation* a = pool_.allocation(id);
+  if (a == nullptr || offset + dst.size() > a->size) {
+    return Status::out_of_range(name_ + ": read of " + std::to_string(dst.size()) + " bytes at " +
+                                std::to_string(offset) + " outside buffer " + std::to_string(id));
+  }
+  return device_->read_buffer(*a->buffer, a->offset + offset, dst);
+}
+
+Status GpuBackend::write_host(BufferId id, size_t offset, std::span<const std::byte> src) {
+  MINFER_RETURN_IF_ERROR(synchronize());
+  const Allocation* a = pool_.allocation(id);
+  if (a == nullptr || offset + src.size() > a->size) {
+    return Status::out_of_range(name_ + ": write of " + std::to_string(src.size()) + " bytes at " +
+                                std::to_string(offset) + " outside buffer " + std::to_string(id));
+  }
+  return device_->write_buffer(*a->buffer, a->offset + offset, src);
+}
+
+Status GpuBackend::synchronize() {
+  if (rec_.pending() == 0) return Status::ok();
+  const std::string trail = rec_.trail().describe();
+  Status s = rec_.submit_and_wait();
+  pool_.release_fresh();
+  MINFER_RETURN_IF_ERROR(s.with_context(name_));
+  Status words = check_error_words();
+  if (!words) return Status::out_of_range(name_ + ": " + words.message() + "; " + trail);
+  return Status::ok();
+}
+
+Status GpuBackend::check_error_words() {
+  const Allocation* a = pool_.allocation(err_);
+  uint32_t w[MINFER_ERR_WORDS] = {};
+  MINFER_RETURN_IF_ERROR(
+      device_->read_buffer(*a->buffer, a->offset, std::as_writable_bytes(std::span(w))));
+  if (w[0] == 0) return Status::ok();
+  const std::vector<std::byte> zeros(kErrBytes);
+  MINFER_RETURN_IF_ERROR(device_->write_buffer(*a->buffer, a->offset, zeros));
+  return Status::error("a kernel found " + error_text(w));
+}
+
+}  // namespace detail
+
+Result<std::unique_ptr<backend::Backend>> create_gpu_backend(std::string name,
+                                                             std::shared_ptr<Device> device,
+                                                             const model::Weights& weights,
+                                                             const Options& options) {
+  if (device == nullptr) return Status::invalid_argument("create_gpu_backend: no device");
+  auto b = std::make_unique<detail::GpuBackend>(std::move(name), std::move(device), options);
+  MINFER_RETURN_IF_ERROR(b->init(weights));
+  return std::unique_ptr<backend::Backend>(std::move(b));
+}
+
+}  // namespace minfer::gpu

@@ -1,0 +1,148 @@
+// GpuBackend: the class behind create_gpu_backend() (public contract in
+// backend/gpu/gpu_backend.h), shared by the files that define its members:
+// gpu_backend.cpp (the Backend interface: buffers, host copies, the bounded
+// synchronize and the error words), op_support.cpp (which nodes it runs) and
+// op_runners.cpp (one runner per op, reached through the op table).
+//
+// Ownership: the backend holds a share of the device, the weights registry
+// (every weight of the model), the buffer pool (graph buffers, KV regions,
+// scratch, row lists), the error words and one Recorder for the current split.
+// Threading: one driving thread, as backend::Backend; nothing is locked.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/gpu/buffer_pool.h"
+#include "backend/gpu/device.h"
+#include "backend/gpu/recorder.h"
+#include "backend/gpu/weights.h"
+#include "base/options.h"
+#include "base/status.h"
+#include "graph/ir.h"
+#include "model/weights.h"
+#include "quant/tensor_type.h"
+
+namespace minfer::gpu::detail {
+
+using backend::BufferId;
+using backend::KvPair;
+using graph::Node;
+using graph::Op;
+
+inline Status fail(const Node& n, const std::string& what) {
+  return Status::internal("node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what);
+}
+
+template <typename M>
+Result<const M*> meta(const Node& n) {
+  const M* m = std::get_if<M>(&n.meta);
+  if (m == nullptr) return fail(n, "missing metadata");
+  return m;
+}
+
+// What one op's runner gets: the bindings of the inputs (a null buffer for
+// an input without a value), of the output and of the layer's KV regions.
+struct Call {
+  const Node& node;
+  std::array<BufferRange, 6> in{};
+  size_t n_in = 0;
+  BufferRange out{};
+  BufferRange k_cache{}, v_cache{};
+  const KvPair* kv = nullptr;
+};
+
+class GpuBackend;
+
+// Which nodes the backend runs (op_support.cpp), and how (op_runners.cpp).
+struct OpEntry {
+  bool (*supports)(const GpuBackend&, const Node&);
+  Status (GpuBackend::*run)(const Call&);
+};
+const OpEntry& op_entry(Op op);
+
+class GpuBackend final : public backend::Backend {
+ public:
+  // Scratch slots: FusedFFN's gate, up and normalized input; aliased outputs.
+  static constexpr size_t kGateSlot = 0, kUpSlot = 1, kNormSlot = 2, kAliasSlot = 3;
+
+  GpuBackend(std::string name, std::shared_ptr<Device> device, const Options& options);
+
+  // Uploads every weight (the registry) and makes the error words.
+  Status init(const model::Weights& weights);
+
+  std::string_view name() const override { return name_; }
+  bool requires_all_weights() const override { return true; }
+  bool supports_op(const Node& node) const override;
+  bool supports_fused(Op fused) const override {
+    return fused == Op::kSwiGLU || fused == Op::kGeGLU || fused == Op::kFusedFFN ||
+           fused == Op::kMatMulAdd || fused == Op::kRmsNorm;  // an input norm in FusedFFN
+  }
+  bool has_weight(std::string_view name) const override { return weights_.contains(name); }
+
+  Result<BufferId> alloc_buffer(size_t bytes) override;
+  Result<BufferId> alloc_fresh(size_t bytes) override;
+  void free_buffer(BufferId id) override;
+  size_t buffer_size(BufferId id) const override;
+  Status execute_node(const Node& node, std::span<const BufferId> inputs, BufferId out,
+                      const KvPair* kv) override;
+  Status read_host(BufferId id, size_t offset, std::span<std::byte> dst) override;
+  Status write_host(BufferId id, size_t offset, std::span<const std::byte> src) override;
+  Status synchronize() override;
+
+  // For op_support.cpp: the registry's weight, or nullptr.
+  const DeviceWeight* weight(std::string_view name) const;
+  // Whether the matmul / get_rows kernels have a variant for `type` here.
+  bool has_matmul(quant::TensorType type) const;
+  bool has_get_rows(quant::TensorType type) const;
+  const Device& device() const { return *device_; }
+
+  // Op runners (op_runners.cpp).
+  Status run_get_rows(const Call& c);
+  Status run_rms_norm(const Call& c);
+  Status run_matmul(const Call& c);
+  Status run_elementwise(const Call& c);
+  Status run_unary(const Call& c);
+  Status run_glu(const Call& c);
+  Status run_rope(const Call& c);
+  Status run_kv_store(const Call& c);
+  Status run_attention(const Call& c);
+  Status run_argmax(const Call& c);
+  Status run_fused_ffn(const Call& c);
+
+ private:
+  BufferRange range(BufferId id) const;
+  // Scratch space `slot` (k*Slot) of at least `bytes` (grown on demand; kept).
+  Result<BufferRange> scratch(size_t slot, uint64_t bytes);
+  // A device copy of an activation gather's row list (cached by content).
+  Result<BufferRange> row_list(const std::vector<int32_t>& rows);
+  // The weight's binding, or an error naming the node and the weight.
+  Result<BufferRange> weight_range(const Node& n, const std::string& name) const;
+  // y = x W^T (+ bias) (+ residual) for the node's MatMulMeta-like shape.
+  Status matmul(const Node& n, const std::string& weight, const std::string& bias,
+                const BufferRange& x, const BufferRange* residual, const BufferRange& y,
+                int64_t in_dim, int64_t out_dim, int64_t n_tokens);
+  // The error words' report, as an error (ok when nothing was reported).
+  Status check_error_words();
+
+  std::string name_;
+  std::shared_ptr<Device> device_;
+  WeightsRegistry weights_;
+  BufferPool pool_;
+  Recorder rec_;
+  PoolId err_ = -1;  // MINFER_ERR_WORDS u32, zero unless a kernel reported
+  std::vector<PoolId> scratch_;
+  std::map<std::vector<int32_t>, PoolId> row_lists_;
+  std::array<int8_t, 64> matmul_types_{};    // by TensorType value: -1 unknown, 0 no, 1 yes
+  std::array<int8_t, 64> get_rows_types_{};  // likewise
+};
+
+}  // namespace minfer::gpu::detail

@@ -1,0 +1,237 @@
+// GpuBackend's op runners (gpu_backend_impl.h): each turns one node into the
+// encoder calls of its kernels (encoders.h, encode_activation.h,
+// encode_attention.h), recorded for the split's one submission. Fused nodes
+// (FusedFFN, MatMulAdd) are several dispatches on scratch space.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/gpu/encode_activation.h"
+#include "backend/gpu/encode_attention.h"
+#include "backend/gpu/encoders.h"
+#include "backend/gpu/gpu_backend_impl.h"
+
+namespace minfer::gpu::detail {
+namespace {
+
+using quant::TensorType;
+
+int64_t rows_in(const BufferRange& r, int64_t row_len) {
+  return static_cast<int64_t>(r.size / (static_cast<uint64_t>(row_len) * sizeof(float)));
+}
+
+}  // namespace
+
+Result<BufferRange> GpuBackend::scratch(size_t slot, uint64_t bytes) {
+  if (scratch_.size() <= slot) scratch_.resize(slot + 1, -1);
+  PoolId& id = scratch_[slot];
+  const Allocation* a = id >= 0 ? pool_.allocation(id) : nullptr;
+  if (a == nullptr || a->size < bytes) {
+    // The recorder orders later dispatches on reused bytes after earlier ones.
+    if (id >= 0) (void)pool_.free(id);
+    id = -1;
+    MINFER_ASSIGN_OR_RETURN(id, pool_.alloc(std::max<uint64_t>(bytes, 4096)));
+    a = pool_.allocation(id);
+  }
+  return BufferRange{a->buffer, a->offset, bytes};
+}
+
+Result<BufferRange> GpuBackend::row_list(const std::vector<int32_t>& rows) {
+  auto it = row_lists_.find(rows);
+  if (it == row_lists_.end()) {
+    const uint64_t bytes = rows.size() * sizeof(int32_t);
+    MINFER_ASSIGN_OR_RETURN(PoolId id, pool_.alloc(bytes));
+    const Allocation* a = pool_.allocation(id);
+    MINFER_RETURN_IF_ERROR(
+        device_->write_buffer(*a->buffer, a->offset, std::as_bytes(std::span(rows))));
+    it = row_lists_.emplace(rows, id).first;
+  }
+  return pool_.allocation(it->second)->range();
+}
+
+Result<BufferRange> GpuBackend::weight_range(const Node& n, const std::string& name) const {
+  const DeviceWeight* w = weight(name);
+  if (w == nullptr) return fail(n, "weight '" + name + "' is not on the " + name_ + " device");
+  return w->range();
+}
+
+Status GpuBackend::run_get_rows(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::GetRowsMeta* m, meta<graph::GetRowsMeta>(c.node));
+  const int64_t width = c.node.shape.ne[0], n_out = c.node.shape.ne[1];
+  const BufferRange err = pool_.allocation(err_)->range();
+  if (m->weight.empty()) {
+    BufferRange ids = c.in[1];
+    if (!m->rows.empty()) {
+      MINFER_ASSIGN_OR_RETURN(ids, row_list(m->rows));
+    }
+    return encode_gather_rows(rec_, c.in[0], ids, c.out, err, rows_in(c.in[0], width), width, n_out,
+                              1.0f, c.node.name);
+  }
+  const DeviceWeight* w = weight(m->weight);
+  if (w == nullptr) return fail(c.node, "weight '" + m->weight + "' is not on the device");
+  MINFER_ASSIGN_OR_RETURN(uint32_t kernel, get_rows_kernel(*device_, w->type));
+  int64_t n_rows = 1;
+  for (size_t i = 1; i < w->shape.size(); ++i) n_rows *= w->shape[i];
+  return encode_get_rows(rec_, kernel, w->type, w->range(), c.in[0], c.out, err, n_rows, width,
+                         n_out, m->scale, c.node.name);
+}
+
+Status GpuBackend::run_rms_norm(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::RmsNormMeta* m, meta<graph::RmsNormMeta>(c.node));
+  BufferRange w{};
+  if (!m->weight.empty()) {
+    MINFER_ASSIGN_OR_RETURN(w, weight_range(c.node, m->weight));
+  }
+  const int64_t dim = m->group > 0 ? m->group : c.node.shape.ne[0];
+  const int64_t rows = c.node.shape.elements() / dim;
+  return encode_rms_norm(rec_, c.in[0], w, c.out, rows, dim, m->eps, c.node.name);
+}
+
+Status GpuBackend::matmul(const Node& n, const std::string& weight_name, const std::string& bias,
+                          const BufferRange& x, const BufferRange* residual, const BufferRange& y,
+                          int64_t in_dim, int64_t out_dim, int64_t n_tokens) {
+  const DeviceWeight* w = weight(weight_name);
+  if (w == nullptr) return fail(n, "weight '" + weight_name + "' is not on the device");
+  MINFER_ASSIGN_OR_RETURN(uint32_t kernel, matmul_kernel(*device_, w->type));
+  MINFER_RETURN_IF_ERROR(
+      encode_matmul(rec_, kernel, w->type, w->range(), x, y, {in_dim, out_dim, n_tokens}, n.name));
+  const int64_t n_out = out_dim * n_tokens;
+  if (!bias.empty()) {
+    MINFER_ASSIGN_OR_RETURN(BufferRange b, weight_range(n, bias));
+    MINFER_RETURN_IF_ERROR(
+        encode_elementwise(rec_, ElementwiseOp::kAdd, y, b, y, n_out, out_dim, n.name));
+  }
+  if (residual != nullptr) {
+    MINFER_RETURN_IF_ERROR(
+        encode_elementwise(rec_, ElementwiseOp::kAdd, y, *residual, y, n_out, n_out, n.name));
+  }
+  return Status::ok();
+}
+
+Status GpuBackend::run_matmul(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, meta<graph::MatMulMeta>(c.node));
+  const bool add = c.node.op == Op::kMatMulAdd;
+  if (add && (c.n_in != 2 || c.in[1].buffer == nullptr)) {
+    return fail(c.node, "mul_mat_add takes (x, residual)");
+  }
+  return matmul(c.node, m->weight, m->bias, c.in[0], add ? &c.in[1] : nullptr, c.out, m->in_dim,
+                m->out_dim, c.node.shape.ne[1]);
+}
+
+Status GpuBackend::run_elementwise(const Call& c) {
+  const int64_t n = c.node.shape.elements();
+  const ElementwiseOp op = c.node.op == Op::kAdd ? ElementwiseOp::kAdd : ElementwiseOp::kMul;
+  return encode_elementwise(rec_, op, c.in[0], c.in[1], c.out, n, n, c.node.name);
+}
+
+Status GpuBackend::run_unary(const Call& c) {
+  const int64_t n = c.node.shape.elements();
+  float s = 1.0f;
+  UnaryOp op = c.node.op == Op::kSilu ? UnaryOp::kSilu : UnaryOp::kGelu;
+  if (c.node.op == Op::kScale) {
+    MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, meta<graph::ScaleMeta>(c.node));
+    op = UnaryOp::kScale;
+    s = m->scale;
+  }
+  return encode_unary(rec_, op, c.in[0], c.out, n, s, c.node.name);
+}
+
+Status GpuBackend::run_glu(const Call& c) {
+  const GluOp op = c.node.op == Op::kSwiGLU ? GluOp::kSwiGLU : GluOp::kGeGLU;
+  return encode_glu(rec_, op, c.in[0], c.in[1], c.out, c.node.shape.elements(), c.node.name);
+}
+
+Status GpuBackend::run_rope(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::RopeMeta* m, meta<graph::RopeMeta>(c.node));
+  BufferRange factors{};
+  if (!m->freq_factors.empty()) {
+    MINFER_ASSIGN_OR_RETURN(factors, weight_range(c.node, m->freq_factors));
+  }
+  RopeShape shape{};
+  shape.n_tokens = c.node.shape.ne[1];
+  shape.n_heads = m->n_heads;
+  shape.head_dim = m->head_dim;
+  shape.n_rot = m->n_rot;
+  shape.neox = m->mode == graph::RopeMode::kNeox;
+  shape.freq_base = m->freq_base;
+  shape.freq_scale = m->freq_scale;
+  return encode_rope(rec_, c.in[0], c.in[1], factors, c.out, shape, c.node.name);
+}
+
+Status GpuBackend::run_kv_store(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::KvMeta* m, meta<graph::KvMeta>(c.node));
+  if (c.kv == nullptr || c.k_cache.buffer == nullptr || c.v_cache.buffer == nullptr) {
+    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+  }
+  KvStoreShape shape{};
+  shape.n_tokens = m->n_tokens;
+  shape.n_head_kv = m->n_head_kv;
+  shape.head_dim = m->head_dim;
+  shape.n_ctx = c.kv->n_ctx;
+  shape.k_type = c.kv->k_type;
+  shape.v_type = c.kv->v_type;
+  return encode_kv_store(rec_, c.in[0], c.in[1], c.in[2], c.k_cache, c.v_cache,
+                         pool_.allocation(err_)->range(), shape, c.node.name);
+}
+
+Status GpuBackend::run_attention(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::AttentionMeta* m, meta<graph::AttentionMeta>(c.node));
+  if (c.kv == nullptr || c.k_cache.buffer == nullptr || c.v_cache.buffer == nullptr) {
+    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+  }
+  AttentionShape shape{};
+  shape.n_tokens = c.node.shape.ne[1];
+  shape.n_head = m->n_head;
+  shape.n_head_kv = m->n_head_kv;
+  shape.head_dim = m->head_dim;
+  shape.n_ctx = c.kv->n_ctx;
+  shape.scale = m->scale;
+  shape.sliding_window = m->sliding_window;
+  shape.k_type = c.kv->k_type;
+  shape.v_type = c.kv->v_type;
+  BufferRange slots{}, table{};
+  if (m->page_size > 0) {
+    shape.page_size = m->page_size;
+    shape.max_pages = m->max_pages;
+    shape.n_slots =
+        static_cast<int64_t>(c.in[4].size / sizeof(int32_t)) / std::max<int64_t>(m->max_pages, 1);
+    slots = c.in[3];
+    table = c.in[4];
+  }
+  return encode_attention(rec_, c.in[0], c.in[2], slots, table, c.k_cache, c.v_cache, c.out,
+                          pool_.allocation(err_)->range(), shape, c.node.name);
+}
+
+Status GpuBackend::run_argmax(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::ArgMaxMeta* m, meta<graph::ArgMaxMeta>(c.node));
+  return encode_argmax(rec_, c.in[0], c.out, c.node.shape.ne[1], m->row_len, c.node.name);
+}
+
+// act(x Wg^T) * (x Wu^T): the input normalized into scratch (with in_norm),
+// the two products into scratch, the GLU into the output.
+Status GpuBackend::run_fused_ffn(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::FusedFfnMeta* m, meta<graph::FusedFfnMeta>(c.node));
+  const int64_t n_tokens = c.node.shape.ne[1];
+  BufferRange x = c.in[0];
+  if (m->in_norm.on) {
+    BufferRange w{};
+    if (!m->in_norm.weight.empty()) {
+      MINFER_ASSIGN_OR_RETURN(w, weight_range(c.node, m->in_norm.weight));
+    }
+    MINFER_ASSIGN_OR_RETURN(x, scratch(kNormSlot, uint64_t(m->in_dim * n_tokens) * sizeof(float)));
+    MINFER_RETURN_IF_ERROR(
+        encode_rms_norm(rec_, c.in[0], w, x, n_tokens, m->in_dim, m->in_norm.eps, c.node.name));
+  }
+  const uint64_t bytes = uint64_t(m->n_ff * n_tokens) * sizeof(float);
+  MINFER_ASSIGN_OR_RETURN(BufferRange gate, scratch(kGateSlot, bytes));
+  MINFER_ASSIGN_OR_RETURN(BufferRange up, scratch(kUpSlot, bytes));
+  MINFER_RETURN_IF_ERROR(
+      matmul(c.node, m->gate_weight, "", x, nullptr, gate, m->in_dim, m->n_ff, n_tokens));
+  MINFER_RETURN_IF_ERROR(
+      matmul(c.node, m->up_weight, "", x, nullptr, up, m->in_dim, m->n_ff, n_tokens));
+  return encode_glu(rec_, m->gelu ? GluOp::kGeGLU : GluOp::kSwiGLU, gate, up, c.out,
+                    m->n_ff * n_tokens, c.node.name);
+}
+
+}  // namespace minfer::gpu::detail

@@ -1,0 +1,139 @@
+// Which nodes GpuBackend runs, and the op table that names each op's runner
+// (gpu_backend_impl.h). A "no" routes the node to the next backend; the
+// runners re-check what they rely on and fail naming the node.
+#include <cstddef>
+#include <iterator>
+#include <string>
+
+#include "backend/gpu/gpu_backend_impl.h"
+
+namespace minfer::gpu::detail {
+namespace {
+
+using graph::DType;
+using quant::TensorType;
+
+bool f32_out(const GpuBackend&, const Node& n) {
+  return n.dtype == DType::kF32;
+}
+bool input_node(const GpuBackend&, const Node& n) {
+  return n.dtype == DType::kI32;
+}
+bool no_kernel(const GpuBackend&, const Node&) {
+  return false;
+}
+
+// An f32 weight of `len` elements (len 0: any), or no weight at all.
+bool f32_vector(const GpuBackend& b, const std::string& name, int64_t len = 0) {
+  if (name.empty()) return true;
+  const DeviceWeight* w = b.weight(name);
+  if (w == nullptr || w->type != TensorType::F32) return false;
+  int64_t n = 1;
+  for (int64_t d : w->shape) n *= d;
+  return len == 0 || n == len;
+}
+
+// A weight of [rows][row_len] whose type the matmul kernels decode here.
+bool matmul_weight(const GpuBackend& b, const std::string& name, int64_t row_len, int64_t rows) {
+  const DeviceWeight* w = b.weight(name);
+  if (w == nullptr || w->shape.empty() || w->shape[0] != row_len || !b.has_matmul(w->type)) {
+    return false;
+  }
+  int64_t r = 1;
+  for (size_t i = 1; i < w->shape.size(); ++i) r *= w->shape[i];
+  return r == rows && row_len % quant::type_traits(w->type).block_size == 0;
+}
+
+bool matmul_ok(const GpuBackend& b, const Node& n) {
+  const auto* m = std::get_if<graph::MatMulMeta>(&n.meta);
+  return m != nullptr && n.dtype == DType::kF32 && n.shape.ne[0] == m->out_dim &&
+         matmul_weight(b, m->weight, m->in_dim, m->out_dim) && f32_vector(b, m->bias, m->out_dim) &&
+         (n.op != Op::kMatMulAdd || n.inputs.size() == 2);
+}
+
+bool get_rows_ok(const GpuBackend& b, const Node& n) {
+  const auto* m = std::get_if<graph::GetRowsMeta>(&n.meta);
+  if (m == nullptr || n.dtype != DType::kF32) return false;
+  if (m->weight.empty()) return !m->rows.empty() || n.inputs.size() == 2;
+  const DeviceWeight* w = b.weight(m->weight);
+  return w != nullptr && !w->shape.empty() && w->shape[0] == n.shape.ne[0] &&
+         b.has_get_rows(w->type) && w->shape[0] % quant::type_traits(w->type).block_size == 0;
+}
+
+bool rms_norm_ok(const GpuBackend& b, const Node& n) {
+  const auto* m = std::get_if<graph::RmsNormMeta>(&n.meta);
+  if (m == nullptr || n.dtype != DType::kF32) return false;
+  const int64_t len = m->group > 0 ? m->group : n.shape.ne[0];
+  return (m->group == 0 || n.shape.ne[0] % m->group == 0) && f32_vector(b, m->weight, len);
+}
+
+bool rope_ok(const GpuBackend& b, const Node& n) {
+  const auto* m = std::get_if<graph::RopeMeta>(&n.meta);
+  return m != nullptr && n.dtype == DType::kF32 && m->head_dim % 2 == 0 && m->n_rot % 2 == 0 &&
+         m->n_rot > 0 && m->n_rot <= m->head_dim && n.shape.ne[0] == m->n_heads * m->head_dim &&
+         f32_vector(b, m->freq_factors, m->n_rot / 2);
+}
+
+bool cache_type_ok(TensorType t, int64_t head_dim) {
+  return t == TensorType::F32 || t == TensorType::F16 ||
+         (t == TensorType::Q8_0 && head_dim % 32 == 0);
+}
+
+bool kv_store_ok(const GpuBackend&, const Node& n) {
+  const auto* m = std::get_if<graph::KvMeta>(&n.meta);
+  return m != nullptr && n.inputs.size() == 3 && cache_type_ok(m->k_type, m->head_dim) &&
+         cache_type_ok(m->v_type, m->head_dim);
+}
+
+bool attention_ok(const GpuBackend&, const Node& n) {
+  const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
+  return m != nullptr && n.dtype == DType::kF32 && !m->packed_qkv && m->n_head_kv > 0 &&
+         m->n_head % m->n_head_kv == 0 && m->head_dim > 0 && m->head_dim <= 256 &&
+         m->head_dim % 2 == 0 && cache_type_ok(m->k_type, m->head_dim) &&
+         cache_type_ok(m->v_type, m->head_dim) && n.shape.ne[0] == m->n_head * m->head_dim &&
+         n.inputs.size() >= (m->page_size > 0 ? 5u : 3u);
+}
+
+bool argmax_ok(const GpuBackend&, const Node& n) {
+  const auto* m = std::get_if<graph::ArgMaxMeta>(&n.meta);
+  return m != nullptr && m->row_len > 0 && n.dtype == DType::kI32 && n.shape.ne[0] == 1 &&
+         n.inputs.size() == 1;
+}
+
+bool fused_ffn_ok(const GpuBackend& b, const Node& n) {
+  const auto* m = std::get_if<graph::FusedFfnMeta>(&n.meta);
+  return m != nullptr && n.dtype == DType::kF32 && n.shape.ne[0] == m->n_ff &&
+         matmul_weight(b, m->gate_weight, m->in_dim, m->n_ff) &&
+         matmul_weight(b, m->up_weight, m->in_dim, m->n_ff) &&
+         (!m->in_norm.on || f32_vector(b, m->in_norm.weight, m->in_dim));
+}
+
+}  // namespace
+
+const OpEntry& op_entry(Op op) {
+  static const OpEntry kTable[] = {
+      /* kInput        */ {input_node, nullptr},
+      /* kGetRows      */ {get_rows_ok, &GpuBackend::run_get_rows},
+      /* kRmsNorm      */ {rms_norm_ok, &GpuBackend::run_rms_norm},
+      /* kMatMul       */ {matmul_ok, &GpuBackend::run_matmul},
+      /* kAdd          */ {f32_out, &GpuBackend::run_elementwise},
+      /* kMul          */ {f32_out, &GpuBackend::run_elementwise},
+      /* kScale        */ {f32_out, &GpuBackend::run_unary},
+      /* kRope         */ {rope_ok, &GpuBackend::run_rope},
+      /* kKvStore      */ {kv_store_ok, &GpuBackend::run_kv_store},
+      /* kAttention    */ {attention_ok, &GpuBackend::run_attention},
+      /* kSilu         */ {f32_out, &GpuBackend::run_unary},
+      /* kGelu         */ {f32_out, &GpuBackend::run_unary},
+      /* kSwiGLU       */ {f32_out, &GpuBackend::run_glu},
+      /* kGeGLU        */ {f32_out, &GpuBackend::run_glu},
+      /* kFusedQKV     */ {no_kernel, nullptr},
+      /* kFusedQkvNorm */ {no_kernel, nullptr},
+      /* kFusedFFN     */ {fused_ffn_ok, &GpuBackend::run_fused_ffn},
+      /* kMatMulAdd    */ {matmul_ok, &GpuBackend::run_matmul},
+      /* kArgMax       */ {argmax_ok, &GpuBackend::run_argmax},
+  };
+  static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
+  return kTable[static_cast<size_t>(op)];
+}
+
+}  // namespace minfer::gpu::detail

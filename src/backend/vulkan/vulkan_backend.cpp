@@ -1,0 +1,67 @@
+#include "backend/vulkan/vulkan_backend.h"
+
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/gpu/gpu_backend.h"
+#include "backend/vulkan/vulkan_device.h"
+
+namespace minfer::vulkan {
+namespace {
+
+struct Opened {
+  int device_index = 0;
+  bool validation = false;
+  std::shared_ptr<gpu::Device> device;
+  Status status;
+};
+
+// The process's device for the options' choice (opened on first use).
+Result<std::shared_ptr<gpu::Device>> shared_device(const Options& options) {
+  static std::mutex mu;
+  static std::vector<Opened> opened;
+  const std::lock_guard<std::mutex> lock(mu);
+  for (const Opened& o : opened) {
+    if (o.device_index == options.vulkan_device && o.validation == options.vulkan_validation) {
+      if (!o.status) return o.status;
+      return o.device;
+    }
+  }
+  Opened o{options.vulkan_device, options.vulkan_validation, nullptr, Status::ok()};
+  auto d = open_device(options);
+  if (d.is_ok()) {
+    o.device = std::shared_ptr<gpu::Device>(std::move(d).value());
+  } else {
+    o.status = d.status();
+  }
+  opened.push_back(o);
+  if (!o.status) return o.status;
+  return o.device;
+}
+
+}  // namespace
+
+std::string unavailable_reason(const Options& options) {
+  if (options.disable_vulkan) return "disabled by MINFER_DISABLE_VULKAN";
+  auto d = shared_device(options);
+  if (!d.is_ok()) return d.message();
+  const gpu::DeviceInfo& info = (*d)->info();
+  if (info.type == "cpu" && options.vulkan_device < 0) {
+    return "the Vulkan device '" + info.name +
+           "' runs on the CPU (set MINFER_VULKAN_DEVICE to its index to use it anyway)";
+  }
+  return "";
+}
+
+Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights,
+                                                         const Options& options) {
+  if (const std::string why = unavailable_reason(options); !why.empty()) {
+    return Status::unavailable("Vulkan: " + why);
+  }
+  MINFER_ASSIGN_OR_RETURN(std::shared_ptr<gpu::Device> device, shared_device(options));
+  return gpu::create_gpu_backend("Vulkan", std::move(device), weights, options);
+}
+
+}  // namespace minfer::vulkan

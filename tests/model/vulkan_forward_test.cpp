@@ -1,0 +1,273 @@
+// The engine on the Vulkan backend against the plain reference forward pass
+// (reference_forward_testutil.h) on synthetic tiny models of every
+// architecture: on lavapipe in CI (MINFER_VULKAN_DEVICE defaults to 0 here,
+// since a CPU Vulkan device is only used when named), on a GPU's driver
+// where there is one. CUDA is disabled so that the Vulkan backend is the
+// session's GPU backend.
+//
+// The Vulkan kernels compute in f32 on f32 activations (no activation
+// quantization), so for every weight type they should agree with the
+// reference (which multiplies the same dequantized weights in double) to f32
+// rounding; an f16 or q8_0 KV cache adds the rounding of stored keys and
+// values. Each case runs a Session in three modes (one batch, one token at a
+// time, a 20-token prompt then single tokens) and compares every position:
+//   rel  max_i |Δlogit_i| / (max ref - min ref), worst over positions;
+//   top1 fraction of positions whose argmax agrees.
+// Tolerances: f32 cache rel < 2e-4; f16 cache rel < 2e-3; q8_0 cache
+// rel < 3e-2 (the CPU path's bound, reference_forward_test.cpp); top1 >= 0.98
+// (a near-tie may flip), 0.9 with a q8_0 cache.
+// Skipped (with the reason) where no Vulkan device exists.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/registry.h"
+#include "graph/fusion.h"
+#include "graph/plan.h"
+#include "model/builder.h"
+#include "model/model.h"
+#include "model/reference_forward_testutil.h"
+#include "model/synth.h"
+#include "runtime/session.h"
+
+#if MINFER_HAS_VULKAN
+#include "backend/vulkan/vulkan_backend.h"
+#endif
+
+namespace minfer::model::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using quant::TensorType;
+
+#if MINFER_HAS_VULKAN
+
+// The environment's options, with CUDA off and the first Vulkan device
+// named unless MINFER_VULKAN_DEVICE chose one.
+Options vulkan_options() {
+  auto o = Options::from_env();
+  Options out = o.is_ok() ? *o : Options{};
+  out.disable_cuda = true;
+  if (out.vulkan_device < 0) out.vulkan_device = 0;
+  return out;
+}
+
+#define SKIP_WITHOUT_VULKAN()                                                        \
+  do {                                                                               \
+    const std::string why_ = ::minfer::vulkan::unavailable_reason(vulkan_options()); \
+    if (!why_.empty()) GTEST_SKIP() << "no Vulkan device: " << why_;                 \
+  } while (0)
+
+Result<const Model*> tiny_model(const std::string& shape, const std::string& quant) {
+  static std::map<std::string, std::unique_ptr<Model>> models;
+  const std::string key = shape + "-" + quant;
+  if (auto it = models.find(key); it != models.end()) return it->second.get();
+  const fs::path dir =
+      fs::temp_directory_path() / ("minfer_vulkan_test_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  SynthOptions o;
+  o.shape = shape;
+  o.quant = quant;
+  o.seed = 11;
+  o.n_threads = 2;
+  o.output_path = (dir / (key + ".gguf")).string();
+  Status s = synthesize(o);
+  auto model = s.is_ok() ? Model::load(o.output_path) : Result<std::unique_ptr<Model>>(s);
+  fs::remove_all(dir);
+  MINFER_RETURN_IF_ERROR(model.status());
+  return (models[key] = std::move(model).value()).get();
+}
+
+// The logits of every position: n_first tokens in one eval, then one at a time.
+Result<std::vector<float>> run_session(const Model& model, TensorType k_type, TensorType v_type,
+                                       bool gpu, const std::vector<int32_t>& tokens,
+                                       size_t n_first) {
+  runtime::SessionOptions o;
+  o.n_ctx = std::max<int64_t>(128, static_cast<int64_t>(tokens.size()));
+  o.n_threads = 2;
+  o.k_type = k_type;
+  o.v_type = v_type;
+  o.max_batch = 512;
+  o.gpu = gpu;
+  o.options = vulkan_options();
+  MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(model, o));
+  if (session->gpu() != gpu) return Status::error("the session did not take the GPU");
+  std::vector<float> logits;
+  const std::span<const int32_t> all(tokens);
+  MINFER_ASSIGN_OR_RETURN(auto first, session->eval(all.first(n_first), int64_t(n_first)));
+  logits.insert(logits.end(), first.begin(), first.end());
+  for (size_t i = n_first; i < tokens.size(); ++i) {
+    MINFER_ASSIGN_OR_RETURN(auto next, session->eval(all.subspan(i, 1), 1));
+    logits.insert(logits.end(), next.begin(), next.end());
+  }
+  return logits;
+}
+
+// rel and top1 (see the top of the file) of two [rows][n_vocab] logit sets.
+std::pair<double, double> compare_logits(const std::vector<float>& a, const std::vector<float>& b,
+                                         int64_t n_vocab) {
+  const size_t rows = a.size() / static_cast<size_t>(n_vocab);
+  EXPECT_EQ(a.size(), b.size());
+  double rel = 0;
+  size_t agree = 0;
+  for (size_t r = 0; r < rows && a.size() == b.size(); ++r) {
+    const float* x = a.data() + r * n_vocab;
+    const float* y = b.data() + r * n_vocab;
+    const auto [lo, hi] = std::minmax_element(x, x + n_vocab);
+    double d = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) d = std::max(d, std::fabs(double(x[i]) - y[i]));
+    rel = std::max(rel, d / (double(*hi) - *lo));
+    agree += (std::max_element(x, x + n_vocab) - x) == (std::max_element(y, y + n_vocab) - y);
+  }
+  return {rel, rows > 0 ? double(agree) / double(rows) : 0.0};
+}
+
+struct VulkanCase {
+  std::string shape, quant;
+  TensorType k, v;
+  int n_tokens;
+  double rel;
+};
+
+class VulkanForward : public ::testing::TestWithParam<VulkanCase> {};
+
+TEST_P(VulkanForward, MatchesReference) {
+  SKIP_WITHOUT_VULKAN();
+  const VulkanCase& c = GetParam();
+  auto model = tiny_model(c.shape, c.quant);
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  const int64_t n_vocab = (*model)->hparams().n_vocab;
+  auto weights = load_reference_weights(**model);
+  ASSERT_TRUE(weights.is_ok()) << weights.message();
+  const auto tokens = make_tokens(c.n_tokens, n_vocab, 0x243f6a8885a308d3ull);
+  const std::vector<float> ref = reference_forward(*weights, tokens);
+  const bool q8 = c.k == TensorType::Q8_0 || c.v == TensorType::Q8_0;
+  for (size_t n_first : {tokens.size(), size_t{1}, size_t{20}}) {
+    auto got = run_session(**model, c.k, c.v, true, tokens, n_first);
+    ASSERT_TRUE(got.is_ok()) << "first " << n_first << ": " << got.message();
+    const auto [rel, top1] = compare_logits(ref, *got, n_vocab);
+    std::printf("  vulkan %-11s %-6s k %s v %s first %2zu: rel %.2e top1 %.3f\n", c.shape.c_str(),
+                c.quant.c_str(), std::string(quant::type_name(c.k)).c_str(),
+                std::string(quant::type_name(c.v)).c_str(), n_first, rel, top1);
+    EXPECT_LE(rel, c.rel) << "first " << n_first;
+    EXPECT_GE(top1, q8 ? 0.9 : 0.98) << "first " << n_first;
+  }
+}
+
+constexpr auto kF32 = TensorType::F32;
+constexpr auto kF16 = TensorType::F16;
+constexpr auto kQ8 = TensorType::Q8_0;
+
+INSTANTIATE_TEST_SUITE_P(Tiny, VulkanForward,
+                         ::testing::Values(VulkanCase{"tiny-qwen2", "F32", kF32, kF32, 40, 2e-4},
+                                           VulkanCase{"tiny-qwen3", "F32", kF32, kF32, 40, 2e-4},
+                                           VulkanCase{"tiny-llama", "F32", kF32, kF32, 40, 2e-4},
+                                           VulkanCase{"tiny-gemma3", "F32", kF32, kF32, 80, 2e-4},
+                                           VulkanCase{"tiny-qwen2", "Q4_0", kF32, kF32, 40, 2e-4},
+                                           VulkanCase{"tiny-qwen2", "Q8_0", kF16, kF16, 40, 2e-3},
+                                           VulkanCase{"tiny-qwen3", "Q4_K_M", kF32, kF32, 40, 2e-4},
+                                           VulkanCase{"tiny-llama", "Q5_0", kF16, kF16, 40, 2e-3},
+                                           VulkanCase{"tiny-llama", "Q6_K", kF32, kF32, 40, 2e-4},
+                                           VulkanCase{"tiny-gemma3", "Q4_K_M", kF32, kF32, 80,
+                                                      2e-4},
+                                           VulkanCase{"tiny-qwen2", "F32", kQ8, kQ8, 40, 3e-2},
+                                           VulkanCase{"tiny-gemma3", "F32", kQ8, kF16, 80, 3e-2}),
+                         [](const auto& info) {
+                           std::string s = info.param.shape + "_" + info.param.quant + "_" +
+                                           std::string(quant::type_name(info.param.k)) + "_" +
+                                           std::string(quant::type_name(info.param.v));
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+// Every node of the tiny models' graphs (one token, a prompt, a paged batch
+// of the engine) runs on the Vulkan backend: nothing falls to the CPU.
+TEST(VulkanForward, EveryNodeRunsOnVulkan) {
+  SKIP_WITHOUT_VULKAN();
+  for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-gemma3"}) {
+    for (const char* quant : {"Q4_K_M", "Q8_0"}) {
+      SCOPED_TRACE(std::string(shape) + " " + quant);
+      auto model = tiny_model(shape, quant);
+      ASSERT_TRUE(model.is_ok()) << model.message();
+      auto gpu = vulkan::create_backend((*model)->weights(), vulkan_options());
+      ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+      cpu::CpuBackend cpu((*model)->weights(), 1);
+      std::vector<backend::Backend*> backends = {gpu->get(), &cpu};
+      for (int64_t n_tokens : {1, 7}) {
+        for (int64_t page_size : {0, 16}) {
+          GraphParams p;
+          p.n_tokens = n_tokens;
+          p.n_outputs = n_tokens;
+          p.backends = 0b11;
+          if (page_size > 0) {
+            p.page_size = page_size;
+            p.n_slots = 4;
+            p.max_pages = 8;
+          }
+          auto g = build_graph((*model)->hparams(), (*model)->weights(), p);
+          ASSERT_TRUE(g.is_ok()) << g.message();
+          graph::fuse(*g, backends, vulkan_options());
+          auto plan = graph::build_plan(*g, backends);
+          ASSERT_TRUE(plan.is_ok()) << plan.message();
+          for (size_t i = 0; i < g->nodes.size(); ++i) {
+            if (g->nodes[i].op == graph::Op::kInput) continue;
+            EXPECT_EQ(plan->node_backend[i], 0)
+                << g->nodes[i].name << " (" << graph::op_name(g->nodes[i].op) << "), " << n_tokens
+                << " tokens, page size " << page_size;
+          }
+          graph::release_plan(*plan, backends);
+        }
+      }
+    }
+  }
+}
+
+// Two runs give the same logits bit for bit (the kernels' order of additions
+// is fixed by the shapes).
+TEST(VulkanForward, GreedyIsDeterministic) {
+  SKIP_WITHOUT_VULKAN();
+  auto model = tiny_model("tiny-qwen2", "Q4_0");
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  const auto tokens = make_tokens(12, (*model)->hparams().n_vocab, 7);
+  auto a = run_session(**model, kF32, kF32, true, tokens, 4);
+  auto b = run_session(**model, kF32, kF32, true, tokens, 4);
+  ASSERT_TRUE(a.is_ok()) << a.message();
+  ASSERT_TRUE(b.is_ok()) << b.message();
+  EXPECT_EQ(*a, *b);
+}
+
+// The registry puts Vulkan below CUDA and above the CPU; a CPU Vulkan device
+// (lavapipe) is not used unless MINFER_VULKAN_DEVICE names it.
+TEST(VulkanForward, RegistryOrder) {
+  std::vector<std::string_view> names;
+  for (const auto& k : backend::backend_kinds()) names.push_back(k.name);
+  const auto vk = std::find(names.begin(), names.end(), "Vulkan");
+  ASSERT_NE(vk, names.end());
+  EXPECT_LT(std::find(names.begin(), names.end(), "CUDA"), vk);
+  EXPECT_EQ(names.back(), "CPU");
+  Options o = vulkan_options();
+  if (!vulkan::unavailable_reason(o).empty()) return;  // no device at all
+  o.vulkan_device = -1;
+  const std::string why = vulkan::unavailable_reason(o);
+  if (!why.empty()) EXPECT_NE(why.find("runs on the CPU"), std::string::npos) << why;
+}
+
+#else
+
+TEST(VulkanForward, NotBuilt) {
+  GTEST_SKIP() << "built without MINFER_VULKAN";
+}
+
+#endif
+
+}  // namespace
+}  // namespace minfer::model::testing
