@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -107,8 +108,8 @@ Gathered gather(uint32_t k, TensorType type, const Table& t, int64_t n_rows, int
   auto gerr = zeros(d, MINFER_ERR_WORDS * 4);
   gpu::Recorder rec(d);
   const Status enc =
-      gpu::encode_get_rows(rec, k, type, gpu::BufferRange{gw.get(), 0, t.bytes.size()},
-                           whole(gids), whole(gout), whole(gerr), n_rows, row_len, n_ids, scale);
+      gpu::encode_get_rows(rec, k, type, gpu::BufferRange{gw.get(), 0, t.bytes.size()}, whole(gids),
+                           whole(gout), whole(gerr), n_rows, row_len, n_ids, scale);
   EXPECT_TRUE(enc.is_ok()) << enc.message();
   const Status s = rec.submit_and_wait();
   EXPECT_TRUE(s.is_ok()) << s.message();

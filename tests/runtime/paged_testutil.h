@@ -30,9 +30,11 @@ struct Part {  // some tokens of one sequence
 
 class PagedRunner {
  public:
-  PagedRunner(const model::Model& m, bool invariant, bool gpu) : m_(m) {
+  PagedRunner(const model::Model& m, bool invariant, bool gpu, const Options& options = {})
+      : m_(m) {
     ForwardConfig c;
     c.gpu = gpu;
+    c.options = options;
     c.n_threads = 2;
     c.options.batch_invariant = invariant;
     c.kv_rows = kSlots * kMaxPages * kPageSize;
@@ -98,12 +100,13 @@ inline int differing_rows(const std::vector<std::vector<float>>& a,
 // A's prefill (6 tokens) and next decode step, alone and beside B (a
 // 150-token prompt chunk, then B's decode token); A's pages differ too. The
 // prompts come from `seed`. Returns the rows of A that differ (-1: no run).
-inline int differences(const model::Model& m, bool invariant, bool gpu, int32_t seed = 1) {
+inline int differences(const model::Model& m, bool invariant, bool gpu, int32_t seed = 1,
+                       const Options& options = {}) {
   const auto a_prompt = prompt_tokens(6, seed), b_prompt = prompt_tokens(150, seed + 1);
-  PagedRunner alone(m, invariant, gpu);
+  PagedRunner alone(m, invariant, gpu, options);
   const auto a1 = alone.run({{0, 0, a_prompt, 0}});
   const auto a2 = alone.run({{0, 0, {17}, 6}});
-  PagedRunner both(m, invariant, gpu);
+  PagedRunner both(m, invariant, gpu, options);
   const auto b1 = both.run({{1, 40, b_prompt, 0}, {0, 5, a_prompt, 0}});
   const auto b2 = both.run({{1, 40, {23}, 150}, {0, 5, {17}, 6}});
   if (b1.size() != 2 || b2.size() != 2) return -1;

@@ -12,9 +12,10 @@
 //   - Nothing runs until the recorder's submit_and_wait().
 //   - Numerics are the CPU backend's (backend/cpu/ops.h): silu x / (1 +
 //     exp(-x)) with the CPU's vector expf; gelu its GELU_FP16 path (x and the
-//     result rounded to f16; the tanh approximation in between), which can
-//     differ from the CPU by one f16 ulp where the f32 value sits on an f16
-//     rounding midpoint; scale and the products exact f32 multiplies.
+//     result rounded to f16; the tanh approximation in between), equal to
+//     the CPU's table for every input with IEEE f32 division and fma
+//     (lavapipe), else at most one f16 ulp off near a rounding midpoint;
+//     scale and the products exact f32 multiplies (kernels/activation.glsl).
 // Threading: as the Recorder.
 #pragma once
 

@@ -210,10 +210,10 @@ Result<uint32_t> get_rows_kernel(const Device& device, quant::TensorType type) {
   return weight_kernel(device, "get_rows", type);
 }
 
-Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type,
-                       const BufferRange& w, const BufferRange& ids, const BufferRange& out,
-                       const BufferRange& err, int64_t n_rows, int64_t row_len, int64_t n_ids,
-                       float scale, std::string_view note) {
+Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
+                       const BufferRange& ids, const BufferRange& out, const BufferRange& err,
+                       int64_t n_rows, int64_t row_len, int64_t n_ids, float scale,
+                       std::string_view note) {
   MINFER_RETURN_IF_ERROR(check_weight_kernel("get_rows", kernel, type));
   MINFER_RETURN_IF_ERROR(positive("get_rows", "n_rows", n_rows));
   MINFER_RETURN_IF_ERROR(positive("get_rows", "row_len", row_len));
@@ -228,18 +228,19 @@ Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type,
       *row * uint64_t(n_rows) > uint64_t(kMaxIndex) ||
       uint64_t(n_ids) * row_len > uint64_t(kMaxIndex)) {
     return Status::invalid_argument("get_rows: " + std::to_string(n_rows) + " rows (" +
-                                    std::to_string(n_ids) + " ids) of " +
-                                    std::to_string(row_len) + " exceed 32-bit indices");
+                                    std::to_string(n_ids) + " ids) of " + std::to_string(row_len) +
+                                    " exceed 32-bit indices");
   }
   MINFER_RETURN_IF_ERROR(needs("get_rows", "W", w, *row * uint64_t(n_rows)));
   MINFER_RETURN_IF_ERROR(needs("get_rows", "ids", ids, uint64_t(n_ids) * 4));
   MINFER_RETURN_IF_ERROR(needs("get_rows", "out", out, uint64_t(n_ids) * row_len * 4));
   MINFER_RETURN_IF_ERROR(needs("get_rows", "err", err, MINFER_ERR_WORDS * 4));
-  const uint64_t units = (uint64_t(row_len) + 7) / 8;  // weights.glsl's units of 8
-  const uint64_t per_group = embedded_kernels()[kernel].workgroup[0];
+  // Each invocation decodes one unit of 8 elements (weights.glsl).
+  const uint64_t units = (uint64_t(row_len) + 7) / 8;
+  const uint64_t per_group = embedded_kernels()[kernel].invocations();
   const uint64_t groups_per_row = (units + per_group - 1) / per_group;
-  MINFER_ASSIGN_OR_RETURN(const Groups groups,
-                          fold_groups(uint64_t(n_ids) * groups_per_row, rec.device().info().limits));
+  MINFER_ASSIGN_OR_RETURN(const Groups groups, fold_groups(uint64_t(n_ids) * groups_per_row,
+                                                           rec.device().info().limits));
   const args::GetRowsArgs args{static_cast<uint32_t>(n_rows), static_cast<uint32_t>(row_len),
                                static_cast<uint32_t>(n_ids), scale};
   const BufferRange bindings[] = {whole_words(w), ids, out, err};

@@ -73,9 +73,9 @@ Result<uint32_t> get_rows_kernel(const Device& device, quant::TensorType type);
 // words of kernel_args.h (at least MINFER_ERR_WORDS u32, zeroed by the
 // caller; the first error is kept). `kernel` is get_rows_kernel(type) or
 // (tests) another available variant of the same type.
-Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type,
-                       const BufferRange& w, const BufferRange& ids, const BufferRange& out,
-                       const BufferRange& err, int64_t n_rows, int64_t row_len, int64_t n_ids,
-                       float scale, std::string_view note = {});
+Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
+                       const BufferRange& ids, const BufferRange& out, const BufferRange& err,
+                       int64_t n_rows, int64_t row_len, int64_t n_ids, float scale,
+                       std::string_view note = {});
 
 }  // namespace minfer::gpu
