@@ -235,7 +235,7 @@ Status BenchRunner::run(const TestSpec& t) {
   BenchRecord r = common_;
   r.n_prompt = t.n_prompt, r.n_gen = t.n_gen, r.n_depth = t.n_depth;
   r.n_batch = t.n_batch, r.n_threads = t.n_threads;
-  r.backends = session_->gpu() ? "CUDA" : "CPU";
+  r.backends = session_->gpu() ? std::string(session_->gpu_name()) : "CPU";
   r.test_time = utc_now();
   const std::string what = "test " + t.name();
   if (!context.empty()) {

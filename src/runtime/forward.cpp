@@ -88,6 +88,13 @@ Status ForwardRunner::place_kv_cache(model::GraphParams decode_params) {
   return Status::ok();
 }
 
+std::string_view ForwardRunner::gpu_name() const {
+  for (const backend::Backend* b : backends_) {
+    if (b->requires_all_weights()) return b->name();
+  }
+  return "";
+}
+
 Result<std::optional<double>> ForwardRunner::device_bandwidth_gbs() {
   for (backend::Backend* b : backends_) {
     MINFER_ASSIGN_OR_RETURN(std::optional<double> gbs, b->memory_bandwidth_gbs());

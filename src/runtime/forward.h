@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -66,6 +67,8 @@ class ForwardRunner {
                                               const graph::ForwardInputs& inputs);
 
   bool gpu() const { return gpu_; }
+  // The GPU backend's name ("CUDA", "Vulkan"), or "" when none takes part.
+  std::string_view gpu_name() const;
   int64_t graph_builds() const { return graph_builds_; }
   const graph::OpProfile& op_profile() const { return profile_; }
   const KvCache& kv() const { return kv_; }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -73,6 +74,7 @@ class Session {
   int64_t graph_builds() const { return runner_->graph_builds(); }
   // Whether a GPU backend takes part in this session's graphs.
   bool gpu() const { return runner_->gpu(); }
+  std::string_view gpu_name() const { return runner_->gpu_name(); }
   // The memory bandwidth of the first backend that measures its own
   // (Backend::memory_bandwidth_gbs: a GPU's), nullopt when none does (the
   // CPU alone). Measures on each call (a moment of memory traffic): call it

@@ -35,6 +35,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -68,6 +69,7 @@ struct DeviceInfo {
   std::string driver;           // "llvmpipe, Mesa 22.3.6"
   std::string type;             // "discrete", "integrated", "virtual", "cpu"
   bool unified_memory = false;  // buffers are host visible: no staging copies
+  double timestamp_period_ns = 0;  // one timestamp tick; 0: no timestamps on its queue
   DeviceLimits limits;
   DeviceFeatures features;
 };
@@ -115,6 +117,13 @@ class CommandList {
   virtual Status submit() = 0;
   // True when the submitted work finished, false when `deadline` passed first.
   virtual Result<bool> wait(Clock::time_point deadline) = 0;
+
+  // Profiling (optional; devices with DeviceInfo::timestamp_period_ns > 0):
+  // records a timestamp taken once every command recorded before it has
+  // finished. After a wait that returned true, timestamps() gives them in
+  // order, in ticks of timestamp_period_ns.
+  virtual Status write_timestamp() { return Status::unimplemented("no GPU timestamps"); }
+  virtual Result<std::vector<uint64_t>> timestamps() { return std::vector<uint64_t>{}; }
 };
 
 class Device {

@@ -58,8 +58,8 @@ GpuBackend::GpuBackend(std::string name, std::shared_ptr<Device> device, const O
       device_(std::move(device)),
       weights_(*device_),
       pool_(*device_),
-      rec_(*device_) {
-  (void)options;
+      rec_(*device_),
+      profiling_(options.op_profile && device_->info().timestamp_period_ns > 0) {
   for (size_t i = 0; i < matmul_types_.size(); ++i) {
     if (quant::find_type_traits(static_cast<uint32_t>(i)) == nullptr) continue;  // no such type
     const auto t = static_cast<quant::TensorType>(i);
@@ -172,12 +172,24 @@ Status GpuBackend::execute_node(const Node& node, std::span<const BufferId> inpu
       !graph::op_traits(node.op).in_place &&
       std::any_of(call.in.begin(), call.in.begin() + static_cast<ptrdiff_t>(call.n_in),
                   [&](const BufferRange& r) { return overlap(r, call.out); });
-  if (!aliased) return (this->*op_entry(node.op).run)(call);
-  const BufferRange target = call.out;
-  MINFER_ASSIGN_OR_RETURN(call.out, scratch(kAliasSlot, target.size));
-  MINFER_RETURN_IF_ERROR((this->*op_entry(node.op).run)(call));
-  return encode_unary(rec_, UnaryOp::kScale, call.out, target,
-                      static_cast<int64_t>(node.bytes() / sizeof(float)), 1.0f, node.name);
+  if (profiling_ && timed_in_split_ == 0) MINFER_RETURN_IF_ERROR(rec_.timestamp());
+  if (!aliased) {
+    MINFER_RETURN_IF_ERROR((this->*op_entry(node.op).run)(call));
+  } else {
+    const BufferRange target = call.out;
+    MINFER_ASSIGN_OR_RETURN(call.out, scratch(kAliasSlot, target.size));
+    MINFER_RETURN_IF_ERROR((this->*op_entry(node.op).run)(call));
+    MINFER_RETURN_IF_ERROR(encode_unary(rec_, UnaryOp::kScale, call.out, target,
+                                        static_cast<int64_t>(node.bytes() / sizeof(float)), 1.0f,
+                                        node.name));
+  }
+  if (!profiling_) return Status::ok();
+  ++timed_in_split_;
+  return rec_.timestamp();
+}
+
+std::vector<double> GpuBackend::take_node_times() {
+  return std::exchange(node_times_, {});
 }
 
 Status GpuBackend::read_host(BufferId id, size_t offset, std::span<std::byte> dst) {
@@ -201,14 +213,43 @@ Status GpuBackend::write_host(BufferId id, size_t offset, std::span<const std::b
 }
 
 Status GpuBackend::synchronize() {
-  if (rec_.pending() == 0) return Status::ok();
+  if (!rec_.recording()) return Status::ok();
   const std::string trail = rec_.trail().describe();
   Status s = rec_.submit_and_wait();
   pool_.release_fresh();
+  const size_t timed = std::exchange(timed_in_split_, 0);
   MINFER_RETURN_IF_ERROR(s.with_context(name_));
+  const std::vector<double>& t = rec_.timestamps_s();
+  for (size_t i = 0; i < timed && i + 1 < t.size(); ++i) node_times_.push_back(t[i + 1] - t[i]);
   Status words = check_error_words();
   if (!words) return Status::out_of_range(name_ + ": " + words.message() + "; " + trail);
   return Status::ok();
+}
+
+Result<std::optional<double>> GpuBackend::memory_bandwidth_gbs() {
+  MINFER_RETURN_IF_ERROR(synchronize());
+  const uint64_t bytes = std::min<uint64_t>(uint64_t{256} << 20, pool_.max_allocation() / 2);
+  MINFER_ASSIGN_OR_RETURN(PoolId a, pool_.alloc(bytes));
+  auto b = pool_.alloc(bytes);
+  if (!b.is_ok()) {
+    (void)pool_.free(a);
+    return b.status();
+  }
+  const auto n = static_cast<int64_t>(bytes / sizeof(float));
+  double best = 0;
+  Status s = Status::ok();
+  for (int i = 0; i < 6 && s.is_ok(); ++i) {  // the first copy warms up
+    const auto start = std::chrono::steady_clock::now();
+    s = encode_unary(rec_, UnaryOp::kScale, range(a), range(*b), n, 1.0f, "bandwidth");
+    if (s.is_ok()) s = rec_.submit_and_wait();
+    const double t =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s.is_ok() && i > 0 && t > 0) best = std::max(best, 2.0 * double(bytes) / t / 1e9);
+  }
+  (void)pool_.free(a);
+  (void)pool_.free(*b);
+  MINFER_RETURN_IF_ERROR(s.with_context(name_ + ": bandwidth"));
+  return std::optional<double>(best);
 }
 
 Status GpuBackend::check_error_words() {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -97,6 +98,11 @@ class GpuBackend final : public backend::Backend {
   Status read_host(BufferId id, size_t offset, std::span<std::byte> dst) override;
   Status write_host(BufferId id, size_t offset, std::span<const std::byte> src) override;
   Status synchronize() override;
+  // MINFER_OP_PROFILE on a device with timestamps: a pair around each node.
+  bool times_nodes() const override { return profiling_; }
+  std::vector<double> take_node_times() override;
+  // Best of five timed copies of a 256 MiB range (read + write bytes).
+  Result<std::optional<double>> memory_bandwidth_gbs() override;
 
   // For op_support.cpp: the registry's weight, or nullptr.
   const DeviceWeight* weight(std::string_view name) const;
@@ -141,6 +147,9 @@ class GpuBackend final : public backend::Backend {
   PoolId err_ = -1;  // MINFER_ERR_WORDS u32, zero unless a kernel reported
   std::vector<PoolId> scratch_;
   std::map<std::vector<int32_t>, PoolId> row_lists_;
+  bool profiling_ = false;
+  size_t timed_in_split_ = 0;       // nodes timed since the last synchronize
+  std::vector<double> node_times_;  // seconds per timed node, not yet taken
   std::array<int8_t, 64> matmul_types_{};    // by TensorType value: -1 unknown, 0 no, 1 yes
   std::array<int8_t, 64> get_rows_types_{};  // likewise
 };

@@ -31,6 +31,7 @@ void add_unique(std::vector<const Buffer*>& v, const Buffer* b) {
 
 void Recorder::reset() {
   list_.reset();
+  n_timestamps_ = 0;
   pending_ = 0;
   written_.clear();
   read_.clear();
@@ -103,7 +104,26 @@ Status Recorder::submit_and_wait() {
     return fail(Status::unavailable(device_.info().name + ": the GPU did not finish within " +
                                     seconds + " s (MINFER_GPU_TIMEOUT); " + trail_.describe()));
   }
+  times_s_.clear();
+  if (n_timestamps_ > 0) {
+    Result<std::vector<uint64_t>> ticks = list_->timestamps();
+    if (!ticks.is_ok()) return fail(ticks.status().with_context("timestamps"));
+    const double period_s = device_.info().timestamp_period_ns * 1e-9;
+    for (uint64_t t : *ticks) times_s_.push_back(double(t) * period_s);
+  }
   reset();
+  return Status::ok();
+}
+
+Status Recorder::timestamp() {
+  if (!list_) {
+    auto list = device_.begin_commands();
+    if (!list.is_ok()) return fail(list.status());
+    list_ = std::move(list).value();
+  }
+  Status s = list_->write_timestamp();
+  if (!s.is_ok()) return fail(s);
+  ++n_timestamps_;
   return Status::ok();
 }
 

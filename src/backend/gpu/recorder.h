@@ -55,6 +55,15 @@ class Recorder {
 
   Status submit_and_wait();
 
+  // Profiling: a timestamp once everything recorded so far has finished (on
+  // devices with timestamps; a list is begun if none is). After a
+  // submit_and_wait() that succeeded, timestamps_s() holds that submission's
+  // timestamps in seconds, in order (empty when it took none).
+  Status timestamp();
+  const std::vector<double>& timestamps_s() const { return times_s_; }
+  // Whether anything (a dispatch or a timestamp) waits for submit_and_wait().
+  bool recording() const { return list_ != nullptr; }
+
   Device& device() const { return device_; }
   size_t pending() const { return pending_; }      // dispatches not yet submitted
   uint64_t barriers() const { return barriers_; }  // barriers inserted so far
@@ -79,6 +88,8 @@ class Recorder {
   uint64_t barriers_ = 0;
   std::vector<Touched> written_, read_;  // since the last barrier
   KernelTrail trail_;
+  size_t n_timestamps_ = 0;  // in the current list
+  std::vector<double> times_s_;
 };
 
 }  // namespace minfer::gpu

@@ -86,5 +86,6 @@ MINFER_VK_OWNER(UniqueDescriptorSetLayout, VkDescriptorSetLayout, vkDestroyDescr
 MINFER_VK_OWNER(UniquePipelineLayout, VkPipelineLayout, vkDestroyPipelineLayout);
 MINFER_VK_OWNER(UniquePipeline, VkPipeline, vkDestroyPipeline);
 MINFER_VK_OWNER(UniqueShaderModule, VkShaderModule, vkDestroyShaderModule);
+MINFER_VK_OWNER(UniqueQueryPool, VkQueryPool, vkDestroyQueryPool);
 
 }  // namespace minfer::vulkan

@@ -25,8 +25,11 @@ class VulkanCommandList : public gpu::CommandList {
   Status barrier(std::span<const gpu::Buffer* const> buffers) override;
   Status submit() override;
   Result<bool> wait(gpu::Clock::time_point deadline) override;
+  Status write_timestamp() override;
+  Result<std::vector<uint64_t>> timestamps() override;
 
  private:
+  static constexpr uint32_t kMaxTimestamps = 8192;
   enum class State { kRecording, kSubmitted, kDone };
   Result<VkDescriptorSet> allocate_set(VkDescriptorSetLayout layout);
   Status add_descriptor_pool();
@@ -36,6 +39,8 @@ class VulkanCommandList : public gpu::CommandList {
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   UniqueFence fence_;
   std::vector<UniqueDescriptorPool> descriptor_pools_;  // without push descriptors
+  UniqueQueryPool queries_;  // made on the first timestamp
+  uint32_t n_timestamps_ = 0;
   uint32_t bound_kernel_ = UINT32_MAX;
   State state_ = State::kRecording;
 };
@@ -45,7 +50,8 @@ VulkanCommandList::~VulkanCommandList() {
   // Still running (a wait timed out): the device keeps what the work uses.
   if (vkGetFenceStatus(device_.core().device, fence_.get()) == VK_NOT_READY) {
     device_.keep_until_done(
-        {std::move(fence_), std::move(pool_), std::move(descriptor_pools_), {}});
+        {std::move(fence_), std::move(pool_), std::move(descriptor_pools_), {},
+         std::move(queries_)});
   }
 }
 
@@ -191,6 +197,39 @@ Result<bool> VulkanCommandList::wait(gpu::Clock::time_point deadline) {
                           wait_fence(device_.core().device, fence_.get(), deadline));
   if (done) state_ = State::kDone;
   return done;
+}
+
+Status VulkanCommandList::write_timestamp() {
+  if (state_ != State::kRecording) return Status::internal("timestamp in a submitted list");
+  if (device_.info().timestamp_period_ns <= 0) {
+    return Status::unimplemented(device_.info().name + " has no timestamps on its compute queue");
+  }
+  if (n_timestamps_ == kMaxTimestamps) {
+    return Status::resource_exhausted("more than " + std::to_string(kMaxTimestamps) +
+                                      " timestamps in one submission");
+  }
+  if (!queries_) {
+    auto ci = vk_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+    ci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    ci.queryCount = kMaxTimestamps;
+    VkQueryPool pool = VK_NULL_HANDLE;
+    MINFER_VK_CHECK(vkCreateQueryPool(device_.core().device, &ci, nullptr, &pool));
+    queries_ = UniqueQueryPool(device_.core().device, pool);
+    vkCmdResetQueryPool(cmd_, pool, 0, kMaxTimestamps);
+  }
+  vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_.get(), n_timestamps_++);
+  return Status::ok();
+}
+
+Result<std::vector<uint64_t>> VulkanCommandList::timestamps() {
+  std::vector<uint64_t> out(n_timestamps_);
+  if (n_timestamps_ == 0) return out;
+  if (state_ != State::kDone) return Status::internal("timestamps of a list not yet done");
+  MINFER_VK_CHECK(vkGetQueryPoolResults(device_.core().device, queries_.get(), 0, n_timestamps_,
+                                        out.size() * sizeof(uint64_t), out.data(),
+                                        sizeof(uint64_t),
+                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  return out;
 }
 
 }  // namespace

@@ -107,7 +107,7 @@ Status create_instance(const Options& options, Core& core) {
 
 // The compute queue family of a device (one with compute, preferring one
 // without graphics), or UINT32_MAX.
-uint32_t compute_family(VkPhysicalDevice pd) {
+uint32_t compute_family(VkPhysicalDevice pd, uint32_t& timestamp_bits) {
   uint32_t n = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
   std::vector<VkQueueFamilyProperties> fams(n);
@@ -117,6 +117,7 @@ uint32_t compute_family(VkPhysicalDevice pd) {
     if (!(fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
     if (best == UINT32_MAX || !(fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) best = i;
   }
+  timestamp_bits = best == UINT32_MAX ? 0 : fams[best].timestampValidBits;
   return best;
 }
 
@@ -158,7 +159,8 @@ std::string unsuitable(VkPhysicalDevice pd) {
     return std::string(p.deviceName) + " has Vulkan " + version_text(p.apiVersion) +
            " (minfer needs 1.2)";
   }
-  if (compute_family(pd) == UINT32_MAX) return std::string(p.deviceName) + " has no compute queue";
+  uint32_t timestamp_bits = 0;
+  if (compute_family(pd, timestamp_bits) == UINT32_MAX) return std::string(p.deviceName) + " has no compute queue";
   return "";
 }
 
@@ -223,7 +225,11 @@ Result<std::unique_ptr<Core>> create_core(const Options& options, const OpenConf
   MINFER_RETURN_IF_ERROR(choose_physical_device(options, *core));
   vkGetPhysicalDeviceProperties(core->physical, &core->properties);
   vkGetPhysicalDeviceMemoryProperties(core->physical, &core->memory);
-  core->queue_family = compute_family(core->physical);
+  uint32_t timestamp_bits = 0;
+  core->queue_family = compute_family(core->physical, timestamp_bits);
+  if (timestamp_bits > 0 && core->properties.limits.timestampPeriod > 0) {
+    core->info.timestamp_period_ns = core->properties.limits.timestampPeriod;
+  }
   core->info.type = type_name(core->properties.deviceType);
   core->info.name = core->properties.deviceName;
   core->info.api = "Vulkan " + version_text(core->properties.apiVersion);

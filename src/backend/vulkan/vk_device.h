@@ -68,6 +68,7 @@ struct InFlight {
   std::vector<UniqueDescriptorPool> descriptor_pools;
   // Buffers released while this work ran (it may still read them).
   std::vector<std::pair<UniqueBuffer, UniqueMemory>> released;
+  UniqueQueryPool queries;  // the list's timestamps
 };
 
 class VulkanBuffer : public gpu::Buffer {
