@@ -36,6 +36,7 @@ const Row kRows[] = {
     {{"MINFER_DISABLE_VULKAN", "1: no Vulkan device"}, &Options::disable_vulkan},
     {{"MINFER_VULKAN_DEVICE", "N: which Vulkan device (default: discrete > integrated > cpu)"}, IntField{&Options::vulkan_device, 0, 1023}},
     {{"MINFER_VULKAN_VALIDATION", "1: enable the Khronos validation layer if installed"}, &Options::vulkan_validation},
+    {{"MINFER_NO_GPU_REPLAY", "1: Vulkan records every split anew (no command-buffer replay)"}, &Options::no_gpu_replay},
     {{"MINFER_BATCH_INVARIANT", "0: let the engine's kernels depend on the batch (1)"}, &Options::batch_invariant},
     {{"MINFER_CPU_SCALAR", "1: scalar CPU kernels"}, &Options::cpu_scalar},
     {{"MINFER_CPU_NO_AVX512", "1: AVX2 prefill GEMM instead of the AVX-512 VNNI one"}, &Options::cpu_no_avx512},

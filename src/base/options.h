@@ -43,6 +43,7 @@ struct Options {
   int vulkan_device = -1;       // MINFER_VULKAN_DEVICE: which Vulkan device (-1: the best)
   // MINFER_VULKAN_VALIDATION: the Khronos validation layer, where installed.
   bool vulkan_validation = false;
+  bool no_gpu_replay = false;  // MINFER_NO_GPU_REPLAY: record every split, never resubmit one
   // MINFER_BATCH_INVARIANT (on): the engine's batches compute every token
   // with arithmetic that does not depend on the rest of the batch.
   bool batch_invariant = true;

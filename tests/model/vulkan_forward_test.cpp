@@ -38,6 +38,7 @@
 #include "model/reference_forward_testutil.h"
 #include "model/synth.h"
 #include "runtime/session.h"
+#include "scoped_env.h"
 
 #if MINFER_HAS_VULKAN
 #include "backend/vulkan/vulkan_backend.h"
@@ -232,7 +233,7 @@ TEST(VulkanForward, EveryNodeRunsOnVulkan) {
 }
 
 // Two runs give the same logits bit for bit (the kernels' order of additions
-// is fixed by the shapes).
+// is fixed by the shapes), with and without split replay.
 TEST(VulkanForward, GreedyIsDeterministic) {
   SKIP_WITHOUT_VULKAN();
   auto model = tiny_model("tiny-qwen2", "Q4_0");
@@ -243,6 +244,12 @@ TEST(VulkanForward, GreedyIsDeterministic) {
   ASSERT_TRUE(a.is_ok()) << a.message();
   ASSERT_TRUE(b.is_ok()) << b.message();
   EXPECT_EQ(*a, *b);
+  // The single-token evals replay the decode split's recorded command list;
+  // recording every split anew gives the same logits.
+  minfer::testing::ScopedEnv no_replay("MINFER_NO_GPU_REPLAY", "1");
+  auto c = run_session(**model, kF32, kF32, true, tokens, 4);
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(*a, *c);
 }
 
 // The registry puts Vulkan below CUDA and above the CPU; a CPU Vulkan device

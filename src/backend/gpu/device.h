@@ -118,6 +118,11 @@ class CommandList {
   // True when the submitted work finished, false when `deadline` passed first.
   virtual Result<bool> wait(Clock::time_point deadline) = 0;
 
+  // Replay (optional): submits the same recorded commands again, once the
+  // previous submission's wait returned true; then wait() as after submit().
+  virtual bool reusable() const { return false; }
+  virtual Status resubmit() { return Status::unimplemented("command lists are one-shot here"); }
+
   // Profiling (optional; devices with DeviceInfo::timestamp_period_ns > 0):
   // records a timestamp taken once every command recorded before it has
   // finished. After a wait that returned true, timestamps() gives them in

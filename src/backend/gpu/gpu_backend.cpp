@@ -59,7 +59,8 @@ GpuBackend::GpuBackend(std::string name, std::shared_ptr<Device> device, const O
       weights_(*device_),
       pool_(*device_),
       rec_(*device_),
-      profiling_(options.op_profile && device_->info().timestamp_period_ns > 0) {
+      profiling_(options.op_profile && device_->info().timestamp_period_ns > 0),
+      replay_enabled_(!options.no_gpu_replay) {
   for (size_t i = 0; i < matmul_types_.size(); ++i) {
     if (quant::find_type_traits(static_cast<uint32_t>(i)) == nullptr) continue;  // no such type
     const auto t = static_cast<quant::TensorType>(i);
@@ -126,8 +127,33 @@ Result<BufferId> GpuBackend::alloc_fresh(size_t bytes) {
   return *id;
 }
 
+void GpuBackend::drop_replays() {
+  if (replaying_) return;  // never while a replayed list may run: synchronize first
+  replays_.clear();
+}
+
+Result<bool> GpuBackend::begin_split(uint64_t key) {
+  capturing_.reset();
+  if (!replay_enabled_ || profiling_ || rec_.recording()) return false;
+  auto it = replays_.find(key);
+  if (it == replays_.end()) {
+    if (replays_.size() < kMaxReplays) capturing_ = key;
+    return false;
+  }
+  MINFER_RETURN_IF_ERROR(rec_.replay(*it->second.list, it->second.trail).with_context(name_));
+  replaying_ = key;
+  return true;
+}
+
+Status GpuBackend::end_split() {
+  if (capturing_) rec_.keep_next();
+  return Status::ok();
+}
+
 void GpuBackend::free_buffer(BufferId id) {
   if (id == err_) return;
+  (void)synchronize();  // a replayed split may still bind it
+  drop_replays();
   (void)pool_.free(id);  // an id that is not live changes nothing
 }
 
@@ -218,7 +244,14 @@ Status GpuBackend::synchronize() {
   Status s = rec_.submit_and_wait();
   pool_.release_fresh();
   const size_t timed = std::exchange(timed_in_split_, 0);
+  const std::optional<uint64_t> captured = std::exchange(capturing_, std::nullopt);
+  const std::optional<uint64_t> replayed = std::exchange(replaying_, std::nullopt);
+  if (!s && replayed) replays_.erase(*replayed);  // its list may still run: the device keeps it
   MINFER_RETURN_IF_ERROR(s.with_context(name_));
+  if (captured) {
+    Recorder::Kept kept = rec_.take_kept();
+    if (kept.list) replays_[*captured] = std::move(kept);
+  }
   const std::vector<double>& t = rec_.timestamps_s();
   for (size_t i = 0; i < timed && i + 1 < t.size(); ++i) node_times_.push_back(t[i + 1] - t[i]);
   Status words = check_error_words();

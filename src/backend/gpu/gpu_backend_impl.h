@@ -98,6 +98,11 @@ class GpuBackend final : public backend::Backend {
   Status read_host(BufferId id, size_t offset, std::span<std::byte> dst) override;
   Status write_host(BufferId id, size_t offset, std::span<const std::byte> src) override;
   Status synchronize() override;
+  // Split replay: a split's command list, recorded on its first execution,
+  // is resubmitted as it is on later ones (its bindings are pool ranges that
+  // only change when a buffer is freed, which drops every recording).
+  Result<bool> begin_split(uint64_t key) override;
+  Status end_split() override;
   // MINFER_OP_PROFILE on a device with timestamps: a pair around each node.
   bool times_nodes() const override { return profiling_; }
   std::vector<double> take_node_times() override;
@@ -147,7 +152,15 @@ class GpuBackend final : public backend::Backend {
   PoolId err_ = -1;  // MINFER_ERR_WORDS u32, zero unless a kernel reported
   std::vector<PoolId> scratch_;
   std::map<std::vector<int32_t>, PoolId> row_lists_;
+  // Drops every recorded split (a buffer they bind was freed or moved).
+  void drop_replays();
+
   bool profiling_ = false;
+  bool replay_enabled_ = false;
+  static constexpr size_t kMaxReplays = 64;
+  std::map<uint64_t, Recorder::Kept> replays_;
+  std::optional<uint64_t> capturing_;  // the key of the split being recorded
+  std::optional<uint64_t> replaying_;  // the key of the split being replayed
   size_t timed_in_split_ = 0;       // nodes timed since the last synchronize
   std::vector<double> node_times_;  // seconds per timed node, not yet taken
   std::array<int8_t, 64> matmul_types_{};    // by TensorType value: -1 unknown, 0 no, 1 yes

@@ -29,7 +29,10 @@ Result<BufferRange> GpuBackend::scratch(size_t slot, uint64_t bytes) {
   const Allocation* a = id >= 0 ? pool_.allocation(id) : nullptr;
   if (a == nullptr || a->size < bytes) {
     // The recorder orders later dispatches on reused bytes after earlier ones.
-    if (id >= 0) (void)pool_.free(id);
+    if (id >= 0) {
+      drop_replays();  // recordings may bind the old range
+      (void)pool_.free(id);
+    }
     id = -1;
     MINFER_ASSIGN_OR_RETURN(id, pool_.alloc(std::max<uint64_t>(bytes, 4096)));
     a = pool_.allocation(id);

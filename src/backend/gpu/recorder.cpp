@@ -31,6 +31,8 @@ void add_unique(std::vector<const Buffer*>& v, const Buffer* b) {
 
 void Recorder::reset() {
   list_.reset();
+  keep_ = false;
+  replaying_ = nullptr;
   n_timestamps_ = 0;
   pending_ = 0;
   written_.clear();
@@ -89,21 +91,44 @@ Status Recorder::dispatch(uint32_t kernel, std::span<const BufferRange> bindings
   return Status::ok();
 }
 
-Status Recorder::submit_and_wait() {
-  if (!list_) return Status::ok();
-  Status s = list_->submit();
-  if (!s.is_ok()) return fail(s.with_context("submit; " + trail_.describe()));
+Status Recorder::replay(CommandList& list, const std::string& trail) {
+  if (list_ || replaying_ != nullptr) {
+    return Status::internal("replay while other work is recorded or running");
+  }
+  Status s = list.resubmit();
+  if (!s.is_ok()) return s.with_context("replay; " + trail);
+  replaying_ = &list;
+  replay_trail_ = trail;
+  return Status::ok();
+}
+
+Status Recorder::wait_for(CommandList& list, const std::string& trail) {
   const double timeout_s = device_.timeout_s();
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeout_s));
-  Result<bool> done = list_->wait(deadline);
-  if (!done.is_ok()) return fail(done.status().with_context("wait; " + trail_.describe()));
+  Result<bool> done = list.wait(deadline);
+  if (!done.is_ok()) return fail(done.status().with_context("wait; " + trail));
   if (!*done) {
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%g", timeout_s);
     return fail(Status::unavailable(device_.info().name + ": the GPU did not finish within " +
-                                    seconds + " s (MINFER_GPU_TIMEOUT); " + trail_.describe()));
+                                    seconds + " s (MINFER_GPU_TIMEOUT); " + trail));
   }
+  return Status::ok();
+}
+
+Status Recorder::submit_and_wait() {
+  if (replaying_ != nullptr) {
+    times_s_.clear();
+    const std::string trail = "replayed split, " + replay_trail_;
+    MINFER_RETURN_IF_ERROR(wait_for(*replaying_, trail));
+    replaying_ = nullptr;
+    return Status::ok();
+  }
+  if (!list_) return Status::ok();
+  Status s = list_->submit();
+  if (!s.is_ok()) return fail(s.with_context("submit; " + trail_.describe()));
+  MINFER_RETURN_IF_ERROR(wait_for(*list_, trail_.describe()));
   times_s_.clear();
   if (n_timestamps_ > 0) {
     Result<std::vector<uint64_t>> ticks = list_->timestamps();
@@ -111,6 +136,7 @@ Status Recorder::submit_and_wait() {
     const double period_s = device_.info().timestamp_period_ns * 1e-9;
     for (uint64_t t : *ticks) times_s_.push_back(double(t) * period_s);
   }
+  if (keep_ && list_->reusable() && n_timestamps_ == 0) kept_ = {std::move(list_), trail_.describe()};
   reset();
   return Status::ok();
 }

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -61,8 +62,22 @@ class Recorder {
   // timestamps in seconds, in order (empty when it took none).
   Status timestamp();
   const std::vector<double>& timestamps_s() const { return times_s_; }
-  // Whether anything (a dispatch or a timestamp) waits for submit_and_wait().
-  bool recording() const { return list_ != nullptr; }
+  // Whether anything (a dispatch, a timestamp, a replay) waits for submit_and_wait().
+  bool recording() const { return list_ != nullptr || replaying_ != nullptr; }
+
+  // Split replay (devices whose lists are reusable()). keep_next() makes the
+  // next successful submit_and_wait() keep its list for take_kept() instead
+  // of dropping it, with the trail of what it recorded. replay() resubmits
+  // such a list (nothing else may be recorded since the last wait); the next
+  // submit_and_wait() waits for it with the deadline, its error naming the
+  // replayed kernels. A list whose replay failed must be dropped.
+  struct Kept {
+    std::unique_ptr<CommandList> list;
+    std::string trail;
+  };
+  void keep_next() { keep_ = true; }
+  Kept take_kept() { return std::move(kept_); }
+  Status replay(CommandList& list, const std::string& trail);
 
   Device& device() const { return device_; }
   size_t pending() const { return pending_; }      // dispatches not yet submitted
@@ -78,6 +93,8 @@ class Recorder {
  private:
   void reset();  // drops the list (a running one goes to the device) and the hazard sets
   Status fail(Status s);
+  // Waits for a submitted list with the deadline; errors name `trail`.
+  Status wait_for(CommandList& list, const std::string& trail);
   // The buffers of `bindings` that the new dispatch must wait for.
   std::vector<const Buffer*> hazards(const KernelInfo& kernel,
                                      std::span<const BufferRange> bindings) const;
@@ -89,6 +106,10 @@ class Recorder {
   std::vector<Touched> written_, read_;  // since the last barrier
   KernelTrail trail_;
   size_t n_timestamps_ = 0;  // in the current list
+  bool keep_ = false;
+  Kept kept_;
+  CommandList* replaying_ = nullptr;
+  std::string replay_trail_;
   std::vector<double> times_s_;
 };
 

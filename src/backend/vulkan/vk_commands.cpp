@@ -25,6 +25,8 @@ class VulkanCommandList : public gpu::CommandList {
   Status barrier(std::span<const gpu::Buffer* const> buffers) override;
   Status submit() override;
   Result<bool> wait(gpu::Clock::time_point deadline) override;
+  bool reusable() const override { return true; }
+  Status resubmit() override;
   Status write_timestamp() override;
   Result<std::vector<uint64_t>> timestamps() override;
 
@@ -73,8 +75,7 @@ Status VulkanCommandList::begin() {
   MINFER_VK_CHECK(vkCreateFence(dev, &fi, nullptr, &fence));
   fence_ = UniqueFence(dev, fence);
   auto bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  MINFER_VK_CHECK(vkBeginCommandBuffer(cmd_, &bi));
+  MINFER_VK_CHECK(vkBeginCommandBuffer(cmd_, &bi));  // resubmittable (replay)
   return Status::ok();
 }
 
@@ -197,6 +198,19 @@ Result<bool> VulkanCommandList::wait(gpu::Clock::time_point deadline) {
                           wait_fence(device_.core().device, fence_.get(), deadline));
   if (done) state_ = State::kDone;
   return done;
+}
+
+Status VulkanCommandList::resubmit() {
+  if (state_ != State::kDone) return Status::internal("resubmit of a list still running");
+  if (n_timestamps_ > 0) return Status::unimplemented("resubmit of a list with timestamps");
+  const VkFence fence = fence_.get();
+  MINFER_VK_CHECK(vkResetFences(device_.core().device, 1, &fence));
+  auto si = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  MINFER_VK_CHECK(vkQueueSubmit(device_.core().queue, 1, &si, fence));
+  state_ = State::kSubmitted;
+  return Status::ok();
 }
 
 Status VulkanCommandList::write_timestamp() {
