@@ -35,10 +35,10 @@ Options vulkan_options() {
   return o;
 }
 
-#define SKIP_WITHOUT_VULKAN()                                                         \
-  do {                                                                                \
+#define SKIP_WITHOUT_VULKAN()                                                        \
+  do {                                                                               \
     const std::string why_ = ::minfer::vulkan::unavailable_reason(vulkan_options()); \
-    if (!why_.empty()) GTEST_SKIP() << "no Vulkan device: " << why_;                  \
+    if (!why_.empty()) GTEST_SKIP() << "no Vulkan device: " << why_;                 \
   } while (0)
 
 TEST(VulkanEngine, LogitsRowsAreBatchInvariantBitForBit) {

@@ -64,11 +64,11 @@ struct DeviceFeatures {
 };
 
 struct DeviceInfo {
-  std::string api;              // "Vulkan 1.3.230"
-  std::string name;             // "llvmpipe (LLVM 15.0.6, 256 bits)"
-  std::string driver;           // "llvmpipe, Mesa 22.3.6"
-  std::string type;             // "discrete", "integrated", "virtual", "cpu"
-  bool unified_memory = false;  // buffers are host visible: no staging copies
+  std::string api;                 // "Vulkan 1.3.230"
+  std::string name;                // "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string driver;              // "llvmpipe, Mesa 22.3.6"
+  std::string type;                // "discrete", "integrated", "virtual", "cpu"
+  bool unified_memory = false;     // buffers are host visible: no staging copies
   double timestamp_period_ns = 0;  // one timestamp tick; 0: no timestamps on its queue
   DeviceLimits limits;
   DeviceFeatures features;

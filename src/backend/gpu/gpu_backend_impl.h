@@ -159,10 +159,10 @@ class GpuBackend final : public backend::Backend {
   bool replay_enabled_ = false;
   static constexpr size_t kMaxReplays = 64;
   std::map<uint64_t, Recorder::Kept> replays_;
-  std::optional<uint64_t> capturing_;  // the key of the split being recorded
-  std::optional<uint64_t> replaying_;  // the key of the split being replayed
-  size_t timed_in_split_ = 0;       // nodes timed since the last synchronize
-  std::vector<double> node_times_;  // seconds per timed node, not yet taken
+  std::optional<uint64_t> capturing_;        // the key of the split being recorded
+  std::optional<uint64_t> replaying_;        // the key of the split being replayed
+  size_t timed_in_split_ = 0;                // nodes timed since the last synchronize
+  std::vector<double> node_times_;           // seconds per timed node, not yet taken
   std::array<int8_t, 64> matmul_types_{};    // by TensorType value: -1 unknown, 0 no, 1 yes
   std::array<int8_t, 64> get_rows_types_{};  // likewise
 };

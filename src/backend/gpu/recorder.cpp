@@ -136,7 +136,8 @@ Status Recorder::submit_and_wait() {
     const double period_s = device_.info().timestamp_period_ns * 1e-9;
     for (uint64_t t : *ticks) times_s_.push_back(double(t) * period_s);
   }
-  if (keep_ && list_->reusable() && n_timestamps_ == 0) kept_ = {std::move(list_), trail_.describe()};
+  if (keep_ && list_->reusable() && n_timestamps_ == 0)
+    kept_ = {std::move(list_), trail_.describe()};
   reset();
   return Status::ok();
 }

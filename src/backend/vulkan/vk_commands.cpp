@@ -41,7 +41,7 @@ class VulkanCommandList : public gpu::CommandList {
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   UniqueFence fence_;
   std::vector<UniqueDescriptorPool> descriptor_pools_;  // without push descriptors
-  UniqueQueryPool queries_;  // made on the first timestamp
+  UniqueQueryPool queries_;                             // made on the first timestamp
   uint32_t n_timestamps_ = 0;
   uint32_t bound_kernel_ = UINT32_MAX;
   State state_ = State::kRecording;
@@ -51,9 +51,11 @@ VulkanCommandList::~VulkanCommandList() {
   if (state_ != State::kSubmitted) return;
   // Still running (a wait timed out): the device keeps what the work uses.
   if (vkGetFenceStatus(device_.core().device, fence_.get()) == VK_NOT_READY) {
-    device_.keep_until_done(
-        {std::move(fence_), std::move(pool_), std::move(descriptor_pools_), {},
-         std::move(queries_)});
+    device_.keep_until_done({std::move(fence_),
+                             std::move(pool_),
+                             std::move(descriptor_pools_),
+                             {},
+                             std::move(queries_)});
   }
 }
 
@@ -240,8 +242,7 @@ Result<std::vector<uint64_t>> VulkanCommandList::timestamps() {
   if (n_timestamps_ == 0) return out;
   if (state_ != State::kDone) return Status::internal("timestamps of a list not yet done");
   MINFER_VK_CHECK(vkGetQueryPoolResults(device_.core().device, queries_.get(), 0, n_timestamps_,
-                                        out.size() * sizeof(uint64_t), out.data(),
-                                        sizeof(uint64_t),
+                                        out.size() * sizeof(uint64_t), out.data(), sizeof(uint64_t),
                                         VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
   return out;
 }

@@ -160,7 +160,8 @@ std::string unsuitable(VkPhysicalDevice pd) {
            " (minfer needs 1.2)";
   }
   uint32_t timestamp_bits = 0;
-  if (compute_family(pd, timestamp_bits) == UINT32_MAX) return std::string(p.deviceName) + " has no compute queue";
+  if (compute_family(pd, timestamp_bits) == UINT32_MAX)
+    return std::string(p.deviceName) + " has no compute queue";
   return "";
 }
 
@@ -233,6 +234,12 @@ Result<std::unique_ptr<Core>> create_core(const Options& options, const OpenConf
   core->info.type = type_name(core->properties.deviceType);
   core->info.name = core->properties.deviceName;
   core->info.api = "Vulkan " + version_text(core->properties.apiVersion);
+  if (config.refuse_cpu_device && options.vulkan_device < 0 &&
+      core->properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    return Status::unavailable("the Vulkan device '" + core->info.name +
+                               "' runs on the CPU (set MINFER_VULKAN_DEVICE=" +
+                               std::to_string(core->index) + " to use it anyway)");
+  }
   MINFER_RETURN_IF_ERROR(create_logical_device(config, *core));
   vkGetDeviceQueue(core->device, core->queue_family, 0, &core->queue);
   return core;

@@ -30,7 +30,7 @@ Result<std::shared_ptr<gpu::Device>> shared_device(const Options& options) {
     }
   }
   Opened o{options.vulkan_device, options.vulkan_validation, nullptr, Status::ok()};
-  auto d = open_device(options);
+  auto d = open_device(options, {.refuse_cpu_device = true});
   if (d.is_ok()) {
     o.device = std::shared_ptr<gpu::Device>(std::move(d).value());
   } else {
@@ -46,13 +46,7 @@ Result<std::shared_ptr<gpu::Device>> shared_device(const Options& options) {
 std::string unavailable_reason(const Options& options) {
   if (options.disable_vulkan) return "disabled by MINFER_DISABLE_VULKAN";
   auto d = shared_device(options);
-  if (!d.is_ok()) return d.message();
-  const gpu::DeviceInfo& info = (*d)->info();
-  if (info.type == "cpu" && options.vulkan_device < 0) {
-    return "the Vulkan device '" + info.name +
-           "' runs on the CPU (set MINFER_VULKAN_DEVICE to its index to use it anyway)";
-  }
-  return "";
+  return d.is_ok() ? "" : d.message();
 }
 
 Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights,

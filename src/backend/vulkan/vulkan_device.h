@@ -41,6 +41,9 @@ struct OpenConfig {
   bool test_kernels = false;           // also create the test-only kernels (spin)
   bool allow_push_descriptors = true;  // false: descriptor pools even where push exists
   bool quiet = false;                  // no startup line
+  // Without MINFER_VULKAN_DEVICE, a best device that runs on the CPU
+  // (lavapipe) is unavailable, refused before any pipeline is made.
+  bool refuse_cpu_device = false;
 };
 
 Result<std::unique_ptr<gpu::Device>> open_device(const Options& options,
