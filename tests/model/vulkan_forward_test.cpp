@@ -62,10 +62,15 @@ Options vulkan_options() {
   return out;
 }
 
+// Skips only when there is no Vulkan device (unavailable); any other failure
+// to open one (a kernel the driver refuses, say) fails the test.
 #define SKIP_WITHOUT_VULKAN()                                                        \
   do {                                                                               \
-    const std::string why_ = ::minfer::vulkan::unavailable_reason(vulkan_options()); \
-    if (!why_.empty()) GTEST_SKIP() << "no Vulkan device: " << why_;                 \
+    const ::minfer::Status s_ = ::minfer::vulkan::device_status(vulkan_options());   \
+    if (s_.code() == ::minfer::StatusCode::kUnavailable) {                           \
+      GTEST_SKIP() << "no Vulkan device: " << s_.message();                          \
+    }                                                                                \
+    ASSERT_TRUE(s_.is_ok()) << "opening the Vulkan device failed: " << s_.message(); \
   } while (0)
 
 Result<const Model*> tiny_model(const std::string& shape, const std::string& quant) {

@@ -43,19 +43,22 @@ Result<std::shared_ptr<gpu::Device>> shared_device(const Options& options) {
 
 }  // namespace
 
+Status device_status(const Options& options) {
+  if (options.disable_vulkan) return Status::unavailable("disabled by MINFER_DISABLE_VULKAN");
+  return shared_device(options).status();
+}
+
 std::string unavailable_reason(const Options& options) {
-  if (options.disable_vulkan) return "disabled by MINFER_DISABLE_VULKAN";
-  auto d = shared_device(options);
-  return d.is_ok() ? "" : d.message();
+  const Status s = device_status(options);
+  return s.code() == StatusCode::kUnavailable ? s.message() : "";
 }
 
 Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights,
                                                          const Options& options) {
-  if (const std::string why = unavailable_reason(options); !why.empty()) {
-    return Status::unavailable("Vulkan: " + why);
-  }
-  MINFER_ASSIGN_OR_RETURN(std::shared_ptr<gpu::Device> device, shared_device(options));
-  return gpu::create_gpu_backend("Vulkan", std::move(device), weights, options);
+  if (options.disable_vulkan) return Status::unavailable("disabled by MINFER_DISABLE_VULKAN");
+  auto device = shared_device(options);
+  if (!device.is_ok()) return device.status().with_context("Vulkan");
+  return gpu::create_gpu_backend("Vulkan", std::move(device).value(), weights, options);
 }
 
 }  // namespace minfer::vulkan

@@ -28,6 +28,12 @@ namespace minfer::vulkan {
 
 std::string unavailable_reason(const Options& options);
 
+// The device's opening status: ok, unavailable (the reasons above), or the
+// error that opening it met (a kernel the driver refused, say). A kind whose
+// device failed that way is not "unavailable": create_backend() returns the
+// error, so that the runner reports it instead of quietly running elsewhere.
+Status device_status(const Options& options);
+
 Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights,
                                                          const Options& options);
 
