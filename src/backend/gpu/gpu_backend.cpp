@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/gpu/encode_activation.h"
+#include "backend/gpu/encode_matmul_tiled.h"
 #include "backend/gpu/encoders.h"
 #include "backend/gpu/gpu_backend_impl.h"
 #include "backend/gpu/kernel_args.h"
@@ -66,7 +67,9 @@ GpuBackend::GpuBackend(std::string name, std::shared_ptr<Device> device, const O
     const auto t = static_cast<quant::TensorType>(i);
     matmul_types_[i] = matmul_kernel(*device_, t).is_ok() ? 1 : 0;
     get_rows_types_[i] = get_rows_kernel(*device_, t).is_ok() ? 1 : 0;
+    tiled_types_[i] = matmul_tiled_kernel(*device_, t).is_ok() ? 1 : 0;
   }
+  tiled_min_tokens_ = matmul_tiled_min_tokens(*device_);
 }
 
 Status GpuBackend::init(const model::Weights& weights) {

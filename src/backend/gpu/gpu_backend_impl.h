@@ -137,10 +137,20 @@ class GpuBackend final : public backend::Backend {
   Result<BufferRange> row_list(const std::vector<int32_t>& rows);
   // The weight's binding, or an error naming the node and the weight.
   Result<BufferRange> weight_range(const Node& n, const std::string& name) const;
-  // y = x W^T (+ bias) (+ residual) for the node's MatMulMeta-like shape.
+  // y = x W^T (+ bias) (+ residual) for the node's MatMulMeta-like shape:
+  // the tiled GEMM where use_tiled(), else the row kernel (matmul.comp).
   Status matmul(const Node& n, const std::string& weight, const std::string& bias,
                 const BufferRange& x, const BufferRange* residual, const BufferRange& y,
-                int64_t in_dim, int64_t out_dim, int64_t n_tokens);
+                int64_t in_dim, int64_t out_dim, int64_t n_tokens, bool invariant);
+  // The tiled GEMM (encode_matmul_tiled.h) for batches that need not be
+  // batch-invariant (its order of additions differs from the row kernel's),
+  // from matmul_tiled_min_tokens() tokens on, and for narrow outputs (the
+  // k/v projections, one tile row) only from 512 tokens (measured, H200).
+  bool use_tiled(quant::TensorType type, int64_t out_dim, int64_t n_tokens, bool invariant) const {
+    const auto i = static_cast<size_t>(type);
+    return !invariant && i < tiled_types_.size() && tiled_types_[i] == 1 &&
+           n_tokens >= tiled_min_tokens_ && (out_dim > 256 || n_tokens >= 512);
+  }
   // The error words' report, as an error (ok when nothing was reported).
   Status check_error_words();
 
@@ -165,6 +175,8 @@ class GpuBackend final : public backend::Backend {
   std::vector<double> node_times_;           // seconds per timed node, not yet taken
   std::array<int8_t, 64> matmul_types_{};    // by TensorType value: -1 unknown, 0 no, 1 yes
   std::array<int8_t, 64> get_rows_types_{};  // likewise
+  std::array<int8_t, 64> tiled_types_{};     // likewise, the tiled GEMM
+  int64_t tiled_min_tokens_ = 0;
 };
 
 }  // namespace minfer::gpu::detail

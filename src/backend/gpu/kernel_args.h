@@ -79,6 +79,7 @@ struct SpinArgs {
 #include "kernel_args_activation.h"
 #include "kernel_args_attention.h"
 #include "kernel_args_quant.h"
+#include "kernel_args_tiled.h"
 
 #ifdef __cplusplus
 static_assert(offsetof(ElementwiseArgs, n_b) == 4 && sizeof(ElementwiseArgs) == 8);

@@ -9,6 +9,7 @@
 
 #include "backend/gpu/encode_activation.h"
 #include "backend/gpu/encode_attention.h"
+#include "backend/gpu/encode_matmul_tiled.h"
 #include "backend/gpu/encoders.h"
 #include "backend/gpu/gpu_backend_impl.h"
 
@@ -93,12 +94,18 @@ Status GpuBackend::run_rms_norm(const Call& c) {
 
 Status GpuBackend::matmul(const Node& n, const std::string& weight_name, const std::string& bias,
                           const BufferRange& x, const BufferRange* residual, const BufferRange& y,
-                          int64_t in_dim, int64_t out_dim, int64_t n_tokens) {
+                          int64_t in_dim, int64_t out_dim, int64_t n_tokens, bool invariant) {
   const DeviceWeight* w = weight(weight_name);
   if (w == nullptr) return fail(n, "weight '" + weight_name + "' is not on the device");
-  MINFER_ASSIGN_OR_RETURN(uint32_t kernel, matmul_kernel(*device_, w->type));
-  MINFER_RETURN_IF_ERROR(
-      encode_matmul(rec_, kernel, w->type, w->range(), x, y, {in_dim, out_dim, n_tokens}, n.name));
+  const MatmulShape shape{in_dim, out_dim, n_tokens};
+  if (use_tiled(w->type, out_dim, n_tokens, invariant)) {
+    MINFER_ASSIGN_OR_RETURN(uint32_t tiled, matmul_tiled_kernel(*device_, w->type));
+    MINFER_RETURN_IF_ERROR(
+        encode_matmul_tiled(rec_, tiled, w->type, w->range(), x, y, shape, n.name));
+  } else {
+    MINFER_ASSIGN_OR_RETURN(uint32_t kernel, matmul_kernel(*device_, w->type));
+    MINFER_RETURN_IF_ERROR(encode_matmul(rec_, kernel, w->type, w->range(), x, y, shape, n.name));
+  }
   const int64_t n_out = out_dim * n_tokens;
   if (!bias.empty()) {
     MINFER_ASSIGN_OR_RETURN(BufferRange b, weight_range(n, bias));
@@ -119,7 +126,7 @@ Status GpuBackend::run_matmul(const Call& c) {
     return fail(c.node, "mul_mat_add takes (x, residual)");
   }
   return matmul(c.node, m->weight, m->bias, c.in[0], add ? &c.in[1] : nullptr, c.out, m->in_dim,
-                m->out_dim, c.node.shape.ne[1]);
+                m->out_dim, c.node.shape.ne[1], m->batch_invariant);
 }
 
 Status GpuBackend::run_elementwise(const Call& c) {
@@ -229,10 +236,10 @@ Status GpuBackend::run_fused_ffn(const Call& c) {
   const uint64_t bytes = uint64_t(m->n_ff * n_tokens) * sizeof(float);
   MINFER_ASSIGN_OR_RETURN(BufferRange gate, scratch(kGateSlot, bytes));
   MINFER_ASSIGN_OR_RETURN(BufferRange up, scratch(kUpSlot, bytes));
-  MINFER_RETURN_IF_ERROR(
-      matmul(c.node, m->gate_weight, "", x, nullptr, gate, m->in_dim, m->n_ff, n_tokens));
-  MINFER_RETURN_IF_ERROR(
-      matmul(c.node, m->up_weight, "", x, nullptr, up, m->in_dim, m->n_ff, n_tokens));
+  MINFER_RETURN_IF_ERROR(matmul(c.node, m->gate_weight, "", x, nullptr, gate, m->in_dim, m->n_ff,
+                                n_tokens, m->batch_invariant));
+  MINFER_RETURN_IF_ERROR(matmul(c.node, m->up_weight, "", x, nullptr, up, m->in_dim, m->n_ff,
+                                n_tokens, m->batch_invariant));
   return encode_glu(rec_, m->gelu ? GluOp::kGeGLU : GluOp::kSwiGLU, gate, up, c.out,
                     m->n_ff * n_tokens, c.node.name);
 }

@@ -1,0 +1,368 @@
+// The Vulkan tiled matmul (encode_matmul_tiled, kernels/matmul_tiled.comp)
+// for W of every weight type and every tile variant the device has, against
+// the scalar reference: W encoded with quant::quantize_row, decoded with
+// quant::dequantize_row, dot products in double with the f32 activations.
+// Shapes: partial row tiles (67, 130 rows), partial token tiles (1, 70, 130
+// tokens), in_dim 896 (1024 for the K-quants), 77 for the float types (a
+// partial 32-column step), and in_dim 18944 (592 steps: lavapipe's loop cap).
+// Tolerance: max abs diff < 1e-3 with outputs of unit scale.
+//
+// MINFER_TILED_BENCH=1 also runs VulkanMatmulTiled.Speed: the Qwen2.5-0.5B
+// matmul shapes (1024-wide for the K-quants) timed with GPU timestamps,
+// tiled (every tile variant) against encode_matmul, in GFLOP/s, and the
+// token counts from which the tiled kernel is faster.
+#ifdef MINFER_HAS_VULKAN
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/backend_testutil.h"
+#include "backend/gpu/encode_matmul_tiled.h"
+#include "backend/gpu/encoders.h"
+#include "backend/gpu/kernel_table.h"
+#include "backend/gpu/recorder.h"
+#include "backend/vulkan_testutil.h"
+#include "quant/reference.h"
+
+namespace minfer::vulkan::testing {
+namespace {
+
+using cpu::testing::random_floats;
+using quant::TensorType;
+
+constexpr TensorType kWeightTypes[] = {
+    TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
+    TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
+    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
+
+bool is_k_quant(TensorType type) {
+  return quant::type_traits(type).block_size == 256;
+}
+
+bool is_float(TensorType type) {
+  return type == TensorType::F32 || type == TensorType::F16 || type == TensorType::BF16;
+}
+
+std::string lower_name(TensorType type) {
+  std::string out;
+  for (char c : quant::type_name(type)) out += static_cast<char>(std::tolower(uint8_t(c)));
+  return out;
+}
+
+// Every available matmul_tiled variant of `type`: "<type>" and "<type>_r*".
+std::vector<uint32_t> tiled_variants(TensorType type) {
+  std::vector<uint32_t> out;
+  const std::string base = lower_name(type);
+  const auto table = gpu::embedded_kernels();
+  for (uint32_t i = 0; i < table.size(); ++i) {
+    if (table[i].name != "matmul_tiled") continue;
+    if (table[i].variant != base && !table[i].variant.starts_with(base + "_r")) continue;
+    if (device().kernel(i).available) out.push_back(i);
+  }
+  return out;
+}
+
+struct Weights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> decoded;
+};
+
+// `rows` rows: the first min(rows, distinct) encoded from random values, the
+// rest repeating them (so that large benchmark matrices are cheap to make).
+Weights encode_weights(TensorType type, int64_t rows, int64_t in_dim, uint32_t seed,
+                       int64_t distinct) {
+  const int64_t n = std::min(rows, distinct);
+  const auto values = random_floats(n * in_dim, seed);
+  const uint64_t rb = quant::row_bytes(type, in_dim).value();
+  Weights w;
+  w.bytes.resize(rb * rows);
+  w.decoded.resize(n * in_dim);
+  for (int64_t r = 0; r < n; ++r) {
+    if (type == TensorType::F32) {
+      std::memcpy(w.bytes.data() + r * rb, values.data() + r * in_dim, rb);
+    } else {
+      EXPECT_TRUE(
+          quant::quantize_row(type, values.data() + r * in_dim, w.bytes.data() + r * rb, in_dim)
+              .is_ok());
+    }
+    EXPECT_TRUE(
+        quant::dequantize_row(type, w.bytes.data() + r * rb, w.decoded.data() + r * in_dim, in_dim)
+            .is_ok());
+  }
+  for (int64_t r = n; r < rows; ++r) {
+    std::memcpy(w.bytes.data() + r * rb, w.bytes.data() + (r % n) * rb, rb);
+  }
+  return w;
+}
+
+std::vector<double> reference(const Weights& w, const std::vector<float>& x, int64_t rows,
+                              int64_t in_dim, int64_t tokens) {
+  std::vector<double> y(rows * tokens);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t k = 0; k < in_dim; ++k)
+        s += double(w.decoded[r * in_dim + k]) * x[t * in_dim + k];
+      y[t * rows + r] = s;
+    }
+  }
+  return y;
+}
+
+void check_tiled(TensorType type, int64_t rows, int64_t in_dim, int64_t tokens) {
+  gpu::Device& d = device();
+  const Weights w = encode_weights(type, rows, in_dim, 21, rows);
+  const auto x = random_floats(in_dim * tokens, 22, 1.0f / std::sqrt(float(in_dim)));
+  const auto want = reference(w, x, rows, in_dim, tokens);
+  auto gw = upload(d, std::as_bytes(std::span(w.bytes)));
+  auto gx = upload_floats(d, x);
+  const std::vector<uint32_t> kernels = tiled_variants(type);
+  ASSERT_FALSE(kernels.empty()) << quant::type_name(type);
+  for (uint32_t k : kernels) {
+    auto gy = zeros(d, rows * tokens * 4);
+    gpu::Recorder rec(d);
+    const gpu::MatmulShape shape{in_dim, rows, tokens};
+    const Status enc = gpu::encode_matmul_tiled(
+        rec, k, type, gpu::BufferRange{gw.get(), 0, w.bytes.size()}, whole(gx), whole(gy), shape);
+    ASSERT_TRUE(enc.is_ok()) << enc.message();
+    const Status s = rec.submit_and_wait();
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    EXPECT_LT(max_abs_diff(download_floats(d, *gy, rows * tokens), want), 1e-3)
+        << gpu::embedded_kernels()[k].label() << " rows " << rows << " in " << in_dim << " tokens "
+        << tokens;
+  }
+}
+
+class VulkanMatmulTiled : public ::testing::TestWithParam<TensorType> {};
+
+TEST_P(VulkanMatmulTiled, MatchesTheDequantizedReference) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  const int64_t in_dim = is_k_quant(GetParam()) ? 1024 : 896;
+  check_tiled(GetParam(), 67, in_dim, 1);
+  check_tiled(GetParam(), 67, in_dim, 70);
+  check_tiled(GetParam(), 130, in_dim, 130);
+}
+
+// A shape for which the default variant picks 128 x 128 tiles
+// (TheTileFollowsTheShape), one step deep: partial tiles on both sides.
+TEST_P(VulkanMatmulTiled, LargeTiles) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  const int64_t in_dim = is_k_quant(GetParam()) ? 256 : is_float(GetParam()) ? 45 : 32;
+  check_tiled(GetParam(), 1290, in_dim, 1283);
+}
+
+TEST_P(VulkanMatmulTiled, PartialStepsAndLongRows) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  if (is_float(GetParam())) check_tiled(GetParam(), 29, 77, 9);
+  // 592 steps of 32 columns: far below lavapipe's 65535 loop iterations.
+  check_tiled(GetParam(), 5, 18944, 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(VulkanTypes, VulkanMatmulTiled, ::testing::ValuesIn(kWeightTypes),
+                         [](const auto& info) {
+                           return std::string(quant::type_name(info.param));
+                         });
+
+TEST(VulkanMatmulTiledTypes, EveryWeightTypeHasAKernel) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  for (uint32_t raw = 0; raw < 64; ++raw) {
+    const quant::TypeTraits* t = quant::find_type_traits(raw);
+    if (t == nullptr || !quant::is_weight_type(t->type)) continue;
+    auto k = gpu::matmul_tiled_kernel(device(), t->type);
+    ASSERT_TRUE(k.is_ok()) << t->name << ": " << k.message();
+    EXPECT_EQ(gpu::embedded_kernels()[*k].variant, lower_name(t->type));
+  }
+  for (TensorType t : {TensorType::Q8_K, TensorType::IQ4_NL, TensorType::I32}) {
+    EXPECT_EQ(gpu::matmul_tiled_kernel(device(), t).status().code(), StatusCode::kUnimplemented)
+        << quant::type_name(t);
+  }
+  EXPECT_GT(gpu::matmul_tiled_min_tokens(device()), 1);
+}
+
+TEST(VulkanMatmulTiledTypes, TheTileFollowsTheShape) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  const uint32_t q4 = gpu::matmul_tiled_kernel(device(), TensorType::Q4_0).value();
+  struct Case {
+    int64_t out_dim, n_tokens;
+    uint32_t rows;
+  };
+  // Measured on the H200 (encode_matmul_tiled.cpp): few 128 x 128 tiles lose.
+  for (const Case& c :
+       {Case{896, 2048, 128}, Case{4864, 2048, 128}, Case{151936, 512, 128}, Case{4864, 512, 64},
+        Case{896, 512, 64}, Case{128, 2048, 64}, Case{896, 8, 64}, Case{67, 70, 64},
+        Case{130, 130, 64}, Case{1290, 1283, 128}}) {
+    auto t = gpu::matmul_tiled_tile(device(), q4, TensorType::Q4_0, {896, c.out_dim, c.n_tokens});
+    ASSERT_TRUE(t.is_ok()) << t.message();
+    EXPECT_EQ(t->rows, c.rows) << c.out_dim << " x " << c.n_tokens;
+    EXPECT_EQ(t->tokens, c.rows) << c.out_dim << " x " << c.n_tokens;
+    EXPECT_EQ(gpu::embedded_kernels()[t->kernel].variant, c.rows == 128 ? "q4_0" : "q4_0_r64t64");
+  }
+  // A tile asked for by name is kept.
+  const uint32_t small = gpu::find_kernel("matmul_tiled", "q4_0_r64t64").value();
+  auto t = gpu::matmul_tiled_tile(device(), small, TensorType::Q4_0, {896, 896, 2048});
+  ASSERT_TRUE(t.is_ok()) << t.message();
+  EXPECT_EQ(t->kernel, small);
+  EXPECT_EQ(
+      gpu::matmul_tiled_tile(device(), small, TensorType::Q8_0, {896, 896, 2048}).status().code(),
+      StatusCode::kInvalidArgument);
+}
+
+TEST(VulkanMatmulTiledTypes, BadCallsAreRefused) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  gpu::Device& d = device();
+  auto buf = zeros(d, 4096);
+  gpu::Recorder rec(d);
+  const uint32_t q4 = gpu::matmul_tiled_kernel(d, TensorType::Q4_0).value();
+  // A partial block, a short W, a kernel of another type, the GEMV kernel.
+  Status s = gpu::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
+                                      {40, 2, 1});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  s = gpu::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
+                               {896, 300, 1});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("W needs"), std::string::npos) << s.message();
+  s = gpu::encode_matmul_tiled(rec, q4, TensorType::F16, whole(buf), whole(buf), whole(buf),
+                               {32, 1, 1});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  const uint32_t gemv = gpu::matmul_kernel(d, TensorType::Q4_0).value();
+  s = gpu::encode_matmul_tiled(rec, gemv, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
+                               {32, 1, 1});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  // y too small, n_tokens 0, K-quant rows of partial super-blocks.
+  s = gpu::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf),
+                               gpu::BufferRange{buf.get(), 0, 16}, {32, 2, 3});
+  EXPECT_NE(s.message().find("y needs"), std::string::npos) << s.message();
+  s = gpu::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
+                               {32, 1, 0});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  const uint32_t q4k = gpu::matmul_tiled_kernel(d, TensorType::Q4_K).value();
+  s = gpu::encode_matmul_tiled(rec, q4k, TensorType::Q4_K, whole(buf), whole(buf), whole(buf),
+                               {896, 1, 1});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  EXPECT_EQ(rec.pending(), 0u);
+}
+
+// ---- MINFER_TILED_BENCH=1: timings on real shapes ----
+
+struct Bench {
+  TensorType type;
+  int64_t out_dim, in_dim, tokens;
+};
+
+// Seconds per dispatch of `encode`, the best of 3 rounds of ~3 ms each
+// (GPU timestamps) after ~30 ms of warm-up, so that the clocks are up; a
+// negative value when it fails.
+template <typename Encode>
+double time_dispatches(gpu::Device& d, Encode encode) {
+  auto round = [&](int reps) -> double {
+    gpu::Recorder rec(d);
+    if (!rec.timestamp().is_ok()) return -1;
+    for (int i = 0; i < reps; ++i) {
+      if (!encode(rec).is_ok()) return -1;
+    }
+    if (!rec.timestamp().is_ok() || !rec.submit_and_wait().is_ok()) return -1;
+    const auto& ts = rec.timestamps_s();
+    return ts.size() == 2 ? (ts[1] - ts[0]) / reps : -1;
+  };
+  const double first = round(1);
+  if (first <= 0) return -1;
+  if (round(std::clamp(int(30e-3 / first), 1, 5000)) <= 0) return -1;
+  const int reps = std::clamp(int(3e-3 / first), 1, 1000);
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const double s = round(reps);
+    if (s <= 0) return -1;
+    best = std::min(best, s);
+  }
+  return best;
+}
+
+// Times every tiled variant and (optionally) encode_matmul on one shape;
+// checks the default tiled result against encode_matmul's.
+void bench_shape(const Bench& b, bool with_gemv) {
+  gpu::Device& d = device();
+  const Weights w = encode_weights(b.type, b.out_dim, b.in_dim, 31, 64);
+  const auto x = random_floats(b.in_dim * b.tokens, 32, 1.0f / std::sqrt(float(b.in_dim)));
+  auto gw = upload(d, std::as_bytes(std::span(w.bytes)));
+  auto gx = upload_floats(d, x);
+  auto gy = zeros(d, b.out_dim * b.tokens * 4);
+  auto gy2 = zeros(d, b.out_dim * b.tokens * 4);
+  const gpu::MatmulShape shape{b.in_dim, b.out_dim, b.tokens};
+  const gpu::BufferRange wr{gw.get(), 0, w.bytes.size()};
+  const double flop = 2.0 * b.out_dim * b.in_dim * b.tokens;
+  std::string line = std::string(quant::type_name(b.type)) + " " + std::to_string(b.out_dim) + "x" +
+                     std::to_string(b.in_dim) + " n=" + std::to_string(b.tokens) + ":";
+  char buf[128];
+  for (uint32_t k : tiled_variants(b.type)) {
+    const double s = time_dispatches(d, [&](gpu::Recorder& rec) {
+      return gpu::encode_matmul_tiled(rec, k, b.type, wr, whole(gx), whole(gy), shape);
+    });
+    const std::string_view v = gpu::embedded_kernels()[k].variant;
+    const std::string label =
+        v == lower_name(b.type) ? "auto" : std::string(v.substr(v.find("_r") + 1));
+    std::snprintf(buf, sizeof(buf), " %s %.0f", label.c_str(), flop / s * 1e-9);
+    line += buf;
+  }
+  if (with_gemv) {
+    const uint32_t k = gpu::matmul_kernel(d, b.type).value();
+    const double s = time_dispatches(d, [&](gpu::Recorder& rec) {
+      return gpu::encode_matmul(rec, k, b.type, wr, whole(gx), whole(gy2), shape);
+    });
+    std::snprintf(buf, sizeof(buf), " | matmul %.0f GFLOP/s", flop / s * 1e-9);
+    line += buf;
+    // The default variant once more into gy (the last timed one may be another).
+    gpu::Recorder rec(d);
+    ASSERT_TRUE(gpu::encode_matmul_tiled(rec, gpu::matmul_tiled_kernel(d, b.type).value(), b.type,
+                                         wr, whole(gx), whole(gy), shape)
+                    .is_ok());
+    ASSERT_TRUE(rec.submit_and_wait().is_ok());
+    const size_t n = size_t(b.out_dim * b.tokens);
+    const auto a = download_floats(d, *gy, n), c = download_floats(d, *gy2, n);
+    double m = 0;
+    for (size_t i = 0; i < n; ++i) m = std::max(m, double(std::abs(a[i] - c[i])));
+    std::snprintf(buf, sizeof(buf), " (max |tiled - matmul| %.2g)", m);
+    line += buf;
+    EXPECT_LT(m, 2e-3) << line;
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+TEST(VulkanMatmulTiledBench, Speed) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  const char* on = std::getenv("MINFER_TILED_BENCH");
+  if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "set MINFER_TILED_BENCH=1";
+  std::printf("%s, %s; GFLOP/s\n", device().info().name.c_str(), device().info().driver.c_str());
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K, TensorType::Q8_0, TensorType::Q6_K,
+                       TensorType::Q5_0, TensorType::F16}) {
+    const int64_t h = is_k_quant(t) ? 1024 : 896;
+    for (int64_t tokens : {512, 2048}) {
+      for (const auto& [o, i] :
+           {std::pair<int64_t, int64_t>{h, h}, {128, h}, {4864, h}, {h, 4864}}) {
+        bench_shape({t, o, i, tokens}, tokens == 512);
+      }
+    }
+    if (t == TensorType::Q4_0 || t == TensorType::Q4_K) bench_shape({t, 151936, h, 512}, false);
+  }
+  // Where the tiled kernel starts to win.
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_K}) {
+    const int64_t h = is_k_quant(t) ? 1024 : 896;
+    for (int64_t tokens : {8, 16, 32, 48, 64, 96, 128, 256}) {
+      for (const auto& [o, i] : {std::pair<int64_t, int64_t>{h, h}, {128, h}, {4864, h}}) {
+        bench_shape({t, o, i, tokens}, true);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace minfer::vulkan::testing
+
+#endif  // MINFER_HAS_VULKAN
