@@ -2,9 +2,10 @@
 // Vulkan device): paged batches of many sequences.
 //   - Runner level, bit for bit: a sequence's logits rows are the same alone
 //     and in a batch with another sequence's 150-token prompt chunk or decode
-//     token, for its prefill and its next decode step. The Vulkan kernels
-//     fix their order of additions by the shapes alone, so this holds with
-//     and without MINFER_BATCH_INVARIANT.
+//     token, for its prefill and its next decode step (the row matmul
+//     kernel at every batch size); with MINFER_BATCH_INVARIANT=0 the
+//     150-token chunk takes the tiled GEMM and the same check finds
+//     differences.
 //   - Engine level: six staggered sequences of different prompt lengths,
 //     greedy, give their solo tokens, with f16 and q8_0 caches.
 #include <gtest/gtest.h>
@@ -54,7 +55,9 @@ TEST(VulkanEngine, LogitsRowsAreBatchInvariantBitForBit) {
     ASSERT_TRUE(testing::PagedRunner(m, true, true, vulkan_options()).gpu())
         << "the GPU did not take part";
     EXPECT_EQ(testing::differences(m, true, true, 1, vulkan_options()), 0);
-    EXPECT_EQ(testing::differences(m, false, true, 1, vulkan_options()), 0);
+    // With batch-dependent kernels allowed, the 150-token chunk takes the
+    // tiled GEMM and the rows differ: the check can fail.
+    EXPECT_GT(testing::differences(m, false, true, 1, vulkan_options()), 0);
   }
 }
 

@@ -1,6 +1,8 @@
 #include "backend/gpu/encoders.h"
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <limits>
 #include <string>
 #include <vector>
@@ -121,6 +123,66 @@ BufferRange whole_words(BufferRange r) {
   return r;
 }
 
+// Elements per unit of matmul_units.glsl: a whole 32-element block (or 32
+// elements of a K-quant block) for the types with their own decoder,
+// weights.glsl's 8 otherwise.
+int64_t matmul_unit_elements(quant::TensorType type) {
+  using quant::TensorType;
+  switch (type) {
+    case TensorType::Q4_0:
+    case TensorType::Q5_0:
+    case TensorType::Q8_0:
+    case TensorType::Q4_K:
+    case TensorType::Q6_K:
+      return 32;
+    default:
+      return 8;
+  }
+}
+
+// Tests: the forced invocations per matmul row and rows per set of them
+// (0: none) and scalar x loads.
+std::atomic<uint32_t> forced_matmul_lanes{0};
+std::atomic<uint32_t> forced_matmul_rows{0};
+std::atomic<bool> forced_scalar_x{false};
+
+// Units of a matmul row (matmul_units.glsl).
+int64_t matmul_units(quant::TensorType type, int64_t in_dim) {
+  const int64_t per_unit = matmul_unit_elements(type);
+  return (in_dim + per_unit - 1) / per_unit;
+}
+
+// log2 of the invocations per matmul row: about one 32-element unit or two
+// 8-element ones each (a power of two), so that a row's loads are in flight
+// at once; at least 32 and the device's subgroup size (one whole subgroup
+// per row needs no barrier), at most the workgroup. From the type and in_dim
+// alone: a token's summation order never depends on the batch. Measured on
+// the H200 (tests' VulkanMatmulTiming): Q4_0 896 x 896 fastest at 32,
+// 896 x 4864 at 256, F16 896 x 896 at 64 (5.7 us; 128: 8.3 us).
+uint32_t matmul_lanes_log2(quant::TensorType type, int64_t in_dim, uint32_t subgroup_size,
+                           uint32_t workgroup) {
+  const int64_t units = matmul_units(type, in_dim);
+  const int64_t per_lane = matmul_unit_elements(type) == 32 ? 1 : 2;
+  uint64_t lanes = std::bit_ceil(uint64_t((units + per_lane - 1) / per_lane));
+  lanes = std::max<uint64_t>(lanes, std::max<uint32_t>(32, subgroup_size));
+  if (const uint32_t forced = forced_matmul_lanes.load()) lanes = forced;
+  return static_cast<uint32_t>(std::countr_zero(std::min<uint64_t>(lanes, workgroup)));
+}
+
+// The rows each set of lanes computes (their weight loads in flight
+// together, x read once for all of them): more for larger matrices, fewer
+// where the sets must spread over the device. Any count gives the same sums.
+// H200 (1 token, us per call at 1 / 2 / 4 rows): Q4_0 896 x 896 5.3 / 5.6 /
+// 7.0; Q5_0 2048 x 640 6.6 / 6.1 / 7.4; Q8_0 896 x 4864 16.1 / 14.8 / 10.7;
+// Q4_0 151936 x 896 238 / 145 / 100.
+uint32_t matmul_lane_rows(int64_t in_dim, int64_t out_dim) {
+  if (const uint32_t forced = forced_matmul_rows.load()) return forced;
+  const int64_t elements = in_dim * out_dim;
+  if (elements >= (int64_t{1} << 22)) return 4;
+  if (elements >= (int64_t{1} << 20)) return 2;
+  return 1;
+}
+
 }  // namespace
 
 Status encode_elementwise(Recorder& rec, ElementwiseOp op, const BufferRange& a,
@@ -195,15 +257,32 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
   MINFER_RETURN_IF_ERROR(needs("matmul", "W", w, *row * uint64_t(s.out_dim)));
   MINFER_RETURN_IF_ERROR(needs("matmul", "x", x, uint64_t(s.in_dim) * s.n_tokens * 4));
   MINFER_RETURN_IF_ERROR(needs("matmul", "y", y, uint64_t(s.out_dim) * s.n_tokens * 4));
-  MINFER_ASSIGN_OR_RETURN(Groups groups,
-                          fold_groups(uint64_t(s.out_dim), rec.device().info().limits));
+  const DeviceLimits& limits = rec.device().info().limits;
+  const uint32_t workgroup = embedded_kernels()[kernel].workgroup[0];
+  const uint32_t lanes_log2 = matmul_lanes_log2(type, s.in_dim, limits.subgroup_size, workgroup);
+  const uint32_t lane_rows = matmul_lane_rows(s.in_dim, s.out_dim);
+  const uint64_t rows_per_group = uint64_t(workgroup >> lanes_log2) * lane_rows;
+  MINFER_ASSIGN_OR_RETURN(
+      Groups groups,
+      fold_groups((uint64_t(s.out_dim) + rows_per_group - 1) / rows_per_group, limits));
   const uint64_t tokens_per_group = MINFER_MATMUL_TOKENS_PER_GROUP;
   const uint64_t z = (uint64_t(s.n_tokens) + tokens_per_group - 1) / tokens_per_group;
   groups.z = static_cast<uint32_t>(z);  // checked against the limit by the recorder
-  const args::MatmulArgs args{static_cast<uint32_t>(s.in_dim), static_cast<uint32_t>(s.out_dim),
-                              static_cast<uint32_t>(s.n_tokens), 0};
+  const bool x_vec4 = x.offset % 16 == 0 && s.in_dim % 4 == 0 && !forced_scalar_x.load();
+  const args::MatmulArgs args{static_cast<uint32_t>(s.in_dim),
+                              static_cast<uint32_t>(s.out_dim),
+                              static_cast<uint32_t>(s.n_tokens),
+                              lanes_log2,
+                              lane_rows,
+                              x_vec4 ? 1u : 0u};
   const BufferRange bindings[] = {whole_words(w), x, y};
   return rec.dispatch_args(kernel, bindings, args, groups, note);
+}
+
+void force_matmul_for_testing(MatmulForTesting how) {
+  forced_matmul_lanes.store(how.lanes == 0 ? 0 : std::bit_floor(how.lanes));
+  forced_matmul_rows.store(std::min<uint32_t>(how.lane_rows, MINFER_MATMUL_MAX_LANE_ROWS));
+  forced_scalar_x.store(how.scalar_x);
 }
 
 Result<uint32_t> get_rows_kernel(const Device& device, quant::TensorType type) {

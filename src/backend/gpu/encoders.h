@@ -61,6 +61,18 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
                      const BufferRange& x, const BufferRange& y, MatmulShape shape,
                      std::string_view note = {});
 
+// Tests only: how every later encode_matmul runs instead of its own choice
+// (the defaults restore that choice). lanes: the invocations per row
+// (rounded down to a power of two, at most the workgroup); lane_rows: the
+// rows each set of them computes (1..4); scalar_x: x read element by element
+// even where vec4 loads are possible. Not for use while other threads encode.
+struct MatmulForTesting {
+  uint32_t lanes = 0;
+  uint32_t lane_rows = 0;
+  bool scalar_x = false;
+};
+void force_matmul_for_testing(MatmulForTesting how);
+
 // The get_rows kernel for weights of `type` (every type the matmul has), or
 // unimplemented; variants preferred as in matmul_kernel.
 Result<uint32_t> get_rows_kernel(const Device& device, quant::TensorType type);

@@ -47,14 +47,22 @@ struct RmsNormArgs {
 
 // matmul.comp: y[t][r] = dot(W[r], x[t]) for r < out_dim, t < n_tokens; W is
 // [out_dim][in_dim] in the variant's weight type, x [n_tokens][in_dim] f32.
-// Grid: one workgroup per row (folded over x and y) and per
-// MINFER_MATMUL_TOKENS_PER_GROUP tokens (z).
-#define MINFER_MATMUL_TOKENS_PER_GROUP 4
+// Each set of 2^lanes_log2 invocations (at most the workgroup size, chosen
+// from the type and in_dim alone) computes lane_rows consecutive rows (1..
+// MINFER_MATMUL_MAX_LANE_ROWS). Grid: one workgroup per workgroup-size /
+// 2^lanes_log2 * lane_rows rows (folded over x and y) and per
+// MINFER_MATMUL_TOKENS_PER_GROUP tokens (z). x_vec4: 1 when x's binding
+// offset and in_dim are multiples of 16 bytes and 4 elements (x read as
+// vec4), else 0.
+#define MINFER_MATMUL_TOKENS_PER_GROUP 8
+#define MINFER_MATMUL_MAX_LANE_ROWS 4
 struct MatmulArgs {
   u32 in_dim;
   u32 out_dim;
   u32 n_tokens;
-  u32 pad0;
+  u32 lanes_log2;
+  u32 lane_rows;
+  u32 x_vec4;
 };
 
 // spin.comp (test only): each workgroup loops until flag[0] != 0 or
@@ -86,7 +94,8 @@ static_assert(offsetof(ElementwiseArgs, n_b) == 4 && sizeof(ElementwiseArgs) == 
 static_assert(offsetof(RmsNormArgs, n_rows) == 4 && offsetof(RmsNormArgs, has_weight) == 8 &&
               offsetof(RmsNormArgs, eps) == 12 && sizeof(RmsNormArgs) == 16);
 static_assert(offsetof(MatmulArgs, out_dim) == 4 && offsetof(MatmulArgs, n_tokens) == 8 &&
-              sizeof(MatmulArgs) == 16);
+              offsetof(MatmulArgs, lanes_log2) == 12 && offsetof(MatmulArgs, lane_rows) == 16 &&
+              offsetof(MatmulArgs, x_vec4) == 20 && sizeof(MatmulArgs) == 24);
 static_assert(sizeof(SpinArgs) == 4);
 }  // namespace minfer::gpu::args
 #else

@@ -1,55 +1,122 @@
 // y[t][r] = dot(W[r], x[t]): W [out_dim][in_dim] in the variant's weight type
-// (weights.glsl), x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32.
-// One workgroup per row r (folded over x and y) and per
-// MINFER_MATMUL_TOKENS_PER_GROUP tokens (z): each invocation decodes units
-// of the row strided by the workgroup size, once for all its tokens, and
-// accumulates per token; the sums meet through subgroupAdd and one shared
-// slot per subgroup. The order of the additions is fixed by the shapes alone.
+// (matmul_units.glsl), x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32.
+//
+// A set of 2^args.lanes_log2 lanes (the host picks the count from the type
+// and in_dim alone) computes args.lane_rows consecutive rows (1..
+// MINFER_MATMUL_MAX_LANE_ROWS), so a workgroup covers WG_X / lanes *
+// lane_rows rows (folded over x and y) and MINFER_MATMUL_TOKENS_PER_GROUP
+// tokens (z). Lane l of a set takes the units l, l + lanes, ... in that
+// order; for each it loads the unit of all its rows at once (their loads in
+// flight together), then per token the unit's x once for all the rows, and
+// accumulates per row and token, chunk by chunk of 4 weights (decoding each
+// row's weights again per token: ALU is cheaper than x traffic and
+// registers). The lanes of a row meet:
+//   - lanes == subgroup size: one subgroupAdd, no shared memory, no barrier;
+//   - lanes > subgroup size: subgroupAdd per subgroup, one shared slot per
+//     subgroup, a barrier, the row's slots summed in order (and a barrier
+//     before the next row reuses them);
+//   - lanes < subgroup size: one subgroupAdd per row of the subgroup, the
+//     lanes of the other rows adding zeros.
+// Lanes are numbered by subgroup (gl_SubgroupID * gl_SubgroupSize +
+// gl_SubgroupInvocationID), so a row's lanes fill whole subgroups; this
+// needs every subgroup full, as WG_X is a multiple of every subgroup size.
+// A token's summation order is thus fixed by in_dim, the type and the
+// device's subgroup size: never by n_tokens or the other tokens of a batch.
 #version 450
 #include "common.glsl"
 #include "kernel_args.h"
 
 layout(push_constant) uniform Push { MatmulArgs args; };
-#include "weights.glsl"
 layout(std430, binding = 1) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 
 const uint kTokens = MINFER_MATMUL_TOKENS_PER_GROUP;
+const uint kRows = MINFER_MATMUL_MAX_LANE_ROWS;
+#include "matmul_units.glsl"
+
+// One slot per subgroup and token (the worst case: a subgroup per invocation).
 shared float partial_sums[kTokens * kWorkgroupInvocations];
 
-void main() {
-  const uint row = folded_group_index();
-  const uint t0 = gl_WorkGroupID.z * kTokens;
-  const uint lid = gl_LocalInvocationIndex;
-  const bool row_ok = row < args.out_dim;
+// y[t][row] = s for the tokens of this group.
+void store_y(uint row, uint t, float s) {
+  y[(gl_WorkGroupID.z * kTokens + t) * args.out_dim + row] = s;
+}
 
-  float acc[kTokens];
-  for (uint t = 0; t < kTokens; ++t) acc[t] = 0.0;
-  if (row_ok) {
-    const uint n_units = units_per_row(args.in_dim);
-    for (uint u = lid; u < n_units; u += kWorkgroupInvocations) {
-      float wv[kUnitElements];
-      uint k[kUnitElements];
-      decode_unit(row, u, args.in_dim, wv, k);
-      for (uint t = 0; t < kTokens; ++t) {
-        if (t0 + t >= args.n_tokens) break;
-        const uint xrow = (t0 + t) * args.in_dim;
-        float s = 0.0;
-        for (uint j = 0; j < kUnitElements; ++j) {
-          if (k[j] < args.in_dim) s += wv[j] * x[xrow + k[j]];
+void main() {
+  const uint lanes = 1u << args.lanes_log2;
+  const uint sg = gl_SubgroupSize;
+  const uint v = gl_SubgroupID * sg + gl_SubgroupInvocationID;
+  const uint lane = v & (lanes - 1u);
+  const uint sets = kWorkgroupInvocations >> args.lanes_log2;
+  const uint row0 = (folded_group_index() * sets + (v >> args.lanes_log2)) * args.lane_rows;
+  const uint t0 = gl_WorkGroupID.z * kTokens;
+  const uint n_here = args.n_tokens - t0;  // tokens of this group (uniform)
+  const bool lane_ok = v < kWorkgroupInvocations;
+
+  float acc[kRows][kTokens];
+  for (uint r = 0; r < kRows; ++r) {
+    for (uint t = 0; t < kTokens; ++t) acc[r][t] = 0.0;
+  }
+  // Uniform breaks (r >= lane_rows, t >= n_here) keep every loop unrollable.
+  const uint n_units = lane_ok ? mm_units_per_row(args.in_dim) : 0u;
+  for (uint u = lane; u < n_units; u += lanes) {
+    // Rows past out_dim read the last row; their sums are never stored.
+    Raw raw[kRows];
+    for (uint r = 0; r < kRows; ++r) {
+      if (r >= args.lane_rows) break;
+      raw[r] = mm_load(min(row0 + r, args.out_dim - 1u), u);
+    }
+    // Per token: its x of the unit in flight at once (with the weights' loads
+    // for the first token), then each row's weights decoded chunk by chunk.
+    for (uint t = 0; t < kTokens; ++t) {
+      if (t >= n_here) break;
+      vec4 xv[kUnitChunks];
+      for (uint c = 0; c < kUnitChunks; ++c) xv[c] = mm_x_chunk((t0 + t) * args.in_dim, u, c);
+      for (uint r = 0; r < kRows; ++r) {
+        if (r >= args.lane_rows) break;
+        for (uint c = 0; c < kUnitChunks; ++c) {
+          const vec4 w = mm_chunk(raw[r], c);
+          acc[r][t] += w.x * xv[c].x + w.y * xv[c].y + w.z * xv[c].z + w.w * xv[c].w;
         }
-        acc[t] += s;
       }
     }
   }
-  for (uint t = 0; t < kTokens; ++t) {
-    const float s = subgroupAdd(acc[t]);
-    if (subgroupElect()) partial_sums[t * kWorkgroupInvocations + gl_SubgroupID] = s;
-  }
-  barrier();
-  if (lid < kTokens && row_ok && t0 + lid < args.n_tokens) {
-    float total = 0.0;
-    for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial_sums[lid * kWorkgroupInvocations + s];
-    y[(t0 + lid) * args.out_dim + row] = total;
+
+  for (uint r = 0; r < kRows; ++r) {
+    if (r >= args.lane_rows) break;
+    const uint row = row0 + r;
+    const bool row_ok = lane_ok && row < args.out_dim;
+    if (lanes == sg) {
+      for (uint t = 0; t < kTokens; ++t) {
+        if (t >= n_here) break;
+        const float s = subgroupAdd(acc[r][t]);
+        if (lane == 0u && row_ok) store_y(row, t, s);
+      }
+    } else if (lanes > sg) {
+      for (uint t = 0; t < kTokens; ++t) {
+        if (t >= n_here) break;
+        const float s = subgroupAdd(acc[r][t]);
+        if (subgroupElect()) partial_sums[t * kWorkgroupInvocations + gl_SubgroupID] = s;
+      }
+      barrier();
+      // Lane l of the row writes tokens l, l + lanes, ...
+      const uint per_row = lanes / sg, first = (v >> args.lanes_log2) * per_row;
+      for (uint t = lane; t < min(kTokens, n_here); t += lanes) {
+        float total = 0.0;
+        for (uint i = 0; i < per_row; ++i) total += partial_sums[t * kWorkgroupInvocations + first + i];
+        if (row_ok) store_y(row, t, total);
+      }
+      barrier();  // before the next row's sums take the slots
+    } else {
+      const uint mine = gl_SubgroupInvocationID >> args.lanes_log2;
+      for (uint k = 0; k < sg / lanes; ++k) {
+        for (uint t = 0; t < kTokens; ++t) {
+          if (t >= n_here) break;
+          const float s = subgroupAdd(mine == k ? acc[r][t] : 0.0);
+          if (mine == k && lane == 0u && row_ok) store_y(row, t, s);
+        }
+      }
+    }
   }
 }
