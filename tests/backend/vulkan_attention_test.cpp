@@ -7,20 +7,26 @@
 //     untouched rows keep their bytes; a bad row reports MINFER_ERR_CACHE_ROW;
 //   - attention against a host loop in double over the dequantized cache,
 //     max abs diff < 1e-3: F32/F16/Q8_0 and mixed K/V, GQA 7 and 8, head_dim
-//     64/128/256 (and 32/16 as tiny models use), decode at position 300
-//     and at 4095 / 16383 (every key seen, under lavapipe's loop cap),
-//     37-token prefill, a sliding window, a paged cache of two sequences in
-//     shuffled pages, bad positions/slots/pages reported, kv_store then
-//     attention in one submission; malformed shapes refused.
+//     64/128/256 (and 32/16 as tiny models use, and 10: head_dim % 4 == 2),
+//     decode at position 300 and at 4095 / 16383 (every key seen, under
+//     lavapipe's loop cap), batch invariance (a query alone and among six
+//     others: bit-identical), 37-token prefill, a sliding window, a paged
+//     cache of two sequences in shuffled pages, bad positions/slots/pages
+//     reported, kv_store then attention in one submission; malformed shapes
+//     refused. MINFER_ATTENTION_BENCH=1 also runs VulkanAttention.Speed:
+//     microseconds per call on Qwen2.5 decode shapes (GPU timestamps).
 #ifdef MINFER_HAS_VULKAN
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/backend_testutil.h"
@@ -388,6 +394,7 @@ const TypeCase kTypeCases[] = {
     {TensorType::Q8_0, TensorType::F16, 4, 2, 32},
     {TensorType::F16, TensorType::F32, 2, 1, 16},
     {TensorType::F32, TensorType::Q8_0, 4, 4, 96},
+    {TensorType::F16, TensorType::F16, 6, 3, 10},  // head_dim % 4 == 2
 };
 
 TEST(VulkanAttention, DecodeAtPosition300MatchesTheHostForEveryCacheType) {
@@ -410,6 +417,38 @@ TEST(VulkanAttention, LongContextDecodeSeesEveryKey) {
   AttentionCase at_16383{
       shape_of(1, 2, 2, 64, 16384, TensorType::F32, TensorType::F32), {16383}, {}, {}};
   expect_matches_reference(at_16383, 160);
+}
+
+// The engine relies on batch invariance: a query's output is bit-identical
+// whatever other tokens share its batch (here: alone, then among 6 others at
+// other positions, long and short, with the same query row and cache).
+TEST(VulkanAttention, AQuerysOutputDoesNotDependOnItsBatch) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  for (const TypeCase& tc : {kTypeCases[0], kTypeCases[1], kTypeCases[3]}) {
+    const int64_t hd = tc.head_dim, n_ctx = 1200, width = tc.n_head * hd;
+    const HostCache k = make_cache(tc.k, n_ctx, tc.n_head_kv * hd, 61);
+    const HostCache v = make_cache(tc.v, n_ctx, tc.n_head_kv * hd, 62);
+    const std::vector<int32_t> batch_positions = {5, 1100, 700, 0, 333, 1199, 64};
+    const auto q_batch = random_floats(7 * width, 63);
+    AttentionCase batch{
+        shape_of(7, tc.n_head, tc.n_head_kv, hd, n_ctx, tc.k, tc.v), batch_positions, {}, {}};
+    const AttentionRun together = run_attention(batch, q_batch, k, v);
+    ASSERT_EQ(together.out.size(), q_batch.size());
+    for (int64_t t = 0; t < 7; ++t) {
+      const std::vector<float> q_one(q_batch.begin() + t * width,
+                                     q_batch.begin() + (t + 1) * width);
+      AttentionCase one{shape_of(1, tc.n_head, tc.n_head_kv, hd, n_ctx, tc.k, tc.v),
+                        {batch_positions[size_t(t)]},
+                        {},
+                        {}};
+      const AttentionRun alone = run_attention(one, q_one, k, v);
+      ASSERT_EQ(alone.out.size(), q_one.size());
+      EXPECT_EQ(std::memcmp(alone.out.data(), together.out.data() + t * width,
+                            size_t(width) * sizeof(float)),
+                0)
+          << "token " << t << " at position " << batch_positions[size_t(t)];
+    }
+  }
 }
 
 TEST(VulkanAttention, PrefillOf37TokensMatchesTheHost) {
@@ -603,6 +642,78 @@ TEST(VulkanAttention, RefusesMalformedShapes) {
     bad.head_dim = 4;
     bad.n_head = bad.n_head_kv = 1;
     EXPECT_EQ(code(bad, qb, ob, cache), StatusCode::kUnimplemented);
+  }
+}
+
+// ---- MINFER_ATTENTION_BENCH=1: per-call times on real shapes ----
+
+// Microseconds per call of `c` (GPU timestamps around 100 calls, each after
+// a barrier as in the engine; the best of 3 rounds after a warm-up round),
+// or -1 on a device without timestamps.
+double time_attention(const AttentionCase& c) {
+  gpu::Device& d = device();
+  const gpu::AttentionShape& s = c.shape;
+  const int64_t row_len = s.n_head_kv * s.head_dim;
+  const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, 71);
+  const HostCache k = make_cache(s.k_type, s.n_ctx, row_len, 72);
+  const HostCache v = make_cache(s.v_type, s.n_ctx, row_len, 73);
+  auto gq = upload_floats(d, q), gp = upload_vec(d, c.positions);
+  auto gk = upload_vec(d, k.bytes), gv = upload_vec(d, v.bytes);
+  auto go = zeros(d, q.size() * 4), err = zeros(d, MINFER_ERR_WORDS * 4);
+  constexpr int kCalls = 100;
+  double best = -1;
+  for (int round = 0; round < 4; ++round) {
+    gpu::Recorder rec(d);
+    if (!rec.timestamp().is_ok()) return -1;
+    for (int i = 0; i < kCalls; ++i) {
+      const Status st = gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk),
+                                              whole(gv), whole(go), whole(err), s);
+      EXPECT_TRUE(st.is_ok()) << st.message();
+      if (!st.is_ok()) return -1;
+    }
+    if (!rec.timestamp().is_ok() || !rec.submit_and_wait().is_ok()) return -1;
+    const std::vector<double>& ts = rec.timestamps_s();
+    if (ts.size() != 2) return -1;
+    const double us = (ts[1] - ts[0]) / kCalls * 1e6;
+    if (round > 0 && (best < 0 || us < best)) best = us;
+  }
+  return best;
+}
+
+TEST(VulkanAttention, Speed) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  const char* on = std::getenv("MINFER_ATTENTION_BENCH");
+  if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "set MINFER_ATTENTION_BENCH=1";
+  struct Bench {
+    const char* model;
+    int64_t n_head, n_head_kv, head_dim, n_tokens;
+    int32_t last;  // the last token's position (the keys of its query - 1)
+    TensorType type;
+  };
+  const Bench benches[] = {
+      {"qwen2.5-0.5b", 14, 2, 64, 1, 1, TensorType::F16},
+      {"qwen2.5-0.5b", 14, 2, 64, 1, 129, TensorType::F16},
+      {"qwen2.5-0.5b", 14, 2, 64, 1, 1023, TensorType::F16},
+      {"qwen2.5-0.5b", 14, 2, 64, 1, 2175, TensorType::F16},
+      {"qwen2.5-0.5b", 14, 2, 64, 1, 8191, TensorType::F16},
+      {"qwen2.5-0.5b", 14, 2, 64, 1, 2175, TensorType::Q8_0},
+      {"qwen2.5-0.5b", 14, 2, 64, 1, 2175, TensorType::F32},
+      {"qwen2.5-7b", 28, 4, 128, 1, 129, TensorType::F16},
+      {"qwen2.5-7b", 28, 4, 128, 1, 2175, TensorType::F16},
+      {"qwen2.5-0.5b", 14, 2, 64, 4, 2175, TensorType::F16},
+      {"qwen2.5-0.5b", 14, 2, 64, 512, 511, TensorType::F16},
+  };
+  for (const Bench& b : benches) {
+    AttentionCase c{
+        shape_of(b.n_tokens, b.n_head, b.n_head_kv, b.head_dim, b.last + 1, b.type, b.type),
+        consecutive(b.last + 1 - int32_t(b.n_tokens), int32_t(b.n_tokens)),
+        {},
+        {}};
+    const double us = time_attention(c);
+    if (us < 0) GTEST_SKIP() << "no timestamps on " << device().info().name;
+    std::printf("attention %-13s %s %3lld tokens, last at %5d: %8.2f us per call\n", b.model,
+                std::string(quant::type_name(b.type)).c_str(), static_cast<long long>(b.n_tokens),
+                b.last, us);
   }
 }
 

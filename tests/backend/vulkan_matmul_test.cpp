@@ -334,6 +334,59 @@ INSTANTIATE_TEST_SUITE_P(VulkanTypes, VulkanMatmul, ::testing::ValuesIn(kWeightT
                            return std::string(quant::type_name(info.param));
                          });
 
+// The epilogue (bias row, then residual) gives the bits of the plain matmul
+// followed by the two element-wise adds, in place or into a separate y.
+TEST(VulkanMatmulTypes, BiasAndResidualEqualSeparateAdds) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  gpu::Device& d = device();
+  const int64_t rows = 67, in_dim = 896, tokens = 5;
+  const Weights w = encode_weights(TensorType::Q4_0, rows, in_dim, 21);
+  const auto x = random_floats(in_dim * tokens, 22, 0.05f);
+  const auto bias = random_floats(rows, 23);
+  const auto res = random_floats(rows * tokens, 24);
+  auto gw = upload(d, std::as_bytes(std::span(w.bytes)));
+  auto gx = upload_floats(d, x);
+  auto gb = upload_floats(d, bias);
+  auto gr = upload_floats(d, res);
+  auto plain = zeros(d, rows * tokens * 4);
+  auto fused = zeros(d, rows * tokens * 4);
+  auto in_place = upload_floats(d, res);  // y is the residual itself
+  const auto kernel = gpu::matmul_kernel(d, TensorType::Q4_0);
+  ASSERT_TRUE(kernel.is_ok()) << kernel.message();
+  const gpu::MatmulShape shape{in_dim, rows, tokens};
+  const gpu::BufferRange wr{gw.get(), 0, w.bytes.size()};
+  gpu::Recorder rec(d);
+  const int64_t n = rows * tokens;
+  ASSERT_TRUE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(plain), shape)
+                  .is_ok());
+  ASSERT_TRUE(gpu::encode_elementwise(rec, gpu::ElementwiseOp::kAdd, whole(plain), whole(gb),
+                                      whole(plain), n, rows)
+                  .is_ok());
+  ASSERT_TRUE(gpu::encode_elementwise(rec, gpu::ElementwiseOp::kAdd, whole(plain), whole(gr),
+                                      whole(plain), n, n)
+                  .is_ok());
+  ASSERT_TRUE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(fused), shape,
+                                 "fused", {whole(gb), whole(gr)})
+                  .is_ok());
+  ASSERT_TRUE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(in_place),
+                                 shape, "in place", {whole(gb), whole(in_place)})
+                  .is_ok());
+  ASSERT_TRUE(rec.submit_and_wait().is_ok());
+  const auto want = download_floats(d, *plain, n);
+  EXPECT_EQ(download_floats(d, *fused, n), want);
+  EXPECT_EQ(download_floats(d, *in_place, n), want);
+  // And against the host: matmul + bias + residual.
+  auto ref = reference(w, x, rows, in_dim, tokens);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) ref[t * rows + r] += double(bias[r]) + res[t * rows + r];
+  }
+  EXPECT_LT(max_abs_diff(want, ref), 1e-3);
+  // A short bias is refused.
+  EXPECT_FALSE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(fused),
+                                  shape, "", {gpu::BufferRange{gb.get(), 0, 8}, {}})
+                   .is_ok());
+}
+
 TEST(VulkanMatmulTypes, TheFeatureProbePicksAnAvailableVariantPerType) {
   MINFER_SKIP_WITHOUT_VULKAN();
   for (TensorType t : kWeightTypes) {

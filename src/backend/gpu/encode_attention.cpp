@@ -16,7 +16,7 @@ namespace {
 using quant::TensorType;
 
 constexpr int64_t kMaxIndex = std::numeric_limits<uint32_t>::max();
-constexpr int64_t kMaxHeadDim = 2 * MINFER_ATTENTION_TILE;
+constexpr int64_t kMaxHeadDim = MINFER_ATTENTION_MAX_HEAD_DIM;
 // Loop iterations one invocation may run on a CPU device: lavapipe stops
 // every loop of a shader after 65535 in all (docs/VULKAN.md rule 7).
 constexpr uint64_t kCpuLoopBudget = 60000;
@@ -258,20 +258,42 @@ Result<uint32_t> attention_kernel(const Device& device, TensorType k_type, Tenso
 }
 
 uint64_t attention_loop_bound(const AttentionShape& s, uint32_t subgroup_size) {
-  const uint64_t tile = MINFER_ATTENTION_TILE;
+  auto ceil_div = [](uint64_t a, uint64_t b) { return (a + b - 1) / b; };
+  const uint64_t wg = MINFER_ATTENTION_WG, quads_max = MINFER_ATTENTION_MAX_QUADS;
+  const uint64_t sg = std::clamp<uint64_t>(subgroup_size, 1, wg);
   uint64_t keys = uint64_t(s.page_size > 0 ? s.page_size * s.max_pages : s.n_ctx);
   if (s.sliding_window > 0) keys = std::min<uint64_t>(keys, uint64_t(s.sliding_window));
-  const uint64_t hd = uint64_t(s.head_dim);
-  const uint64_t dot = s.k_type == TensorType::Q8_0 ? hd / 32 * 9 : (hd + 3) / 4;
-  const uint64_t per_tile =
-      dot + (tile + subgroup_size - 1) / std::max(subgroup_size, 1u) + tile / 4;
-  return (hd + tile - 1) / tile + per_tile * ((keys + tile - 1) / tile);
+  const uint64_t hd = uint64_t(std::max<int64_t>(s.head_dim, 1));
+  // attention.comp's split: chunks of `sg` keys dealt to wg / sg subgroups;
+  // in the V sums, key groups of min(sg, quads) lanes.
+  const uint64_t n_sg = std::max<uint64_t>(wg / sg, 1), quads = ceil_div(hd, 4);
+  const uint64_t key_groups = sg / std::min(sg, quads);
+  const uint64_t keys_per_lane = ceil_div(sg, key_groups);
+  const uint64_t dot = ceil_div(hd, 32) * 9;  // pieces of 32 dims, 8 steps each
+  const uint64_t v_sums = ceil_div(keys_per_lane, MINFER_ATTENTION_BATCH) *
+                          (1 + MINFER_ATTENTION_BATCH * (1 + quads_max));
+  const uint64_t per_chunk = dot + quads_max + v_sums;
+  const uint64_t partials = n_sg * key_groups;
+  const uint64_t passes = ceil_div(partials, MINFER_ATTENTION_COMBINE / hd);
+  const uint64_t merge = 2 * n_sg + passes * (1 + quads_max) + partials;
+  return ceil_div(hd, wg) + quads_max + ceil_div(ceil_div(keys, sg), n_sg) * per_chunk + merge;
 }
 
 namespace {
 
-// The loop-count guard of CPU devices (lavapipe; docs/VULKAN.md rule 7).
-Status check_attention_loops(const DeviceInfo& info, const AttentionShape& s) {
+// What the device must allow for `s`: the loop-count guard of CPU devices
+// (lavapipe; docs/VULKAN.md rule 7), and subgroups wide enough that a lane
+// holds at most MINFER_ATTENTION_MAX_QUADS quads of a head (any subgroup of
+// >= 8 lanes does at head_dim 256).
+Status check_attention_device(const DeviceInfo& info, const AttentionShape& s) {
+  const uint64_t sg = std::max<uint32_t>(info.limits.subgroup_size, 1);
+  const uint64_t quads = (uint64_t(s.head_dim) + 3) / 4;
+  if (quads > sg * MINFER_ATTENTION_MAX_QUADS) {
+    return Status::unimplemented("attention: head_dim " + str(s.head_dim) + " on subgroups of " +
+                                 std::to_string(sg) + " lanes (" + info.name +
+                                 ") needs more than " + std::to_string(MINFER_ATTENTION_MAX_QUADS) +
+                                 " groups of 4 dims per lane");
+  }
   const uint64_t loops = attention_loop_bound(s, info.limits.subgroup_size);
   if (info.type != "cpu" || loops <= kCpuLoopBudget) return Status::ok();
   return Status::unimplemented("attention: up to " + std::to_string(loops) +
@@ -322,7 +344,7 @@ Status encode_attention(Recorder& rec, const BufferRange& q, const BufferRange& 
   MINFER_ASSIGN_OR_RETURN(const uint32_t kernel,
                           attention_kernel(rec.device(), s.k_type, s.v_type));
   const DeviceInfo& info = rec.device().info();
-  MINFER_RETURN_IF_ERROR(check_attention_loops(info, s));
+  MINFER_RETURN_IF_ERROR(check_attention_device(info, s));
   MINFER_RETURN_IF_ERROR(
       check_attention_bindings(q, positions, seq_slots, page_table, k_cache, v_cache, out, err, s));
   MINFER_ASSIGN_OR_RETURN(const Groups groups,

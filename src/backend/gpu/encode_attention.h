@@ -28,12 +28,16 @@
 // quantizer (its f32 d and roundf, divisions made exact in the kernel); an
 // element at a rounding tie may differ by one code (none seen on lavapipe).
 // attention scores q.k in f32 (Q8_0 keys dequantized, not the CPU's
-// quantized query), with an online softmax and the V sum in f32.
+// quantized query), with an online softmax per subgroup merged once per
+// query, and the V sums in f32; how the keys are split depends only on the
+// query's own position (and window) and the device's subgroup size, never on
+// the other tokens of the batch, so a query's output is bit-identical in any
+// batch.
 //
-// lavapipe (docs/VULKAN.md rule 7): attention runs at most 2 + 120 *
-// ceil(keys / 128) loop iterations per invocation at head_dim 256 on
-// subgroups of 8 (3842 at 4096 keys); encode_attention refuses, on a CPU
-// device, shapes whose worst case passes 60000.
+// lavapipe (docs/VULKAN.md rule 7): attention runs at most
+// attention_loop_bound() loop iterations per invocation (2589 at head_dim
+// 256, Q8_0 K, 4096 keys on subgroups of 8); encode_attention refuses, on a
+// CPU device, shapes whose worst case passes 60000.
 #pragma once
 
 #include <cstdint>
@@ -104,7 +108,8 @@ uint64_t attention_loop_bound(const AttentionShape& shape, uint32_t subgroup_siz
 // otherwise; given without paging they are refused). A position, slot or
 // page outside the cache or tables (n_ctx / page_size pages) is skipped and
 // reported as MINFER_ERR_POSITION. head_dim: even, <= 256 (a multiple of 32
-// with a Q8_0 region).
+// with a Q8_0 region; <= 32 x the subgroup size on a device whose subgroups
+// have fewer than 8 lanes, unimplemented past that).
 Status encode_attention(Recorder& rec, const BufferRange& q, const BufferRange& positions,
                         const BufferRange& seq_slots, const BufferRange& page_table,
                         const BufferRange& k_cache, const BufferRange& v_cache,

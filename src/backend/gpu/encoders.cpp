@@ -236,7 +236,7 @@ Result<uint32_t> matmul_kernel(const Device& device, quant::TensorType type) {
 
 Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
                      const BufferRange& x, const BufferRange& y, MatmulShape s,
-                     std::string_view note) {
+                     std::string_view note, const MatmulEpilogue& epilogue) {
   MINFER_RETURN_IF_ERROR(check_weight_kernel("matmul", kernel, type));
   MINFER_RETURN_IF_ERROR(positive("matmul", "in_dim", s.in_dim));
   MINFER_RETURN_IF_ERROR(positive("matmul", "out_dim", s.out_dim));
@@ -257,6 +257,14 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
   MINFER_RETURN_IF_ERROR(needs("matmul", "W", w, *row * uint64_t(s.out_dim)));
   MINFER_RETURN_IF_ERROR(needs("matmul", "x", x, uint64_t(s.in_dim) * s.n_tokens * 4));
   MINFER_RETURN_IF_ERROR(needs("matmul", "y", y, uint64_t(s.out_dim) * s.n_tokens * 4));
+  const bool has_bias = epilogue.bias.buffer != nullptr;
+  const bool has_residual = epilogue.residual.buffer != nullptr;
+  if (has_bias)
+    MINFER_RETURN_IF_ERROR(needs("matmul", "bias", epilogue.bias, uint64_t(s.out_dim) * 4));
+  if (has_residual) {
+    MINFER_RETURN_IF_ERROR(
+        needs("matmul", "residual", epilogue.residual, uint64_t(s.out_dim) * s.n_tokens * 4));
+  }
   const DeviceLimits& limits = rec.device().info().limits;
   const uint32_t workgroup = embedded_kernels()[kernel].workgroup[0];
   const uint32_t lanes_log2 = matmul_lanes_log2(type, s.in_dim, limits.subgroup_size, workgroup);
@@ -274,8 +282,11 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
                               static_cast<uint32_t>(s.n_tokens),
                               lanes_log2,
                               lane_rows,
-                              x_vec4 ? 1u : 0u};
-  const BufferRange bindings[] = {whole_words(w), x, y};
+                              x_vec4 ? 1u : 0u,
+                              has_bias ? 1u : 0u,
+                              has_residual ? 1u : 0u};
+  const BufferRange bindings[] = {whole_words(w), x, y, has_bias ? epilogue.bias : x,
+                                  has_residual ? epilogue.residual : x};
   return rec.dispatch_args(kernel, bindings, args, groups, note);
 }
 

@@ -57,9 +57,16 @@ Result<uint32_t> matmul_kernel(const Device& device, quant::TensorType type);
 // type of quant::is_weight_type; K-quant rows are whole 256-element blocks),
 // x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32. `kernel` is
 // matmul_kernel(type) or (tests) another available variant of the same type.
+// `epilogue` adds, in this order and in f32 as separate element-wise adds
+// would: a bias row (f32 [out_dim]) and a residual (f32 [n_tokens][out_dim],
+// the same range as y or disjoint from it); a null buffer: none.
+struct MatmulEpilogue {
+  BufferRange bias;
+  BufferRange residual;
+};
 Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
                      const BufferRange& x, const BufferRange& y, MatmulShape shape,
-                     std::string_view note = {});
+                     std::string_view note = {}, const MatmulEpilogue& epilogue = {});
 
 // Tests only: how every later encode_matmul runs instead of its own choice
 // (the defaults restore that choice). lanes: the invocations per row

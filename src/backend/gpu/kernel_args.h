@@ -63,6 +63,8 @@ struct MatmulArgs {
   u32 lanes_log2;
   u32 lane_rows;
   u32 x_vec4;
+  u32 has_bias;      // 1: y += bias[r] (binding 3, f32 [out_dim])
+  u32 has_residual;  // 1: y += residual[t][r] after the bias (binding 4)
 };
 
 // spin.comp (test only): each workgroup loops until flag[0] != 0 or
@@ -95,7 +97,8 @@ static_assert(offsetof(RmsNormArgs, n_rows) == 4 && offsetof(RmsNormArgs, has_we
               offsetof(RmsNormArgs, eps) == 12 && sizeof(RmsNormArgs) == 16);
 static_assert(offsetof(MatmulArgs, out_dim) == 4 && offsetof(MatmulArgs, n_tokens) == 8 &&
               offsetof(MatmulArgs, lanes_log2) == 12 && offsetof(MatmulArgs, lane_rows) == 16 &&
-              offsetof(MatmulArgs, x_vec4) == 20 && sizeof(MatmulArgs) == 24);
+              offsetof(MatmulArgs, x_vec4) == 20 && offsetof(MatmulArgs, has_bias) == 24 &&
+              offsetof(MatmulArgs, has_residual) == 28 && sizeof(MatmulArgs) == 32);
 static_assert(sizeof(SpinArgs) == 4);
 }  // namespace minfer::gpu::args
 #else

@@ -12,10 +12,19 @@
 #define MINFER_KV_F16 1u
 #define MINFER_KV_Q8_0 2u
 
-// Keys per tile of attention.comp: one key per invocation while scoring, so
-// its manifest's workgroup is this many invocations (and head_dim <= 2x this:
-// one pair of output dims per invocation).
-#define MINFER_ATTENTION_TILE 128
+// attention.comp's geometry. Each subgroup of its MINFER_ATTENTION_WG
+// invocations is an independent worker over its own chunks of keys (one key
+// per lane while scoring), with its own online softmax; the workgroup merges
+// the subgroups' states once, at the end, through MINFER_ATTENTION_COMBINE
+// floats of shared memory. head_dim <= MINFER_ATTENTION_MAX_HEAD_DIM; in the
+// V sums a lane holds at most MINFER_ATTENTION_MAX_QUADS groups of four
+// output dims (head_dim / 4 over subgroups of >= 8 lanes) and has the V rows
+// of MINFER_ATTENTION_BATCH keys in flight at once.
+#define MINFER_ATTENTION_WG 256
+#define MINFER_ATTENTION_MAX_HEAD_DIM 256
+#define MINFER_ATTENTION_MAX_QUADS 8
+#define MINFER_ATTENTION_BATCH 8
+#define MINFER_ATTENTION_COMBINE 2048
 
 // rope.comp: x [n_tokens][n_heads * head_dim] f32 -> out (may alias x). One
 // invocation per slot of a head: slot i < n_rot/2 rotates pair i, slot

@@ -98,19 +98,22 @@ Status GpuBackend::matmul(const Node& n, const std::string& weight_name, const s
   const DeviceWeight* w = weight(weight_name);
   if (w == nullptr) return fail(n, "weight '" + weight_name + "' is not on the device");
   const MatmulShape shape{in_dim, out_dim, n_tokens};
-  if (use_tiled(w->type, out_dim, n_tokens, invariant)) {
-    MINFER_ASSIGN_OR_RETURN(uint32_t tiled, matmul_tiled_kernel(*device_, w->type));
-    MINFER_RETURN_IF_ERROR(
-        encode_matmul_tiled(rec_, tiled, w->type, w->range(), x, y, shape, n.name));
-  } else {
-    MINFER_ASSIGN_OR_RETURN(uint32_t kernel, matmul_kernel(*device_, w->type));
-    MINFER_RETURN_IF_ERROR(encode_matmul(rec_, kernel, w->type, w->range(), x, y, shape, n.name));
-  }
-  const int64_t n_out = out_dim * n_tokens;
+  MatmulEpilogue epilogue;
   if (!bias.empty()) {
-    MINFER_ASSIGN_OR_RETURN(BufferRange b, weight_range(n, bias));
+    MINFER_ASSIGN_OR_RETURN(epilogue.bias, weight_range(n, bias));
+  }
+  if (residual != nullptr) epilogue.residual = *residual;
+  if (!use_tiled(w->type, out_dim, n_tokens, invariant)) {  // the row kernel adds them itself
+    MINFER_ASSIGN_OR_RETURN(uint32_t kernel, matmul_kernel(*device_, w->type));
+    return encode_matmul(rec_, kernel, w->type, w->range(), x, y, shape, n.name, epilogue);
+  }
+  MINFER_ASSIGN_OR_RETURN(uint32_t tiled, matmul_tiled_kernel(*device_, w->type));
+  MINFER_RETURN_IF_ERROR(
+      encode_matmul_tiled(rec_, tiled, w->type, w->range(), x, y, shape, n.name));
+  const int64_t n_out = out_dim * n_tokens;
+  if (epilogue.bias.buffer != nullptr) {
     MINFER_RETURN_IF_ERROR(
-        encode_elementwise(rec_, ElementwiseOp::kAdd, y, b, y, n_out, out_dim, n.name));
+        encode_elementwise(rec_, ElementwiseOp::kAdd, y, epilogue.bias, y, n_out, out_dim, n.name));
   }
   if (residual != nullptr) {
     MINFER_RETURN_IF_ERROR(

@@ -3,25 +3,40 @@
 // h / (n_head / n_head_kv) and keys j in [lo, hi], hi = positions[t], lo =
 // hi + 1 - sliding_window (or 0); key j lives in cache row j, or (paged)
 // page_table[seq_slots[t] * max_pages + j / page_size] * page_size +
-// j % page_size. out = softmax(scale * q.K) V, an online softmax in f32
-// (running max m, sum s; the V sum rescaled by exp(m_old - m_new) per tile).
+// j % page_size. out = softmax(scale * q.K) V, an online softmax in f32.
 // A position, slot or page outside the cache or tables is skipped and
 // reported as MINFER_ERR_POSITION; a query that sees no key gets zeros.
 //
-// One workgroup of MINFER_ATTENTION_TILE invocations per (token, head),
-// folded over x and y. Keys go in tiles of MINFER_ATTENTION_TILE: invocation
-// i scores key lo + tile * TILE + i (a whole head_dim dot), the tile max
-// meets through subgroupMax and one shared slot per subgroup, the weights p
-// and cache rows go to shared memory, then invocation i accumulates output
-// dims (2i, 2i + 1) over the tile's keys. Two barriers per tile.
+// One workgroup of MINFER_ATTENTION_WG invocations per (token, head), folded
+// over x and y. Its keys go in chunks of one subgroup's size S; subgroup g
+// takes chunks g, g + n_subgroups, ... and keeps its own softmax state (max
+// m, sum s, V sums), so the key loop has no workgroup barrier: per chunk,
+// lane i scores key first + i (a whole head_dim dot against the query in
+// shared memory; scoring each key with the whole subgroup instead, rows read
+// coalesced and the dot through subgroupAdd, measured 3-6x slower on the
+// H200), the chunk max meets through subgroupMax, the weights and
+// cache rows go to the subgroup's slots of shared memory (subgroupBarrier),
+// and the lanes sum V: lane = (key group, lane of the key) with
+// lanes_per_key = min(S, head_dim / 4) lanes on one key's row, each holding
+// groups of four dims (quads) kl, kl + lanes_per_key, ...; the key groups
+// take the chunk's keys in turn, MINFER_ATTENTION_BATCH at a time. At the
+// end one barrier exchanges the subgroups' (m, s), each (subgroup, key
+// group) partial is scaled to the common max and the partials are added in
+// a fixed order through MINFER_ATTENTION_COMBINE shared floats (several
+// passes when they do not fit). How keys are split depends on the query's
+// own [lo, hi] and the device's subgroup size only: a query's result is the
+// same whatever else is in the batch.
+//
+// Subgroups are assumed full and numbered densely (slot gl_SubgroupID * S +
+// lane < WG: WG is a multiple of every subgroup size 8..64); S >= 8 keeps a
+// lane's quads within MINFER_ATTENTION_MAX_QUADS at head_dim 256 (the
+// encoder refuses smaller subgroups where they would not).
 //
 // Loop iterations per invocation (docs/VULKAN.md rule 7, lavapipe's cap of
-// 65535 for all loops together): 2 (query load) + per tile [head_dim/4 (K
-// dot; Q8_0: head_dim/32 * 9) + TILE/subgroup_size (the subgroup slots) +
-// TILE/4 (V sum)]: at head_dim 256 and subgroup 8, <= 2 + 120 *
-// ceil(keys / 128); 4096 keys take <= 3842, the cap is reached past ~69k
-// keys (encode_attention refuses such shapes on CPU devices).
+// 65535 for all loops together): encode_attention.cpp's attention_loop_bound
+// counts them (every [[unroll]] loop counted as a loop, in case it is not).
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "kernel_args.h"
 #define MINFER_ERR_BINDING 7
@@ -34,13 +49,17 @@ layout(std430, binding = 2) readonly buffer Slots { int seq_slots[]; };
 layout(std430, binding = 3) readonly buffer Pages { int page_table[]; };
 layout(std430, binding = 6) writeonly buffer Out { float out_values[]; };
 
-const uint kTile = MINFER_ATTENTION_TILE;
+const uint kMaxQuads = MINFER_ATTENTION_MAX_QUADS;
+const uint kBatch = MINFER_ATTENTION_BATCH;
+const uint kCombine = MINFER_ATTENTION_COMBINE;
 const float kMasked = -3.0e38;
 
-shared float q_s[2u * kTile];  // the query head (head_dim <= 2 * TILE)
-shared float p_s[kTile];       // weights of the tile's keys (0: masked)
-shared int row_s[kTile];       // their cache rows (-1: masked)
-shared float max_s[kWorkgroupInvocations];  // one slot per subgroup
+shared float q_s[MINFER_ATTENTION_MAX_HEAD_DIM];  // the query head
+shared float p_s[kWorkgroupInvocations];          // per lane slot: its key's weight
+shared int row_s[kWorkgroupInvocations];          // and cache row (-1: masked)
+shared float m_s[kWorkgroupInvocations];          // per subgroup: its max
+shared float sum_s[kWorkgroupInvocations];        // and its sum of weights
+shared float combine_s[kCombine];                 // scaled partial V sums
 
 #include "attention_cache.glsl"
 
@@ -85,62 +104,108 @@ bool query_range(uint t, out uint lo, out uint hi, out uint slot) {
   return true;
 }
 
-void accumulate(uint k, uint e_head, bool pair_ok, inout vec2 acc, inout float sum) {
-  const int row = row_s[k];
-  if (row < 0) return;
-  const float p = p_s[k];
-  sum += p;
-  if (pair_ok) acc += p * v_pair(uint(row) * args.n_head_kv * args.head_dim + e_head);
-}
-
 void main() {
   const uint group = folded_group_index();
   const uint t = group / args.n_head, h = group % args.n_head;
   const uint lid = gl_LocalInvocationIndex;
   const uint hd = args.head_dim;
-  const uint kvh = h / (args.n_head / args.n_head_kv);
   const uint row_len = args.n_head_kv * hd;
+  const uint head0 = (h / (args.n_head / args.n_head_kv)) * hd;  // the kv head's first element
   uint lo, hi, slot;
   const bool ok = query_range(t, lo, hi, slot);
-  const uint n_tiles = ok ? (hi - lo) / kTile + 1u : 0u;
   const uint q0 = (t * args.n_head + h) * hd;
   for (uint i = lid; i < hd; i += kWorkgroupInvocations) q_s[i] = ok ? q[q0 + i] : 0.0;
   barrier();
 
-  const bool pair_ok = 2u * lid < hd;
+  const uint sg_size = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+  const uint sg = gl_SubgroupID, n_sg = gl_NumSubgroups;
+  const uint my_slot = sg * sg_size + lane;
+  const uint n_quads = (hd + 3u) / 4u;
+  const uint lanes_per_key = min(sg_size, n_quads);
+  const uint key_groups = sg_size / lanes_per_key;
+  const uint kg = lane / lanes_per_key, kl = lane % lanes_per_key;
+  const bool v_lane = kg < key_groups;
+  const uint n_chunks = ok ? (hi - lo) / sg_size + 1u : 0u;
+
   float m = kMasked, sum = 0.0;
-  vec2 acc = vec2(0.0);
-  for (uint tile = 0u; tile < n_tiles; ++tile) {
-    const uint first = lo + tile * kTile;
-    const uint j = first + lid;
+  vec4 acc[kMaxQuads];
+  [[unroll]] for (uint i = 0u; i < kMaxQuads; ++i) acc[i] = vec4(0.0);
+  for (uint c = sg; c < n_chunks; c += n_sg) {
+    const uint first = lo + c * sg_size;
+    const uint j = first + lane;
     int row = -1;
     float score = kMasked;
     if (j <= hi) row = cache_row(j, slot);
-    if (row >= 0) score = args.scale * k_dot(uint(row) * row_len + kvh * hd);
-    const float tile_max = subgroupMax(score);
-    if (subgroupElect()) max_s[gl_SubgroupID] = tile_max;
-    barrier();
-    float m_new = m;
-    for (uint g = 0u; g < gl_NumSubgroups; ++g) m_new = max(m_new, max_s[g]);
-    p_s[lid] = row >= 0 ? exp(score - m_new) : 0.0;
-    row_s[lid] = row;
-    barrier();
+    if (row >= 0) score = args.scale * k_dot(uint(row) * row_len + head0);
+    const float m_new = max(m, subgroupMax(score));
+    const float p = row >= 0 ? exp(score - m_new) : 0.0;
     const float correction = exp(m - m_new);
-    acc *= correction;
-    sum *= correction;
     m = m_new;
-    const uint n_keys = min(kTile, hi + 1u - first);
-    const uint e_head = kvh * hd + 2u * lid;
-    for (uint k = 0u; k < n_keys; k += 4u) {
-      accumulate(k, e_head, pair_ok, acc, sum);
-      if (k + 1u < n_keys) accumulate(k + 1u, e_head, pair_ok, acc, sum);
-      if (k + 2u < n_keys) accumulate(k + 2u, e_head, pair_ok, acc, sum);
-      if (k + 3u < n_keys) accumulate(k + 3u, e_head, pair_ok, acc, sum);
+    sum = sum * correction + p;
+    [[unroll]] for (uint i = 0u; i < kMaxQuads; ++i) acc[i] *= correction;
+    p_s[my_slot] = p;
+    row_s[my_slot] = row;
+    subgroupBarrier();
+
+    const uint n_keys = min(sg_size, hi + 1u - first);
+    const uint base = sg * sg_size;
+    if (v_lane) {
+      for (uint k0 = kg; k0 < n_keys; k0 += kBatch * key_groups) {
+        for (uint b = 0u; b < kBatch; ++b) {
+          const uint k = k0 + b * key_groups;
+          const uint at = base + min(k, sg_size - 1u);
+          const int r = k < n_keys ? row_s[at] : -1;
+          const float w = p_s[at];
+          const uint e_key = uint(max(r, 0)) * row_len + head0;
+          [[unroll]] for (uint i = 0u; i < kMaxQuads; ++i) {
+            const uint e = 4u * (kl + i * lanes_per_key);
+            if (r >= 0 && e < hd) acc[i] += w * v_quad(e_key + e, min(4u, hd - e));
+          }
+        }
+      }
+    }
+    subgroupBarrier();  // the slots are rewritten by the next chunk
+  }
+
+  // Merge the subgroups: a common max, the total weight, then the partial V
+  // sums scaled to that max and added in (subgroup, key group) order.
+  const float sg_sum = subgroupAdd(sum);
+  if (subgroupElect()) {
+    m_s[sg] = m;
+    sum_s[sg] = sg_sum;
+  }
+  barrier();
+  float m_all = kMasked;
+  for (uint g = 0u; g < n_sg; ++g) m_all = max(m_all, m_s[g]);
+  float total_weight = 0.0;
+  for (uint g = 0u; g < n_sg; ++g) total_weight += exp(m_s[g] - m_all) * sum_s[g];
+  const float own_scale = exp(m - m_all);
+  const uint n_partials = n_sg * key_groups;
+  const uint per_pass = kCombine / hd;
+  const uint partial = sg * key_groups + kg;
+  float total = 0.0;
+  for (uint first = 0u; first < n_partials; first += per_pass) {
+    if (first > 0u) barrier();  // the last pass's reads are done
+    if (v_lane && partial >= first && partial < first + per_pass) {
+      const uint at = (partial - first) * hd;
+      [[unroll]] for (uint i = 0u; i < kMaxQuads; ++i) {
+        const uint e = 4u * (kl + i * lanes_per_key);
+        const vec4 v = own_scale * acc[i];
+        if (e < hd) {
+          combine_s[at + e] = v.x;
+          combine_s[at + e + 1u] = v.y;
+        }
+        if (e + 2u < hd) {
+          combine_s[at + e + 2u] = v.z;
+          combine_s[at + e + 3u] = v.w;
+        }
+      }
+    }
+    barrier();
+    const uint n = min(per_pass, n_partials - first);
+    if (lid < hd) {
+      for (uint i = 0u; i < n; ++i) total += combine_s[i * hd + lid];
     }
   }
-  if (ok && pair_ok) {
-    const vec2 result = sum > 0.0 ? acc / sum : vec2(0.0);
-    out_values[q0 + 2u * lid] = result.x;
-    out_values[q0 + 2u * lid + 1u] = result.y;
-  }
+  if (ok && lid < hd) out_values[q0 + lid] = total_weight > 0.0 ? total / total_weight : 0.0;
 }

@@ -30,6 +30,8 @@ layout(push_constant) uniform Push { MatmulArgs args; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
 
 const uint kTokens = MINFER_MATMUL_TOKENS_PER_GROUP;
 const uint kRows = MINFER_MATMUL_MAX_LANE_ROWS;
@@ -38,9 +40,13 @@ const uint kRows = MINFER_MATMUL_MAX_LANE_ROWS;
 // One slot per subgroup and token (the worst case: a subgroup per invocation).
 shared float partial_sums[kTokens * kWorkgroupInvocations];
 
-// y[t][row] = s for the tokens of this group.
+// y[t][row] = s (+ bias[row]) (+ residual[t][row]) for the tokens of this
+// group: the adds in the order of separate element-wise kernels.
 void store_y(uint row, uint t, float s) {
-  y[(gl_WorkGroupID.z * kTokens + t) * args.out_dim + row] = s;
+  const uint i = (gl_WorkGroupID.z * kTokens + t) * args.out_dim + row;
+  if (args.has_bias != 0u) s = s + bias[row];
+  if (args.has_residual != 0u) s = s + residual[i];
+  y[i] = s;
 }
 
 void main() {
