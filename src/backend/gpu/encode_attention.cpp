@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/gpu/encode_checks.h"
 #include "backend/gpu/kernel_args.h"
 #include "backend/gpu/kernel_table.h"
 #include "backend/gpu/limits.h"
@@ -15,7 +16,6 @@ namespace {
 
 using quant::TensorType;
 
-constexpr int64_t kMaxIndex = std::numeric_limits<uint32_t>::max();
 constexpr int64_t kMaxHeadDim = MINFER_ATTENTION_MAX_HEAD_DIM;
 // Loop iterations one invocation may run on a CPU device: lavapipe stops
 // every loop of a shader after 65535 in all (docs/VULKAN.md rule 7).
@@ -23,32 +23,6 @@ constexpr uint64_t kCpuLoopBudget = 60000;
 
 std::string str(int64_t v) {
   return std::to_string(v);
-}
-
-uint64_t bound_bytes(const BufferRange& r) {
-  if (r.buffer == nullptr) return 0;
-  if (r.size != 0) return r.size;
-  return r.offset < r.buffer->capacity() ? r.buffer->capacity() - r.offset : 0;
-}
-
-Status needs(std::string_view op, std::string_view what, const BufferRange& r, uint64_t bytes) {
-  if (r.buffer == nullptr) {
-    return Status::invalid_argument(std::string(op) + ": no buffer for " + std::string(what));
-  }
-  if (bound_bytes(r) < bytes) {
-    return Status::invalid_argument(std::string(op) + ": " + std::string(what) + " needs " +
-                                    std::to_string(bytes) + " bytes, its binding has " +
-                                    std::to_string(bound_bytes(r)));
-  }
-  return Status::ok();
-}
-
-Status positive(std::string_view op, std::string_view what, int64_t v) {
-  if (v <= 0 || v > kMaxIndex) {
-    return Status::invalid_argument(std::string(op) + ": " + std::string(what) + " = " + str(v) +
-                                    " (must be in 1.." + str(kMaxIndex) + ")");
-  }
-  return Status::ok();
 }
 
 // Whether a binding's first a_bytes and another's first b_bytes share bytes.

@@ -1,5 +1,7 @@
 #include "backend/gpu/encode_matmul_tiled.h"
 
+#include "backend/gpu/encode_checks.h"
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -17,34 +19,12 @@ namespace minfer::gpu {
 namespace {
 
 constexpr std::string_view kName = "matmul_tiled";
-constexpr uint64_t kMaxIndex = std::numeric_limits<uint32_t>::max();
-
-// The bytes a binding offers the kernel.
-uint64_t bound_bytes(const BufferRange& r) {
-  if (r.buffer == nullptr) return 0;
-  if (r.size != 0) return r.size;
-  return r.offset < r.buffer->capacity() ? r.buffer->capacity() - r.offset : 0;
-}
 
 Status needs(std::string_view what, const BufferRange& r, uint64_t bytes) {
-  if (r.buffer == nullptr) {
-    return Status::invalid_argument("matmul_tiled: no buffer for " + std::string(what));
-  }
-  if (bound_bytes(r) < bytes) {
-    return Status::invalid_argument("matmul_tiled: " + std::string(what) + " needs " +
-                                    std::to_string(bytes) + " bytes, its binding has " +
-                                    std::to_string(bound_bytes(r)));
-  }
-  return Status::ok();
+  return gpu::needs(kName, what, r, bytes);
 }
-
 Status positive(std::string_view what, int64_t v) {
-  if (v <= 0 || uint64_t(v) > kMaxIndex) {
-    return Status::invalid_argument("matmul_tiled: " + std::string(what) + " = " +
-                                    std::to_string(v) + " (must be in 1.." +
-                                    std::to_string(kMaxIndex) + ")");
-  }
-  return Status::ok();
+  return gpu::positive(kName, what, v);
 }
 
 // The manifest's variant for a weight type: its name in lower case ("q4_0"),
