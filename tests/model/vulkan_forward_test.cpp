@@ -43,6 +43,7 @@
 
 #if MINFER_HAS_VULKAN
 #include "backend/vulkan/vulkan_backend.h"
+#include "vulkan_options.h"
 #endif
 
 namespace minfer::model::testing {
@@ -53,26 +54,7 @@ using quant::TensorType;
 
 #if MINFER_HAS_VULKAN
 
-// The environment's options, with CUDA off and the first Vulkan device
-// named unless MINFER_VULKAN_DEVICE chose one.
-Options vulkan_options() {
-  auto o = Options::from_env();
-  Options out = o.is_ok() ? *o : Options{};
-  out.disable_cuda = true;
-  if (out.vulkan_device < 0) out.vulkan_device = 0;
-  return out;
-}
-
-// Skips only when there is no Vulkan device (unavailable); any other failure
-// to open one (a kernel the driver refuses, say) fails the test.
-#define SKIP_WITHOUT_VULKAN()                                                        \
-  do {                                                                               \
-    const ::minfer::Status s_ = ::minfer::vulkan::device_status(vulkan_options());   \
-    if (s_.code() == ::minfer::StatusCode::kUnavailable) {                           \
-      GTEST_SKIP() << "no Vulkan device: " << s_.message();                          \
-    }                                                                                \
-    ASSERT_TRUE(s_.is_ok()) << "opening the Vulkan device failed: " << s_.message(); \
-  } while (0)
+using ::minfer::testing::vulkan_options;
 
 Result<const Model*> tiny_model(const std::string& shape, const std::string& quant) {
   static std::map<std::string, std::unique_ptr<Model>> models;
@@ -148,7 +130,7 @@ struct VulkanCase {
 class VulkanForward : public ::testing::TestWithParam<VulkanCase> {};
 
 TEST_P(VulkanForward, MatchesReference) {
-  SKIP_WITHOUT_VULKAN();
+  MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
   const VulkanCase& c = GetParam();
   auto model = tiny_model(c.shape, c.quant);
   ASSERT_TRUE(model.is_ok()) << model.message();
@@ -208,7 +190,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Every node of the tiny models' graphs (one token, a prompt, a paged batch
 // of the engine) runs on the Vulkan backend: nothing falls to the CPU.
 TEST(VulkanForward, EveryNodeRunsOnVulkan) {
-  SKIP_WITHOUT_VULKAN();
+  MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
   for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-gemma3"}) {
     for (const char* quant : {"Q4_K_M", "Q8_0"}) {
       SCOPED_TRACE(std::string(shape) + " " + quant);
@@ -250,7 +232,7 @@ TEST(VulkanForward, EveryNodeRunsOnVulkan) {
 // Two runs give the same logits bit for bit (the kernels' order of additions
 // is fixed by the shapes), with and without split replay.
 TEST(VulkanForward, GreedyIsDeterministic) {
-  SKIP_WITHOUT_VULKAN();
+  MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
   auto model = tiny_model("tiny-qwen2", "Q4_0");
   ASSERT_TRUE(model.is_ok()) << model.message();
   const auto tokens = make_tokens(12, (*model)->hparams().n_vocab, 7);

@@ -21,6 +21,7 @@
 
 #if MINFER_HAS_VULKAN
 #include "backend/vulkan/vulkan_backend.h"
+#include "vulkan_options.h"
 #endif
 
 namespace minfer::runtime {
@@ -28,27 +29,10 @@ namespace {
 
 #if MINFER_HAS_VULKAN
 
-// CUDA off, the first Vulkan device named (a CPU one is used only when named).
-Options vulkan_options() {
-  Options o;
-  o.disable_cuda = true;
-  o.vulkan_device = 0;
-  return o;
-}
-
-// Skips only when there is no Vulkan device (unavailable); any other failure
-// to open one (a kernel the driver refuses, say) fails the test.
-#define SKIP_WITHOUT_VULKAN()                                                        \
-  do {                                                                               \
-    const ::minfer::Status s_ = ::minfer::vulkan::device_status(vulkan_options());   \
-    if (s_.code() == ::minfer::StatusCode::kUnavailable) {                           \
-      GTEST_SKIP() << "no Vulkan device: " << s_.message();                          \
-    }                                                                                \
-    ASSERT_TRUE(s_.is_ok()) << "opening the Vulkan device failed: " << s_.message(); \
-  } while (0)
+using ::minfer::testing::vulkan_options;
 
 TEST(VulkanEngine, LogitsRowsAreBatchInvariantBitForBit) {
-  SKIP_WITHOUT_VULKAN();
+  MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
   for (const char* shape : {"tiny-qwen2", "tiny-gemma3"}) {
     SCOPED_TRACE(shape);
     const model::Model& m = testing::tiny_model(shape, 9);
@@ -82,7 +66,7 @@ std::map<SequenceId, std::vector<int32_t>> run_all(Engine& e,
 }
 
 TEST(VulkanEngine, StaggeredSequencesGiveTheirTokensAlone) {
-  SKIP_WITHOUT_VULKAN();
+  MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
   const model::Model& m = testing::tiny_model("tiny-gemma3", 9, "Q4_K_M");
   for (quant::TensorType kv : {quant::TensorType::F16, quant::TensorType::Q8_0}) {
     SCOPED_TRACE("cache " + std::string(quant::type_name(kv)));
