@@ -1,10 +1,15 @@
 // The Vulkan device layer: opening (and refusing to open) a device, what it
-// reports, the kernels' SPIR-V against their manifests, host copies, and
-// the descriptor-pool path that devices without VK_KHR_push_descriptor take.
+// reports, the kernels' SPIR-V against their manifests, host copies (mapped,
+// staged, and MemoryUse::kHostAccess on lavapipe opened as a discrete GPU
+// with and without a BAR heap), waits that poll their fence and still end at
+// the deadline, and the descriptor-pool path that devices without
+// VK_KHR_push_descriptor take.
 #ifdef MINFER_HAS_VULKAN
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <vector>
 
@@ -116,6 +121,103 @@ TEST(VulkanDevice, HostCopiesRoundTripAtOffsets) {
   EXPECT_EQ(back, data);
   const Status past = d.write_buffer(*b, 4, data);
   EXPECT_EQ(past.code(), StatusCode::kInvalidArgument) << past.message();
+}
+
+// Round trips of `bytes` at offset 3 of a buffer made with `use`; whether it is mapped.
+bool round_trips(gpu::Device& d, gpu::MemoryUse use, size_t bytes) {
+  std::vector<std::byte> data(bytes);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = std::byte(i * 13 + 1);
+  auto b = d.create_buffer(bytes + 3, use);
+  EXPECT_TRUE(b.is_ok()) << b.message();
+  if (!b.is_ok()) return false;
+  EXPECT_TRUE(d.write_buffer(**b, 3, data).is_ok());
+  std::vector<std::byte> back(bytes);
+  EXPECT_TRUE(d.read_buffer(**b, 3, back).is_ok());
+  EXPECT_EQ(back, data) << bytes << " bytes";
+  return (*b)->mapped();
+}
+
+TEST(VulkanDevice, HostAccessBuffersAreMappedWhereTheMemoryIs) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  if (device().info().unified_memory) {  // lavapipe: every buffer is mapped
+    EXPECT_TRUE(round_trips(device(), gpu::MemoryUse::kDevice, 100));
+    EXPECT_TRUE(round_trips(device(), gpu::MemoryUse::kHostAccess, 100));
+  }
+  // As a discrete GPU with a BAR heap: only kHostAccess buffers are mapped;
+  // reads of them past 512 bytes go through staging (uncached BAR reads), and
+  // staged copies of device-local buffers round-trip too.
+  TestDevice bar = open_test_device({.quiet = true, .allow_unified_memory = false});
+  ASSERT_TRUE(bar.status.is_ok()) << bar.status.message();
+  EXPECT_FALSE(bar.device->info().unified_memory);
+  for (size_t bytes : {size_t{16}, size_t{512}, size_t{4096}, size_t{70000}}) {
+    EXPECT_TRUE(round_trips(*bar.device, gpu::MemoryUse::kHostAccess, bytes));
+    EXPECT_FALSE(round_trips(*bar.device, gpu::MemoryUse::kDevice, bytes));
+  }
+}
+
+TEST(VulkanDevice, HostAccessFallsBackWithoutMappedDeviceMemory) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  TestDevice plain = open_test_device(
+      {.quiet = true, .allow_unified_memory = false, .allow_host_access_memory = false});
+  ASSERT_TRUE(plain.status.is_ok()) << plain.status.message();
+  EXPECT_FALSE(round_trips(*plain.device, gpu::MemoryUse::kHostAccess, 16));
+  EXPECT_FALSE(round_trips(*plain.device, gpu::MemoryUse::kHostAccess, 5000));
+}
+
+// Seconds that `groups` workgroups of spin.u32 for `iterations` took on `d`
+// (the status of the wait in `status`), workgroup 0's count in `counted`.
+double time_spin(gpu::Device& d, uint32_t iterations, uint32_t groups, Status& status,
+                 uint32_t& counted) {
+  auto flag = zeros(d, 16), count = zeros(d, 16);
+  gpu::Recorder rec(d);
+  const gpu::BufferRange bindings[] = {whole(flag), whole(count)};
+  status = rec.dispatch_args(gpu::find_kernel("spin", "u32").value(), bindings,
+                             gpu::args::SpinArgs{iterations}, gpu::Groups{groups, 1, 1}, "spin");
+  if (!status.is_ok()) return 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  status = rec.submit_and_wait();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (status.is_ok()) {
+    EXPECT_TRUE(d.read_buffer(*count, 0, std::as_writable_bytes(std::span(&counted, 1))).is_ok());
+  }
+  return s;
+}
+
+// A wait that polls its fence for longer than the deadline (5 s here; 2 ms on
+// a GPU) still ends at the deadline; polled waits that finish in time give
+// their results.
+TEST(VulkanDevice, PollingWaitsStillEndAtTheDeadline) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  // About 0.4 s of spinning, calibrated on the shared device (10 s deadline).
+  Status st;
+  uint32_t counted = 0, iterations = 1u << 20, groups = 1;
+  const double one = time_spin(device(), iterations, 1, st, counted);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  if (counted == iterations) {  // loops run as long as asked
+    iterations = static_cast<uint32_t>(
+        std::clamp(iterations * 0.4 / std::max(one, 1e-4), double(iterations), 4.0e9));
+  } else {  // lavapipe's loop cap: more workgroups instead
+    iterations = counted;
+    const double many = time_spin(device(), iterations, 64, st, counted);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    groups = static_cast<uint32_t>(std::clamp(64 * 0.4 / std::max(many, 1e-4), 64.0, 65535.0));
+  }
+  ScopedEnv tiny("MINFER_GPU_TIMEOUT", "0.05");
+  // Staged host copies: their waits poll too.
+  TestDevice polling = open_test_device(
+      {.test_kernels = true, .quiet = true, .allow_unified_memory = false, .fence_spin_s = 5});
+  ASSERT_TRUE(polling.status.is_ok()) << polling.status.message();
+  gpu::Device& d = *polling.device;
+  time_spin(d, 100, 1, st, counted);  // finishes in time: the poll sees the fence
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_EQ(counted, 100u);
+  const double late = time_spin(d, iterations, groups, st, counted);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.message();
+  EXPECT_NE(st.message().find("within 0.05 s (MINFER_GPU_TIMEOUT)"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("spin.u32 'spin'"), std::string::npos) << st.message();
+  EXPECT_LT(late, 0.3) << "the wait ended near its deadline, not after the poll's 5 s";
+  // Closing `polling` waits (bounded) for the spin to end before freeing anything.
 }
 
 TEST(VulkanDevice, DescriptorPoolsWorkWherePushDescriptorsAreOff) {

@@ -1,7 +1,9 @@
 // A gpu::Device in host memory for the pool and weights tests: buffers are
 // byte vectors, made-up limits, an optional memory budget past which
-// create_buffer is resource_exhausted (as a device out of memory), and no
-// command lists. Lets tests reach limits lavapipe does not have.
+// create_buffer is resource_exhausted (as a device out of memory), a memory
+// layout (unified, or discrete with or without mapped memory for
+// MemoryUse::kHostAccess), and no command lists. Lets tests reach limits and
+// layouts lavapipe does not have.
 #pragma once
 
 #include <cstring>
@@ -15,35 +17,49 @@ namespace minfer::vulkan::testing {
 
 class FakeBuffer final : public gpu::Buffer {
  public:
-  explicit FakeBuffer(uint64_t bytes) : bytes_(bytes), data_((bytes + 15) / 16 * 16) {}
+  FakeBuffer(uint64_t bytes, bool mapped)
+      : bytes_(bytes), mapped_(mapped), data_((bytes + 15) / 16 * 16) {}
   uint64_t size() const override { return bytes_; }
   uint64_t capacity() const override { return data_.size(); }
+  bool mapped() const override { return mapped_; }
   std::vector<std::byte>& data() const { return data_; }
 
  private:
   uint64_t bytes_;
+  bool mapped_;
   mutable std::vector<std::byte> data_;
 };
 
+// Where a fake device's buffers are: every one mapped (unified), or only
+// kHostAccess ones (a discrete GPU with a BAR heap), or none.
+enum class FakeMemory { kUnified, kDiscreteWithBar, kDiscrete };
+
 class FakeDevice final : public gpu::Device {
  public:
-  FakeDevice(uint64_t max_range, uint64_t alignment, uint64_t budget) : budget_(budget) {
+  FakeDevice(uint64_t max_range, uint64_t alignment, uint64_t budget,
+             FakeMemory memory = FakeMemory::kUnified)
+      : budget_(budget), memory_(memory) {
     info_.name = "fake device";
-    info_.unified_memory = true;
+    info_.unified_memory = memory == FakeMemory::kUnified;
     info_.limits.max_storage_buffer_range = max_range;
     info_.limits.min_storage_buffer_offset_alignment = alignment;
   }
   const gpu::DeviceInfo& info() const override { return info_; }
   const gpu::KernelState& kernel(uint32_t) const override { return state_; }
   double timeout_s() const override { return 1; }
-  Result<std::unique_ptr<gpu::Buffer>> create_buffer(uint64_t bytes) override {
+  using gpu::Device::create_buffer;
+  Result<std::unique_ptr<gpu::Buffer>> create_buffer(uint64_t bytes, gpu::MemoryUse use) override {
     if (bytes > budget_ - used_) {
       return Status::resource_exhausted("fake: out of device memory for " + std::to_string(bytes) +
                                         " bytes");
     }
     used_ += bytes;
     ++created_;
-    return std::unique_ptr<gpu::Buffer>(std::make_unique<FakeBuffer>(bytes));
+    if (use == gpu::MemoryUse::kHostAccess) ++created_for_host_;
+    const bool mapped =
+        memory_ == FakeMemory::kUnified ||
+        (memory_ == FakeMemory::kDiscreteWithBar && use == gpu::MemoryUse::kHostAccess);
+    return std::unique_ptr<gpu::Buffer>(std::make_unique<FakeBuffer>(bytes, mapped));
   }
   Status write_buffer(const gpu::Buffer& b, uint64_t offset,
                       std::span<const std::byte> src) override {
@@ -60,12 +76,14 @@ class FakeDevice final : public gpu::Device {
     return Status::unimplemented("fake: no command lists");
   }
   int created() const { return created_; }
+  int created_for_host() const { return created_for_host_; }  // asked with kHostAccess
 
  private:
   gpu::DeviceInfo info_;
   gpu::KernelState state_;
   uint64_t budget_, used_ = 0;
-  int created_ = 0;
+  FakeMemory memory_;
+  int created_ = 0, created_for_host_ = 0;
 };
 
 }  // namespace minfer::vulkan::testing

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -23,9 +24,11 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
+#include "backend/gpu/encode_activation.h"
 #include "backend/gpu/encoders.h"
 #include "backend/gpu/kernel_table.h"
 #include "backend/gpu/recorder.h"
+#include "backend/vulkan_matmul_testutil.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/reference.h"
 
@@ -34,52 +37,6 @@ namespace {
 
 using cpu::testing::random_floats;
 using quant::TensorType;
-
-// Every type the GPU weight kernels decode: quant::is_weight_type's list.
-constexpr TensorType kWeightTypes[] = {
-    TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
-    TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
-    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
-
-struct Weights {
-  std::vector<uint8_t> bytes;
-  std::vector<float> decoded;  // what the GPU must compute with
-};
-
-Weights encode_weights(TensorType type, int64_t rows, int64_t in_dim, uint32_t seed) {
-  const auto values = random_floats(rows * in_dim, seed);
-  const uint64_t rb = quant::row_bytes(type, in_dim).value();
-  Weights w;
-  w.bytes.resize(rb * rows);
-  w.decoded.resize(values.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    if (type == TensorType::F32) {
-      std::memcpy(w.bytes.data() + r * rb, values.data() + r * in_dim, rb);
-    } else {
-      EXPECT_TRUE(
-          quant::quantize_row(type, values.data() + r * in_dim, w.bytes.data() + r * rb, in_dim)
-              .is_ok());
-    }
-    EXPECT_TRUE(
-        quant::dequantize_row(type, w.bytes.data() + r * rb, w.decoded.data() + r * in_dim, in_dim)
-            .is_ok());
-  }
-  return w;
-}
-
-std::vector<double> reference(const Weights& w, const std::vector<float>& x, int64_t rows,
-                              int64_t in_dim, int64_t tokens) {
-  std::vector<double> y(rows * tokens);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int64_t k = 0; k < in_dim; ++k)
-        s += double(w.decoded[r * in_dim + k]) * x[t * in_dim + k];
-      y[t * rows + r] = s;
-    }
-  }
-  return y;
-}
 
 // Every matmul variant for `type` that the device has.
 std::vector<uint32_t> variants_of(TensorType type) {
@@ -132,15 +89,6 @@ class VulkanMatmul : public ::testing::TestWithParam<TensorType> {};
 bool is_k_quant(TensorType type) {
   return quant::type_traits(type).block_size == 256;
 }
-
-// Forces how encode_matmul runs for a scope.
-class Forced {
- public:
-  explicit Forced(gpu::MatmulForTesting how) { gpu::force_matmul_for_testing(how); }
-  ~Forced() { gpu::force_matmul_for_testing({}); }
-  Forced(const Forced&) = delete;
-  Forced& operator=(const Forced&) = delete;
-};
 
 TEST_P(VulkanMatmul, MatchesTheDequantizedReference) {
   MINFER_SKIP_WITHOUT_VULKAN();
@@ -273,6 +221,9 @@ TEST(VulkanMatmulTiming, DISABLED_DecodeShapes) {
       {TensorType::Q6_K, 640, 2048},   {TensorType::Q4_K, 4864, 1024},
       {TensorType::F16, 896, 896},     {TensorType::F16, 4864, 896},
       {TensorType::F32, 896, 896},     {TensorType::Q4_1, 896, 896},
+      {TensorType::Q4_K, 4608, 3584},  {TensorType::Q4_K, 37888, 3584},
+      {TensorType::Q4_K, 3584, 18944}, {TensorType::Q6_K, 3584, 18944},
+      {TensorType::Q6_K, 512, 3584},
   };
   gpu::Device& d = device();
   constexpr int kCalls = 200;
@@ -329,6 +280,116 @@ TEST(VulkanMatmulTiming, DISABLED_DecodeShapes) {
   }
 }
 
+// GPU time per dispatch of a tiny kernel (scale over 896 floats): each one
+// depending on the last (in place, a barrier between them) and independent
+// (each into its own range, no barriers). By hand, as above, with
+// --gtest_filter='*DispatchTiming*'.
+TEST(VulkanDispatchTiming, DISABLED_Floor) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  gpu::Device& d = device();
+  constexpr int kCalls = 200;
+  constexpr int64_t kN = 896;
+  auto gx = upload_floats(d, random_floats(kN, 7));
+  auto gy = zeros(d, kN * 4 * kCalls);
+  // The third kind: dependent, in a MemoryUse::kHostAccess buffer (a BAR
+  // mapping on a discrete GPU): do kernels reach that memory as fast?
+  auto gm = d.create_buffer(kN * 4, gpu::MemoryUse::kHostAccess).value();
+  ASSERT_TRUE(d.write_buffer(*gm, 0, std::vector<std::byte>(kN * 4)).is_ok());
+  for (int kind = 0; kind < 3; ++kind) {
+    const bool dependent = kind != 1;
+    gpu::Recorder rec(d);
+    double best = 1e9;
+    for (int rep = 0; rep < 3; ++rep) {
+      ASSERT_TRUE(rec.timestamp().is_ok());
+      for (int i = 0; i < kCalls; ++i) {
+        const gpu::BufferRange out{kind == 2 ? gm.get() : gy.get(),
+                                   dependent ? 0 : uint64_t(i) * kN * 4, kN * 4};
+        const gpu::BufferRange in = dependent ? out : whole(gx);
+        ASSERT_TRUE(gpu::encode_unary(rec, gpu::UnaryOp::kScale, in, out, kN, 1.0f, "").is_ok());
+      }
+      ASSERT_TRUE(rec.timestamp().is_ok());
+      ASSERT_TRUE(rec.submit_and_wait().is_ok());
+      const auto& ts = rec.timestamps_s();
+      if (ts.size() == 2) best = std::min(best, (ts[1] - ts[0]) / kCalls);
+    }
+    const char* what[] = {"dependent", "independent", "dependent, host-access memory"};
+    std::printf("scale %lld floats, %s: %.2f us per dispatch (%llu barriers)\n", (long long)kN,
+                what[kind], best * 1e6, (unsigned long long)rec.barriers());
+  }
+  // Host round trips: a submit and wait of one dispatch, small writes and
+  // reads, and a read of the 0.5B's logits (151936 floats).
+  const auto host_us = [](auto&& f) {
+    double best = 1e9;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 50; ++i) f();
+      best = std::min(
+          best,
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+              50);
+    }
+    return best;
+  };
+  gpu::Recorder rec(d);
+  std::vector<std::byte> small(16), logits(151936 * 4);
+  auto big = zeros(d, logits.size());
+  std::printf(
+      "host: submit+wait of one dispatch %.1f us, write 16 B %.1f us, read 16 B %.1f us, "
+      "read 608 KB %.1f us\n",
+      host_us([&] {
+        EXPECT_TRUE(gpu::encode_unary(rec, gpu::UnaryOp::kScale, whole(gx), whole(gx), kN, 1.0f, "")
+                        .is_ok());
+        EXPECT_TRUE(rec.submit_and_wait().is_ok());
+      }),
+      host_us([&] { EXPECT_TRUE(d.write_buffer(*gx, 0, small).is_ok()); }),
+      host_us([&] { EXPECT_TRUE(d.read_buffer(*gx, 0, small).is_ok()); }),
+      host_us([&] { EXPECT_TRUE(d.read_buffer(*big, 0, logits).is_ok()); }));
+  // The same copies of a kHostAccess buffer, reads by size (read_buffer
+  // reads mapped memory up to 512 bytes and stages larger reads).
+  std::vector<std::byte> host(64 << 10);
+  auto mapped = d.create_buffer(host.size(), gpu::MemoryUse::kHostAccess).value();
+  const auto read_us = [&](size_t n) {
+    return host_us(
+        [&] { EXPECT_TRUE(d.read_buffer(*mapped, 0, std::span(host).first(n)).is_ok()); });
+  };
+  std::printf(
+      "host-access buffer (%s): write 16 B %.1f us, 64 KB %.1f us; read 16 B %.1f us, "
+      "1 KB %.1f us, 4 KB %.1f us, 16 KB %.1f us, 64 KB %.1f us\n",
+      mapped->mapped() ? "mapped" : "not mapped",
+      host_us([&] { EXPECT_TRUE(d.write_buffer(*mapped, 0, small).is_ok()); }),
+      host_us([&] { EXPECT_TRUE(d.write_buffer(*mapped, 0, host).is_ok()); }), read_us(16),
+      read_us(1 << 10), read_us(4 << 10), read_us(16 << 10), read_us(64 << 10));
+  // Waits that poll their fence (the shared device) and that block at once:
+  // one dispatch, and a chain of 600 dependent ones (about a 0.5B decode
+  // step, 1.5 ms), each as wall time past its GPU time.
+  TestDevice blocking = open_test_device({.quiet = true, .fence_spin_s = 0});
+  ASSERT_TRUE(blocking.status.is_ok()) << blocking.status.message();
+  for (gpu::Device* dev : {&d, blocking.device.get()}) {
+    auto x = upload_floats(*dev, random_floats(kN, 7));
+    double past[2] = {1e9, 1e9};
+    for (int rep = 0; rep < 20; ++rep) {
+      gpu::Recorder chain(*dev);
+      const int calls = rep % 2 == 0 ? 1 : 600;
+      ASSERT_TRUE(chain.timestamp().is_ok());
+      for (int i = 0; i < calls; ++i) {
+        ASSERT_TRUE(gpu::encode_unary(chain, gpu::UnaryOp::kScale, whole(x), whole(x), kN, 1.0f, "")
+                        .is_ok());
+      }
+      ASSERT_TRUE(chain.timestamp().is_ok());
+      const auto t0 = std::chrono::steady_clock::now();
+      ASSERT_TRUE(chain.submit_and_wait().is_ok());
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const auto& ts = chain.timestamps_s();
+      if (ts.size() == 2) past[rep % 2] = std::min(past[rep % 2], wall - (ts[1] - ts[0]));
+    }
+    std::printf(
+        "wait (%s): submit+wait past the GPU time: one dispatch %.1f us, 600 dependent "
+        "%.1f us\n",
+        dev == &d ? "polling" : "blocking", past[0] * 1e6, past[1] * 1e6);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(VulkanTypes, VulkanMatmul, ::testing::ValuesIn(kWeightTypes),
                          [](const auto& info) {
                            return std::string(quant::type_name(info.param));
@@ -366,10 +427,10 @@ TEST(VulkanMatmulTypes, BiasAndResidualEqualSeparateAdds) {
                                       whole(plain), n, n)
                   .is_ok());
   ASSERT_TRUE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(fused), shape,
-                                 "fused", {whole(gb), whole(gr)})
+                                 "fused", {whole(gb), whole(gr), std::nullopt})
                   .is_ok());
   ASSERT_TRUE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(in_place),
-                                 shape, "in place", {whole(gb), whole(in_place)})
+                                 shape, "in place", {whole(gb), whole(in_place), std::nullopt})
                   .is_ok());
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
   const auto want = download_floats(d, *plain, n);
@@ -383,7 +444,7 @@ TEST(VulkanMatmulTypes, BiasAndResidualEqualSeparateAdds) {
   EXPECT_LT(max_abs_diff(want, ref), 1e-3);
   // A short bias is refused.
   EXPECT_FALSE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(fused),
-                                  shape, "", {gpu::BufferRange{gb.get(), 0, 8}, {}})
+                                  shape, "", {gpu::BufferRange{gb.get(), 0, 8}, {}, std::nullopt})
                    .is_ok());
 }
 

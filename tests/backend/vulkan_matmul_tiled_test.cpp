@@ -28,6 +28,7 @@
 #include "backend/gpu/encoders.h"
 #include "backend/gpu/kernel_table.h"
 #include "backend/gpu/recorder.h"
+#include "backend/vulkan_matmul_testutil.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/reference.h"
 
@@ -36,11 +37,6 @@ namespace {
 
 using cpu::testing::random_floats;
 using quant::TensorType;
-
-constexpr TensorType kWeightTypes[] = {
-    TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
-    TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
-    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
 
 bool is_k_quant(TensorType type) {
   return quant::type_traits(type).block_size == 256;
@@ -67,53 +63,6 @@ std::vector<uint32_t> tiled_variants(TensorType type) {
     if (device().kernel(i).available) out.push_back(i);
   }
   return out;
-}
-
-struct Weights {
-  std::vector<uint8_t> bytes;
-  std::vector<float> decoded;
-};
-
-// `rows` rows: the first min(rows, distinct) encoded from random values, the
-// rest repeating them (so that large benchmark matrices are cheap to make).
-Weights encode_weights(TensorType type, int64_t rows, int64_t in_dim, uint32_t seed,
-                       int64_t distinct) {
-  const int64_t n = std::min(rows, distinct);
-  const auto values = random_floats(n * in_dim, seed);
-  const uint64_t rb = quant::row_bytes(type, in_dim).value();
-  Weights w;
-  w.bytes.resize(rb * rows);
-  w.decoded.resize(n * in_dim);
-  for (int64_t r = 0; r < n; ++r) {
-    if (type == TensorType::F32) {
-      std::memcpy(w.bytes.data() + r * rb, values.data() + r * in_dim, rb);
-    } else {
-      EXPECT_TRUE(
-          quant::quantize_row(type, values.data() + r * in_dim, w.bytes.data() + r * rb, in_dim)
-              .is_ok());
-    }
-    EXPECT_TRUE(
-        quant::dequantize_row(type, w.bytes.data() + r * rb, w.decoded.data() + r * in_dim, in_dim)
-            .is_ok());
-  }
-  for (int64_t r = n; r < rows; ++r) {
-    std::memcpy(w.bytes.data() + r * rb, w.bytes.data() + (r % n) * rb, rb);
-  }
-  return w;
-}
-
-std::vector<double> reference(const Weights& w, const std::vector<float>& x, int64_t rows,
-                              int64_t in_dim, int64_t tokens) {
-  std::vector<double> y(rows * tokens);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int64_t k = 0; k < in_dim; ++k)
-        s += double(w.decoded[r * in_dim + k]) * x[t * in_dim + k];
-      y[t * rows + r] = s;
-    }
-  }
-  return y;
 }
 
 void check_tiled(TensorType type, int64_t rows, int64_t in_dim, int64_t tokens) {

@@ -3,8 +3,10 @@
 // model of the free space and by writing a distinct pattern into every live
 // allocation and reading all of them back, fresh allocations held until
 // release_fresh(), chunks for large requests, the maxStorageBufferRange
-// refusal, and a kernel reading and writing sub-ranges at nonzero offsets.
-// Out-of-memory messages use a host-memory fake device.
+// refusal, and a kernel reading and writing sub-ranges at nonzero offsets;
+// MemoryUse::kHostAccess chunks (mapped, apart, or shared where that would not
+// help) and kernels over them on lavapipe opened as a discrete GPU.
+// Out-of-memory messages and memory layouts use a host-memory fake device.
 #ifdef MINFER_HAS_VULKAN
 
 #include "backend/gpu/buffer_pool.h"
@@ -152,6 +154,104 @@ TEST(VulkanPool, OutOfDeviceMemoryNamesTheRequestAndWhatThePoolHolds) {
   EXPECT_NE(r.message().find("allocation of 5000 bytes"), std::string::npos) << r.message();
   EXPECT_NE(r.message().find("3 chunk(s) of 3145728 bytes"), std::string::npos) << r.message();
   EXPECT_NE(r.message().find("fake: out of device memory"), std::string::npos) << r.message();
+}
+
+TEST(VulkanPool, HostAccessAllocationsGetMappedChunksOfTheirOwn) {
+  FakeDevice d(1 << 30, 64, 1 << 30, FakeMemory::kDiscreteWithBar);
+  BufferPool pool(d, 1 << 20, 64 << 10);
+  const PoolId dev = must(pool.alloc(100));
+  const PoolId in1 = must(pool.alloc(100, gpu::MemoryUse::kHostAccess));
+  const PoolId in2 = must(pool.alloc_fresh(300, gpu::MemoryUse::kHostAccess));
+  const Allocation a = *pool.allocation(in1), b = *pool.allocation(in2);
+  EXPECT_TRUE(a.buffer->mapped());
+  EXPECT_FALSE(pool.allocation(dev)->buffer->mapped());
+  EXPECT_EQ(a.buffer, b.buffer) << "small host-access allocations share their chunk";
+  EXPECT_NE(a.buffer, pool.allocation(dev)->buffer);
+  EXPECT_EQ(a.buffer->size(), 64u << 10);
+  const PoolId big = must(pool.alloc(100 << 10, gpu::MemoryUse::kHostAccess));
+  EXPECT_EQ(pool.allocation(big)->buffer->size(), 100u << 10) << "a chunk of its own size";
+  EXPECT_TRUE(pool.allocation(big)->buffer->mapped());
+  gpu::PoolStats st = pool.stats();
+  EXPECT_EQ(st.chunks, 3u);
+  EXPECT_EQ(st.host_bytes, (64u << 10) + (100u << 10));
+  EXPECT_EQ(d.created_for_host(), 2);
+  ASSERT_TRUE(pool.free(big).is_ok());
+  pool.trim();
+  EXPECT_EQ(pool.stats().host_bytes, 64u << 10);
+}
+
+TEST(VulkanPool, HostAccessSharesTheDeviceChunksWhereItWouldNotHelp) {
+  // Unified memory: every chunk is mapped already.
+  FakeDevice unified(1 << 30, 64, 1 << 30, FakeMemory::kUnified);
+  BufferPool shared(unified, 1 << 20);
+  const PoolId u1 = must(shared.alloc(100));
+  const PoolId u2 = must(shared.alloc(100, gpu::MemoryUse::kHostAccess));
+  EXPECT_EQ(shared.allocation(u1)->buffer, shared.allocation(u2)->buffer);
+  EXPECT_EQ(unified.created_for_host(), 0);
+  // A discrete GPU without mapped device memory: one chunk finds out.
+  FakeDevice discrete(1 << 30, 64, 1 << 30, FakeMemory::kDiscrete);
+  BufferPool pool(discrete, 1 << 20, 64 << 10);
+  const PoolId first = must(pool.alloc(100, gpu::MemoryUse::kHostAccess));
+  EXPECT_FALSE(pool.allocation(first)->buffer->mapped()) << "the hint fell back";
+  const PoolId dev = must(pool.alloc(100));
+  const PoolId next = must(pool.alloc(100, gpu::MemoryUse::kHostAccess));
+  EXPECT_EQ(pool.allocation(next)->buffer, pool.allocation(dev)->buffer);
+  EXPECT_EQ(discrete.created_for_host(), 1);
+  EXPECT_EQ(pool.stats().chunks, 2u);
+  const auto bytes = pattern(100, 3);
+  const Allocation a = *pool.allocation(first);
+  ASSERT_TRUE(discrete.write_buffer(*a.buffer, a.offset, bytes).is_ok());
+  std::vector<std::byte> back(100);
+  ASSERT_TRUE(discrete.read_buffer(*a.buffer, a.offset, back).is_ok());
+  EXPECT_EQ(back, bytes);
+}
+
+// lavapipe opened as a discrete GPU with a BAR heap: kernels read mapped
+// inputs and write mapped and staged outputs; host copies of both kinds.
+TEST(VulkanPool, KernelsUseHostAccessAndDeviceChunksTogether) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  TestDevice discrete = open_test_device({.quiet = true, .allow_unified_memory = false});
+  ASSERT_TRUE(discrete.status.is_ok()) << discrete.status.message();
+  gpu::Device& d = *discrete.device;
+  ASSERT_FALSE(d.info().unified_memory);
+  BufferPool pool(d, 1 << 20, 64 << 10);
+  const int64_t n = 1001;
+  const PoolId ia = must(pool.alloc(n * 4, gpu::MemoryUse::kHostAccess));
+  const PoolId ib = must(pool.alloc(n * 4));
+  const PoolId io1 = must(pool.alloc(n * 4, gpu::MemoryUse::kHostAccess));
+  const PoolId io2 = must(pool.alloc(n * 4));
+  const Allocation a = *pool.allocation(ia), b = *pool.allocation(ib);
+  const Allocation o1 = *pool.allocation(io1), o2 = *pool.allocation(io2);
+  ASSERT_TRUE(a.buffer->mapped());
+  ASSERT_FALSE(b.buffer->mapped());
+  const auto vb = cpu::testing::random_floats(n, 6);
+  ASSERT_TRUE(d.write_buffer(*b.buffer, b.offset, std::as_bytes(std::span(vb))).is_ok());
+  for (uint32_t rep = 0; rep < 2; ++rep) {  // a new input each time, as a decode step's
+    const auto va = cpu::testing::random_floats(n, 5 + rep);
+    ASSERT_TRUE(d.write_buffer(*a.buffer, a.offset, std::as_bytes(std::span(va))).is_ok());
+    gpu::Recorder rec(d);
+    using gpu::ElementwiseOp;
+    ASSERT_TRUE(
+        gpu::encode_elementwise(rec, ElementwiseOp::kAdd, a.range(), b.range(), o1.range(), n, n)
+            .is_ok());
+    ASSERT_TRUE(
+        gpu::encode_elementwise(rec, ElementwiseOp::kMul, o1.range(), b.range(), o2.range(), n, n)
+            .is_ok());
+    const Status s = rec.submit_and_wait();
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    std::vector<float> sum(n), prod(n);
+    ASSERT_TRUE(
+        d.read_buffer(*o1.buffer, o1.offset, std::as_writable_bytes(std::span(sum))).is_ok());
+    ASSERT_TRUE(
+        d.read_buffer(*o2.buffer, o2.offset, std::as_writable_bytes(std::span(prod))).is_ok());
+    std::vector<double> want_sum(n), want_prod(n);
+    for (int64_t i = 0; i < n; ++i) {
+      want_sum[i] = double(va[i] + vb[i]);
+      want_prod[i] = double((va[i] + vb[i]) * vb[i]);
+    }
+    EXPECT_LT(max_abs_diff(sum, want_sum), 1e-6);
+    EXPECT_LT(max_abs_diff(prod, want_prod), 1e-5);
+  }
 }
 
 // The model: per chunk, which alignment units are taken (live or held fresh).

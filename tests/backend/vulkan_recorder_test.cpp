@@ -105,24 +105,24 @@ TEST(VulkanRecorder, LimitChecksNameTheLimitAndBothNumbers) {
   l.max_push_constant_bytes = 128;
   gpu::KernelState st{true, "", 1024};
   const FakeBuffer big(4 << 20);
-  // matmul's five bindings: w, x, y, bias, residual.
-  const gpu::BufferRange ok[] = {
-      {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}};
+  // matmul's six bindings: w, x, y, bias, residual, norm_w.
+  const gpu::BufferRange ok[] = {{&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024},
+                                 {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}};
   Status s = gpu::check_dispatch(l, matmul, st, ok, matmul.push_size, {});
   EXPECT_NE(s.message().find("maxComputeSharedMemorySize = 512"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("1024"), std::string::npos);
   st.shared_bytes = 256;
   EXPECT_TRUE(gpu::check_dispatch(l, matmul, st, ok, matmul.push_size, {}).is_ok());
-  const gpu::BufferRange wide[] = {
-      {&big, 0, 0}, {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}};
+  const gpu::BufferRange wide[] = {{&big, 0, 0},    {&big, 0, 1024}, {&big, 0, 1024},
+                                   {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}};
   s = gpu::check_dispatch(l, matmul, st, wide, matmul.push_size, {});
   EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
   EXPECT_NE(
       s.message().find("range of 4194304 exceeds the device's maxStorageBufferRange = 1048576"),
       std::string::npos)
       << s.message();
-  const gpu::BufferRange odd[] = {
-      {&big, 32, 1024}, {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}};
+  const gpu::BufferRange odd[] = {{&big, 32, 1024}, {&big, 0, 1024}, {&big, 0, 1024},
+                                  {&big, 0, 1024},  {&big, 0, 1024}, {&big, 0, 1024}};
   s = gpu::check_dispatch(l, matmul, st, odd, matmul.push_size, {});
   EXPECT_NE(s.message().find("minStorageBufferOffsetAlignment = 64"), std::string::npos)
       << s.message();

@@ -17,7 +17,8 @@ std::string mib(uint64_t bytes) {
 
 }  // namespace
 
-BufferPool::BufferPool(Device& device, uint64_t chunk_bytes) : device_(device) {
+BufferPool::BufferPool(Device& device, uint64_t chunk_bytes, uint64_t host_chunk_bytes)
+    : device_(device) {
   const DeviceLimits& l = device.info().limits;
   alignment_ = std::max<uint64_t>(l.min_storage_buffer_offset_alignment, 16);
   max_range_ = l.max_storage_buffer_range != 0 ? l.max_storage_buffer_range
@@ -25,17 +26,21 @@ BufferPool::BufferPool(Device& device, uint64_t chunk_bytes) : device_(device) {
   // A chunk never exceeds what one binding can see, rounded down to whole units.
   const uint64_t range_units = std::max<uint64_t>(max_range_ / alignment_ * alignment_, alignment_);
   chunk_bytes_ = std::min(round_up(std::max<uint64_t>(chunk_bytes, 1), alignment_), range_units);
+  host_chunk_bytes_ =
+      std::min(round_up(std::max<uint64_t>(host_chunk_bytes, 1), alignment_), range_units);
+  host_chunks_ = !device.info().unified_memory;  // unified: every chunk is mapped already
 }
 
-Result<PoolId> BufferPool::alloc(uint64_t bytes) {
-  return allocate(bytes, false);
+Result<PoolId> BufferPool::alloc(uint64_t bytes, MemoryUse use) {
+  return allocate(bytes, false, use);
 }
 
-Result<PoolId> BufferPool::alloc_fresh(uint64_t bytes) {
-  return allocate(bytes, true);
+Result<PoolId> BufferPool::alloc_fresh(uint64_t bytes, MemoryUse use) {
+  return allocate(bytes, true, use);
 }
 
-Result<PoolId> BufferPool::allocate(uint64_t bytes, bool fresh) {
+Result<PoolId> BufferPool::allocate(uint64_t bytes, bool fresh, MemoryUse use) {
+  if (!host_chunks_) use = MemoryUse::kDevice;
   if (bytes > max_range_) {
     return Status::out_of_range("buffer pool: an allocation of " + mib(bytes) +
                                 " exceeds maxStorageBufferRange = " + mib(max_range_) + " of " +
@@ -44,9 +49,9 @@ Result<PoolId> BufferPool::allocate(uint64_t bytes, bool fresh) {
   const uint64_t reserved = round_up(std::max<uint64_t>(bytes, 1), alignment_);
   uint32_t chunk = 0;
   uint64_t offset = 0;
-  if (!take(reserved, chunk, offset)) {
-    MINFER_RETURN_IF_ERROR(add_chunk(reserved, bytes));
-    if (!take(reserved, chunk, offset)) {
+  if (!take(reserved, use, chunk, offset)) {
+    MINFER_RETURN_IF_ERROR(add_chunk(reserved, bytes, use));
+    if (!take(reserved, use, chunk, offset)) {
       return Status::internal("buffer pool: a new chunk has no room for " + mib(reserved));
     }
   }
@@ -59,11 +64,12 @@ Result<PoolId> BufferPool::allocate(uint64_t bytes, bool fresh) {
   return id;
 }
 
-bool BufferPool::take(uint64_t reserved, uint32_t& chunk, uint64_t& offset) {
-  // Best fit: the smallest free block that holds `reserved`, over every chunk.
+bool BufferPool::take(uint64_t reserved, MemoryUse use, uint32_t& chunk, uint64_t& offset) {
+  // Best fit: the smallest free block that holds `reserved`, over every chunk for `use`.
   uint64_t best = std::numeric_limits<uint64_t>::max();
   bool found = false;
   for (uint32_t c = 0; c < chunks_.size(); ++c) {
+    if (!chunks_[c].buffer || chunks_[c].use != use) continue;
     for (const auto& [off, size] : chunks_[c].free) {
       if (size >= reserved && size < best) {
         best = size;
@@ -80,9 +86,10 @@ bool BufferPool::take(uint64_t reserved, uint32_t& chunk, uint64_t& offset) {
   return true;
 }
 
-Status BufferPool::add_chunk(uint64_t reserved, uint64_t asked) {
-  const uint64_t bytes = std::max(chunk_bytes_, reserved);
-  auto buffer = device_.create_buffer(bytes);
+Status BufferPool::add_chunk(uint64_t reserved, uint64_t asked, MemoryUse use) {
+  const bool host = use == MemoryUse::kHostAccess;
+  const uint64_t bytes = std::max(host ? host_chunk_bytes_ : chunk_bytes_, reserved);
+  auto buffer = device_.create_buffer(bytes, use);
   if (!buffer.is_ok()) {
     const PoolStats st = stats();
     const std::string held = "the pool holds " + std::to_string(st.chunks) + " chunk(s) of " +
@@ -99,7 +106,11 @@ Status BufferPool::add_chunk(uint64_t reserved, uint64_t asked) {
   }
   Chunk c;
   c.buffer = std::move(buffer).value();
+  c.use = use;
   c.bytes = bytes;
+  // The hint fell back (no such memory here, or none left): later small
+  // allocations share the kDevice chunks rather than spend more on this.
+  if (host && !c.buffer->mapped()) host_chunks_ = false;
   c.free.emplace(0, bytes);
   // Reuse the entry of a trimmed chunk, so indices stay small and stable.
   for (Chunk& old : chunks_) {
@@ -182,6 +193,7 @@ PoolStats BufferPool::stats() const {
     if (!c.buffer) continue;
     ++st.chunks;
     st.chunk_bytes += c.bytes;
+    if (c.use == MemoryUse::kHostAccess) st.host_bytes += c.bytes;
     for (const auto& [off, size] : c.free) {
       st.free_bytes += size;
       st.largest_free = std::max(st.largest_free, size);

@@ -25,6 +25,14 @@
 //     no recorded work can still read it (after the split's wait). So a fresh
 //     allocation never shares memory with one freed since the last
 //     release_fresh() (backend.h: alloc_fresh is never recycled mid-execute).
+//   - alloc(bytes, MemoryUse::kHostAccess) (and alloc_fresh) take space from
+//     chunks of their own, made with that hint and of host_chunk_bytes (2 MiB;
+//     larger for a larger request), so that the host's copies of small
+//     buffers written or read every step are memcpys where the device maps
+//     such memory (Buffer::mapped()). Where it would not help, they share
+//     the kDevice chunks: on unified memory (every chunk is mapped), and
+//     once a host-access chunk came back unmapped (the device has no such
+//     memory, or ran out of it: at most one small chunk is spent finding out).
 //   - trim() destroys chunks that hold nothing (live, or fresh awaiting
 //     release); chunks are otherwise kept until the pool is destroyed.
 //   - The pool must be destroyed before its Device; the device layer keeps a
@@ -58,6 +66,7 @@ struct Allocation {
 struct PoolStats {
   size_t chunks = 0;
   uint64_t chunk_bytes = 0;   // device memory held
+  uint64_t host_bytes = 0;    // of which in chunks for MemoryUse::kHostAccess
   uint64_t live_bytes = 0;    // reserved by live allocations
   uint64_t fresh_held = 0;    // freed fresh allocations awaiting release_fresh()
   uint64_t free_bytes = 0;    // in the free lists
@@ -68,13 +77,15 @@ struct PoolStats {
 class BufferPool {
  public:
   static constexpr uint64_t kDefaultChunkBytes = 64ull << 20;
+  static constexpr uint64_t kDefaultHostChunkBytes = 2ull << 20;
 
-  explicit BufferPool(Device& device, uint64_t chunk_bytes = kDefaultChunkBytes);
+  explicit BufferPool(Device& device, uint64_t chunk_bytes = kDefaultChunkBytes,
+                      uint64_t host_chunk_bytes = kDefaultHostChunkBytes);
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  Result<PoolId> alloc(uint64_t bytes);
-  Result<PoolId> alloc_fresh(uint64_t bytes);
+  Result<PoolId> alloc(uint64_t bytes, MemoryUse use = MemoryUse::kDevice);
+  Result<PoolId> alloc_fresh(uint64_t bytes, MemoryUse use = MemoryUse::kDevice);
   // An id that is not live is invalid_argument (nothing changes).
   Status free(PoolId id);
   // Returns the space of every fresh allocation freed so far to the free lists.
@@ -91,6 +102,7 @@ class BufferPool {
  private:
   struct Chunk {
     std::unique_ptr<Buffer> buffer;
+    MemoryUse use = MemoryUse::kDevice;
     uint64_t bytes = 0;
     std::map<uint64_t, uint64_t> free;  // offset -> size, non-adjacent blocks
   };
@@ -105,17 +117,20 @@ class BufferPool {
     uint64_t offset, bytes;
   };
 
-  Result<PoolId> allocate(uint64_t bytes, bool fresh);
-  // A free block of `reserved` bytes carved out of the free lists, or false.
-  bool take(uint64_t reserved, uint32_t& chunk, uint64_t& offset);
-  Status add_chunk(uint64_t reserved, uint64_t asked);
+  Result<PoolId> allocate(uint64_t bytes, bool fresh, MemoryUse use);
+  // A free block of `reserved` bytes carved out of the free lists of the
+  // chunks for `use`, or false.
+  bool take(uint64_t reserved, MemoryUse use, uint32_t& chunk, uint64_t& offset);
+  Status add_chunk(uint64_t reserved, uint64_t asked, MemoryUse use);
   void give_back(uint32_t chunk, uint64_t offset, uint64_t bytes);
   PoolId new_slot();
 
   Device& device_;
   uint64_t alignment_;
   uint64_t chunk_bytes_;
+  uint64_t host_chunk_bytes_;
   uint64_t max_range_;
+  bool host_chunks_ = true;    // false: kHostAccess shares the kDevice chunks
   std::vector<Chunk> chunks_;  // a trimmed chunk stays as an empty entry (indices are stable)
   std::vector<Slot> slots_;
   std::vector<PoolId> free_ids_;

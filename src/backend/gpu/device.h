@@ -15,6 +15,11 @@
 //     is complete (through a staging buffer where the memory is not host
 //     visible; each wait bounded by timeout_s()). They must not run while a
 //     CommandList that touches the buffer is pending.
+//   - create_buffer's MemoryUse is a hint: kHostAccess asks for device memory
+//     the host maps (a BAR heap, unified memory), so that host copies of it
+//     are memcpys with no submission; a device without such memory, or out
+//     of it, gives kDevice memory instead (never an error for that reason).
+//     Buffer::mapped() says which it got.
 //   - A CommandList records dispatches and barriers in order, then submit()
 //     hands all of them to the device at once and wait() blocks until they
 //     finished or the deadline passed. A list destroyed while its work still
@@ -81,11 +86,25 @@ struct KernelState {
   uint64_t shared_bytes = 0;       // its Workgroup memory (spirv_reflect.h)
 };
 
+// Where a buffer's memory should be (Device::create_buffer's hint).
+enum class MemoryUse : uint8_t {
+  // What the kernels read and write at full speed; host copies may go
+  // through staging (a submission and a wait each).
+  kDevice,
+  // Small buffers the host writes or reads every step (inputs, error words,
+  // an argmax): device memory the host maps, where the device has it. Host
+  // reads of it may be uncached (write-combined BAR memory): keep it small.
+  kHostAccess,
+};
+
 class Buffer {
  public:
   virtual ~Buffer() = default;
   virtual uint64_t size() const = 0;      // as asked for at create_buffer
   virtual uint64_t capacity() const = 0;  // allocated: size() rounded up to 16 bytes
+  // True when write_buffer / read_buffer of it are host memcpys (mapped
+  // memory: no staging copy, no submission, no wait).
+  virtual bool mapped() const { return false; }
 };
 
 // A binding of a dispatch: `size` bytes from `offset`; size 0 means to the
@@ -139,7 +158,12 @@ class Device {
   // The deadline of every wait, in seconds (Options::gpu_timeout_s).
   virtual double timeout_s() const = 0;
 
-  virtual Result<std::unique_ptr<Buffer>> create_buffer(uint64_t bytes) = 0;
+  // A buffer of `bytes` (capacity() rounded up to 16) in memory for `use`
+  // (a hint, see above); resource_exhausted when the device is out of memory.
+  virtual Result<std::unique_ptr<Buffer>> create_buffer(uint64_t bytes, MemoryUse use) = 0;
+  Result<std::unique_ptr<Buffer>> create_buffer(uint64_t bytes) {
+    return create_buffer(bytes, MemoryUse::kDevice);
+  }
   virtual Status write_buffer(const Buffer& buffer, uint64_t offset,
                               std::span<const std::byte> src) = 0;
   virtual Status read_buffer(const Buffer& buffer, uint64_t offset, std::span<std::byte> dst) = 0;

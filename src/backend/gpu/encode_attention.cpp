@@ -218,6 +218,64 @@ Status encode_kv_store(Recorder& rec, const BufferRange& k, const BufferRange& v
                            note);
 }
 
+Status encode_rope_store(Recorder& rec, const BufferRange& packed, const BufferRange& positions,
+                         const BufferRange& freq_factors, const BufferRange& k_cache,
+                         const BufferRange& v_cache, const BufferRange& err,
+                         const RopeStoreShape& s, std::string_view note) {
+  const RopeShape& r = s.rope;
+  MINFER_RETURN_IF_ERROR(check_rope(r));
+  MINFER_RETURN_IF_ERROR(positive("rope_store", "n_head_kv", s.n_head_kv));
+  MINFER_RETURN_IF_ERROR(positive("rope_store", "n_ctx", s.n_ctx));
+  const int64_t heads = r.n_heads + 2 * s.n_head_kv, row_len = s.n_head_kv * r.head_dim;
+  if (s.row_stride < heads * r.head_dim ||
+      uint64_t(s.row_stride) * uint64_t(r.n_tokens) > uint64_t(kMaxIndex) ||
+      uint64_t(row_len) * uint64_t(s.n_ctx) > uint64_t(kMaxIndex)) {
+    return Status::invalid_argument("rope_store: rows of " + str(s.row_stride) + " floats for " +
+                                    str(heads) + " heads of " + str(r.head_dim) + " x " +
+                                    str(r.n_tokens) + " tokens, cache of " + str(s.n_ctx) +
+                                    " rows (shorter rows or past 32-bit indices)");
+  }
+  MINFER_ASSIGN_OR_RETURN(const uint64_t k_bytes,
+                          region_bytes("rope_store", "K", s.k_type, r.head_dim, row_len, s.n_ctx));
+  MINFER_ASSIGN_OR_RETURN(const uint64_t v_bytes,
+                          region_bytes("rope_store", "V", s.v_type, r.head_dim, row_len, s.n_ctx));
+  MINFER_RETURN_IF_ERROR(
+      needs("rope_store", "packed", packed, uint64_t(s.row_stride) * r.n_tokens * 4));
+  MINFER_RETURN_IF_ERROR(needs("rope_store", "positions", positions, uint64_t(r.n_tokens) * 4));
+  MINFER_RETURN_IF_ERROR(needs("rope_store", "k_cache", k_cache, k_bytes));
+  MINFER_RETURN_IF_ERROR(needs("rope_store", "v_cache", v_cache, v_bytes));
+  MINFER_RETURN_IF_ERROR(needs("rope_store", "err", err, MINFER_ERR_WORDS * 4));
+  const bool has_ff = freq_factors.buffer != nullptr;
+  if (has_ff) {
+    MINFER_RETURN_IF_ERROR(
+        needs("rope_store", "freq_factors", freq_factors, uint64_t(r.n_rot / 2) * 4));
+  }
+  if (overlap(k_cache, k_bytes, v_cache, v_bytes)) {
+    return Status::invalid_argument("rope_store: the K and V caches overlap");
+  }
+  MINFER_ASSIGN_OR_RETURN(const Groups groups,
+                          fold_groups(uint64_t(r.n_tokens) * uint64_t(r.n_heads + s.n_head_kv),
+                                      rec.device().info().limits));
+  const args::RopeStoreArgs args{static_cast<uint32_t>(r.n_tokens),
+                                 static_cast<uint32_t>(r.n_heads),
+                                 static_cast<uint32_t>(s.n_head_kv),
+                                 static_cast<uint32_t>(r.head_dim),
+                                 static_cast<uint32_t>(s.row_stride),
+                                 static_cast<uint32_t>(r.n_rot),
+                                 r.neox ? 1u : 0u,
+                                 has_ff ? 1u : 0u,
+                                 r.freq_scale,
+                                 std::pow(r.freq_base, -2.0f / static_cast<float>(r.n_rot)),
+                                 static_cast<uint32_t>(s.n_ctx),
+                                 *kv_code(s.k_type),
+                                 *kv_code(s.v_type)};
+  // Without freq factors, binding 2 is the positions again: bound, not read.
+  const BufferRange bindings[] = {packed,         positions,      has_ff ? freq_factors : positions,
+                                  words(k_cache), words(v_cache), err};
+  return rec.dispatch_args(find_kernel("rope_store", "words").value_or(~0u), bindings, args, groups,
+                           note);
+}
+
 Result<uint32_t> attention_kernel(const Device& device, TensorType k_type, TensorType v_type) {
   if (!kv_code(k_type) || !kv_code(v_type)) {
     return Status::unimplemented(

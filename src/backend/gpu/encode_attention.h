@@ -80,6 +80,24 @@ Status encode_kv_store(Recorder& rec, const BufferRange& k, const BufferRange& v
                        const BufferRange& v_cache, const BufferRange& err,
                        const KvStoreShape& shape, std::string_view note = {});
 
+// RoPE and the KV store of packed rows in one dispatch (a decode FusedQKV's
+// tail): row t of `packed` (f32, row_stride floats apart, at least n_head +
+// 2 n_head_kv heads) is [q heads | k heads | v heads]; the q and k heads are
+// rotated in place as encode_rope would, then k and v go to cache row
+// positions[t] as encode_kv_store would (the same bits); elements past n_rot
+// are left as they are. A position outside [0, n_ctx) stores nothing and is
+// reported as MINFER_ERR_CACHE_ROW. Refused: what encode_rope and
+// encode_kv_store refuse, a row_stride shorter than the heads.
+struct RopeStoreShape {
+  RopeShape rope;  // n_heads: the q heads (n_head)
+  int64_t n_head_kv = 0, row_stride = 0, n_ctx = 0;
+  quant::TensorType k_type = quant::TensorType::F32, v_type = quant::TensorType::F32;
+};
+Status encode_rope_store(Recorder& rec, const BufferRange& packed, const BufferRange& positions,
+                         const BufferRange& freq_factors, const BufferRange& k_cache,
+                         const BufferRange& v_cache, const BufferRange& err,
+                         const RopeStoreShape& shape, std::string_view note = {});
+
 struct AttentionShape {
   int64_t n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ctx = 0;
   float scale = 1.0f;          // multiplies q.k, usually 1 / sqrt(head_dim)

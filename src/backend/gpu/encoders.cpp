@@ -205,41 +205,71 @@ Result<uint32_t> matmul_kernel(const Device& device, quant::TensorType type) {
   return weight_kernel(device, "matmul", type);
 }
 
-Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
-                     const BufferRange& x, const BufferRange& y, MatmulShape s,
-                     std::string_view note, const MatmulEpilogue& epilogue) {
-  MINFER_RETURN_IF_ERROR(check_weight_kernel("matmul", kernel, type));
+namespace {
+
+// The matmul's shape and bindings, checked (W holds 2 * out_dim rows with a GLU).
+Status check_matmul(quant::TensorType type, const BufferRange& w, const BufferRange& x,
+                    const BufferRange& y, MatmulShape s, const MatmulEpilogue& e,
+                    const MatmulPrologue& p) {
   MINFER_RETURN_IF_ERROR(positive("matmul", "in_dim", s.in_dim));
   MINFER_RETURN_IF_ERROR(positive("matmul", "out_dim", s.out_dim));
   MINFER_RETURN_IF_ERROR(positive("matmul", "n_tokens", s.n_tokens));
-  if (uint64_t(s.in_dim) * s.out_dim > uint64_t(kMaxIndex) ||
+  const uint64_t w_rows = uint64_t(s.out_dim) * (e.glu ? 2 : 1);
+  if (uint64_t(s.in_dim) * w_rows > uint64_t(kMaxIndex) ||
       uint64_t(s.in_dim) * s.n_tokens > uint64_t(kMaxIndex) ||
       uint64_t(s.out_dim) * s.n_tokens > uint64_t(kMaxIndex)) {
-    return Status::invalid_argument("matmul: shape " + std::to_string(s.out_dim) + " x " +
+    return Status::invalid_argument("matmul: shape " + std::to_string(w_rows) + " x " +
                                     std::to_string(s.in_dim) + " x " + std::to_string(s.n_tokens) +
                                     " exceeds 32-bit indices");
   }
   auto row = quant::row_bytes(type, s.in_dim);  // refuses rows of partial blocks
   if (!row.is_ok()) return row.status().with_context("matmul");
-  if (*row * uint64_t(s.out_dim) > uint64_t(kMaxIndex)) {
-    return Status::invalid_argument("matmul: W of " + std::to_string(s.out_dim) + " rows of " +
+  if (*row * w_rows > uint64_t(kMaxIndex)) {
+    return Status::invalid_argument("matmul: W of " + std::to_string(w_rows) + " rows of " +
                                     std::to_string(*row) + " bytes exceeds 32-bit offsets");
   }
-  MINFER_RETURN_IF_ERROR(needs("matmul", "W", w, *row * uint64_t(s.out_dim)));
+  MINFER_RETURN_IF_ERROR(needs("matmul", "W", w, *row * w_rows));
   MINFER_RETURN_IF_ERROR(needs("matmul", "x", x, uint64_t(s.in_dim) * s.n_tokens * 4));
   MINFER_RETURN_IF_ERROR(needs("matmul", "y", y, uint64_t(s.out_dim) * s.n_tokens * 4));
+  if (e.glu && (e.bias.buffer != nullptr || e.residual.buffer != nullptr)) {
+    return Status::invalid_argument("matmul: a GLU epilogue takes no bias or residual");
+  }
+  if (e.bias.buffer != nullptr) {
+    MINFER_RETURN_IF_ERROR(needs("matmul", "bias", e.bias, uint64_t(s.out_dim) * 4));
+  }
+  if (e.residual.buffer != nullptr) {
+    MINFER_RETURN_IF_ERROR(
+        needs("matmul", "residual", e.residual, uint64_t(s.out_dim) * s.n_tokens * 4));
+  }
+  if (p.norm && p.weight.buffer != nullptr) {
+    MINFER_RETURN_IF_ERROR(needs("matmul", "norm weight", p.weight, uint64_t(s.in_dim) * 4));
+  }
+  return Status::ok();
+}
+
+uint32_t glu_code(const MatmulEpilogue& e) {
+  if (!e.glu) return 0;
+  return *e.glu == GluOp::kSwiGLU ? MINFER_MATMUL_GLU_SWIGLU : MINFER_MATMUL_GLU_GEGLU;
+}
+
+}  // namespace
+
+Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
+                     const BufferRange& x, const BufferRange& y, MatmulShape s,
+                     std::string_view note, const MatmulEpilogue& epilogue,
+                     const MatmulPrologue& prologue) {
+  MINFER_RETURN_IF_ERROR(check_weight_kernel("matmul", kernel, type));
+  MINFER_RETURN_IF_ERROR(check_matmul(type, w, x, y, s, epilogue, prologue));
   const bool has_bias = epilogue.bias.buffer != nullptr;
   const bool has_residual = epilogue.residual.buffer != nullptr;
-  if (has_bias)
-    MINFER_RETURN_IF_ERROR(needs("matmul", "bias", epilogue.bias, uint64_t(s.out_dim) * 4));
-  if (has_residual) {
-    MINFER_RETURN_IF_ERROR(
-        needs("matmul", "residual", epilogue.residual, uint64_t(s.out_dim) * s.n_tokens * 4));
-  }
+  const bool has_norm_weight = prologue.norm && prologue.weight.buffer != nullptr;
   const DeviceLimits& limits = rec.device().info().limits;
   const uint32_t workgroup = embedded_kernels()[kernel].workgroup[0];
   const uint32_t lanes_log2 = matmul_lanes_log2(type, s.in_dim, limits.subgroup_size, workgroup);
-  const uint32_t lane_rows = matmul_lane_rows(s.in_dim, s.out_dim);
+  // A GLU set holds its gate rows and as many up rows.
+  const uint32_t lane_rows = std::min<uint32_t>(
+      matmul_lane_rows(s.in_dim, s.out_dim),
+      epilogue.glu ? MINFER_MATMUL_MAX_LANE_ROWS / 2 : MINFER_MATMUL_MAX_LANE_ROWS);
   const uint64_t rows_per_group = uint64_t(workgroup >> lanes_log2) * lane_rows;
   MINFER_ASSIGN_OR_RETURN(
       Groups groups,
@@ -248,6 +278,7 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
   const uint64_t z = (uint64_t(s.n_tokens) + tokens_per_group - 1) / tokens_per_group;
   groups.z = static_cast<uint32_t>(z);  // checked against the limit by the recorder
   const bool x_vec4 = x.offset % 16 == 0 && s.in_dim % 4 == 0 && !forced_scalar_x.load();
+  const uint32_t norm = !prologue.norm ? 0u : has_norm_weight ? MINFER_MATMUL_NORM_WEIGHTED : 1u;
   const args::MatmulArgs args{static_cast<uint32_t>(s.in_dim),
                               static_cast<uint32_t>(s.out_dim),
                               static_cast<uint32_t>(s.n_tokens),
@@ -255,9 +286,18 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
                               lane_rows,
                               x_vec4 ? 1u : 0u,
                               has_bias ? 1u : 0u,
-                              has_residual ? 1u : 0u};
-  const BufferRange bindings[] = {whole_words(w), x, y, has_bias ? epilogue.bias : x,
-                                  has_residual ? epilogue.residual : x};
+                              has_residual ? 1u : 0u,
+                              norm,
+                              prologue.eps,
+                              glu_code(epilogue),
+                              0u};
+  // Bindings a call does not use are x again: bound, never read.
+  const BufferRange bindings[] = {whole_words(w),
+                                  x,
+                                  y,
+                                  has_bias ? epilogue.bias : x,
+                                  has_residual ? epilogue.residual : x,
+                                  has_norm_weight ? prologue.weight : x};
   return rec.dispatch_args(kernel, bindings, args, groups, note);
 }
 

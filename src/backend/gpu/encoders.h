@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "backend/gpu/device.h"
+#include "backend/gpu/encode_activation.h"
 #include "backend/gpu/recorder.h"
 #include "base/status.h"
 #include "quant/tensor_type.h"
@@ -60,13 +61,26 @@ Result<uint32_t> matmul_kernel(const Device& device, quant::TensorType type);
 // `epilogue` adds, in this order and in f32 as separate element-wise adds
 // would: a bias row (f32 [out_dim]) and a residual (f32 [n_tokens][out_dim],
 // the same range as y or disjoint from it); a null buffer: none.
+// With `glu`, W holds 2 * out_dim rows (the gate's, then the up's: two
+// weights back to back) and y[t][r] = act(gate_r . x[t]) * (up_r . x[t]),
+// the bits of two plain matmuls and encode_glu; no bias or residual then.
+// `prologue` with norm set multiplies by x[t] / sqrt(mean(x[t]^2) + eps)
+// (times weight, f32 [in_dim], when its buffer is not null) instead of x[t]:
+// the bits of encode_rms_norm followed by the plain matmul.
 struct MatmulEpilogue {
   BufferRange bias;
   BufferRange residual;
+  std::optional<GluOp> glu;
+};
+struct MatmulPrologue {
+  bool norm = false;
+  BufferRange weight;
+  float eps = 1e-6f;
 };
 Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
                      const BufferRange& x, const BufferRange& y, MatmulShape shape,
-                     std::string_view note = {}, const MatmulEpilogue& epilogue = {});
+                     std::string_view note = {}, const MatmulEpilogue& epilogue = {},
+                     const MatmulPrologue& prologue = {});
 
 // Tests only: how every later encode_matmul runs instead of its own choice
 // (the defaults restore that choice). lanes: the invocations per row

@@ -24,6 +24,7 @@
 #include "backend/backend.h"
 #include "backend/gpu/buffer_pool.h"
 #include "backend/gpu/device.h"
+#include "backend/gpu/encoders.h"
 #include "backend/gpu/recorder.h"
 #include "backend/gpu/weights.h"
 #include "base/options.h"
@@ -85,7 +86,8 @@ class GpuBackend final : public backend::Backend {
   bool supports_op(const Node& node) const override;
   bool supports_fused(Op fused) const override {
     return fused == Op::kSwiGLU || fused == Op::kGeGLU || fused == Op::kFusedFFN ||
-           fused == Op::kMatMulAdd || fused == Op::kRmsNorm;  // an input norm in FusedFFN
+           fused == Op::kMatMulAdd || fused == Op::kFusedQKV || fused == Op::kFusedQkvNorm ||
+           fused == Op::kRmsNorm;  // an input norm in FusedFFN and FusedQKV
   }
   bool has_weight(std::string_view name) const override { return weights_.contains(name); }
 
@@ -114,6 +116,10 @@ class GpuBackend final : public backend::Backend {
   // Whether the matmul / get_rows kernels have a variant for `type` here.
   bool has_matmul(quant::TensorType type) const;
   bool has_get_rows(quant::TensorType type) const;
+  // The device's minStorageBufferOffsetAlignment: where a binding may start.
+  uint64_t binding_alignment() const {
+    return device_->info().limits.min_storage_buffer_offset_alignment;
+  }
   const Device& device() const { return *device_; }
 
   // Op runners (op_runners.cpp).
@@ -128,11 +134,14 @@ class GpuBackend final : public backend::Backend {
   Status run_attention(const Call& c);
   Status run_argmax(const Call& c);
   Status run_fused_ffn(const Call& c);
+  Status run_fused_qkv(const Call& c);
 
  private:
   BufferRange range(BufferId id) const;
   // Scratch space `slot` (k*Slot) of at least `bytes` (grown on demand; kept).
   Result<BufferRange> scratch(size_t slot, uint64_t bytes);
+  // A fused node's input norm as the row matmul's prologue.
+  Result<MatmulPrologue> input_norm(const Node& n, const graph::InputNorm& norm);
   // A device copy of an activation gather's row list (cached by content).
   Result<BufferRange> row_list(const std::vector<int32_t>& rows);
   // The weight's binding, or an error naming the node and the weight.

@@ -65,7 +65,18 @@ struct MatmulArgs {
   u32 x_vec4;
   u32 has_bias;      // 1: y += bias[r] (binding 3, f32 [out_dim])
   u32 has_residual;  // 1: y += residual[t][r] after the bias (binding 4)
+  // Input norm: 0 none; 1: x[t] / sqrt(mean(x[t]^2) + norm_eps) is what the
+  // rows multiply (rms_norm.comp's bits); 2: that times norm_w (binding 5).
+  u32 norm;
+  f32 norm_eps;
+  // GLU: 0 none; 1 SwiGLU, 2 GeGLU: W holds 2 * out_dim rows (gate rows, then
+  // up rows) and y[t][r] = act(gate_r . x[t]) * (up_r . x[t]) (glu.comp's bits).
+  u32 glu;
+  u32 pad;
 };
+#define MINFER_MATMUL_NORM_WEIGHTED 2u
+#define MINFER_MATMUL_GLU_SWIGLU 1u
+#define MINFER_MATMUL_GLU_GEGLU 2u
 
 // spin.comp (test only): each workgroup loops until flag[0] != 0 or
 // max_iterations pass; workgroup 0 writes its iteration count to count[0].
@@ -98,7 +109,9 @@ static_assert(offsetof(RmsNormArgs, n_rows) == 4 && offsetof(RmsNormArgs, has_we
 static_assert(offsetof(MatmulArgs, out_dim) == 4 && offsetof(MatmulArgs, n_tokens) == 8 &&
               offsetof(MatmulArgs, lanes_log2) == 12 && offsetof(MatmulArgs, lane_rows) == 16 &&
               offsetof(MatmulArgs, x_vec4) == 20 && offsetof(MatmulArgs, has_bias) == 24 &&
-              offsetof(MatmulArgs, has_residual) == 28 && sizeof(MatmulArgs) == 32);
+              offsetof(MatmulArgs, has_residual) == 28 && offsetof(MatmulArgs, norm) == 32 &&
+              offsetof(MatmulArgs, norm_eps) == 36 && offsetof(MatmulArgs, glu) == 40 &&
+              sizeof(MatmulArgs) == 48);
 static_assert(sizeof(SpinArgs) == 4);
 }  // namespace minfer::gpu::args
 #else

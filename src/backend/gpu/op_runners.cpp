@@ -1,7 +1,9 @@
 // GpuBackend's op runners (gpu_backend_impl.h): each turns one node into the
 // encoder calls of its kernels (encoders.h, encode_activation.h,
-// encode_attention.h), recorded for the split's one submission. Fused nodes
-// (FusedFFN, MatMulAdd) are several dispatches on scratch space.
+// encode_attention.h), recorded for the split's one submission. The row
+// matmul's prologue and epilogue carry what they can of a fused node (input
+// norms, biases, residuals, the decode FusedFFN's GLU: one dispatch); the rest
+// are further dispatches, on scratch space where they need it.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -9,6 +11,7 @@
 
 #include "backend/gpu/encode_activation.h"
 #include "backend/gpu/encode_attention.h"
+#include "backend/gpu/encode_attention_tiled.h"
 #include "backend/gpu/encode_matmul_tiled.h"
 #include "backend/gpu/encoders.h"
 #include "backend/gpu/gpu_backend_impl.h"
@@ -122,6 +125,16 @@ Status GpuBackend::matmul(const Node& n, const std::string& weight_name, const s
   return Status::ok();
 }
 
+Result<MatmulPrologue> GpuBackend::input_norm(const Node& n, const graph::InputNorm& norm) {
+  MatmulPrologue p;
+  p.norm = norm.on;
+  p.eps = norm.eps;
+  if (norm.on && !norm.weight.empty()) {
+    MINFER_ASSIGN_OR_RETURN(p.weight, weight_range(n, norm.weight));
+  }
+  return p;
+}
+
 Status GpuBackend::run_matmul(const Call& c) {
   MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, meta<graph::MatMulMeta>(c.node));
   const bool add = c.node.op == Op::kMatMulAdd;
@@ -193,6 +206,11 @@ Status GpuBackend::run_attention(const Call& c) {
   if (c.kv == nullptr || c.k_cache.buffer == nullptr || c.v_cache.buffer == nullptr) {
     return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
+  BufferRange q = c.in[0], positions = c.in[2];
+  if (m->packed_qkv) {  // one token: its q starts the packed row
+    q.size = uint64_t(m->n_head * m->head_dim) * sizeof(float);
+    positions = c.in[1];
+  }
   AttentionShape shape{};
   shape.n_tokens = c.node.shape.ne[1];
   shape.n_head = m->n_head;
@@ -212,8 +230,15 @@ Status GpuBackend::run_attention(const Call& c) {
     slots = c.in[3];
     table = c.in[4];
   }
-  return encode_attention(rec_, c.in[0], c.in[2], slots, table, c.k_cache, c.v_cache, c.out,
-                          pool_.allocation(err_)->range(), shape, c.node.name);
+  const BufferRange err = pool_.allocation(err_)->range();
+  // Prompts (many queries) through the tiled kernel where the node may
+  // differ from its tokens decoded one by one (encode_attention_tiled.h).
+  if (!m->batch_invariant && attention_tiled_applies(rec_.device(), shape)) {
+    return encode_attention_tiled(rec_, q, positions, slots, table, c.k_cache, c.v_cache, c.out,
+                                  err, shape, c.node.name);
+  }
+  return encode_attention(rec_, q, positions, slots, table, c.k_cache, c.v_cache, c.out, err, shape,
+                          c.node.name);
 }
 
 Status GpuBackend::run_argmax(const Call& c) {
@@ -226,6 +251,18 @@ Status GpuBackend::run_argmax(const Call& c) {
 Status GpuBackend::run_fused_ffn(const Call& c) {
   MINFER_ASSIGN_OR_RETURN(const graph::FusedFfnMeta* m, meta<graph::FusedFfnMeta>(c.node));
   const int64_t n_tokens = c.node.shape.ne[1];
+  const DeviceWeight* pair[] = {weight(m->gate_weight), weight(m->up_weight)};
+  if (contiguous(pair) && pair[0]->type == pair[1]->type &&
+      !use_tiled(pair[0]->type, m->n_ff, n_tokens, m->batch_invariant)) {
+    // One dispatch: the row kernel normalizes x and applies the GLU itself.
+    MINFER_ASSIGN_OR_RETURN(const MatmulPrologue norm, input_norm(c.node, m->in_norm));
+    MatmulEpilogue glu;
+    glu.glu = m->gelu ? GluOp::kGeGLU : GluOp::kSwiGLU;
+    const BufferRange both{pair[0]->buffer, pair[0]->offset, pair[0]->bytes + pair[1]->bytes};
+    MINFER_ASSIGN_OR_RETURN(uint32_t kernel, matmul_kernel(*device_, pair[0]->type));
+    return encode_matmul(rec_, kernel, pair[0]->type, both, c.in[0], c.out,
+                         {m->in_dim, m->n_ff, n_tokens}, c.node.name, glu, norm);
+  }
   BufferRange x = c.in[0];
   if (m->in_norm.on) {
     BufferRange w{};
@@ -245,6 +282,65 @@ Status GpuBackend::run_fused_ffn(const Call& c) {
                                 n_tokens, m->batch_invariant));
   return encode_glu(rec_, m->gelu ? GluOp::kGeGLU : GluOp::kSwiGLU, gate, up, c.out,
                     m->n_ff * n_tokens, c.node.name);
+}
+
+// One token (op_support.cpp's fused_qkv_ok): the row matmul over the q, k
+// and v weights (back to back) with the input norm and the biases, into the
+// packed row; with FusedQkvNorm, the per-head q and k norms in place; then
+// RoPE in place over its q and k heads and the KV store from its k and v
+// heads, in one dispatch (rope_store).
+Status GpuBackend::run_fused_qkv(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::FusedQkvMeta* m, meta<graph::FusedQkvMeta>(c.node));
+  if (c.kv == nullptr || c.k_cache.buffer == nullptr || c.v_cache.buffer == nullptr) {
+    return fail(c.node, "no KV cache for layer " + std::to_string(m->kv.layer));
+  }
+  const DeviceWeight* wq = weight(m->q_weight);
+  const DeviceWeight* wv = weight(m->v_weight);
+  if (wq == nullptr || wv == nullptr) return fail(c.node, "q/k/v weights are not on the device");
+  const int64_t hd = m->rope.head_dim, n_kv = m->kv.n_head_kv;
+  const int64_t q_dim = m->n_head * hd, kv_dim = n_kv * hd;
+  const BufferRange w{wq->buffer, wq->offset, wv->offset + wv->bytes - wq->offset};
+  MatmulEpilogue bias;
+  if (!m->q_bias.empty()) {
+    MINFER_ASSIGN_OR_RETURN(const BufferRange bq, weight_range(c.node, m->q_bias));
+    MINFER_ASSIGN_OR_RETURN(const BufferRange bv, weight_range(c.node, m->v_bias));
+    bias.bias = {bq.buffer, bq.offset, bv.offset + bv.size - bq.offset};
+  }
+  MINFER_ASSIGN_OR_RETURN(const MatmulPrologue norm, input_norm(c.node, m->in_norm));
+  MINFER_ASSIGN_OR_RETURN(uint32_t kernel, matmul_kernel(*device_, wq->type));
+  MINFER_RETURN_IF_ERROR(encode_matmul(rec_, kernel, wq->type, w, c.in[0], c.out,
+                                       {m->in_dim, q_dim + 2 * kv_dim, 1}, c.node.name, bias,
+                                       norm));
+  const auto part = [&](int64_t from, int64_t n) {
+    return BufferRange{c.out.buffer, c.out.offset + uint64_t(from) * 4, uint64_t(n) * 4};
+  };
+  if (c.node.op == Op::kFusedQkvNorm) {
+    MINFER_ASSIGN_OR_RETURN(const BufferRange qn, weight_range(c.node, m->q_norm));
+    MINFER_ASSIGN_OR_RETURN(const BufferRange kn, weight_range(c.node, m->k_norm));
+    MINFER_RETURN_IF_ERROR(encode_rms_norm(rec_, part(0, q_dim), qn, part(0, q_dim), m->n_head, hd,
+                                           m->norm_eps, c.node.name));
+    MINFER_RETURN_IF_ERROR(encode_rms_norm(rec_, part(q_dim, kv_dim), kn, part(q_dim, kv_dim), n_kv,
+                                           hd, m->norm_eps, c.node.name));
+  }
+  BufferRange factors{};
+  if (!m->rope.freq_factors.empty()) {
+    MINFER_ASSIGN_OR_RETURN(factors, weight_range(c.node, m->rope.freq_factors));
+  }
+  RopeStoreShape shape{};
+  shape.rope = {1,
+                m->n_head,
+                hd,
+                m->rope.n_rot,
+                m->rope.mode == graph::RopeMode::kNeox,
+                m->rope.freq_base,
+                m->rope.freq_scale};
+  shape.n_head_kv = n_kv;
+  shape.row_stride = q_dim + 2 * kv_dim;
+  shape.n_ctx = c.kv->n_ctx;
+  shape.k_type = c.kv->k_type;
+  shape.v_type = c.kv->v_type;
+  return encode_rope_store(rec_, c.out, c.in[1], factors, c.k_cache, c.v_cache,
+                           pool_.allocation(err_)->range(), shape, c.node.name);
 }
 
 }  // namespace minfer::gpu::detail

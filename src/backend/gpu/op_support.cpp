@@ -1,6 +1,7 @@
 // Which nodes GpuBackend runs, and the op table that names each op's runner
 // (gpu_backend_impl.h). A "no" routes the node to the next backend; the
 // runners re-check what they rely on and fail naming the node.
+#include <algorithm>
 #include <cstddef>
 #include <iterator>
 #include <string>
@@ -18,9 +19,6 @@ bool f32_out(const GpuBackend&, const Node& n) {
 }
 bool input_node(const GpuBackend&, const Node& n) {
   return n.dtype == DType::kI32;
-}
-bool no_kernel(const GpuBackend&, const Node&) {
-  return false;
 }
 
 // An f32 weight of `len` elements (len 0: any), or no weight at all.
@@ -67,11 +65,15 @@ bool rms_norm_ok(const GpuBackend& b, const Node& n) {
   return (m->group == 0 || n.shape.ne[0] % m->group == 0) && f32_vector(b, m->weight, len);
 }
 
+bool rope_meta_ok(const GpuBackend& b, const graph::RopeMeta& m) {
+  return m.head_dim % 2 == 0 && m.n_rot % 2 == 0 && m.n_rot > 0 && m.n_rot <= m.head_dim &&
+         f32_vector(b, m.freq_factors, m.n_rot / 2);
+}
+
 bool rope_ok(const GpuBackend& b, const Node& n) {
   const auto* m = std::get_if<graph::RopeMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && m->head_dim % 2 == 0 && m->n_rot % 2 == 0 &&
-         m->n_rot > 0 && m->n_rot <= m->head_dim && n.shape.ne[0] == m->n_heads * m->head_dim &&
-         f32_vector(b, m->freq_factors, m->n_rot / 2);
+  return m != nullptr && n.dtype == DType::kF32 && rope_meta_ok(b, *m) &&
+         n.shape.ne[0] == m->n_heads * m->head_dim;
 }
 
 bool cache_type_ok(TensorType t, int64_t head_dim) {
@@ -85,13 +87,59 @@ bool kv_store_ok(const GpuBackend&, const Node& n) {
          cache_type_ok(m->v_type, m->head_dim);
 }
 
+// A packed q|k|v input (after FusedQKV) holds one token, whose q starts the row.
 bool attention_ok(const GpuBackend&, const Node& n) {
   const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && !m->packed_qkv && m->n_head_kv > 0 &&
-         m->n_head % m->n_head_kv == 0 && m->head_dim > 0 && m->head_dim <= 256 &&
-         m->head_dim % 2 == 0 && cache_type_ok(m->k_type, m->head_dim) &&
-         cache_type_ok(m->v_type, m->head_dim) && n.shape.ne[0] == m->n_head * m->head_dim &&
-         n.inputs.size() >= (m->page_size > 0 ? 5u : 3u);
+  if (m == nullptr) return false;
+  const bool inputs_ok = m->packed_qkv
+                             ? n.inputs.size() == 2 && n.shape.ne[1] == 1 && m->page_size == 0
+                             : n.inputs.size() >= (m->page_size > 0 ? 5u : 3u);
+  return inputs_ok && n.dtype == DType::kF32 && m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 &&
+         m->head_dim > 0 && m->head_dim <= 256 && m->head_dim % 2 == 0 &&
+         cache_type_ok(m->k_type, m->head_dim) && cache_type_ok(m->v_type, m->head_dim) &&
+         n.shape.ne[0] == m->n_head * m->head_dim;
+}
+
+// FusedQKV of one token (decode) as one matmul over the q, k and v weights
+// (one type, back to back: the upload order's doing), RoPE in place over the
+// q and k heads of the packed row and the KV store from its k and v parts:
+// biases all or none (back to back too), k and v at offsets a binding can
+// start at. FusedQkvNorm: the per-head q and k norms (f32 [head_dim]) in
+// place between the matmul and RoPE.
+bool fused_qkv_ok(const GpuBackend& b, const Node& n) {
+  const auto* m = std::get_if<graph::FusedQkvMeta>(&n.meta);
+  if (m == nullptr || n.dtype != DType::kF32 || n.shape.ne[1] != 1 || n.inputs.size() != 2 ||
+      m->kv.page_size != 0) {
+    return false;
+  }
+  const int64_t hd = m->rope.head_dim, q_dim = m->n_head * hd, kv_dim = m->kv.n_head_kv * hd;
+  const bool normed = n.op == Op::kFusedQkvNorm;
+  if (normed ? m->q_norm.empty() || m->k_norm.empty() || !f32_vector(b, m->q_norm, hd) ||
+                   !f32_vector(b, m->k_norm, hd)
+             : !m->q_norm.empty() || !m->k_norm.empty()) {
+    return false;
+  }
+  const DeviceWeight* w[] = {b.weight(m->q_weight), b.weight(m->k_weight), b.weight(m->v_weight)};
+  if (!contiguous(w) || w[1]->type != w[0]->type || w[2]->type != w[0]->type ||
+      !matmul_weight(b, m->q_weight, m->in_dim, q_dim) ||
+      !matmul_weight(b, m->k_weight, m->in_dim, kv_dim) ||
+      !matmul_weight(b, m->v_weight, m->in_dim, kv_dim)) {
+    return false;
+  }
+  const bool biased = !m->q_bias.empty();
+  if (biased != !m->k_bias.empty() || biased != !m->v_bias.empty()) return false;
+  if (biased) {
+    const DeviceWeight* bias[] = {b.weight(m->q_bias), b.weight(m->k_bias), b.weight(m->v_bias)};
+    if (!contiguous(bias) || !f32_vector(b, m->q_bias, q_dim) ||
+        !f32_vector(b, m->k_bias, kv_dim) || !f32_vector(b, m->v_bias, kv_dim)) {
+      return false;
+    }
+  }
+  const uint64_t align = std::max<uint64_t>(b.binding_alignment(), 1);
+  return n.shape.ne[0] == q_dim + 2 * kv_dim && m->kv.head_dim == hd && rope_meta_ok(b, m->rope) &&
+         cache_type_ok(m->kv.k_type, hd) && cache_type_ok(m->kv.v_type, hd) &&
+         uint64_t(q_dim) * 4 % align == 0 && uint64_t(q_dim + kv_dim) * 4 % align == 0 &&
+         (!m->in_norm.on || f32_vector(b, m->in_norm.weight, m->in_dim));
 }
 
 bool argmax_ok(const GpuBackend&, const Node& n) {
@@ -126,8 +174,8 @@ const OpEntry& op_entry(Op op) {
       /* kGelu         */ {f32_out, &GpuBackend::run_unary},
       /* kSwiGLU       */ {f32_out, &GpuBackend::run_glu},
       /* kGeGLU        */ {f32_out, &GpuBackend::run_glu},
-      /* kFusedQKV     */ {no_kernel, nullptr},
-      /* kFusedQkvNorm */ {no_kernel, nullptr},
+      /* kFusedQKV     */ {fused_qkv_ok, &GpuBackend::run_fused_qkv},
+      /* kFusedQkvNorm */ {fused_qkv_ok, &GpuBackend::run_fused_qkv},
       /* kFusedFFN     */ {fused_ffn_ok, &GpuBackend::run_fused_ffn},
       /* kMatMulAdd    */ {matmul_ok, &GpuBackend::run_matmul},
       /* kArgMax       */ {argmax_ok, &GpuBackend::run_argmax},

@@ -1,7 +1,9 @@
 #include "backend/gpu/weights.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
+#include <utility>
 
 namespace minfer::gpu {
 namespace {
@@ -29,6 +31,59 @@ Result<uint64_t> expected_bytes(const HostTensor& t) {
 }
 
 }  // namespace
+
+void order_for_fused_kernels(std::vector<HostTensor>& tensors) {
+  static constexpr std::string_view kGroups[][3] = {
+      {"attn_q.weight", "attn_k.weight", "attn_v.weight"},
+      {"ffn_gate.weight", "ffn_up.weight", ""},
+  };
+  // "blk.N." and the rest of a layer tensor's name; empty prefix otherwise.
+  const auto split = [](std::string_view name) -> std::pair<std::string_view, std::string_view> {
+    if (!name.starts_with("blk.")) return {};
+    const size_t dot = name.find('.', 4);
+    if (dot == std::string_view::npos) return {};
+    return {name.substr(0, dot + 1), name.substr(dot + 1)};
+  };
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < tensors.size(); ++i) index.emplace(std::string(tensors[i].name), i);
+  std::vector<HostTensor> out;
+  std::vector<char> placed(tensors.size(), 0);
+  out.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (placed[i]) continue;
+    const auto [prefix, rest] = split(tensors[i].name);
+    for (const auto& group : kGroups) {
+      if (prefix.empty() ||
+          std::find(std::begin(group), std::end(group), rest) == std::end(group)) {
+        continue;
+      }
+      for (std::string_view member : group) {
+        if (member.empty()) continue;
+        const auto it = index.find(std::string(prefix) + std::string(member));
+        if (it == index.end() || placed[it->second]) continue;
+        placed[it->second] = 1;
+        out.push_back(tensors[it->second]);
+      }
+    }
+    if (!placed[i]) {
+      placed[i] = 1;
+      out.push_back(tensors[i]);
+    }
+  }
+  tensors = std::move(out);
+}
+
+bool contiguous(std::span<const DeviceWeight* const> weights) {
+  if (weights.empty()) return false;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i] == nullptr) return false;
+    if (i > 0 && (weights[i]->buffer != weights[i - 1]->buffer ||
+                  weights[i]->offset != weights[i - 1]->offset + weights[i - 1]->bytes)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 WeightsRegistry::WeightsRegistry(Device& device, uint64_t chunk_bytes) : device_(device) {
   const DeviceLimits& l = device.info().limits;

@@ -65,6 +65,17 @@ struct HostTensor {
   std::span<const std::byte> bytes;
 };
 
+// The order a GPU backend uploads a model's tensors in: the model's, except
+// that each layer's attn_q, attn_k, attn_v weights (and its ffn_gate, ffn_up
+// weights) follow one another where the first of them stood, so that they
+// usually land back to back in one chunk and a fused kernel binds them as one
+// range (see contiguous()).
+void order_for_fused_kernels(std::vector<HostTensor>& tensors);
+
+// Whether each weight starts in the same buffer right where the one before it
+// ends (false for an empty list or a null entry).
+bool contiguous(std::span<const DeviceWeight* const> weights);
+
 // Called with the bytes copied so far and the bytes of the whole upload.
 using UploadProgress = std::function<void(uint64_t done, uint64_t total)>;
 

@@ -196,8 +196,8 @@ Status VulkanCommandList::submit() {
 Result<bool> VulkanCommandList::wait(gpu::Clock::time_point deadline) {
   if (state_ == State::kDone) return true;
   if (state_ != State::kSubmitted) return Status::internal("wait on a list never submitted");
-  MINFER_ASSIGN_OR_RETURN(const bool done,
-                          wait_fence(device_.core().device, fence_.get(), deadline));
+  MINFER_ASSIGN_OR_RETURN(const bool done, wait_fence(device_.core().device, fence_.get(), deadline,
+                                                      device_.fence_spin()));
   if (done) state_ = State::kDone;
   return done;
 }

@@ -31,6 +31,9 @@ struct Core {
   VkPhysicalDeviceProperties properties{};
   VkPhysicalDeviceMemoryProperties memory{};
   PFN_vkCmdPushDescriptorSetKHR push_descriptor = nullptr;  // null: descriptor pools
+  // A device-local, host-visible, coherent memory type for MemoryUse::kHostAccess
+  // (NVIDIA's BAR heap) on a device whose memory is not unified.
+  bool host_access_memory = false;
   gpu::DeviceInfo info;
 
   Core() = default;
@@ -42,8 +45,17 @@ struct Core {
 Result<std::unique_ptr<Core>> create_core(const Options& options, const OpenConfig& config);
 
 // Waits for `fence` until `deadline`: true when it signalled, false when the
-// deadline passed first.
-Result<bool> wait_fence(VkDevice device, VkFence fence, gpu::Clock::time_point deadline);
+// deadline passed first. It first polls the fence for up to `spin` (never
+// past the deadline), yielding between polls, then blocks in
+// vkWaitForFences: NVIDIA's blocking wait sleeps and wakes late (vk_device.cpp
+// has the H200's numbers), which a decode step's wait pays every token.
+Result<bool> wait_fence(VkDevice device, VkFence fence, gpu::Clock::time_point deadline,
+                        gpu::Clock::duration spin = gpu::Clock::duration::zero());
+
+// Device memory the host maps: unified memory, or a discrete GPU's BAR heap.
+inline constexpr VkMemoryPropertyFlags kMappedDeviceMemory = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                                             VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                                             VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
 
 // A memory type of `type_bits` with all of `want`, or nullopt-like UINT32_MAX.
 uint32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& memory, uint32_t type_bits,
@@ -79,6 +91,7 @@ class VulkanBuffer : public gpu::Buffer {
   ~VulkanBuffer() override;  // frees now, or when running work that may use it ends
   uint64_t size() const override { return size_; }
   uint64_t capacity() const override { return capacity_; }
+  bool mapped() const override { return mapped_ != nullptr; }
   VkBuffer handle() const { return buffer_.get(); }
 
  private:
@@ -104,7 +117,8 @@ class VulkanDevice : public gpu::Device {
   const gpu::DeviceInfo& info() const override { return core_->info; }
   const gpu::KernelState& kernel(uint32_t index) const override { return kernels_[index]; }
   double timeout_s() const override { return timeout_s_; }
-  Result<std::unique_ptr<gpu::Buffer>> create_buffer(uint64_t bytes) override;
+  using gpu::Device::create_buffer;
+  Result<std::unique_ptr<gpu::Buffer>> create_buffer(uint64_t bytes, gpu::MemoryUse use) override;
   Status write_buffer(const gpu::Buffer& buffer, uint64_t offset,
                       std::span<const std::byte> src) override;
   Status read_buffer(const gpu::Buffer& buffer, uint64_t offset, std::span<std::byte> dst) override;
@@ -114,6 +128,8 @@ class VulkanDevice : public gpu::Device {
   const Core& core() const { return *core_; }
   const Pipeline& pipeline(uint32_t index) const { return pipelines_[index]; }
   bool push_descriptors() const { return core_->push_descriptor != nullptr; }
+  // How long a wait polls its fence before it blocks (wait_fence).
+  gpu::Clock::duration fence_spin() const { return fence_spin_; }
   // The buffer as this device's, or an error when it belongs to another one.
   Result<const VulkanBuffer*> own(const gpu::Buffer* buffer) const;
   void keep_until_done(InFlight work);
@@ -130,9 +146,14 @@ class VulkanDevice : public gpu::Device {
   Status copy_through_staging(const VulkanBuffer& buffer, uint64_t offset, uint64_t bytes,
                               const std::byte* upload, std::byte* download);
   Status run_transfer(const VulkanBuffer& buffer, uint64_t offset, uint64_t bytes, bool to_device);
+  // Device-local memory that the host maps, for MemoryUse::kHostAccess:
+  // true when `b` got it, false where the hint falls back (no such memory
+  // type for buffers, or its heap is full: `b` is left without memory).
+  Result<bool> allocate_host_access(VulkanBuffer& b);
 
   std::unique_ptr<Core> core_;  // first: destroyed last
   double timeout_s_ = 10.0;
+  gpu::Clock::duration fence_spin_{};
   std::vector<Pipeline> pipelines_;        // one per embedded kernel (empty when unavailable)
   std::vector<gpu::KernelState> kernels_;  // likewise
   std::vector<InFlight> in_flight_;

@@ -88,10 +88,7 @@ gpu::DeviceFeatures features_of(const Core& core, const Probe& p) {
 bool unified_memory(const Core& core) {
   const VkPhysicalDeviceType t = core.properties.deviceType;
   if (t != VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU && t != VK_PHYSICAL_DEVICE_TYPE_CPU) return false;
-  const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
-                                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  return find_memory_type(core.memory, ~0u, want) != UINT32_MAX;
+  return find_memory_type(core.memory, ~0u, kMappedDeviceMemory) != UINT32_MAX;
 }
 
 }  // namespace
@@ -101,7 +98,9 @@ Status create_logical_device(const OpenConfig& config, Core& core) {
   MINFER_RETURN_IF_ERROR(probe(core, p));
   core.info.limits = limits_of(core.properties.limits, p);
   core.info.features = features_of(core, p);
-  core.info.unified_memory = unified_memory(core);
+  core.info.unified_memory = config.allow_unified_memory && unified_memory(core);
+  core.host_access_memory = !core.info.unified_memory && config.allow_host_access_memory &&
+                            find_memory_type(core.memory, ~0u, kMappedDeviceMemory) != UINT32_MAX;
   core.info.driver = std::string(p.p12.driverName) + ", " + p.p12.driverInfo;
   // Enable exactly what the kernels may use (and the device has).
   const gpu::DeviceFeatures& f = core.info.features;

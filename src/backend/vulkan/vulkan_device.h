@@ -22,7 +22,13 @@
 //     device-local, host-visible, coherent memory (lavapipe, Apple, APUs),
 //     buffers are mapped and host copies are memcpy; otherwise buffers are
 //     device-local and host copies go through a staging buffer, each copy
-//     waited for with the deadline.
+//     waited for with the deadline, except MemoryUse::kHostAccess buffers
+//     where the device has device-local memory the host can map (NVIDIA's
+//     BAR heap): those are mapped too, and fall back to device-local memory
+//     when the type is absent or its heap is full.
+//   - Waits poll their fence for up to 2 ms (config.fence_spin_s; not on CPU
+//     devices, whose threads the poll would compete with) before blocking,
+//     never past the deadline.
 //   - Descriptors: push descriptors (VK_KHR_push_descriptor) where the
 //     device has them and config.allow_push_descriptors, else sets from
 //     descriptor pools owned by each command list.
@@ -44,6 +50,15 @@ struct OpenConfig {
   // Without MINFER_VULKAN_DEVICE, a best device that runs on the CPU
   // (lavapipe) is unavailable, refused before any pipeline is made.
   bool refuse_cpu_device = false;
+  // Tests: false takes the discrete GPU's memory paths on a unified device
+  // (lavapipe): buffers are not mapped and host copies go through staging.
+  bool allow_unified_memory = true;
+  // Tests: false makes MemoryUse::kHostAccess fall back to device-local
+  // memory, as on a device without host-visible device memory.
+  bool allow_host_access_memory = true;
+  // Tests: how long a wait polls its fence before blocking, in seconds;
+  // negative: the default (2 ms; none on a CPU device).
+  double fence_spin_s = -1;
 };
 
 Result<std::unique_ptr<gpu::Device>> open_device(const Options& options,

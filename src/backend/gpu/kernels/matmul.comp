@@ -22,6 +22,13 @@
 // needs every subgroup full, as WG_X is a multiple of every subgroup size.
 // A token's summation order is thus fixed by in_dim, the type and the
 // device's subgroup size: never by n_tokens or the other tokens of a batch.
+//
+// Fusions (kernel_args.h), each with the bits of the separate kernels:
+//   - input norm: the workgroup first computes each of its tokens' RMS scale
+//     (rms.glsl, as rms_norm.comp) and x is normalized where it is loaded;
+//   - GLU: a set computes lane_rows gate rows and the same up rows (W's rows
+//     r and out_dim + r), and the lane that stores gets both sums and writes
+//     act(gate) * up (glu.comp's formula).
 #version 450
 #include "common.glsl"
 #include "kernel_args.h"
@@ -32,13 +39,19 @@ layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
+layout(std430, binding = 5) readonly buffer NormW { float norm_w[]; };
 
 const uint kTokens = MINFER_MATMUL_TOKENS_PER_GROUP;
 const uint kRows = MINFER_MATMUL_MAX_LANE_ROWS;
 #include "matmul_units.glsl"
+#include "activation.glsl"
 
 // One slot per subgroup and token (the worst case: a subgroup per invocation).
 shared float partial_sums[kTokens * kWorkgroupInvocations];
+#include "rms.glsl"
+
+uint row0;                        // the first output row of this invocation's set
+float gate_sums[kRows][kTokens];  // GLU: a set's gate sums, kept by the lane that stores
 
 // y[t][row] = s (+ bias[row]) (+ residual[t][row]) for the tokens of this
 // group: the adds in the order of separate element-wise kernels.
@@ -49,16 +62,52 @@ void store_y(uint row, uint t, float s) {
   y[i] = s;
 }
 
+// Where weight row slot r (< the set's weight rows) of the set reads: with
+// a GLU, slots lane_rows.. are the up rows of slots 0... Rows past out_dim
+// read the last row; their sums are never stored.
+uint weight_row(uint r) {
+  const bool up = args.glu != 0u && r >= args.lane_rows;
+  const uint row = min(row0 + (up ? r - args.lane_rows : r), args.out_dim - 1u);
+  return up ? row + args.out_dim : row;
+}
+
+// Slot r's total for token t, in a lane that stores.
+void finish(uint r, uint t, float s) {
+  if (args.glu == 0u) {
+    if (row0 + r < args.out_dim) store_y(row0 + r, t, s);
+    return;
+  }
+  if (r < args.lane_rows) {
+    gate_sums[r][t] = s;
+    return;
+  }
+  const uint row = row0 + r - args.lane_rows;
+  if (row >= args.out_dim) return;
+  const float g = gate_sums[r - args.lane_rows][t];
+  const float a = args.glu == MINFER_MATMUL_GLU_SWIGLU ? silu_f32(g) : gelu_f32(g);
+  precise float v = a * s;
+  y[(gl_WorkGroupID.z * kTokens + t) * args.out_dim + row] = v;
+}
+
 void main() {
   const uint lanes = 1u << args.lanes_log2;
   const uint sg = gl_SubgroupSize;
   const uint v = gl_SubgroupID * sg + gl_SubgroupInvocationID;
   const uint lane = v & (lanes - 1u);
   const uint sets = kWorkgroupInvocations >> args.lanes_log2;
-  const uint row0 = (folded_group_index() * sets + (v >> args.lanes_log2)) * args.lane_rows;
+  row0 = (folded_group_index() * sets + (v >> args.lanes_log2)) * args.lane_rows;
   const uint t0 = gl_WorkGroupID.z * kTokens;
   const uint n_here = args.n_tokens - t0;  // tokens of this group (uniform)
   const bool lane_ok = v < kWorkgroupInvocations;
+  const uint n_slots = args.glu != 0u ? 2u * args.lane_rows : args.lane_rows;
+
+  float x_scales[kTokens];
+  for (uint t = 0; t < kTokens; ++t) {
+    x_scales[t] = 1.0;
+    if (args.norm == 0u || t >= n_here) continue;
+    x_scales[t] = rms_scale((t0 + t) * args.in_dim, args.in_dim, args.norm_eps, true);
+    barrier();  // the next token's (or the reduction's) slot writes wait for these reads
+  }
 
   float acc[kRows][kTokens];
   for (uint r = 0; r < kRows; ++r) {
@@ -70,17 +119,18 @@ void main() {
     // Rows past out_dim read the last row; their sums are never stored.
     Raw raw[kRows];
     for (uint r = 0; r < kRows; ++r) {
-      if (r >= args.lane_rows) break;
-      raw[r] = mm_load(min(row0 + r, args.out_dim - 1u), u);
+      if (r >= n_slots) break;
+      raw[r] = mm_load(weight_row(r), u);
     }
     // Per token: its x of the unit in flight at once (with the weights' loads
     // for the first token), then each row's weights decoded chunk by chunk.
     for (uint t = 0; t < kTokens; ++t) {
       if (t >= n_here) break;
+      mm_x_scale = x_scales[t];
       vec4 xv[kUnitChunks];
       for (uint c = 0; c < kUnitChunks; ++c) xv[c] = mm_x_chunk((t0 + t) * args.in_dim, u, c);
       for (uint r = 0; r < kRows; ++r) {
-        if (r >= args.lane_rows) break;
+        if (r >= n_slots) break;
         for (uint c = 0; c < kUnitChunks; ++c) {
           const vec4 w = mm_chunk(raw[r], c);
           acc[r][t] += w.x * xv[c].x + w.y * xv[c].y + w.z * xv[c].z + w.w * xv[c].w;
@@ -90,14 +140,12 @@ void main() {
   }
 
   for (uint r = 0; r < kRows; ++r) {
-    if (r >= args.lane_rows) break;
-    const uint row = row0 + r;
-    const bool row_ok = lane_ok && row < args.out_dim;
+    if (r >= n_slots) break;
     if (lanes == sg) {
       for (uint t = 0; t < kTokens; ++t) {
         if (t >= n_here) break;
         const float s = subgroupAdd(acc[r][t]);
-        if (lane == 0u && row_ok) store_y(row, t, s);
+        if (lane == 0u && lane_ok) finish(r, t, s);
       }
     } else if (lanes > sg) {
       for (uint t = 0; t < kTokens; ++t) {
@@ -111,7 +159,7 @@ void main() {
       for (uint t = lane; t < min(kTokens, n_here); t += lanes) {
         float total = 0.0;
         for (uint i = 0; i < per_row; ++i) total += partial_sums[t * kWorkgroupInvocations + first + i];
-        if (row_ok) store_y(row, t, total);
+        if (lane_ok) finish(r, t, total);
       }
       barrier();  // before the next row's sums take the slots
     } else {
@@ -120,7 +168,7 @@ void main() {
         for (uint t = 0; t < kTokens; ++t) {
           if (t >= n_here) break;
           const float s = subgroupAdd(mine == k ? acc[r][t] : 0.0);
-          if (mine == k && lane == 0u && row_ok) store_y(row, t, s);
+          if (mine == k && lane == 0u && lane_ok) finish(r, t, s);
         }
       }
     }

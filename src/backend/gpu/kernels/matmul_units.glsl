@@ -40,10 +40,35 @@ layout(std430, binding = 0) readonly buffer WQuads { uvec4 quads[]; };
 #endif
 #endif
 
-// Elements i .. i + 3 of x (i % 4 == 0 where args.x_vec4 is set).
-vec4 x_quad(uint i) {
-  if (args.x_vec4 != 0u) return x4[i >> 2];
-  return vec4(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+// x as the rows multiply it: with the input norm (args.norm), each element
+// times the token's RMS scale (mm_x_scale, which the kernel sets per token
+// before it loads the token's x) and then, weighted, times norm_w[col]: the
+// operations and order of rms_norm.comp.
+float mm_x_scale = 1.0;
+
+vec4 x_normed(vec4 v, uint col) {
+  if (args.norm == 0u) return v;
+  precise vec4 n = v * mm_x_scale;
+  if (args.norm == MINFER_MATMUL_NORM_WEIGHTED) {
+    n = n * vec4(norm_w[col], norm_w[col + 1u], norm_w[col + 2u], norm_w[col + 3u]);
+  }
+  return n;
+}
+
+// Columns col .. col + 3 of the x row at xrow (xrow + col % 4 == 0 where
+// args.x_vec4 is set).
+vec4 x_quad(uint xrow, uint col) {
+  const uint i = xrow + col;
+  if (args.x_vec4 != 0u) return x_normed(x4[i >> 2], col);
+  return x_normed(vec4(x[i], x[i + 1u], x[i + 2u], x[i + 3u]), col);
+}
+
+// Column col of the x row at xrow.
+float x_elem(uint xrow, uint col) {
+  if (args.norm == 0u) return x[xrow + col];
+  precise float n = x[xrow + col] * mm_x_scale;
+  if (args.norm == MINFER_MATMUL_NORM_WEIGHTED) n = n * norm_w[col];
+  return n;
 }
 
 // The 4 bytes at byte 2 + 4k of a block that starts at byte 0 (odd false) or
@@ -122,7 +147,7 @@ vec4 mm_chunk(Raw r, uint c) {
 }
 
 vec4 mm_x_chunk(uint xrow, uint u, uint c) {
-  return x_quad(xrow + 32u * u + 4u * c);
+  return x_quad(xrow, 32u * u + 4u * c);
 }
 
 #elif defined(WEIGHT_Q4_K)
@@ -181,8 +206,8 @@ vec4 mm_chunk(Raw r, uint c) {
 // Unit u: 16 elements from 64 pair + 16 (u % 2) (low nibbles) and 32 past them.
 vec4 mm_x_chunk(uint xrow, uint u, uint c) {
   const uint p = u % 8u;
-  return x_quad(xrow + 256u * (u / 8u) + 64u * (p / 2u) + 16u * (p % 2u) + 32u * (c / 4u) +
-                4u * (c % 4u));
+  return x_quad(xrow, 256u * (u / 8u) + 64u * (p / 2u) + 16u * (p % 2u) + 32u * (c / 4u) +
+                          4u * (c % 4u));
 }
 
 #elif defined(WEIGHT_Q6_K)
@@ -241,8 +266,8 @@ vec4 mm_chunk(Raw r, uint c) {
 }
 
 vec4 mm_x_chunk(uint xrow, uint u, uint c) {
-  return x_quad(xrow + 256u * (u / 8u) + 128u * ((u % 8u) / 4u) + 8u * (u % 4u) +
-                32u * (c / 2u) + 4u * (c % 2u));
+  return x_quad(xrow, 256u * (u / 8u) + 128u * ((u % 8u) / 4u) + 8u * (u % 4u) +
+                          32u * (c / 2u) + 4u * (c % 2u));
 }
 
 #else
@@ -290,12 +315,12 @@ uint mm_element(uint u, uint j) {
 
 vec4 mm_x_chunk(uint xrow, uint u, uint c) {
 #if !defined(WEIGHT_LEGACY)
-  if (args.in_dim % 4u == 0u) return x_quad(xrow + 8u * u + 4u * c);
+  if (args.in_dim % 4u == 0u) return x_quad(xrow, 8u * u + 4u * c);
 #endif
   vec4 v = vec4(0.0);
   for (uint j = 0; j < 4u; ++j) {
     const uint k = mm_element(u, 4u * c + j);
-    if (k < args.in_dim) v[j] = x[xrow + k];
+    if (k < args.in_dim) v[j] = x_elem(xrow, k);
   }
   return v;
 }

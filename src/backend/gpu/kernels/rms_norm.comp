@@ -11,6 +11,7 @@ layout(std430, binding = 1) readonly buffer W { float w[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 
 shared float partial_sums[kWorkgroupInvocations];  // one slot per subgroup, worst case
+#include "rms.glsl"
 
 void main() {
   const uint row = folded_group_index();
@@ -18,19 +19,7 @@ void main() {
   const uint base = row * args.dim;
   const uint lid = gl_LocalInvocationIndex;
 
-  float sum_sq = 0.0;
-  if (row_ok) {
-    for (uint i = lid; i < args.dim; i += kWorkgroupInvocations) {
-      const float v = x[base + i];
-      sum_sq += v * v;
-    }
-  }
-  sum_sq = subgroupAdd(sum_sq);
-  if (subgroupElect()) partial_sums[gl_SubgroupID] = sum_sq;
-  barrier();
-  float total = 0.0;
-  for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial_sums[s];
-  const float scale = 1.0 / sqrt(total / float(args.dim) + args.eps);
+  const float scale = rms_scale(base, args.dim, args.eps, row_ok);
 
   if (row_ok) {
     for (uint i = lid; i < args.dim; i += kWorkgroupInvocations) {

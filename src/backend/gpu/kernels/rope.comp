@@ -1,12 +1,8 @@
-// Rotary position embedding, as the CPU's rope (backend/cpu/norm_rope.cpp):
-// for pair i of a head, theta = pos * theta_scale^i (the same running f32
-// product), t = freq_scale * (theta / freq_factors[i]), and the pair
-// (x0, x1) becomes (x0 cos t - x1 sin t, x0 sin t + x1 cos t); elements past
-// n_rot are copied. Pairs are (2i, 2i + 1) or, NeoX, (i, i + n_rot/2).
+// Rotary position embedding, as the CPU's rope (rope_pair.glsl); elements
+// past n_rot are copied.
 // One invocation per slot of a head (slot < n_rot/2: pair slot; else a copied
 // element), flat over tokens and heads, workgroups folded over x and y. out
 // may alias x (in place): every element is read and written by one invocation.
-// Loops: slot i runs i < 128 iterations of the theta product.
 #version 450
 #include "common.glsl"
 #include "kernel_args.h"
@@ -18,22 +14,9 @@ layout(std430, binding = 1) readonly buffer Positions { int positions[]; };
 layout(std430, binding = 2) readonly buffer FreqFactors { float freq_factors[]; };
 layout(std430, binding = 3) writeonly buffer Out { float y[]; };
 
-void rotate_pair(uint base, uint i, float pos) {
-  const uint half_rot = args.n_rot / 2u;
-  precise float theta = pos;
-  for (uint k = 0u; k < i; ++k) theta = theta * args.theta_scale;
-  const float ff = args.has_freq_factors != 0u ? freq_factors[i] : 1.0;
-  precise float angle = args.freq_scale * div_rn(theta, ff);
-  const float r = reduce_angle(angle);
-  const float c = cos(r), s = sin(r);
-  const uint i0 = base + (args.neox != 0u ? i : 2u * i);
-  const uint i1 = base + (args.neox != 0u ? i + half_rot : 2u * i + 1u);
-  const float x0 = x[i0], x1 = x[i1];
-  precise float y0 = x0 * c - x1 * s;
-  precise float y1 = x0 * s + x1 * c;
-  y[i0] = y0;
-  y[i1] = y1;
-}
+#define ROPE_LOAD(i) x[i]
+#define ROPE_STORE(i, v) y[i] = (v)
+#include "rope_pair.glsl"
 
 void main() {
   const uint half_rot = args.n_rot / 2u;
