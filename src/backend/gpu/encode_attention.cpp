@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include "backend/gpu/encode_attention_checks.h"
 
 #include "backend/gpu/encode_checks.h"
 #include "backend/gpu/kernel_args.h"
@@ -101,6 +102,10 @@ Status check_rope(const RopeShape& s) {
   return Status::ok();
 }
 
+}  // namespace
+
+namespace detail {
+
 Status check_attention(const AttentionShape& s) {
   MINFER_RETURN_IF_ERROR(positive("attention", "n_tokens", s.n_tokens));
   MINFER_RETURN_IF_ERROR(positive("attention", "n_head", s.n_head));
@@ -140,7 +145,44 @@ Status check_attention(const AttentionShape& s) {
   return Status::ok();
 }
 
-}  // namespace
+Status check_attention_bindings(const BufferRange& q, const BufferRange& positions,
+                                const BufferRange& seq_slots, const BufferRange& page_table,
+                                const BufferRange& k_cache, const BufferRange& v_cache,
+                                const BufferRange& out, const BufferRange& err,
+                                const AttentionShape& s) {
+  const int64_t row_len = s.n_head_kv * s.head_dim;
+  MINFER_ASSIGN_OR_RETURN(const uint64_t k_bytes,
+                          region_bytes("attention", "K", s.k_type, s.head_dim, row_len, s.n_ctx));
+  MINFER_ASSIGN_OR_RETURN(const uint64_t v_bytes,
+                          region_bytes("attention", "V", s.v_type, s.head_dim, row_len, s.n_ctx));
+  const uint64_t q_bytes = uint64_t(s.n_tokens) * s.n_head * s.head_dim * 4;
+  MINFER_RETURN_IF_ERROR(needs("attention", "q", q, q_bytes));
+  MINFER_RETURN_IF_ERROR(needs("attention", "out", out, q_bytes));
+  MINFER_RETURN_IF_ERROR(needs("attention", "positions", positions, uint64_t(s.n_tokens) * 4));
+  MINFER_RETURN_IF_ERROR(needs("attention", "k_cache", k_cache, k_bytes));
+  MINFER_RETURN_IF_ERROR(needs("attention", "v_cache", v_cache, v_bytes));
+  MINFER_RETURN_IF_ERROR(needs("attention", "err", err, MINFER_ERR_WORDS * 4));
+  if (s.page_size > 0) {
+    MINFER_RETURN_IF_ERROR(needs("attention", "seq_slots", seq_slots, uint64_t(s.n_tokens) * 4));
+    MINFER_RETURN_IF_ERROR(needs("attention", "page_table", page_table,
+                                 uint64_t(s.n_slots) * uint64_t(s.max_pages) * 4));
+  } else if (seq_slots.buffer != nullptr || page_table.buffer != nullptr) {
+    return Status::invalid_argument("attention: seq_slots / page_table given with page_size 0");
+  }
+  if (overlap(q, q_bytes, out, q_bytes)) {
+    return Status::invalid_argument("attention: out overlaps q");
+  }
+  return Status::ok();
+}
+
+Status check_attention_regions(const AttentionShape& s) {
+  const int64_t row_len = s.n_head_kv * s.head_dim;
+  MINFER_RETURN_IF_ERROR(
+      region_bytes("attention", "K", s.k_type, s.head_dim, row_len, s.n_ctx).status());
+  return region_bytes("attention", "V", s.v_type, s.head_dim, row_len, s.n_ctx).status();
+}
+
+}  // namespace detail
 
 Status encode_rope(Recorder& rec, const BufferRange& x, const BufferRange& positions,
                    const BufferRange& freq_factors, const BufferRange& out, const RopeShape& s,
@@ -335,35 +377,6 @@ Status check_attention_device(const DeviceInfo& info, const AttentionShape& s) {
 }
 
 // Every binding of an attention call against the shape.
-Status check_attention_bindings(const BufferRange& q, const BufferRange& positions,
-                                const BufferRange& seq_slots, const BufferRange& page_table,
-                                const BufferRange& k_cache, const BufferRange& v_cache,
-                                const BufferRange& out, const BufferRange& err,
-                                const AttentionShape& s) {
-  const int64_t row_len = s.n_head_kv * s.head_dim;
-  MINFER_ASSIGN_OR_RETURN(const uint64_t k_bytes,
-                          region_bytes("attention", "K", s.k_type, s.head_dim, row_len, s.n_ctx));
-  MINFER_ASSIGN_OR_RETURN(const uint64_t v_bytes,
-                          region_bytes("attention", "V", s.v_type, s.head_dim, row_len, s.n_ctx));
-  const uint64_t q_bytes = uint64_t(s.n_tokens) * s.n_head * s.head_dim * 4;
-  MINFER_RETURN_IF_ERROR(needs("attention", "q", q, q_bytes));
-  MINFER_RETURN_IF_ERROR(needs("attention", "out", out, q_bytes));
-  MINFER_RETURN_IF_ERROR(needs("attention", "positions", positions, uint64_t(s.n_tokens) * 4));
-  MINFER_RETURN_IF_ERROR(needs("attention", "k_cache", k_cache, k_bytes));
-  MINFER_RETURN_IF_ERROR(needs("attention", "v_cache", v_cache, v_bytes));
-  MINFER_RETURN_IF_ERROR(needs("attention", "err", err, MINFER_ERR_WORDS * 4));
-  if (s.page_size > 0) {
-    MINFER_RETURN_IF_ERROR(needs("attention", "seq_slots", seq_slots, uint64_t(s.n_tokens) * 4));
-    MINFER_RETURN_IF_ERROR(needs("attention", "page_table", page_table,
-                                 uint64_t(s.n_slots) * uint64_t(s.max_pages) * 4));
-  } else if (seq_slots.buffer != nullptr || page_table.buffer != nullptr) {
-    return Status::invalid_argument("attention: seq_slots / page_table given with page_size 0");
-  }
-  if (overlap(q, q_bytes, out, q_bytes)) {
-    return Status::invalid_argument("attention: out overlaps q");
-  }
-  return Status::ok();
-}
 
 }  // namespace
 
@@ -372,13 +385,13 @@ Status encode_attention(Recorder& rec, const BufferRange& q, const BufferRange& 
                         const BufferRange& k_cache, const BufferRange& v_cache,
                         const BufferRange& out, const BufferRange& err, const AttentionShape& s,
                         std::string_view note) {
-  MINFER_RETURN_IF_ERROR(check_attention(s));
+  MINFER_RETURN_IF_ERROR(detail::check_attention(s));
   MINFER_ASSIGN_OR_RETURN(const uint32_t kernel,
                           attention_kernel(rec.device(), s.k_type, s.v_type));
   const DeviceInfo& info = rec.device().info();
   MINFER_RETURN_IF_ERROR(check_attention_device(info, s));
-  MINFER_RETURN_IF_ERROR(
-      check_attention_bindings(q, positions, seq_slots, page_table, k_cache, v_cache, out, err, s));
+  MINFER_RETURN_IF_ERROR(detail::check_attention_bindings(q, positions, seq_slots, page_table,
+                                                          k_cache, v_cache, out, err, s));
   MINFER_ASSIGN_OR_RETURN(const Groups groups,
                           fold_groups(uint64_t(s.n_tokens) * s.n_head, info.limits));
   const bool paged = s.page_size > 0;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/gpu/encode_attention_checks.h"
 #include "backend/gpu/encode_checks.h"
 #include "backend/gpu/kernel_args.h"
 #include "backend/gpu/kernel_table.h"
@@ -37,16 +38,8 @@ constexpr uint64_t kFillGroups = 64;
 
 std::atomic<uint32_t> forced_rows_per_inv{0};
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 uint64_t ceil_div(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
-}
-
-bool overlap(const BufferRange& a, uint64_t a_bytes, const BufferRange& b, uint64_t b_bytes) {
-  return a.buffer == b.buffer && a.offset < b.offset + b_bytes && b.offset < a.offset + a_bytes;
 }
 
 // A sized range widened to whole 32-bit words (the kernel reads the caches
@@ -101,89 +94,6 @@ uint32_t rows_per_invocation(const AttentionShape& s) {
   return groups >= kFillGroups ? kMaxRowsPerInv : 1;
 }
 
-// encode_attention's shape checks (encode_attention.cpp's check_attention).
-Status check_shape(const AttentionShape& s) {
-  MINFER_RETURN_IF_ERROR(positive("attention", "n_tokens", s.n_tokens));
-  MINFER_RETURN_IF_ERROR(positive("attention", "n_head", s.n_head));
-  MINFER_RETURN_IF_ERROR(positive("attention", "n_head_kv", s.n_head_kv));
-  MINFER_RETURN_IF_ERROR(positive("attention", "head_dim", s.head_dim));
-  MINFER_RETURN_IF_ERROR(positive("attention", "n_ctx", s.n_ctx));
-  if (s.n_head % s.n_head_kv != 0) {
-    return Status::invalid_argument("attention: n_head = " + str(s.n_head) +
-                                    " is not a multiple of n_head_kv = " + str(s.n_head_kv));
-  }
-  if (s.head_dim % 2 != 0 || s.head_dim > kMaxHeadDim) {
-    return Status::invalid_argument("attention: head_dim = " + str(s.head_dim) +
-                                    " (must be even and <= " + str(kMaxHeadDim) + ")");
-  }
-  if (s.sliding_window < 0 || s.sliding_window > kMaxIndex) {
-    return Status::invalid_argument("attention: sliding_window = " + str(s.sliding_window));
-  }
-  if (uint64_t(s.n_tokens) * uint64_t(s.n_head) * uint64_t(s.head_dim) > uint64_t(kMaxIndex) ||
-      uint64_t(s.n_ctx) * uint64_t(s.n_head_kv) * uint64_t(s.head_dim) > uint64_t(kMaxIndex)) {
-    return Status::invalid_argument("attention: the shape exceeds 32-bit indices");
-  }
-  if (s.page_size < 0)
-    return Status::invalid_argument("attention: page_size = " + str(s.page_size));
-  if (s.page_size == 0) return Status::ok();
-  MINFER_RETURN_IF_ERROR(positive("attention", "max_pages", s.max_pages));
-  MINFER_RETURN_IF_ERROR(positive("attention", "n_slots", s.n_slots));
-  if (s.page_size > s.n_ctx ||
-      uint64_t(s.page_size) * uint64_t(s.max_pages) > uint64_t(kMaxIndex) ||
-      uint64_t(s.n_slots) * uint64_t(s.max_pages) > uint64_t(kMaxIndex)) {
-    return Status::invalid_argument("attention: page_size " + str(s.page_size) + " x " +
-                                    str(s.max_pages) + " pages, " + str(s.n_slots) +
-                                    " slots do not fit a cache of " + str(s.n_ctx) +
-                                    " rows and 32-bit indices");
-  }
-  return Status::ok();
-}
-
-// The bytes of a cache region of `type` (refused: a Q8_0 head_dim not a
-// multiple of 32, a region past 32-bit byte offsets).
-Result<uint64_t> region_bytes(std::string_view region, TensorType type, const AttentionShape& s) {
-  if (type == TensorType::Q8_0 && s.head_dim % 32 != 0) {
-    return Status::invalid_argument("attention: a q8_0 " + std::string(region) +
-                                    " cache needs head_dim a multiple of 32, got " +
-                                    str(s.head_dim));
-  }
-  MINFER_ASSIGN_OR_RETURN(const uint64_t row, quant::row_bytes(type, s.n_head_kv * s.head_dim));
-  const uint64_t bytes = row * uint64_t(s.n_ctx);
-  if (bytes > uint64_t(kMaxIndex)) {
-    return Status::invalid_argument("attention: the " + std::string(region) + " cache of " +
-                                    std::to_string(bytes) + " bytes exceeds 32-bit offsets");
-  }
-  return bytes;
-}
-
-// Every binding against the shape (encode_attention.cpp's
-// check_attention_bindings).
-Status check_bindings(const BufferRange& q, const BufferRange& positions,
-                      const BufferRange& seq_slots, const BufferRange& page_table,
-                      const BufferRange& k_cache, const BufferRange& v_cache,
-                      const BufferRange& out, const BufferRange& err, const AttentionShape& s) {
-  MINFER_ASSIGN_OR_RETURN(const uint64_t k_bytes, region_bytes("K", s.k_type, s));
-  MINFER_ASSIGN_OR_RETURN(const uint64_t v_bytes, region_bytes("V", s.v_type, s));
-  const uint64_t q_bytes = uint64_t(s.n_tokens) * s.n_head * s.head_dim * 4;
-  MINFER_RETURN_IF_ERROR(needs("attention", "q", q, q_bytes));
-  MINFER_RETURN_IF_ERROR(needs("attention", "out", out, q_bytes));
-  MINFER_RETURN_IF_ERROR(needs("attention", "positions", positions, uint64_t(s.n_tokens) * 4));
-  MINFER_RETURN_IF_ERROR(needs("attention", "k_cache", k_cache, k_bytes));
-  MINFER_RETURN_IF_ERROR(needs("attention", "v_cache", v_cache, v_bytes));
-  MINFER_RETURN_IF_ERROR(needs("attention", "err", err, MINFER_ERR_WORDS * 4));
-  if (s.page_size > 0) {
-    MINFER_RETURN_IF_ERROR(needs("attention", "seq_slots", seq_slots, uint64_t(s.n_tokens) * 4));
-    MINFER_RETURN_IF_ERROR(needs("attention", "page_table", page_table,
-                                 uint64_t(s.n_slots) * uint64_t(s.max_pages) * 4));
-  } else if (seq_slots.buffer != nullptr || page_table.buffer != nullptr) {
-    return Status::invalid_argument("attention: seq_slots / page_table given with page_size 0");
-  }
-  if (overlap(q, q_bytes, out, q_bytes)) {
-    return Status::invalid_argument("attention: out overlaps q");
-  }
-  return Status::ok();
-}
-
 // lavapipe's loop cap (docs/VULKAN.md rule 7) on a CPU device.
 Status check_loop_budget(const DeviceInfo& info, const AttentionShape& s, uint32_t rows_per_inv) {
   const uint64_t loops = attention_tiled_loop_bound(s, rows_per_inv);
@@ -229,14 +139,12 @@ uint64_t attention_tiled_loop_bound(const AttentionShape& s, uint32_t rows_per_i
 }
 
 bool attention_tiled_applies(const Device& device, const AttentionShape& s) {
-  if (s.n_tokens < kAttentionTiledMinTokens || !check_shape(s).is_ok()) return false;
+  if (s.n_tokens < kAttentionTiledMinTokens || !detail::check_attention(s).is_ok()) return false;
   const Result<uint32_t> kernel = attention_tiled_kernel(device, s.k_type, s.v_type);
   if (!kernel.is_ok()) return false;
   const DeviceInfo& info = device.info();
   if (device.kernel(*kernel).shared_bytes > info.limits.max_shared_memory_bytes) return false;
-  if (!region_bytes("K", s.k_type, s).is_ok() || !region_bytes("V", s.v_type, s).is_ok()) {
-    return false;
-  }
+  if (!detail::check_attention_regions(s).is_ok()) return false;
   return check_loop_budget(info, s, rows_per_invocation(s)).is_ok();
 }
 
@@ -245,14 +153,14 @@ Status encode_attention_tiled(Recorder& rec, const BufferRange& q, const BufferR
                               const BufferRange& k_cache, const BufferRange& v_cache,
                               const BufferRange& out, const BufferRange& err,
                               const AttentionShape& s, std::string_view note) {
-  MINFER_RETURN_IF_ERROR(check_shape(s));
+  MINFER_RETURN_IF_ERROR(detail::check_attention(s));
   MINFER_ASSIGN_OR_RETURN(const uint32_t kernel,
                           attention_tiled_kernel(rec.device(), s.k_type, s.v_type));
   const DeviceInfo& info = rec.device().info();
   const uint32_t rows_per_inv = rows_per_invocation(s);
   MINFER_RETURN_IF_ERROR(check_loop_budget(info, s, rows_per_inv));
-  MINFER_RETURN_IF_ERROR(
-      check_bindings(q, positions, seq_slots, page_table, k_cache, v_cache, out, err, s));
+  MINFER_RETURN_IF_ERROR(detail::check_attention_bindings(q, positions, seq_slots, page_table,
+                                                          k_cache, v_cache, out, err, s));
   args::AttentionTiledArgs a = geometry(s, rows_per_inv);
   MINFER_ASSIGN_OR_RETURN(const Groups groups,
                           fold_groups(uint64_t(a.row_blocks) * uint64_t(s.n_head_kv), info.limits));

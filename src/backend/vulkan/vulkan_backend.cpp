@@ -18,10 +18,12 @@ struct Opened {
   Status status;
 };
 
-// The process's device for the options' choice (opened on first use).
+// The process's device for the options' choice (opened on first use). The
+// list is never destroyed: at exit the NVIDIA driver may be torn down before
+// static destructors run, and destroying its device then crashed the process.
 Result<std::shared_ptr<gpu::Device>> shared_device(const Options& options) {
   static std::mutex mu;
-  static std::vector<Opened> opened;
+  static std::vector<Opened>& opened = *new std::vector<Opened>();
   const std::lock_guard<std::mutex> lock(mu);
   for (const Opened& o : opened) {
     if (o.device_index == options.vulkan_device && o.validation == options.vulkan_validation) {

@@ -1,0 +1,29 @@
+// The attention encoders' shared checks, refusing what both attention
+// kernels cannot take (encode_attention.h's contract): defined in
+// encode_attention.cpp, used there and by encode_attention_tiled.cpp.
+#pragma once
+
+#include "backend/gpu/device.h"
+#include "backend/gpu/encode_attention.h"
+#include "base/status.h"
+
+namespace minfer::gpu::detail {
+
+// Sizes positive, GQA whole, head_dim even and within the kernels' limit,
+// the window, 32-bit indices, and the page geometry when paged.
+Status check_attention(const AttentionShape& s);
+
+// The K and V cache regions' types and sizes (a Q8_0 region needs head_dim
+// a multiple of 32; regions within 32-bit byte offsets).
+Status check_attention_regions(const AttentionShape& s);
+
+// Every binding against the shape: q, out (not overlapping q), positions,
+// the cache regions, the error words, and the page tables when paged (not
+// given otherwise).
+Status check_attention_bindings(const BufferRange& q, const BufferRange& positions,
+                                const BufferRange& seq_slots, const BufferRange& page_table,
+                                const BufferRange& k_cache, const BufferRange& v_cache,
+                                const BufferRange& out, const BufferRange& err,
+                                const AttentionShape& s);
+
+}  // namespace minfer::gpu::detail
