@@ -34,6 +34,7 @@
 #include "backend/gpu/encode_attention.h"
 #include "backend/gpu/kernel_args.h"
 #include "backend/gpu/recorder.h"
+#include "backend/vulkan_attention_testutil.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/half.h"
 
@@ -44,23 +45,6 @@ using cpu::testing::decode;
 using cpu::testing::encode;
 using cpu::testing::random_floats;
 using quant::TensorType;
-
-template <typename T>
-std::unique_ptr<gpu::Buffer> upload_vec(gpu::Device& d, const std::vector<T>& v) {
-  return upload(d, std::as_bytes(std::span(v)));
-}
-
-template <typename T>
-std::vector<T> download_vec(gpu::Device& d, const gpu::Buffer& b, size_t n) {
-  std::vector<T> out(n);
-  const Status s = d.read_buffer(b, 0, std::as_writable_bytes(std::span(out)));
-  EXPECT_TRUE(s.is_ok()) << s.message();
-  return out;
-}
-
-std::vector<uint32_t> error_words(gpu::Device& d, const gpu::Buffer& err) {
-  return download_vec<uint32_t>(d, err, MINFER_ERR_WORDS);
-}
 
 // ---- rope ----
 
@@ -121,19 +105,6 @@ TEST(VulkanRope, RefusesMalformedShapes) {
 
 // ---- kv_store ----
 
-// The CPU's store_cache_row encoding of one row.
-std::vector<uint8_t> cpu_cache_row(TensorType type, const float* src, int64_t n) {
-  if (type == TensorType::F16) {
-    std::vector<uint8_t> out(size_t(n) * 2);
-    for (int64_t i = 0; i < n; ++i) {
-      const uint16_t h = quant::f32_to_f16(src[i]);
-      std::memcpy(out.data() + i * 2, &h, 2);
-    }
-    return out;
-  }
-  return encode(type, std::vector<float>(src, src + n));
-}
-
 size_t cache_row_bytes(TensorType type, int64_t n) {
   return static_cast<size_t>(*quant::row_bytes(type, n));
 }
@@ -177,8 +148,8 @@ TEST(VulkanKvStore, MatchesTheCpuEncodingAndLeavesOtherRows) {
     std::vector<uint8_t> k_want(kb * n_ctx, 0xa5), v_want(vb * n_ctx, 0x5a);
     auto gk_cache = upload_vec(d, k_want), gv_cache = upload_vec(d, v_want);
     for (int64_t t = 0; t < n_tokens; ++t) {
-      const auto kr = cpu_cache_row(c.k_type, k.data() + t * row_len, row_len);
-      const auto vr = cpu_cache_row(c.v_type, v.data() + t * row_len, row_len);
+      const auto kr = cache_row(c.k_type, k.data() + t * row_len, row_len);
+      const auto vr = cache_row(c.v_type, v.data() + t * row_len, row_len);
       std::copy(kr.begin(), kr.end(), k_want.begin() + rows[t] * kb);
       std::copy(vr.begin(), vr.end(), v_want.begin() + rows[t] * vb);
     }
@@ -254,131 +225,6 @@ TEST(VulkanKvStore, RefusesMalformedShapes) {
 
 // ---- attention ----
 
-// A cache region on the host: the encoded rows and their dequantized values.
-struct HostCache {
-  std::vector<uint8_t> bytes;
-  std::vector<float> values;
-};
-
-HostCache make_cache(TensorType type, int64_t n_ctx, int64_t row_len, uint32_t seed) {
-  HostCache c;
-  const auto x = random_floats(n_ctx * row_len, seed);
-  for (int64_t r = 0; r < n_ctx; ++r) {
-    const auto row = cpu_cache_row(type, x.data() + r * row_len, row_len);
-    const auto back = decode(type, row.data(), row_len);
-    c.bytes.insert(c.bytes.end(), row.begin(), row.end());
-    c.values.insert(c.values.end(), back.begin(), back.end());
-  }
-  return c;
-}
-
-struct AttentionCase {
-  gpu::AttentionShape shape;
-  std::vector<int32_t> positions, slots, table;  // slots/table: paged only
-};
-
-// The cache row of position j of query t (the paged mapping or j).
-int64_t host_row(const AttentionCase& c, int64_t t, int64_t j) {
-  const gpu::AttentionShape& s = c.shape;
-  if (s.page_size == 0) return j;
-  return int64_t(c.table[size_t(c.slots[t] * s.max_pages + j / s.page_size)]) * s.page_size +
-         j % s.page_size;
-}
-
-std::vector<double> reference_attention(const AttentionCase& c, const std::vector<float>& q,
-                                        const HostCache& k, const HostCache& v) {
-  const gpu::AttentionShape& s = c.shape;
-  const int64_t hd = s.head_dim, row_len = s.n_head_kv * hd, group = s.n_head / s.n_head_kv;
-  std::vector<double> out(q.size(), 0.0);
-  for (int64_t t = 0; t < s.n_tokens; ++t) {
-    const int64_t pos = c.positions[t];
-    const int64_t lo = s.sliding_window > 0 ? std::max<int64_t>(0, pos + 1 - s.sliding_window) : 0;
-    for (int64_t h = 0; h < s.n_head; ++h) {
-      const float* qh = q.data() + (t * s.n_head + h) * hd;
-      const int64_t kv0 = (h / group) * hd;
-      std::vector<double> scores;
-      for (int64_t j = lo; j <= pos; ++j) {
-        const float* kr = k.values.data() + host_row(c, t, j) * row_len + kv0;
-        double dot = 0;
-        for (int64_t i = 0; i < hd; ++i) dot += double(qh[i]) * kr[i];
-        scores.push_back(dot * s.scale);
-      }
-      const double m = *std::max_element(scores.begin(), scores.end());
-      double sum = 0;
-      for (double& x : scores) sum += (x = std::exp(x - m));
-      double* o = out.data() + (t * s.n_head + h) * hd;
-      for (int64_t j = lo; j <= pos; ++j) {
-        const float* vr = v.values.data() + host_row(c, t, j) * row_len + kv0;
-        for (int64_t i = 0; i < hd; ++i) o[i] += scores[size_t(j - lo)] / sum * vr[i];
-      }
-    }
-  }
-  return out;
-}
-
-struct AttentionRun {
-  std::vector<float> out;
-  std::vector<uint32_t> err;
-};
-
-// Uploads the case's buffers, runs encode_attention (out prefilled with 7)
-// and reads out and the error words back.
-AttentionRun run_attention(const AttentionCase& c, const std::vector<float>& q, const HostCache& k,
-                           const HostCache& v) {
-  gpu::Device& d = device();
-  const bool paged = c.shape.page_size > 0;
-  auto gq = upload_floats(d, q), gp = upload_vec(d, c.positions);
-  auto gs = paged ? upload_vec(d, c.slots) : nullptr, gt = paged ? upload_vec(d, c.table) : nullptr;
-  auto gk = upload_vec(d, k.bytes), gv = upload_vec(d, v.bytes);
-  auto go = upload_floats(d, std::vector<float>(q.size(), 7.0f));
-  auto err = zeros(d, MINFER_ERR_WORDS * 4);
-  gpu::Recorder rec(d);
-  const Status s =
-      gpu::encode_attention(rec, whole(gq), whole(gp), paged ? whole(gs) : gpu::BufferRange{},
-                            paged ? whole(gt) : gpu::BufferRange{}, {gk.get(), 0, k.bytes.size()},
-                            {gv.get(), 0, v.bytes.size()}, whole(go), whole(err), c.shape);
-  EXPECT_TRUE(s.is_ok()) << s.message();
-  if (!s.is_ok()) return {};
-  const Status w = rec.submit_and_wait();
-  EXPECT_TRUE(w.is_ok()) << w.message();
-  return {download_floats(d, *go, q.size()), error_words(d, *err)};
-}
-
-void expect_matches_reference(const AttentionCase& c, uint32_t seed) {
-  const gpu::AttentionShape& s = c.shape;
-  const int64_t row_len = s.n_head_kv * s.head_dim;
-  const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, seed);
-  const HostCache k = make_cache(s.k_type, s.n_ctx, row_len, seed + 1);
-  const HostCache v = make_cache(s.v_type, s.n_ctx, row_len, seed + 2);
-  const AttentionRun got = run_attention(c, q, k, v);
-  ASSERT_EQ(got.out.size(), q.size());
-  EXPECT_EQ(got.err[0], 0u);
-  EXPECT_LT(max_abs_diff(got.out, reference_attention(c, q, k, v)), 1e-3)
-      << quant::type_name(s.k_type) << " K, " << quant::type_name(s.v_type) << " V, head_dim "
-      << s.head_dim << ", heads " << s.n_head << "/" << s.n_head_kv << ", tokens " << s.n_tokens
-      << ", window " << s.sliding_window << ", page_size " << s.page_size;
-}
-
-gpu::AttentionShape shape_of(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t hd,
-                             int64_t n_ctx, TensorType k_type, TensorType v_type) {
-  gpu::AttentionShape s;
-  s.n_tokens = n_tokens;
-  s.n_head = n_head;
-  s.n_head_kv = n_head_kv;
-  s.head_dim = hd;
-  s.n_ctx = n_ctx;
-  s.scale = 1.0f / std::sqrt(float(hd));
-  s.k_type = k_type;
-  s.v_type = v_type;
-  return s;
-}
-
-std::vector<int32_t> consecutive(int32_t first, int32_t n) {
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  std::iota(p.begin(), p.end(), first);
-  return p;
-}
-
 struct TypeCase {
   TensorType k, v;
   int64_t n_head, n_head_kv, head_dim;
@@ -403,7 +249,7 @@ TEST(VulkanAttention, DecodeAtPosition300MatchesTheHostForEveryCacheType) {
   for (const TypeCase& tc : kTypeCases) {
     AttentionCase c{
         shape_of(1, tc.n_head, tc.n_head_kv, tc.head_dim, 320, tc.k, tc.v), {300}, {}, {}};
-    expect_matches_reference(c, seed += 10);
+    expect_matches_reference(c, seed += 10, AttentionKernel::kDecode);
   }
 }
 
@@ -413,10 +259,10 @@ TEST(VulkanAttention, LongContextDecodeSeesEveryKey) {
   MINFER_SKIP_WITHOUT_VULKAN();
   AttentionCase at_4095{
       shape_of(1, 2, 1, 256, 4096, TensorType::Q8_0, TensorType::F16), {4095}, {}, {}};
-  expect_matches_reference(at_4095, 150);
+  expect_matches_reference(at_4095, 150, AttentionKernel::kDecode);
   AttentionCase at_16383{
       shape_of(1, 2, 2, 64, 16384, TensorType::F32, TensorType::F32), {16383}, {}, {}};
-  expect_matches_reference(at_16383, 160);
+  expect_matches_reference(at_16383, 160, AttentionKernel::kDecode);
 }
 
 // The engine relies on batch invariance: a query's output is bit-identical
@@ -432,7 +278,7 @@ TEST(VulkanAttention, AQuerysOutputDoesNotDependOnItsBatch) {
     const auto q_batch = random_floats(7 * width, 63);
     AttentionCase batch{
         shape_of(7, tc.n_head, tc.n_head_kv, hd, n_ctx, tc.k, tc.v), batch_positions, {}, {}};
-    const AttentionRun together = run_attention(batch, q_batch, k, v);
+    const AttentionRun together = run_attention(batch, q_batch, k, v, AttentionKernel::kDecode);
     ASSERT_EQ(together.out.size(), q_batch.size());
     for (int64_t t = 0; t < 7; ++t) {
       const std::vector<float> q_one(q_batch.begin() + t * width,
@@ -441,7 +287,7 @@ TEST(VulkanAttention, AQuerysOutputDoesNotDependOnItsBatch) {
                         {batch_positions[size_t(t)]},
                         {},
                         {}};
-      const AttentionRun alone = run_attention(one, q_one, k, v);
+      const AttentionRun alone = run_attention(one, q_one, k, v, AttentionKernel::kDecode);
       ASSERT_EQ(alone.out.size(), q_one.size());
       EXPECT_EQ(std::memcmp(alone.out.data(), together.out.data() + t * width,
                             size_t(width) * sizeof(float)),
@@ -459,7 +305,7 @@ TEST(VulkanAttention, PrefillOf37TokensMatchesTheHost) {
                     consecutive(150, 37),
                     {},
                     {}};
-    expect_matches_reference(c, seed += 10);
+    expect_matches_reference(c, seed += 10, AttentionKernel::kDecode);
   }
 }
 
@@ -471,71 +317,22 @@ TEST(VulkanAttention, SlidingWindowKeepsOnlyRecentKeys) {
                     {},
                     {}};
     c.shape.sliding_window = window;
-    expect_matches_reference(c, 300 + uint32_t(window));
+    expect_matches_reference(c, 300 + uint32_t(window), AttentionKernel::kDecode);
   }
-}
-
-// Two sequences in shuffled pages of 16 rows: slot 2 holds 70 positions
-// (5 pages), slot 0 holds 40 (3 pages); their queries are interleaved.
-AttentionCase paged_case(TensorType k_type, TensorType v_type, int64_t hd) {
-  AttentionCase c{shape_of(20, 8, 2, hd, 256, k_type, v_type), {}, {}, {}};
-  c.shape.page_size = 16;
-  c.shape.max_pages = 6;
-  c.shape.n_slots = 3;
-  std::vector<int32_t> pages(16);
-  std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), std::mt19937(5));
-  c.table.assign(size_t(3 * 6), -1);
-  for (int p = 0; p < 5; ++p) c.table[size_t(2 * 6 + p)] = pages[size_t(p)];
-  for (int p = 0; p < 3; ++p) c.table[size_t(0 * 6 + p)] = pages[size_t(5 + p)];
-  for (int i = 0; i < 10; ++i) {
-    c.positions.push_back(60 + i);
-    c.slots.push_back(2);
-    c.positions.push_back(30 + i);
-    c.slots.push_back(0);
-  }
-  return c;
 }
 
 TEST(VulkanAttention, PagedCacheOfTwoSequencesInShuffledPages) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  expect_matches_reference(paged_case(TensorType::F16, TensorType::F16, 64), 400);
+  expect_matches_reference(paged_case(TensorType::F16, TensorType::F16, 64), 400,
+                           AttentionKernel::kDecode);
   AttentionCase windowed = paged_case(TensorType::Q8_0, TensorType::F32, 128);
   windowed.shape.sliding_window = 21;
-  expect_matches_reference(windowed, 410);
+  expect_matches_reference(windowed, 410, AttentionKernel::kDecode);
 }
 
 TEST(VulkanAttention, BadPositionsSlotsAndPagesAreSkippedAndReported) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  struct Bad {
-    AttentionCase c;
-    uint32_t value, bound;
-  };
-  AttentionCase past = {
-      shape_of(2, 4, 2, 32, 64, TensorType::F32, TensorType::F32), {3, 64}, {}, {}};
-  AttentionCase slot = paged_case(TensorType::F32, TensorType::F32, 32);
-  slot.slots[5] = 3;
-  AttentionCase page = paged_case(TensorType::F32, TensorType::F32, 32);
-  page.table[size_t(2 * 6 + 4)] = 16;  // read by the queries at 64..69 of slot 2
-  for (const Bad& b : {Bad{past, 64, 64}, Bad{slot, 3, 3}, Bad{page, 16, 16}}) {
-    const gpu::AttentionShape& s = b.c.shape;
-    const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, 9);
-    const HostCache k = make_cache(s.k_type, s.n_ctx, s.n_head_kv * s.head_dim, 10);
-    const HostCache v = make_cache(s.v_type, s.n_ctx, s.n_head_kv * s.head_dim, 11);
-    const AttentionRun got = run_attention(b.c, q, k, v);
-    ASSERT_EQ(got.err.size(), size_t(MINFER_ERR_WORDS));
-    EXPECT_EQ(got.err[0], MINFER_ERR_POSITION);
-    EXPECT_EQ(got.err[1], b.value);
-    EXPECT_EQ(got.err[2], b.bound);
-  }
-  // The query past the cache is left as it was; the one before it is computed.
-  const auto q = random_floats(2 * 4 * 32, 9);
-  const HostCache k = make_cache(TensorType::F32, 64, 64, 10),
-                  v = make_cache(TensorType::F32, 64, 64, 11);
-  const AttentionRun got = run_attention(past, q, k, v);
-  const auto want = reference_attention({past.shape, {3, 3}, {}, {}}, q, k, v);
-  for (size_t i = 0; i < 128; ++i) EXPECT_NEAR(got.out[i], want[i], 1e-3);
-  for (size_t i = 128; i < 256; ++i) EXPECT_EQ(got.out[i], 7.0f);
+  expect_bad_indices_reported(AttentionKernel::kDecode);
 }
 
 TEST(VulkanAttention, KvStoreThenAttentionInOneSubmission) {
@@ -568,8 +365,8 @@ TEST(VulkanAttention, KvStoreThenAttentionInOneSubmission) {
     const float* kr = t < n_tokens ? k.data() + t * row_len : nullptr;
     const float* vr = t < n_tokens ? v.data() + t * row_len : nullptr;
     const std::vector<float> zero(size_t(row_len), 0.0f);
-    const auto ke = cpu_cache_row(TensorType::Q8_0, kr ? kr : zero.data(), row_len);
-    const auto ve = cpu_cache_row(TensorType::F16, vr ? vr : zero.data(), row_len);
+    const auto ke = cache_row(TensorType::Q8_0, kr ? kr : zero.data(), row_len);
+    const auto ve = cache_row(TensorType::F16, vr ? vr : zero.data(), row_len);
     const auto kd = decode(TensorType::Q8_0, ke.data(), row_len);
     const auto vd = decode(TensorType::F16, ve.data(), row_len);
     hk.values.insert(hk.values.end(), kd.begin(), kd.end());

@@ -27,6 +27,7 @@
 #include "backend/gpu/encode_attention_tiled.h"
 #include "backend/gpu/kernel_args.h"
 #include "backend/gpu/recorder.h"
+#include "backend/vulkan_attention_testutil.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/half.h"
 
@@ -37,165 +38,6 @@ using cpu::testing::decode;
 using cpu::testing::encode;
 using cpu::testing::random_floats;
 using quant::TensorType;
-
-template <typename T>
-std::unique_ptr<gpu::Buffer> upload_vec(gpu::Device& d, const std::vector<T>& v) {
-  return upload(d, std::as_bytes(std::span(v)));
-}
-
-std::vector<uint32_t> error_words(gpu::Device& d, const gpu::Buffer& err) {
-  std::vector<uint32_t> out(MINFER_ERR_WORDS);
-  EXPECT_TRUE(d.read_buffer(err, 0, std::as_writable_bytes(std::span(out))).is_ok());
-  return out;
-}
-
-// A cache region on the host: rows encoded as the CPU stores them (f16 by
-// quant::f32_to_f16, q8_0 by its quantizer) and their dequantized values.
-struct HostCache {
-  std::vector<uint8_t> bytes;
-  std::vector<float> values;
-};
-
-std::vector<uint8_t> cache_row(TensorType type, const float* src, int64_t n) {
-  if (type != TensorType::F16) return encode(type, std::vector<float>(src, src + n));
-  std::vector<uint8_t> out(size_t(n) * 2);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint16_t h = quant::f32_to_f16(src[i]);
-    std::memcpy(out.data() + i * 2, &h, 2);
-  }
-  return out;
-}
-
-HostCache make_cache(TensorType type, int64_t n_ctx, int64_t row_len, uint32_t seed) {
-  HostCache c;
-  const auto x = random_floats(n_ctx * row_len, seed);
-  for (int64_t r = 0; r < n_ctx; ++r) {
-    const auto row = cache_row(type, x.data() + r * row_len, row_len);
-    const auto back = decode(type, row.data(), row_len);
-    c.bytes.insert(c.bytes.end(), row.begin(), row.end());
-    c.values.insert(c.values.end(), back.begin(), back.end());
-  }
-  return c;
-}
-
-struct AttentionCase {
-  gpu::AttentionShape shape;
-  std::vector<int32_t> positions, slots, table;  // slots/table: paged only
-};
-
-gpu::AttentionShape shape_of(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t hd,
-                             int64_t n_ctx, TensorType k_type, TensorType v_type) {
-  gpu::AttentionShape s;
-  s.n_tokens = n_tokens;
-  s.n_head = n_head;
-  s.n_head_kv = n_head_kv;
-  s.head_dim = hd;
-  s.n_ctx = n_ctx;
-  s.scale = 1.0f / std::sqrt(float(hd));
-  s.k_type = k_type;
-  s.v_type = v_type;
-  return s;
-}
-
-std::vector<int32_t> consecutive(int32_t first, int32_t n) {
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  std::iota(p.begin(), p.end(), first);
-  return p;
-}
-
-// A prompt chunk: n_tokens queries at first, first + 1, ... of one sequence.
-AttentionCase prompt(int64_t n_tokens, int32_t first, int64_t n_head, int64_t n_head_kv, int64_t hd,
-                     TensorType k_type, TensorType v_type) {
-  return {shape_of(n_tokens, n_head, n_head_kv, hd, first + n_tokens + 3, k_type, v_type),
-          consecutive(first, int32_t(n_tokens)),
-          {},
-          {}};
-}
-
-int64_t host_row(const AttentionCase& c, int64_t t, int64_t j) {
-  const gpu::AttentionShape& s = c.shape;
-  if (s.page_size == 0) return j;
-  return int64_t(c.table[size_t(c.slots[t] * s.max_pages + j / s.page_size)]) * s.page_size +
-         j % s.page_size;
-}
-
-std::vector<double> reference_attention(const AttentionCase& c, const std::vector<float>& q,
-                                        const HostCache& k, const HostCache& v) {
-  const gpu::AttentionShape& s = c.shape;
-  const int64_t hd = s.head_dim, row_len = s.n_head_kv * hd, group = s.n_head / s.n_head_kv;
-  std::vector<double> out(q.size(), 0.0);
-  for (int64_t t = 0; t < s.n_tokens; ++t) {
-    const int64_t pos = c.positions[t];
-    const int64_t lo = s.sliding_window > 0 ? std::max<int64_t>(0, pos + 1 - s.sliding_window) : 0;
-    for (int64_t h = 0; h < s.n_head; ++h) {
-      const float* qh = q.data() + (t * s.n_head + h) * hd;
-      const int64_t kv0 = (h / group) * hd;
-      std::vector<double> scores;
-      for (int64_t j = lo; j <= pos; ++j) {
-        const float* kr = k.values.data() + host_row(c, t, j) * row_len + kv0;
-        double dot = 0;
-        for (int64_t i = 0; i < hd; ++i) dot += double(qh[i]) * kr[i];
-        scores.push_back(dot * s.scale);
-      }
-      const double m = *std::max_element(scores.begin(), scores.end());
-      double sum = 0;
-      for (double& x : scores) sum += (x = std::exp(x - m));
-      double* o = out.data() + (t * s.n_head + h) * hd;
-      for (int64_t j = lo; j <= pos; ++j) {
-        const float* vr = v.values.data() + host_row(c, t, j) * row_len + kv0;
-        for (int64_t i = 0; i < hd; ++i) o[i] += scores[size_t(j - lo)] / sum * vr[i];
-      }
-    }
-  }
-  return out;
-}
-
-struct AttentionRun {
-  std::vector<float> out;
-  std::vector<uint32_t> err;
-};
-
-// Uploads the case's buffers, runs the tiled kernel (or encode_attention)
-// with out prefilled with 7, and reads out and the error words back.
-AttentionRun run_attention(const AttentionCase& c, const std::vector<float>& q, const HostCache& k,
-                           const HostCache& v, bool tiled = true) {
-  gpu::Device& d = device();
-  const bool paged = c.shape.page_size > 0;
-  auto gq = upload_floats(d, q), gp = upload_vec(d, c.positions);
-  auto gs = paged ? upload_vec(d, c.slots) : nullptr, gt = paged ? upload_vec(d, c.table) : nullptr;
-  auto gk = upload_vec(d, k.bytes), gv = upload_vec(d, v.bytes);
-  auto go = upload_floats(d, std::vector<float>(q.size(), 7.0f));
-  auto err = zeros(d, MINFER_ERR_WORDS * 4);
-  const gpu::BufferRange slots = paged ? whole(gs) : gpu::BufferRange{};
-  const gpu::BufferRange table = paged ? whole(gt) : gpu::BufferRange{};
-  const gpu::BufferRange kc{gk.get(), 0, k.bytes.size()}, vc{gv.get(), 0, v.bytes.size()};
-  gpu::Recorder rec(d);
-  const Status s = tiled ? gpu::encode_attention_tiled(rec, whole(gq), whole(gp), slots, table, kc,
-                                                       vc, whole(go), whole(err), c.shape)
-                         : gpu::encode_attention(rec, whole(gq), whole(gp), slots, table, kc, vc,
-                                                 whole(go), whole(err), c.shape);
-  EXPECT_TRUE(s.is_ok()) << s.message();
-  if (!s.is_ok()) return {};
-  const Status w = rec.submit_and_wait();
-  EXPECT_TRUE(w.is_ok()) << w.message();
-  return {download_floats(d, *go, q.size()), error_words(d, *err)};
-}
-
-void expect_matches_reference(const AttentionCase& c, uint32_t seed) {
-  const gpu::AttentionShape& s = c.shape;
-  const int64_t row_len = s.n_head_kv * s.head_dim;
-  const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, seed);
-  const HostCache k = make_cache(s.k_type, s.n_ctx, row_len, seed + 1);
-  const HostCache v = make_cache(s.v_type, s.n_ctx, row_len, seed + 2);
-  const AttentionRun got = run_attention(c, q, k, v);
-  ASSERT_EQ(got.out.size(), q.size());
-  EXPECT_EQ(got.err[0], 0u);
-  EXPECT_LT(max_abs_diff(got.out, reference_attention(c, q, k, v)), 1e-3)
-      << quant::type_name(s.k_type) << " K, " << quant::type_name(s.v_type) << " V, head_dim "
-      << s.head_dim << ", heads " << s.n_head << "/" << s.n_head_kv << ", tokens " << s.n_tokens
-      << " from " << c.positions[0] << ", window " << s.sliding_window << ", page_size "
-      << s.page_size;
-}
 
 // Rows per invocation forced for a scope (gpu::force_attention_tiled_rows_for_testing).
 class ForcedRows {
@@ -229,7 +71,7 @@ TEST(VulkanAttentionTiled, ChunksFromLaterPositionsMatchTheHostForEveryCacheType
   uint32_t seed = 100;
   for (const TypeCase& tc : cases) {
     expect_matches_reference(prompt(37, 90, tc.n_head, tc.n_head_kv, tc.head_dim, tc.k, tc.v),
-                             seed += 10);
+                             seed += 10, AttentionKernel::kTiled);
   }
 }
 
@@ -238,17 +80,22 @@ TEST(VulkanAttentionTiled, ChunksFromLaterPositionsMatchTheHostForEveryCacheType
 // see few keys.
 TEST(VulkanAttentionTiled, PromptsFromZeroWithPartialBlocksMatchTheHost) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  expect_matches_reference(prompt(77, 0, 14, 2, 64, TensorType::F16, TensorType::F16), 200);
-  expect_matches_reference(prompt(45, 0, 8, 1, 128, TensorType::F32, TensorType::F32), 210);
-  expect_matches_reference(prompt(33, 0, 8, 1, 256, TensorType::F16, TensorType::Q8_0), 220);
+  expect_matches_reference(prompt(77, 0, 14, 2, 64, TensorType::F16, TensorType::F16), 200,
+                           AttentionKernel::kTiled);
+  expect_matches_reference(prompt(45, 0, 8, 1, 128, TensorType::F32, TensorType::F32), 210,
+                           AttentionKernel::kTiled);
+  expect_matches_reference(prompt(33, 0, 8, 1, 256, TensorType::F16, TensorType::Q8_0), 220,
+                           AttentionKernel::kTiled);
 }
 
 TEST(VulkanAttentionTiled, EveryRowsPerInvocationMatchesTheHost) {
   MINFER_SKIP_WITHOUT_VULKAN();
   for (uint32_t rows : {1u, 2u, 4u}) {
     const ForcedRows forced(rows);
-    expect_matches_reference(prompt(41, 20, 14, 2, 64, TensorType::F16, TensorType::F16), 300);
-    expect_matches_reference(prompt(19, 5, 6, 2, 96, TensorType::Q8_0, TensorType::F32), 310);
+    expect_matches_reference(prompt(41, 20, 14, 2, 64, TensorType::F16, TensorType::F16), 300,
+                             AttentionKernel::kTiled);
+    expect_matches_reference(prompt(19, 5, 6, 2, 96, TensorType::Q8_0, TensorType::F32), 310,
+                             AttentionKernel::kTiled);
   }
 }
 
@@ -257,72 +104,22 @@ TEST(VulkanAttentionTiled, SlidingWindowKeepsOnlyRecentKeys) {
   for (int64_t window : {1, 7, 40}) {
     AttentionCase c = prompt(37, 100, 14, 2, 64, TensorType::Q8_0, TensorType::F16);
     c.shape.sliding_window = window;
-    expect_matches_reference(c, 400 + uint32_t(window));
+    expect_matches_reference(c, 400 + uint32_t(window), AttentionKernel::kTiled);
   }
-}
-
-// Two sequences in shuffled pages of 16 rows: slot 2 holds 70 positions
-// (5 pages), slot 0 holds 40 (3 pages); their queries are interleaved, so
-// every block of rows mixes the two slots.
-AttentionCase paged_case(TensorType k_type, TensorType v_type, int64_t hd) {
-  AttentionCase c{shape_of(20, 8, 2, hd, 256, k_type, v_type), {}, {}, {}};
-  c.shape.page_size = 16;
-  c.shape.max_pages = 6;
-  c.shape.n_slots = 3;
-  std::vector<int32_t> pages(16);
-  std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), std::mt19937(5));
-  c.table.assign(size_t(3 * 6), -1);
-  for (int p = 0; p < 5; ++p) c.table[size_t(2 * 6 + p)] = pages[size_t(p)];
-  for (int p = 0; p < 3; ++p) c.table[size_t(0 * 6 + p)] = pages[size_t(5 + p)];
-  for (int i = 0; i < 10; ++i) {
-    c.positions.push_back(60 + i);
-    c.slots.push_back(2);
-    c.positions.push_back(30 + i);
-    c.slots.push_back(0);
-  }
-  return c;
 }
 
 TEST(VulkanAttentionTiled, PagedCacheOfTwoSequencesInShuffledPages) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  expect_matches_reference(paged_case(TensorType::F16, TensorType::F16, 64), 500);
+  expect_matches_reference(paged_case(TensorType::F16, TensorType::F16, 64), 500,
+                           AttentionKernel::kTiled);
   AttentionCase windowed = paged_case(TensorType::Q8_0, TensorType::F32, 128);
   windowed.shape.sliding_window = 21;
-  expect_matches_reference(windowed, 510);
+  expect_matches_reference(windowed, 510, AttentionKernel::kTiled);
 }
 
 TEST(VulkanAttentionTiled, BadPositionsSlotsAndPagesAreSkippedAndReported) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  struct Bad {
-    AttentionCase c;
-    uint32_t value, bound;
-  };
-  AttentionCase past = {
-      shape_of(2, 4, 2, 32, 64, TensorType::F32, TensorType::F32), {3, 64}, {}, {}};
-  AttentionCase slot = paged_case(TensorType::F32, TensorType::F32, 32);
-  slot.slots[5] = 3;
-  AttentionCase page = paged_case(TensorType::F32, TensorType::F32, 32);
-  page.table[size_t(2 * 6 + 4)] = 16;  // read by the queries at 64..69 of slot 2
-  for (const Bad& b : {Bad{past, 64, 64}, Bad{slot, 3, 3}, Bad{page, 16, 16}}) {
-    const gpu::AttentionShape& s = b.c.shape;
-    const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, 9);
-    const HostCache k = make_cache(s.k_type, s.n_ctx, s.n_head_kv * s.head_dim, 10);
-    const HostCache v = make_cache(s.v_type, s.n_ctx, s.n_head_kv * s.head_dim, 11);
-    const AttentionRun got = run_attention(b.c, q, k, v);
-    ASSERT_EQ(got.err.size(), size_t(MINFER_ERR_WORDS));
-    EXPECT_EQ(got.err[0], MINFER_ERR_POSITION);
-    EXPECT_EQ(got.err[1], b.value);
-    EXPECT_EQ(got.err[2], b.bound);
-  }
-  // The query past the cache is left as it was; the one before it is computed.
-  const auto q = random_floats(2 * 4 * 32, 9);
-  const HostCache k = make_cache(TensorType::F32, 64, 64, 10),
-                  v = make_cache(TensorType::F32, 64, 64, 11);
-  const AttentionRun got = run_attention(past, q, k, v);
-  const auto want = reference_attention({past.shape, {3, 3}, {}, {}}, q, k, v);
-  for (size_t i = 0; i < 128; ++i) EXPECT_NEAR(got.out[i], want[i], 1e-3);
-  for (size_t i = 128; i < 256; ++i) EXPECT_EQ(got.out[i], 7.0f);
+  expect_bad_indices_reported(AttentionKernel::kTiled);
 }
 
 TEST(VulkanAttentionTiled, RefusesWhatEncodeAttentionRefuses) {

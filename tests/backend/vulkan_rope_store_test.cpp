@@ -121,7 +121,7 @@ TEST_P(VulkanRopeStore, EqualsRopeThenKvStore) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Shapes, VulkanRopeStore,
+    VulkanShapes, VulkanRopeStore,
     ::testing::Values(Case{14, 2, 64, 64, true, false, TensorType::F16, TensorType::F16},
                       Case{4, 1, 128, 64, false, true, TensorType::F32, TensorType::Q8_0},
                       Case{8, 8, 32, 32, true, true, TensorType::Q8_0, TensorType::F32},
