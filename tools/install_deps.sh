@@ -14,6 +14,8 @@ apt_packages=(cmake ninja-build clang clang-format libclang-rt-dev g++ pkg-confi
               # The Vulkan backend: headers and loader, the GLSL compiler and SPIR-V
               # validator, and lavapipe (Mesa's Vulkan on the CPU) for its tests.
               glslc spirv-tools glslang-tools libvulkan-dev mesa-vulkan-drivers
+              # The Metal kernels: SPIR-V -> MSL with SPIRV-Cross (its library), checked here.
+              spirv-cross libspirv-cross-c-shared-dev
               # The AArch64 cross build of tools/aarch64_test.sh: libc, libstdc++ and
               # binutils for the target, googletest's sources, and qemu to run it.
               g++-aarch64-linux-gnu googletest qemu-user)

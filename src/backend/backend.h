@@ -114,6 +114,15 @@ class Backend {
   // (cpu::measure_read_bandwidth). A measurement that fails is an error.
   // Moves memory for a moment: call it between evals, never inside one.
   virtual Result<std::optional<double>> memory_bandwidth_gbs() { return std::optional<double>(); }
+
+  // The KV cache type this backend runs a model of n_layer layers and
+  // n_kv_embd K (and V) values per token and layer best at, for runs where
+  // the user chose none (optional; nullopt: no preference, the runtime's
+  // default stands). Metal: f32 for small models (gpu/gpu_backend.h).
+  virtual std::optional<quant::TensorType> default_cache_type(int64_t n_layer,
+                                                              int64_t n_kv_embd) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace minfer::backend

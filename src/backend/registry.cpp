@@ -2,6 +2,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#if MINFER_HAS_METAL
+#include "backend/metal/metal_backend.h"
+#endif
 #if MINFER_HAS_VULKAN
 #include "backend/vulkan/vulkan_backend.h"
 #endif
@@ -17,6 +20,16 @@ std::string cuda_unavailable(const BackendConfig& c) {
 Result<std::unique_ptr<Backend>> cuda_create(const BackendConfig& c) {
   return cuda::create_backend(c.weights, c.options);
 }
+
+#if MINFER_HAS_METAL
+std::string metal_unavailable(const BackendConfig& c) {
+  return metal::unavailable_reason(c.options);
+}
+
+Result<std::unique_ptr<Backend>> metal_create(const BackendConfig& c) {
+  return metal::create_backend(c.weights, c.options);
+}
+#endif
 
 #if MINFER_HAS_VULKAN
 std::string vulkan_unavailable(const BackendConfig& c) {
@@ -37,8 +50,10 @@ Result<std::unique_ptr<Backend>> cpu_create(const BackendConfig& c) {
   return std::unique_ptr<Backend>(std::move(cpu));
 }
 
-// Metal joins here, above CUDA, when it is built.
 const BackendKind kKinds[] = {
+#if MINFER_HAS_METAL
+    {"Metal", 400, /*gpu=*/true, metal_unavailable, metal_create},
+#endif
     {"CUDA", 300, /*gpu=*/true, cuda_unavailable, cuda_create},
 #if MINFER_HAS_VULKAN
     {"Vulkan", 200, /*gpu=*/true, vulkan_unavailable, vulkan_create},

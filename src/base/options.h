@@ -43,6 +43,12 @@ struct Options {
   int vulkan_device = -1;       // MINFER_VULKAN_DEVICE: which Vulkan device (-1: the best)
   // MINFER_VULKAN_VALIDATION: the Khronos validation layer, where installed.
   bool vulkan_validation = false;
+  // MINFER_DISABLE_METAL (or MINFER_DISABLE_MPS, its older name): no Metal device.
+  bool disable_metal = false;
+  // MINFER_WEIGHT_COPY: GPU weights copied into buffers, not read in place
+  // from the mapped file (unified-memory devices).
+  bool weight_copy = false;
+  std::string metallib_file;   // MINFER_METALLIB_FILE: a Metal kernel library to load
   bool no_gpu_replay = false;  // MINFER_NO_GPU_REPLAY: record every split, never resubmit one
   // MINFER_BATCH_INVARIANT (on): the engine's batches compute every token
   // with arithmetic that does not depend on the rest of the batch.

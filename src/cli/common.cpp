@@ -114,6 +114,8 @@ Result<runtime::SessionOptions> context_options(const ArgParser& p, int64_t defa
   };
   MINFER_ASSIGN_OR_RETURN(o.k_type, parse("--cache-type-k"));
   MINFER_ASSIGN_OR_RETURN(o.v_type, parse("--cache-type-v"));
+  o.cache_types_are_defaults =
+      both_from == "default" && !p.has("--cache-type-k") && !p.has("--cache-type-v");
   return o;
 }
 
@@ -166,6 +168,7 @@ void engine_settings(const runtime::SessionOptions& so, runtime::EngineOptions& 
   e.n_threads = so.n_threads;
   e.k_type = so.k_type;
   e.v_type = so.v_type;
+  e.cache_types_are_defaults = so.cache_types_are_defaults;
   e.options = so.options;
 }
 

@@ -74,8 +74,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const 
   config.kv_rows = n_pages * o.page_size;
   config.k_type = o.k_type;
   config.v_type = o.v_type;
+  config.cache_types_are_defaults = o.cache_types_are_defaults;
   config.cache_size = 8;  // batch shapes recur: decode-only steps of each size, prefill chunks
   MINFER_ASSIGN_OR_RETURN(e->runner_, ForwardRunner::create(model, config, e->graph_params(1, 1)));
+  e->options_.k_type = e->runner_->kv().k_type();
+  e->options_.v_type = e->runner_->kv().v_type();
   e->sampling_pool_ = std::make_unique<cpu::ThreadPool>(o.n_threads > 0 ? o.n_threads : 0);
   e->slot_used_.assign(static_cast<size_t>(o.n_slots), false);
   e->page_table_.assign(static_cast<size_t>(o.n_slots * e->max_pages_), 0);

@@ -68,6 +68,7 @@ struct EngineOptions {
   int n_threads = 0;
   quant::TensorType k_type = quant::TensorType::F16;
   quant::TensorType v_type = quant::TensorType::F16;
+  bool cache_types_are_defaults = false;  // as SessionOptions
   bool gpu = true;
   Options options;
 };

@@ -27,6 +27,9 @@ Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create(const model::Model&
                                                              model::GraphParams decode_params) {
   std::unique_ptr<ForwardRunner> r(new ForwardRunner(model, config));
   MINFER_RETURN_IF_ERROR(r->start_backends());
+  r->choose_cache_types();
+  decode_params.k_type = r->config_.k_type;
+  decode_params.v_type = r->config_.v_type;
   MINFER_RETURN_IF_ERROR(r->place_kv_cache(decode_params));
   return r;
 }
@@ -64,6 +67,19 @@ Status ForwardRunner::start_backends() {
   }
   participants_ = (uint32_t{1} << backends_.size()) - 1;  // every backend takes part
   return Status::ok();
+}
+
+// Where the cache types are defaults, the first backend that prefers others
+// for this model sets them (Metal: f32 for small models).
+void ForwardRunner::choose_cache_types() {
+  if (!config_.cache_types_are_defaults) return;
+  const model::HParams& hp = model_.hparams();
+  for (const backend::Backend* b : backends_) {
+    if (auto t = b->default_cache_type(hp.n_layer, hp.n_head_kv * hp.head_dim)) {
+      config_.k_type = config_.v_type = *t;
+      return;
+    }
+  }
 }
 
 // Each layer's cache lives on the first backend that runs every node using

@@ -45,6 +45,9 @@ struct ForwardConfig {
   int64_t kv_rows = 0;
   quant::TensorType k_type = quant::TensorType::F32;
   quant::TensorType v_type = quant::TensorType::F32;
+  // The types above are defaults, not the user's choice: the first backend
+  // with a default_cache_type() for this model replaces both.
+  bool cache_types_are_defaults = false;
   size_t cache_size = 1;  // cached graphs besides the decode graph
 };
 
@@ -71,6 +74,7 @@ class ForwardRunner {
   std::string_view gpu_name() const;
   int64_t graph_builds() const { return graph_builds_; }
   const graph::OpProfile& op_profile() const { return profile_; }
+  // The cache, of the configured types or those choose_cache_types() set.
   const KvCache& kv() const { return kv_; }
   // The memory bandwidth of the first backend that measures its own.
   Result<std::optional<double>> device_bandwidth_gbs();
@@ -84,6 +88,7 @@ class ForwardRunner {
   ForwardRunner(const model::Model& model, const ForwardConfig& config)
       : model_(model), config_(config) {}
   Status start_backends();
+  void choose_cache_types();
   Status place_kv_cache(model::GraphParams decode_params);
   Status check_weights(const model::GraphParams& params, const graph::Graph& g) const;
   Result<CachedGraph> build(const model::GraphParams& params) const;

@@ -45,6 +45,9 @@ struct SessionOptions {
   // may differ. A cache a GPU backend cannot read keeps attention on the CPU.
   quant::TensorType k_type = quant::TensorType::F32;
   quant::TensorType v_type = quant::TensorType::F32;
+  // k_type/v_type are defaults, not the user's: a backend that runs this
+  // model better with another cache type (Metal) may replace them.
+  bool cache_types_are_defaults = false;
   int64_t max_batch = 512;
   // Run on a GPU backend when one is usable and every weight reaches it (the
   // all-weights gate); false keeps the CPU path (whose numerics tests pin).

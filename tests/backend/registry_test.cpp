@@ -20,7 +20,11 @@ TEST(BackendRegistry, KindsInPriorityOrderWithTheCpuLast) {
   }
   EXPECT_EQ(kinds.back().name, "CPU");
   EXPECT_FALSE(kinds.back().gpu);
+#if MINFER_HAS_METAL
+  EXPECT_EQ(kinds.front().name, "Metal");
+#else
   EXPECT_EQ(kinds.front().name, "CUDA");
+#endif
   EXPECT_TRUE(kinds.front().gpu);
 }
 
@@ -29,6 +33,7 @@ TEST(BackendRegistry, CpuStartsAndTheGpuKindsSayWhyNot) {
   Options options;
   options.disable_cuda = true;
   options.disable_vulkan = true;
+  options.disable_metal = true;
   const BackendConfig config{weights, options, 2};
   for (const BackendKind& kind : backend_kinds()) {
     if (kind.gpu) {

@@ -6,8 +6,10 @@
 // layouts lavapipe does not have.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,15 +21,21 @@ class FakeBuffer final : public gpu::Buffer {
  public:
   FakeBuffer(uint64_t bytes, bool mapped)
       : bytes_(bytes), mapped_(mapped), data_((bytes + 15) / 16 * 16) {}
+  // A view of host memory (FakeDevice::wrap_host_memory).
+  explicit FakeBuffer(std::span<const std::byte> host)
+      : bytes_(host.size()), mapped_(true), view_(host.data()) {}
   uint64_t size() const override { return bytes_; }
-  uint64_t capacity() const override { return data_.size(); }
+  uint64_t capacity() const override { return view_ ? bytes_ : data_.size(); }
   bool mapped() const override { return mapped_; }
-  std::vector<std::byte>& data() const { return data_; }
+  std::byte* bytes() const { return data_.data(); }  // nullptr for a view
+  const std::byte* read_bytes() const { return view_ ? view_ : data_.data(); }
+  const std::byte* view() const { return view_; }
 
  private:
   uint64_t bytes_;
   bool mapped_;
   mutable std::vector<std::byte> data_;
+  const std::byte* view_ = nullptr;
 };
 
 // Where a fake device's buffers are: every one mapped (unified), or only
@@ -64,14 +72,28 @@ class FakeDevice final : public gpu::Device {
   Status write_buffer(const gpu::Buffer& b, uint64_t offset,
                       std::span<const std::byte> src) override {
     if (offset + src.size() > b.size()) return Status::invalid_argument("fake: write past the end");
-    std::memcpy(static_cast<const FakeBuffer&>(b).data().data() + offset, src.data(), src.size());
+    const auto& fb = static_cast<const FakeBuffer&>(b);
+    if (fb.view()) return Status::invalid_argument("fake: a write to wrapped host memory");
+    std::memcpy(fb.bytes() + offset, src.data(), src.size());
     return Status::ok();
   }
   Status read_buffer(const gpu::Buffer& b, uint64_t offset, std::span<std::byte> dst) override {
     if (offset + dst.size() > b.size()) return Status::invalid_argument("fake: read past the end");
-    std::memcpy(dst.data(), static_cast<const FakeBuffer&>(b).data().data() + offset, dst.size());
+    std::memcpy(dst.data(), static_cast<const FakeBuffer&>(b).read_bytes() + offset, dst.size());
     return Status::ok();
   }
+  // Zero-copy like a unified-memory device, once allow_wrap() set a page size.
+  void allow_wrap(uint64_t page) { info_.host_wrap_alignment = page; }
+  Result<std::unique_ptr<gpu::Buffer>> wrap_host_memory(std::span<const std::byte> host) override {
+    const uint64_t page = info_.host_wrap_alignment;
+    if (page == 0) return gpu::Device::wrap_host_memory(host);
+    if (reinterpret_cast<uintptr_t>(host.data()) % page != 0 || host.size() % page != 0) {
+      return Status::invalid_argument("fake: a wrap not on page boundaries");
+    }
+    wrapped_.push_back(host);
+    return std::unique_ptr<gpu::Buffer>(std::make_unique<FakeBuffer>(host));
+  }
+  const std::vector<std::span<const std::byte>>& wrapped() const { return wrapped_; }
   Result<std::unique_ptr<gpu::CommandList>> begin_commands() override {
     return Status::unimplemented("fake: no command lists");
   }
@@ -84,6 +106,7 @@ class FakeDevice final : public gpu::Device {
   uint64_t budget_, used_ = 0;
   FakeMemory memory_;
   int created_ = 0, created_for_host_ = 0;
+  std::vector<std::span<const std::byte>> wrapped_;
 };
 
 }  // namespace minfer::vulkan::testing

@@ -1,5 +1,5 @@
 // The device layer of a command-buffer GPU backend: the small interface that
-// a GPU API implements (Vulkan now, src/backend/vulkan/; Metal next) and
+// a GPU API implements (src/backend/vulkan/, src/backend/metal/) and
 // that the shared layer above it (recorder.h: dispatch validation, barriers,
 // one submission per split, bounded waits, the kernel trail) drives. What is
 // here is only what differs between APIs: memory, pipelines, the encoding of
@@ -25,6 +25,8 @@
 //     finished or the deadline passed. A list destroyed while its work still
 //     runs hands its resources to the device, which frees them once the work
 //     is done (never while the device may still use them).
+//   - wrap_host_memory (optional) makes a buffer of host memory the device
+//     reads in place: the weights over the model file's mapping (weights.h).
 //   - Buffers and command lists must be destroyed before the Device that made
 //     them; a buffer destroyed while work still runs is freed when it ends.
 //   - The device layer trusts its callers for what the shared layer checks
@@ -75,6 +77,9 @@ struct DeviceInfo {
   std::string type;                // "discrete", "integrated", "virtual", "cpu"
   bool unified_memory = false;     // buffers are host visible: no staging copies
   double timestamp_period_ns = 0;  // one timestamp tick; 0: no timestamps on its queue
+  // > 0: wrap_host_memory() takes host ranges aligned to this (the host's
+  // page size); 0: it is not available and weights are copied.
+  uint64_t host_wrap_alignment = 0;
   DeviceLimits limits;
   DeviceFeatures features;
 };
@@ -168,6 +173,16 @@ class Device {
                               std::span<const std::byte> src) = 0;
   virtual Status read_buffer(const Buffer& buffer, uint64_t offset, std::span<std::byte> dst) = 0;
   virtual Result<std::unique_ptr<CommandList>> begin_commands() = 0;
+
+  // Zero-copy (optional; devices with DeviceInfo::host_wrap_alignment > 0,
+  // unified memory): a buffer over `bytes` of host memory, without a copy,
+  // for kernels that only read it. bytes.data() and bytes.size() are
+  // multiples of host_wrap_alignment; the caller keeps the memory mapped and
+  // unchanged for as long as the buffer lives. write_buffer to it is not
+  // allowed.
+  virtual Result<std::unique_ptr<Buffer>> wrap_host_memory(std::span<const std::byte> bytes) {
+    return Status::unimplemented("this device cannot wrap host memory");
+  }
 };
 
 }  // namespace minfer::gpu

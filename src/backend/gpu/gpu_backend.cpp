@@ -74,7 +74,8 @@ GpuBackend::GpuBackend(std::string name, std::shared_ptr<Device> device, const O
       pool_(*device_),
       rec_(*device_),
       profiling_(options.op_profile && device_->info().timestamp_period_ns > 0),
-      replay_enabled_(!options.no_gpu_replay) {
+      replay_enabled_(!options.no_gpu_replay),
+      map_weights_(device_->info().host_wrap_alignment > 0 && !options.weight_copy) {
   for (size_t i = 0; i < matmul_types_.size(); ++i) {
     if (quant::find_type_traits(static_cast<uint32_t>(i)) == nullptr) continue;  // no such type
     const auto t = static_cast<quant::TensorType>(i);
@@ -96,14 +97,17 @@ Status GpuBackend::init(const model::Weights& weights) {
   const auto start = std::chrono::steady_clock::now();
   ProgressBar bar(stderr, ProgressBar::shown_on(stderr, total, kBarMinBytes),
                   "minfer: " + name_ + ": uploading weights", total);
-  MINFER_RETURN_IF_ERROR(
-      weights_.upload_all(tensors, [&bar](uint64_t done, uint64_t) { bar.update(done); }));
+  const auto shown = [&bar](uint64_t done, uint64_t) { bar.update(done); };
+  MINFER_RETURN_IF_ERROR(map_weights_ ? weights_.map_all(tensors, shown)
+                                      : weights_.upload_all(tensors, shown));
   bar.finish();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   char secs[32];
   std::snprintf(secs, sizeof(secs), "%.2f s", s);
+  const std::string in_place =
+      map_weights_ ? ", " + mib(weights_.mapped_bytes()) + " read in place from the file" : "";
   log_info(name_ + ": " + std::to_string(tensors.size()) + " weights, " +
-           mib(weights_.registered_bytes()) + " in " + mib(weights_.device_bytes()) +
+           mib(weights_.registered_bytes()) + in_place + ", " + mib(weights_.device_bytes()) +
            " of device memory (" + (device_->info().unified_memory ? "mapped" : "staged") + "), " +
            secs);
   MINFER_ASSIGN_OR_RETURN(err_, pool_.alloc(kErrBytes, MemoryUse::kHostAccess));
@@ -318,9 +322,11 @@ Status GpuBackend::check_error_words() {
 Result<std::unique_ptr<backend::Backend>> create_gpu_backend(std::string name,
                                                              std::shared_ptr<Device> device,
                                                              const model::Weights& weights,
-                                                             const Options& options) {
+                                                             const Options& options,
+                                                             CacheTypePolicy cache_policy) {
   if (device == nullptr) return Status::invalid_argument("create_gpu_backend: no device");
   auto b = std::make_unique<detail::GpuBackend>(std::move(name), std::move(device), options);
+  b->set_cache_policy(cache_policy);
   MINFER_RETURN_IF_ERROR(b->init(weights));
   return std::unique_ptr<backend::Backend>(std::move(b));
 }

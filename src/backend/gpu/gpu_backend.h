@@ -30,14 +30,17 @@
 #include "base/options.h"
 #include "base/status.h"
 #include "model/weights.h"
+#include "quant/tensor_type.h"
 
 namespace minfer::gpu {
 
 // `name` is the backend's name in traces and errors ("Vulkan"). The device is
 // shared with whoever opened it; `weights` must outlive the backend.
-Result<std::unique_ptr<backend::Backend>> create_gpu_backend(std::string name,
-                                                             std::shared_ptr<Device> device,
-                                                             const model::Weights& weights,
-                                                             const Options& options);
+// `cache_policy`, when given, is the backend's default_cache_type() (a GPU
+// API's measured preference, e.g. metal::default_cache_type).
+using CacheTypePolicy = quant::TensorType (*)(int64_t n_layer, int64_t n_kv_embd);
+Result<std::unique_ptr<backend::Backend>> create_gpu_backend(
+    std::string name, std::shared_ptr<Device> device, const model::Weights& weights,
+    const Options& options, CacheTypePolicy cache_policy = nullptr);
 
 }  // namespace minfer::gpu

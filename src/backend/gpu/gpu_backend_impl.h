@@ -25,6 +25,7 @@
 #include "backend/gpu/buffer_pool.h"
 #include "backend/gpu/device.h"
 #include "backend/gpu/encoders.h"
+#include "backend/gpu/gpu_backend.h"
 #include "backend/gpu/recorder.h"
 #include "backend/gpu/weights.h"
 #include "base/options.h"
@@ -112,6 +113,12 @@ class GpuBackend final : public backend::Backend {
   std::vector<double> take_node_times() override;
   // Best of five timed copies of a 256 MiB range (read + write bytes).
   Result<std::optional<double>> memory_bandwidth_gbs() override;
+  std::optional<quant::TensorType> default_cache_type(int64_t n_layer,
+                                                      int64_t n_kv_embd) const override {
+    if (cache_policy_ == nullptr) return std::nullopt;
+    return cache_policy_(n_layer, n_kv_embd);
+  }
+  void set_cache_policy(CacheTypePolicy policy) { cache_policy_ = policy; }
 
   // For op_support.cpp: the registry's weight, or nullptr.
   const DeviceWeight* weight(std::string_view name) const;
@@ -178,6 +185,8 @@ class GpuBackend final : public backend::Backend {
 
   bool profiling_ = false;
   bool replay_enabled_ = false;
+  bool map_weights_ = false;  // zero-copy weights (unified memory, no MINFER_WEIGHT_COPY)
+  CacheTypePolicy cache_policy_ = nullptr;  // default_cache_type(), when the API has one
   static constexpr size_t kMaxReplays = 64;
   std::map<uint64_t, Recorder::Kept> replays_;
   std::optional<uint64_t> capturing_;        // the key of the split being recorded

@@ -13,7 +13,8 @@
 //     init (spirv_reflect.h) and refuses a kernel whose code disagrees.
 //   - test_only kernels (manifest `flags test`) exist for the tests; a device
 //     creates their pipelines only when opened for tests.
-// Defined only in builds with a GPU API (MINFER_VULKAN). Threading: immutable.
+// Defined only in builds with a GPU backend (MINFER_GPU_KERNELS: Vulkan or
+// Metal). Threading: immutable.
 #pragma once
 
 #include <array>

@@ -14,7 +14,7 @@
 #   source     <file.comp>            optional; default <kernel>.comp
 #   flags      test                   optional: a test-only kernel
 #
-# Included from the top-level CMakeLists.txt when MINFER_VULKAN is on, with
+# Included from the top-level CMakeLists.txt when a GPU backend is built, with
 # MINFER_GLSLC and MINFER_SPIRV_VAL set; defines MINFER_GPU_EMBEDDED_SOURCE.
 
 set(MINFER_GPU_DIR ${CMAKE_CURRENT_SOURCE_DIR}/src/backend/gpu)

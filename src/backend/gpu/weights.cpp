@@ -30,6 +30,15 @@ Result<uint64_t> expected_bytes(const HostTensor& t) {
   return bytes;
 }
 
+// Reads one byte of every page of `part`, so that the file's pages are in
+// memory before the GPU first reads them (not faulted in mid-step).
+void warm_up(const HostRange& part, uint64_t page) {
+  volatile uint8_t sink = 0;
+  for (uintptr_t a = part.begin; a < part.end; a += page) {
+    sink = sink ^ *reinterpret_cast<const volatile uint8_t*>(a);
+  }
+}
+
 }  // namespace
 
 void order_for_fused_kernels(std::vector<HostTensor>& tensors) {
@@ -143,6 +152,24 @@ Status WeightsRegistry::upload(const HostTensor& tensor, const UploadProgress& p
   return upload_all(std::span(&tensor, 1), progress);
 }
 
+Status WeightsRegistry::check_bytes(const HostTensor& t) const {
+  auto expected = expected_bytes(t);
+  if (expected.is_ok() && *expected == t.bytes.size()) return Status::ok();
+  return Status::invalid_argument(
+      "weights: tensor " + quoted(t.name) + " has " + std::to_string(t.bytes.size()) +
+      " bytes, its type " + std::string(quant::type_name(t.type)) + " and shape say " +
+      (expected.is_ok() ? std::to_string(*expected) : expected.status().message()));
+}
+
+void WeightsRegistry::add(const HostTensor& t, const Buffer* buffer, uint64_t offset) {
+  Entry e;
+  e.weight = DeviceWeight{buffer, offset, t.bytes.size(), t.type,
+                          std::vector<int64_t>(t.shape.begin(), t.shape.end())};
+  e.host = t.bytes.data();
+  index_.emplace(std::string(t.name), std::move(e));
+  registered_bytes_ += t.bytes.size();
+}
+
 Status WeightsRegistry::upload_all(std::span<const HostTensor> tensors,
                                    const UploadProgress& progress) {
   uint64_t total = 0;
@@ -154,26 +181,54 @@ Status WeightsRegistry::upload_all(std::span<const HostTensor> tensors,
   for (const HostTensor& t : tensors) {
     MINFER_ASSIGN_OR_RETURN(const bool again, already(t));  // a name twice in the list
     if (again) continue;
-    auto expected = expected_bytes(t);
-    if (!expected.is_ok() || *expected != t.bytes.size()) {
-      return Status::invalid_argument(
-          "weights: tensor " + quoted(t.name) + " has " + std::to_string(t.bytes.size()) +
-          " bytes, its type " + std::string(quant::type_name(t.type)) + " and shape say " +
-          (expected.is_ok() ? std::to_string(*expected) : expected.status().message()));
-    }
+    MINFER_RETURN_IF_ERROR(check_bytes(t));
     const Buffer* buffer = nullptr;
     uint64_t offset = 0;
     Status s = reserve(t.bytes.size(), buffer, offset);
     if (s.is_ok()) s = copy(*buffer, offset, t, done, total, progress);
     if (!s.is_ok()) return s.with_context("weights: uploading tensor " + quoted(t.name));
-    Entry e;
-    e.weight = DeviceWeight{buffer, offset, t.bytes.size(), t.type,
-                            std::vector<int64_t>(t.shape.begin(), t.shape.end())};
-    e.host = t.bytes.data();
-    index_.emplace(std::string(t.name), std::move(e));
-    registered_bytes_ += t.bytes.size();
+    add(t, buffer, offset);
   }
   return Status::ok();
+}
+
+Status WeightsRegistry::map_all(std::span<const HostTensor> tensors,
+                                const UploadProgress& progress) {
+  const uint64_t page = device_.info().host_wrap_alignment;
+  if (page == 0) return upload_all(tensors, progress);
+  std::vector<HostRange> ranges;
+  for (const HostTensor& t : tensors) {
+    MINFER_RETURN_IF_ERROR(check_bytes(t));
+    const auto at = reinterpret_cast<uintptr_t>(t.bytes.data());
+    ranges.push_back({at, at + t.bytes.size()});
+  }
+  const HostPartPlan plan = plan_host_parts(ranges, page, max_range_);
+  const size_t first = wrapped_.size();
+  for (const HostRange& p : plan.parts) {
+    const auto* base = reinterpret_cast<const std::byte*>(p.begin);
+    auto b = device_.wrap_host_memory(std::span(base, p.end - p.begin));
+    if (!b.is_ok()) return b.status().with_context("weights: mapping the model's memory");
+    wrapped_.push_back(std::move(b).value());
+    warm_up(p, page);
+  }
+  const uint64_t align =
+      std::max<uint64_t>(device_.info().limits.min_storage_buffer_offset_alignment, 1);
+  std::vector<HostTensor> copied;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const HostTensor& t = tensors[i];
+    MINFER_ASSIGN_OR_RETURN(const bool again, already(t));
+    if (again) continue;
+    const size_t part = plan.part_of[i];
+    const uint64_t offset =
+        part == HostPartPlan::kNoPart ? 0 : ranges[i].begin - plan.parts[part].begin;
+    if (part == HostPartPlan::kNoPart || offset % align != 0) {
+      copied.push_back(t);
+      continue;
+    }
+    add(t, wrapped_[first + part].get(), offset);
+    mapped_bytes_ += t.bytes.size();
+  }
+  return upload_all(copied, progress);
 }
 
 bool WeightsRegistry::contains(std::string_view name) const {

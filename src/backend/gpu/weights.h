@@ -22,6 +22,16 @@
 //     else invalid_argument naming the tensor. A failed upload registers
 //     nothing (its reserved space is lost until the registry dies);
 //     upload_all() keeps the tensors before the one that failed.
+//   - map_all() (devices with DeviceInfo::host_wrap_alignment > 0: unified
+//     memory) registers tensors without copying them: each becomes a view of
+//     the host memory it lies in (the mapped model file), through one
+//     Device::wrap_host_memory buffer per part of plan_host_parts(); a
+//     tensor no part holds, or whose offset in its part is not a multiple of
+//     minStorageBufferOffsetAlignment, is uploaded as by upload_all()
+//     instead. Every page of every part is read once (a warm-up: the file is
+//     in memory before the first step). The same checks and naming rules apply; the host memory
+//     must stay mapped and unchanged while the registry lives. mapped_bytes() is what is registered
+//     that way.
 //   - lookup() of an unknown name is not_found naming the tensor;
 //     all_registered() is ok or not_found naming the missing tensors (the
 //     all-weights gate of DESIGN.md §3.2).
@@ -41,6 +51,7 @@
 #include <vector>
 
 #include "backend/gpu/device.h"
+#include "backend/gpu/host_parts.h"
 #include "base/status.h"
 #include "quant/tensor_type.h"
 
@@ -90,6 +101,7 @@ class WeightsRegistry {
 
   Status upload(const HostTensor& tensor, const UploadProgress& progress = {});
   Status upload_all(std::span<const HostTensor> tensors, const UploadProgress& progress = {});
+  Status map_all(std::span<const HostTensor> tensors, const UploadProgress& progress = {});
 
   bool contains(std::string_view name) const;
   Result<const DeviceWeight*> lookup(std::string_view name) const;
@@ -97,6 +109,7 @@ class WeightsRegistry {
 
   uint64_t registered_bytes() const { return registered_bytes_; }  // tensor bytes
   uint64_t device_bytes() const;                                   // chunks held
+  uint64_t mapped_bytes() const { return mapped_bytes_; }          // registered as views
   size_t size() const { return index_.size(); }
   uint64_t alignment() const { return alignment_; }
 
@@ -112,6 +125,9 @@ class WeightsRegistry {
   Status reserve(uint64_t bytes, const Buffer*& buffer, uint64_t& offset);
   Status copy(const Buffer& buffer, uint64_t offset, const HostTensor& t, uint64_t& done,
               uint64_t total, const UploadProgress& progress);
+  // The bytes agree with the type and shape; invalid_argument naming it else.
+  Status check_bytes(const HostTensor& t) const;
+  void add(const HostTensor& t, const Buffer* buffer, uint64_t offset);
 
   Device& device_;
   uint64_t alignment_;
@@ -120,6 +136,8 @@ class WeightsRegistry {
   std::vector<std::unique_ptr<Buffer>> chunks_;     // packed tensors
   uint64_t used_ = 0;                               // bytes taken in chunks_.back()
   std::vector<std::unique_ptr<Buffer>> dedicated_;  // tensors past maxStorageBufferRange
+  std::vector<std::unique_ptr<Buffer>> wrapped_;    // views of host memory (map_all)
+  uint64_t mapped_bytes_ = 0;
   std::unordered_map<std::string, Entry> index_;
   uint64_t registered_bytes_ = 0;
 };

@@ -139,7 +139,6 @@ class VulkanDevice : public gpu::Device {
  private:
   Status create_pipelines(const OpenConfig& config);  // vk_pipelines.cpp
   Status create_pipeline(uint32_t index, bool with_push_descriptors);
-  Status check_every_kernel_has_a_variant() const;
   void reap_finished();
   Status prepare_transfer(uint64_t bytes);
   // Exactly one of upload (host -> buffer) and download (buffer -> host) is set.
