@@ -74,12 +74,9 @@ Status ForwardRunner::start_backends() {
 void ForwardRunner::choose_cache_types() {
   if (!config_.cache_types_are_defaults) return;
   const model::HParams& hp = model_.hparams();
-  for (const backend::Backend* b : backends_) {
-    if (auto t = b->default_cache_type(hp.n_layer, hp.n_head_kv * hp.head_dim)) {
-      config_.k_type = config_.v_type = *t;
-      return;
-    }
-  }
+  const std::vector<const backend::Backend*> all(backends_.begin(), backends_.end());
+  const KvCacheShape shape{hp.n_layer, config_.kv_rows, hp.n_head_kv, hp.head_dim};
+  if (auto t = preferred_cache_type(all, shape)) config_.k_type = config_.v_type = *t;
 }
 
 // Each layer's cache lives on the first backend that runs every node using

@@ -37,6 +37,14 @@ Result<size_t> region_bytes(quant::TensorType type, const KvCacheShape& s) {
 
 }  // namespace
 
+std::optional<quant::TensorType> preferred_cache_type(
+    std::span<const backend::Backend* const> backends, const KvCacheShape& shape) {
+  for (const backend::Backend* b : backends) {
+    if (auto t = b->default_cache_type(shape.n_layer, shape.n_head_kv * shape.head_dim)) return t;
+  }
+  return std::nullopt;
+}
+
 Result<quant::TensorType> parse_cache_type(std::string_view name) {
   const std::string n = lower(name);
   if (n == "f32") return quant::TensorType::F32;

@@ -11,6 +11,7 @@
 // context limit before every forward). Not thread-safe; owned by one Session.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,12 @@ struct KvCacheShape {
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
 };
+
+// The cache type the first of `backends` with a preference for this shape
+// wants (Backend::default_cache_type: Metal's f32 for small models), or
+// nullopt when none has one. For runs whose user chose no cache type.
+std::optional<quant::TensorType> preferred_cache_type(
+    std::span<const backend::Backend* const> backends, const KvCacheShape& shape);
 
 class KvCache {
  public:

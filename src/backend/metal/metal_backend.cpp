@@ -3,7 +3,7 @@
 #include <mutex>
 #include <utility>
 
-#include "backend/gpu/gpu_backend.h"
+#include "backend/gpu/api_backend.h"
 #include "backend/metal/metal_device.h"
 
 namespace minfer::metal {
@@ -34,25 +34,23 @@ Result<std::shared_ptr<gpu::Device>> shared_device(const Options& options) {
   return opened.device;
 }
 
+const gpu::ApiKind kMetal{"Metal", "MINFER_DISABLE_METAL",
+                          [](const Options& o) { return o.disable_metal; }, shared_device,
+                          default_cache_type};
+
 }  // namespace
 
 Status device_status(const Options& options) {
-  if (options.disable_metal) return Status::unavailable("disabled by MINFER_DISABLE_METAL");
-  return shared_device(options).status();
+  return gpu::status(kMetal, options);
 }
 
 std::string unavailable_reason(const Options& options) {
-  const Status s = device_status(options);
-  return s.code() == StatusCode::kUnavailable ? s.message() : "";
+  return gpu::unavailable_reason(kMetal, options);
 }
 
 Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights,
                                                          const Options& options) {
-  if (options.disable_metal) return Status::unavailable("disabled by MINFER_DISABLE_METAL");
-  auto device = shared_device(options);
-  if (!device.is_ok()) return device.status().with_context("Metal");
-  return gpu::create_gpu_backend("Metal", std::move(device).value(), weights, options,
-                                 default_cache_type);
+  return gpu::create_backend(kMetal, weights, options);
 }
 
 }  // namespace minfer::metal

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/gpu/gpu_backend.h"
+#include "backend/gpu/api_backend.h"
 #include "backend/vulkan/vulkan_device.h"
 
 namespace minfer::vulkan {
@@ -43,24 +43,22 @@ Result<std::shared_ptr<gpu::Device>> shared_device(const Options& options) {
   return o.device;
 }
 
+const gpu::ApiKind kVulkan{"Vulkan", "MINFER_DISABLE_VULKAN",
+                           [](const Options& o) { return o.disable_vulkan; }, shared_device};
+
 }  // namespace
 
 Status device_status(const Options& options) {
-  if (options.disable_vulkan) return Status::unavailable("disabled by MINFER_DISABLE_VULKAN");
-  return shared_device(options).status();
+  return gpu::status(kVulkan, options);
 }
 
 std::string unavailable_reason(const Options& options) {
-  const Status s = device_status(options);
-  return s.code() == StatusCode::kUnavailable ? s.message() : "";
+  return gpu::unavailable_reason(kVulkan, options);
 }
 
 Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights,
                                                          const Options& options) {
-  if (options.disable_vulkan) return Status::unavailable("disabled by MINFER_DISABLE_VULKAN");
-  auto device = shared_device(options);
-  if (!device.is_ok()) return device.status().with_context("Vulkan");
-  return gpu::create_gpu_backend("Vulkan", std::move(device).value(), weights, options);
+  return gpu::create_backend(kVulkan, weights, options);
 }
 
 }  // namespace minfer::vulkan
