@@ -1,7 +1,10 @@
 // The CUDA backend's GEMVs on int8 activations (gemv_q8.cu), for every type
-// they take (Q4_0, Q8_0, Q4_K, Q6_K), through MatMul, MatMulAdd and FusedFFN
-// nodes, with and without the folded input RMSNorm; one token, and batches
-// whose every token must equal its own one-token run bit for bit.
+// they take (Q4_0, Q8_0, Q4_K, Q6_K), through MatMul, MatMulAdd, FusedFFN and
+// FusedQKV nodes (the stacked q|k|v GEMV, one type or Q4_K with a Q6_K v),
+// with and without the folded input RMSNorm; one token, and batches whose
+// every token must equal its own one-token run bit for bit. One Q6_K token
+// takes the staged path (q8_units.cuh): the shapes cross its steps (8 or 4
+// super-blocks per row, partial last steps, R = 1 and 4 rows per warp).
 //
 // Two checks per output:
 //   - against a host emulation of the int8 path: x quantized per 32 values
@@ -20,6 +23,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "backend/backend_testutil.h"
 #include "backend/cuda_testutil.h"
@@ -112,7 +117,7 @@ TEST(cuda_GemvQ8, MatMulAndResidualMatchEmulationAndBound) {
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
     const bool k_quant = quant::type_traits(type).block_size == 256;
     for (const Shape& sh : {Shape{896, 160}, Shape{3584, 4200}, Shape{1024, 16500},
-                            Shape{18944, 64}, Shape{256, 5}, Shape{4864, 33}}) {
+                            Shape{3584, 8195}, Shape{18944, 64}, Shape{256, 5}, Shape{4864, 33}}) {
       if (k_quant && sh.in % 256 != 0) continue;
       model::Weights weights;
       add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 41));
@@ -217,6 +222,67 @@ TEST(cuda_GemvQ8, FusedFfnWithInputNormWithinTheRoundingBound) {
         }
       }
     }
+  }
+}
+
+// FusedQKV on the int8 path: q, k, v stacked in one GEMV launch, of one type
+// or Q4_K q/k with a Q6_K v (the layers of a Q4_K_M file whose attn_v is
+// Q6_K). At position 0 RoPE is the identity, so the packed [q | k | v] output
+// is the three GEMVs' rows, checked against the int8 emulation as above
+// (which the f32 path, whose activations are not rounded, would not meet).
+TEST(cuda_GemvQ8, StackedQkvOfOneOrTwoTypesMatchesEmulation) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  GemvF32Off q8_on;
+  const int64_t in = 3584, n_head = 28, n_head_kv = 4, head_dim = 128;
+  const int64_t q_dim = n_head * head_dim, kv_row = n_head_kv * head_dim;
+  for (auto [qk, v] : {std::pair{TensorType::Q4_K, TensorType::Q6_K},
+                       std::pair{TensorType::Q6_K, TensorType::Q6_K},
+                       std::pair{TensorType::Q4_K, TensorType::Q4_K}}) {
+    model::Weights weights;
+    add_weight(weights, "wq", qk, q_dim, in, random_floats(q_dim * in, 81));
+    add_weight(weights, "wk", qk, kv_row, in, random_floats(kv_row * in, 82));
+    add_weight(weights, "wv", v, kv_row, in, random_floats(kv_row * in, 83));
+    add_weight(weights, "bv", TensorType::F32, 1, kv_row, random_floats(kv_row, 84));
+    auto gpu = create_backend(weights, env_options());
+    ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+    graph::FusedQkvMeta m;
+    m.q_weight = "wq";
+    m.k_weight = "wk";
+    m.v_weight = "wv";
+    m.v_bias = "bv";
+    m.in_dim = in;
+    m.n_head = n_head;
+    m.rope.n_heads = n_head;
+    m.rope.head_dim = head_dim;
+    m.rope.n_rot = head_dim;
+    m.rope.freq_base = 1e4f;
+    m.kv = graph::KvMeta{0, n_head_kv, head_dim, 1, TensorType::F32, TensorType::F32};
+    const Node n = make_node(Op::kFusedQKV, q_dim + 2 * kv_row, 1, m);
+    ASSERT_TRUE((*gpu)->supports_op(n));
+    const std::vector<float> zeros(4 * kv_row);
+    KvRegions kv;
+    make_kv(**gpu, graph::DType::kF32, 4, kv_row, bytes_of(zeros), bytes_of(zeros), kv);
+    const auto x = random_floats(in, 85, 1.0f / std::sqrt(float(in)));
+    auto got = run_node(**gpu, n, {bytes_of(x), bytes_of(std::vector<int32_t>{0})}, &kv.pair);
+    ASSERT_TRUE(got.is_ok()) << got.message();
+    const Quantized q = quantize_like_gpu(x);
+    const std::vector<float> bias = random_floats(kv_row, 84);
+    double worst = 0;
+    int64_t out = 0;
+    for (const char* name : {"wq", "wk", "wv"}) {
+      const std::vector<float> w = dequantized(weights, name);
+      const int64_t rows = static_cast<int64_t>(w.size()) / in;
+      for (int64_t r = 0; r < rows; ++r, ++out) {
+        const Expect e = expect_row(w, in, r, x, q);
+        const double base = name[1] == 'v' ? bias[r] : 0.0;
+        worst = std::max(worst, std::fabs((*got)[out] - base - e.emulated) /
+                                    (1e-5 * e.scale + 1e-6 + 1e-7 * std::fabs(base)));
+      }
+    }
+    std::printf("  stacked q8 q/k %-5s v %-5s: emulation %.2f\n",
+                std::string(quant::type_name(qk)).c_str(),
+                std::string(quant::type_name(v)).c_str(), worst);
+    EXPECT_LE(worst, 1.0) << quant::type_name(qk) << " / " << quant::type_name(v);
   }
 }
 

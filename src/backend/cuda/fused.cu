@@ -152,8 +152,8 @@ bool fused_head_dim_ok(int64_t head_dim) {
 cudaError_t launch_fused_qkv(const FusedQkvArgs& a, cudaStream_t stream) {
   const int64_t n_chunks = a.in_dim / kChunk;
   const bool same = a.type[0] == a.type[1] && a.type[1] == a.type[2];
-  if (a.q8_gemv) {
-    if (!same) return cudaErrorInvalidValue;
+  if (a.q8_gemv) {  // q and k of one type, v of it or of the type has_stacked_q8 pairs with it
+    if (a.type[0] != a.type[1]) return cudaErrorInvalidValue;
     Q8Stack s;
     for (int i = 0; i < 3; ++i) {
       s.w[i] = static_cast<const uint8_t*>(a.w[i]);
@@ -161,7 +161,7 @@ cudaError_t launch_fused_qkv(const FusedQkvArgs& a, cudaStream_t stream) {
       s.rows[i] = a.rows[i];
       s.bias[i] = a.bias[i];
     }
-    const cudaError_t e = launch_stacked_q8(a.type[0], s, a.q8, a.out, stream);
+    const cudaError_t e = launch_stacked_q8(a.type[0], a.type[2], s, a.q8, a.out, stream);
     if (e != cudaSuccess) return e;
   }
   int64_t offset = 0;

@@ -14,7 +14,9 @@
 //   - Q4_K: 16 bytes of a super-block's quants (16 values of two sub-blocks)
 //     plus the super-block's 16-byte header; eight lanes per super-block.
 //   - Q6_K: 8 bytes each of the low nibbles (twice) and high bits, 32 values
-//     of four sub-blocks; eight lanes per super-block.
+//     of four sub-blocks; eight lanes per super-block. One token outside the
+//     batch-invariant kernels: the warp stages its rows' super-blocks through
+//     shared memory with 16-byte loads first (q8_units.cuh).
 // Integer dot products per sub-block are scaled in f32: sum over sub-blocks
 // of d_w * d_x * sum(q_w q_x) (K-quant minimums: - dmin * m * d_x * sum q_x).
 // Warp sums give the rows. The activation rounding makes results differ from
@@ -33,6 +35,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q8_units.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -63,15 +66,6 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* w, size_t row_bytes
   }
 }
 
-// Quantized activation of one token in shared memory, with the integer sums
-// of its values that turn the weights' offsets (Q4_0's -8, Q6_K's -32, Q4_K's
-// minimums) into one multiply per group instead of a subtraction per weight.
-struct Q8Smem {
-  int8_t* q;      // [in_dim], 16-byte aligned
-  float* d;       // [in_dim / 32] scales
-  int* sum32;     // [in_dim / 32] sum of each 32-value block's q
-  int16_t* sum8;  // [in_dim / 8] sum of each 8 values' q
-};
 
 __device__ __forceinline__ float4 scale4(float4 v, float s) {
   return make_float4(v.x * s, v.y * s, v.z * s, v.w * s);
@@ -153,164 +147,23 @@ __device__ void quantize_activation(const Q8Input& in, Q8Smem xs) {
   for (int k = 0; k < kCached; ++k) {
     if (k < iters) emit(k * kThreads + threadIdx.x, xc[k], gc[k]);
   }
-  for (int64_t k = kCached; k < iters; ++k) {
-    const int64_t i = k * kThreads + threadIdx.x;
-    const bool ok = i < n4;
-    emit(i, ok ? x4[i] : zero, in.rms_norm && w4 != nullptr && ok ? w4[i] : zero);
+  // Past the cached ones, kCached float4s at a time: all loaded before the
+  // first is quantized (the down projection's 18944 values: 4 round trips
+  // to L2 after the cached ones instead of 15).
+  for (int64_t k0 = kCached; k0 < iters; k0 += kCached) {
+#pragma unroll
+    for (int k = 0; k < kCached; ++k) {
+      const int64_t i = (k0 + k) * kThreads + threadIdx.x;
+      const bool ok = k0 + k < iters && i < n4;
+      xc[k] = ok ? x4[i] : zero;
+      gc[k] = in.rms_norm && w4 != nullptr && ok ? w4[i] : zero;
+    }
+#pragma unroll
+    for (int k = 0; k < kCached; ++k) {
+      if (k0 + k < iters) emit((k0 + k) * kThreads + threadIdx.x, xc[k], gc[k]);
+    }
   }
   __syncthreads();
-}
-
-// N 32-bit words from the 2-byte aligned address p (aligned loads realigned
-// with funnel shifts; no byte past p + 4N is read).
-template <int N>
-__device__ __forceinline__ void load_words2(const uint8_t* p, uint32_t (&out)[N]) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  const auto* base = reinterpret_cast<const uint32_t*>(a & ~static_cast<uintptr_t>(3));
-  const bool odd = (a & 2) != 0;
-  uint32_t w[N + 1];
-#pragma unroll
-  for (int i = 0; i < N; ++i) w[i] = __ldg(base + i);
-  w[N] = odd ? __ldg(base + N) : 0u;
-#pragma unroll
-  for (int i = 0; i < N; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], odd ? 16 : 0);
-}
-
-__device__ __forceinline__ float half_at(const uint8_t* p) {
-  return __half2float(*reinterpret_cast<const __half*>(p));
-}
-
-__device__ __forceinline__ int dot8(const uint32_t (&a)[4], const int4 lo, const int4 hi,
-                                    const uint32_t (&b)[4]) {
-  int s = 0;
-  s = __dp4a(static_cast<int>(a[0]), lo.x, s);
-  s = __dp4a(static_cast<int>(a[1]), lo.y, s);
-  s = __dp4a(static_cast<int>(a[2]), lo.z, s);
-  s = __dp4a(static_cast<int>(a[3]), lo.w, s);
-  s = __dp4a(static_cast<int>(b[0]), hi.x, s);
-  s = __dp4a(static_cast<int>(b[1]), hi.y, s);
-  s = __dp4a(static_cast<int>(b[2]), hi.z, s);
-  s = __dp4a(static_cast<int>(b[3]), hi.w, s);
-  return s;
-}
-
-__device__ __forceinline__ int dot4(const uint32_t (&a)[4], const int4 x) {
-  int s = __dp4a(static_cast<int>(a[0]), x.x, 0);
-  s = __dp4a(static_cast<int>(a[1]), x.y, s);
-  s = __dp4a(static_cast<int>(a[2]), x.z, s);
-  return __dp4a(static_cast<int>(a[3]), x.w, s);
-}
-
-__device__ __forceinline__ int4 xq16(const Q8Smem& xs, int e) {  // 16 values from element e
-  return *reinterpret_cast<const int4*>(xs.q + e);
-}
-
-// Sum of the 16 quantized values from element e (a multiple of 16).
-__device__ __forceinline__ int xsum16(const Q8Smem& xs, int e) {
-  const int pair = *reinterpret_cast<const int*>(xs.sum8 + e / 8);
-  return static_cast<int16_t>(pair & 0xffff) + (pair >> 16);
-}
-
-// The 32-weight unit u of a row dotted with the activation: one per type.
-// Weights are read as unsigned fields; their offsets are applied through the
-// activation sums (dot(q - o, x) = dot(q, x) - o * sum(x), exact in integers).
-template <TensorType T>
-__device__ __forceinline__ float unit_dot(const uint8_t* __restrict__ row, int u, const Q8Smem& xs);
-
-template <>
-__device__ __forceinline__ float unit_dot<TensorType::Q4_0>(const uint8_t* __restrict__ row, int u,
-                                                            const Q8Smem& xs) {
-  const uint8_t* b = row + u * 18;
-  uint32_t q[4];
-  load_words2(b + 2, q);
-  uint32_t lo[4], hi[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    lo[j] = q[j] & 0x0f0f0f0fu;         // elements 4j..4j+3
-    hi[j] = (q[j] >> 4) & 0x0f0f0f0fu;  // 16 + 4j..
-  }
-  const int s = dot8(lo, xq16(xs, 32 * u), xq16(xs, 32 * u + 16), hi) - 8 * xs.sum32[u];
-  return half_at(b) * xs.d[u] * static_cast<float>(s);
-}
-
-template <>
-__device__ __forceinline__ float unit_dot<TensorType::Q8_0>(const uint8_t* __restrict__ row, int u,
-                                                            const Q8Smem& xs) {
-  const uint8_t* b = row + u * 34;
-  uint32_t q[8];
-  load_words2(b + 2, q);
-  const uint32_t a[4] = {q[0], q[1], q[2], q[3]};
-  const uint32_t c[4] = {q[4], q[5], q[6], q[7]};
-  const int s = dot8(a, xq16(xs, 32 * u), xq16(xs, 32 * u + 16), c);
-  return half_at(b) * xs.d[u] * static_cast<float>(s);
-}
-
-template <>
-__device__ __forceinline__ float unit_dot<TensorType::Q4_K>(const uint8_t* __restrict__ row, int u,
-                                                            const Q8Smem& xs) {
-  const int sb = u >> 3, k = u & 7, g = k >> 1, h = k & 1;
-  const uint8_t* b = row + sb * 144;
-  const uint4 head = __ldg(reinterpret_cast<const uint4*>(b));
-  const uint4 qv = __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * k));
-  const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
-  uint32_t lo[4], hi[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    lo[j] = q[j] & 0x0f0f0f0fu;
-    hi[j] = (q[j] >> 4) & 0x0f0f0f0fu;
-  }
-  const int e = 256 * sb + 64 * g + 16 * h;
-  const int4 xlo = xq16(xs, e), xhi = xq16(xs, e + 32);
-  // 6-bit scales and minimums of sub-blocks 2g, 2g + 1 (12 packed bytes: y =
-  // bytes 0-3, z = 4-7, w = 8-11), both of a pair at once in bytes 0 and 1.
-  const int sh = 16 * (g & 1);
-  const uint32_t y = head.y >> sh, z = head.z >> sh, w = head.w >> sh;
-  const bool low = g < 2;
-  const uint32_t scp = low ? (y & 0x3f3fu) : ((w & 0x0f0fu) | ((y >> 2) & 0x3030u));
-  const uint32_t mp = low ? (z & 0x3f3fu) : (((w >> 4) & 0x0f0fu) | ((z >> 2) & 0x3030u));
-  const int sc0 = static_cast<int>(scp & 0xffu), sc1 = static_cast<int>(scp >> 8);
-  const int m0 = static_cast<int>(mp & 0xffu), m1 = static_cast<int>(mp >> 8);
-  const __half2 dm = *reinterpret_cast<const __half2*>(&head.x);
-  const float d = __low2float(dm), dmin = __high2float(dm);
-  const float* xd = xs.d + 8 * sb + 2 * g;
-  const float r0 =
-      d * static_cast<float>(sc0 * dot4(lo, xlo)) - dmin * static_cast<float>(m0 * xsum16(xs, e));
-  const float r1 = d * static_cast<float>(sc1 * dot4(hi, xhi)) -
-                   dmin * static_cast<float>(m1 * xsum16(xs, e + 32));
-  return xd[0] * r0 + xd[1] * r1;
-}
-
-template <>
-__device__ __forceinline__ float unit_dot<TensorType::Q6_K>(const uint8_t* __restrict__ row, int u,
-                                                            const Q8Smem& xs) {
-  const int sb = u >> 3, k = u & 7, n = k >> 2, l0 = 8 * (k & 3);
-  const uint8_t* b = row + sb * 210;
-  uint32_t ql0[2], ql1[2], qh[2], sc2[2];
-  load_words2(b + 64 * n + l0, ql0);       // low nibbles: t = 0, high: t = 2
-  load_words2(b + 64 * n + 32 + l0, ql1);  // low nibbles: t = 1, high: t = 3
-  load_words2(b + 128 + 32 * n + l0, qh);
-  load_words2(b + 192 + 8 * n, sc2);
-  const uint64_t sc = sc2[0] | (static_cast<uint64_t>(sc2[1]) << 32);  // 8 scale bytes
-  const float d = half_at(b + 208);
-  const int half = l0 / 16;
-  const int e = 256 * sb + 128 * n + l0;
-  float acc = 0.0f;
-#pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    const uint32_t* ql = (t & 1) ? ql1 : ql0;
-    const int lshift = 4 * (t / 2), hshift = 2 * t;
-    const int2 xv = *reinterpret_cast<const int2*>(xs.q + e + 32 * t);
-    const uint32_t v0 =
-        ((ql[0] >> lshift) & 0x0f0f0f0fu) | (((qh[0] >> hshift) & 0x03030303u) << 4);
-    const uint32_t v1 =
-        ((ql[1] >> lshift) & 0x0f0f0f0fu) | (((qh[1] >> hshift) & 0x03030303u) << 4);
-    const int s = __dp4a(static_cast<int>(v1), xv.y, __dp4a(static_cast<int>(v0), xv.x, 0)) -
-                  32 * xs.sum8[(e + 32 * t) / 8];
-    const int idx = 2 * t + half;  // scale byte 8n + 2t + half
-    const int scale = static_cast<int8_t>((sc >> (8 * idx)) & 0xffu);
-    acc += xs.d[8 * sb + 4 * n + t] * static_cast<float>(scale * s);
-  }
-  return d * acc;
 }
 
 // A quantized activation's parts laid out from `base` (shared or global).
@@ -330,6 +183,21 @@ __device__ __forceinline__ Q8Smem q8_smem(int64_t in_dim, int t) {
                in_dim);
 }
 
+// Whether a kernel's rows take the staged Q6_K path: one token, in the
+// kernels whose sums need not round as the multi-token ones.
+__host__ __device__ constexpr bool uses_q6_stage(TensorType t, int nt, bool exact) {
+  return t == TensorType::Q6_K && nt == 1 && !exact;
+}
+// Shared memory past the activations of such a block of R-row warps.
+template <int R>
+constexpr size_t q6_stage_bytes() {
+  return static_cast<size_t>(kWarps) * Q6Stage<R>::kBytesPerWarp;
+}
+template <int R>
+size_t stage_bytes(TensorType t, int nt, bool exact) {
+  return uses_q6_stage(t, nt, exact) ? q6_stage_bytes<R>() : 0;
+}
+
 // R rows' dot products with NT tokens' activations, summed over the warp:
 // lane l takes units l, l + 32, ... of every row, U units per step (two for
 // one token, to keep more loads in flight; one for several, whose
@@ -340,8 +208,8 @@ __device__ __forceinline__ Q8Smem q8_smem(int64_t in_dim, int t) {
 // HBM busy). Per (row, token), the sums run in the same order for every NT, R and U (a dropped unit
 // adds +0.0, which leaves a sum that starts at +0.0 unchanged).
 template <TensorType T, int R, int NT, bool kExact>
-__device__ __forceinline__ void rows_dot_q8(const uint8_t* const (&rows)[R], int n_units,
-                                            int64_t in_dim, float (&acc)[NT][R]) {
+__device__ __forceinline__ void rows_dot_q8_units(const uint8_t* const (&rows)[R], int n_units,
+                                                  int64_t in_dim, float (&acc)[NT][R]) {
   constexpr int U = NT == 1 ? 2 : 1;  // four measured slower on the 7B's 18944-long rows
   const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -385,6 +253,28 @@ __device__ __forceinline__ void rows_dot_q8(const uint8_t* const (&rows)[R], int
   for (int t = 0; t < NT; ++t) {
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[t][r] = warp_sum(acc[t][r]);
+  }
+}
+
+// The staged Q6_K path's stage: after the block's one activation, kWarps
+// stages of Q6Stage<R> (16-byte aligned: smem_bytes is a multiple of 16).
+template <int R>
+__device__ __forceinline__ uint4* q6_stage(int64_t in_dim) {
+  extern __shared__ int4 smem[];
+  return reinterpret_cast<uint4*>(reinterpret_cast<int8_t*>(smem) + in_dim * 3 / 2) +
+         (threadIdx.x >> 5) * (Q6Stage<R>::kBytesPerWarp / 16);
+}
+
+// rows_dot_q8_units for R rows with NT tokens, or, for Q6_K with one token
+// in the kernels that need not round as the multi-token ones, the staged
+// path (a different order of the same products).
+template <TensorType T, int R, int NT, bool kExact>
+__device__ __forceinline__ void rows_dot_q8(const uint8_t* const (&rows)[R], int n_units,
+                                            int64_t in_dim, float (&acc)[NT][R]) {
+  if constexpr (uses_q6_stage(T, NT, kExact)) {
+    rows_dot_q6k_staged<R>(rows, n_units, q8_smem(in_dim, 0), q6_stage<R>(in_dim), acc[0]);
+  } else {
+    rows_dot_q8_units<T, R, NT, kExact>(rows, n_units, in_dim, acc);
   }
 }
 
@@ -534,45 +424,64 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Rows of up to three weights of one type stacked: [w0 rows | w1 rows | w2
-// rows], for one token.
-template <TensorType T>
+// Rows [row0, row0 + R) of the stack [s.w[0] rows | s.w[1] rows | s.w[2]
+// rows] (`total` of them) dotted with the block's one token, into y[row].
+template <TensorType T, int R>
+__device__ __forceinline__ void stacked_group(const Q8Stack& s, int64_t row0, int64_t total,
+                                              const Q8Input& in, float* __restrict__ y) {
+  const int n = rows_at(total, row0, R);
+  const uint8_t* rp[R];
+  const float* bias[R];
+  int64_t local[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    // Selects, not indexing: a dynamic index into the parameter struct
+    // would copy it to local memory.
+    int64_t row = row0 + (r < n ? r : 0);
+    const bool in0 = row < s.rows[0];
+    if (!in0) row -= s.rows[0];
+    const bool in1 = !in0 && row < s.rows[1];
+    if (!in0 && !in1) row -= s.rows[1];
+    const uint8_t* base = in0 ? s.w[0] : (in1 ? s.w[1] : s.w[2]);
+    const size_t rb = in0 ? s.row_bytes[0] : (in1 ? s.row_bytes[1] : s.row_bytes[2]);
+    rp[r] = base + row * static_cast<int64_t>(rb);
+    bias[r] = in0 ? s.bias[0] : (in1 ? s.bias[1] : s.bias[2]);
+    local[r] = row;
+  }
+  float acc[1][R];
+  rows_dot_q8<T, R, 1, false>(rp, static_cast<int>(in.in_dim / 32), in.in_dim, acc);
+  if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r < n) y[row0 + r] = acc[0][r] + (bias[r] != nullptr ? bias[r][local[r]] : 0.0f);
+    }
+  }
+}
+
+// Rows of up to three weights stacked: [w0 rows | w1 rows | w2 rows], for
+// one token. T == TV: one type, row groups over the whole stack. Else w0 and
+// w1 are of type T and w2 (v) of TV: the groups of [w0 | w1] come first,
+// then w2's own, so that no warp's rows mix types.
+template <TensorType T, TensorType TV>
 __global__ void __launch_bounds__(kThreads)
     stacked_q8_kernel(Q8Stack s, Q8Input in, float* __restrict__ y) {
   constexpr int R = 2;
+  constexpr bool kSplit = T != TV;
   // Prefetch from the first weight only (most rows; a warp's first group).
   (void)q8_prologue<R, 1>(s.w[0], nullptr, s.row_bytes[0], s.rows[0], in);
-  const int lane = threadIdx.x & 31;
-  const int64_t total = s.rows[0] + s.rows[1] + s.rows[2];
-  const int64_t n_groups = (total + R - 1) / R;
+  const int64_t rows_a = s.rows[0] + s.rows[1] + (kSplit ? 0 : s.rows[2]);
+  const int64_t groups_a = (rows_a + R - 1) / R;
+  const int64_t n_groups = groups_a + (kSplit ? (s.rows[2] + R - 1) / R : 0);
+  Q8Stack v;  // w2 alone (kSplit)
+  v.w[0] = s.w[2];
+  v.row_bytes[0] = s.row_bytes[2];
+  v.rows[0] = s.rows[2];
+  v.bias[0] = s.bias[2];
   for (int64_t g = first_task(); g < n_groups; g += static_cast<int64_t>(gridDim.x) * kWarps) {
-    const int64_t row0 = g * R;
-    const int n = rows_at(total, row0, R);
-    const uint8_t* rp[R];
-    const float* bias[R];
-    int64_t local[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      // Selects, not indexing: a dynamic index into the parameter struct
-      // would copy it to local memory.
-      int64_t row = row0 + (r < n ? r : 0);
-      const bool in0 = row < s.rows[0];
-      if (!in0) row -= s.rows[0];
-      const bool in1 = !in0 && row < s.rows[1];
-      if (!in0 && !in1) row -= s.rows[1];
-      const uint8_t* base = in0 ? s.w[0] : (in1 ? s.w[1] : s.w[2]);
-      const size_t rb = in0 ? s.row_bytes[0] : (in1 ? s.row_bytes[1] : s.row_bytes[2]);
-      rp[r] = base + row * static_cast<int64_t>(rb);
-      bias[r] = in0 ? s.bias[0] : (in1 ? s.bias[1] : s.bias[2]);
-      local[r] = row;
-    }
-    float acc[1][R];
-    rows_dot_q8<T, R, 1, false>(rp, static_cast<int>(in.in_dim / 32), in.in_dim, acc);
-    if (lane == 0) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (r < n) y[row0 + r] = acc[0][r] + (bias[r] != nullptr ? bias[r][local[r]] : 0.0f);
-      }
+    if (!kSplit || g < groups_a) {
+      stacked_group<T, R>(s, g * R, rows_a, in, y);
+    } else {
+      stacked_group<TV, R>(v, (g - groups_a) * R, s.rows[2], in, y + rows_a);
     }
   }
 }
@@ -702,7 +611,7 @@ cudaError_t launch_gemv_q8(TensorType type, const void* w, size_t row_bytes, int
     constexpr TensorType T = decltype(tag)::value;
     choose_tokens(in.n_tokens, in.in_dim, [&](auto nt) {
       constexpr int NT = decltype(nt)::value;
-      const size_t smem = NT * smem_bytes(in.in_dim);
+      const size_t act = NT * smem_bytes(in.in_dim);
       const int64_t groups = (in.n_tokens + NT - 1) / NT;
       // Four rows per warp for many rows (the output matrix) or several
       // tokens (each activation load then serves four rows); else one.
@@ -711,11 +620,13 @@ cudaError_t launch_gemv_q8(TensorType type, const void* w, size_t row_bytes, int
       const bool exact = kMany || in.batch_invariant;
       if (rows >= 8 * 1024 || kMany) {
         constexpr int R = 4;
+        const size_t smem = act + stage_bytes<R>(T, NT, exact);
         const auto kernel =
             exact ? gemv_q8_kernel<T, R, NT, true> : gemv_q8_kernel<T, R, NT, kMany>;
         e = launch_q8(kernel, grid_for(kernel, smem, (rows + R - 1) / R), groups, smem, stream, wb,
                       row_bytes, rows, in, bias, residual, y);
       } else {
+        const size_t smem = act + stage_bytes<1>(T, NT, exact);
         const auto kernel =
             exact ? gemv_q8_kernel<T, 1, NT, true> : gemv_q8_kernel<T, 1, NT, kMany>;
         e = launch_q8(kernel, grid_for(kernel, smem, rows), groups, smem, stream, wb, row_bytes,
@@ -738,10 +649,10 @@ cudaError_t launch_ffn_q8(TensorType type, const void* gate, const void* up, siz
     choose_tokens(in.n_tokens, in.in_dim, [&](auto nt) {
       constexpr int NT = decltype(nt)::value;
       constexpr int R = 2;
-      const size_t smem = NT * smem_bytes(in.in_dim);
       const int64_t groups = (in.n_tokens + NT - 1) / NT;
       constexpr bool kMany = NT > 1;
       const bool exact = kMany || in.batch_invariant;
+      const size_t smem = NT * smem_bytes(in.in_dim) + stage_bytes<2 * R>(T, NT, exact);
       const auto kernel =
           gelu
               ? (exact ? ffn_q8_kernel<T, R, NT, true, true> : ffn_q8_kernel<T, R, NT, true, kMany>)
@@ -754,18 +665,32 @@ cudaError_t launch_ffn_q8(TensorType type, const void* gate, const void* up, siz
   return e;
 }
 
-cudaError_t launch_stacked_q8(TensorType type, const Q8Stack& s, const Q8Input& in, float* y,
-                              cudaStream_t stream) {
-  if (!has_q8_gemv(type, in.in_dim) || !input_ok(in) || in.n_tokens != 1) {
+bool has_stacked_q8(TensorType qk_type, TensorType v_type, int64_t in_dim) {
+  const bool pair = qk_type == v_type || (qk_type == TensorType::Q4_K && v_type == TensorType::Q6_K);
+  return pair && has_q8_gemv(qk_type, in_dim) && has_q8_gemv(v_type, in_dim);
+}
+
+cudaError_t launch_stacked_q8(TensorType qk_type, TensorType v_type, const Q8Stack& s,
+                              const Q8Input& in, float* y, cudaStream_t stream) {
+  if (!has_stacked_q8(qk_type, v_type, in.in_dim) || !input_ok(in) || in.n_tokens != 1) {
     return cudaErrorInvalidValue;
   }
-  const int64_t total = s.rows[0] + s.rows[1] + s.rows[2];
-  const size_t smem = smem_bytes(in.in_dim);
+  constexpr int R = 2;
+  const int64_t rows_a = s.rows[0] + s.rows[1] + (qk_type == v_type ? s.rows[2] : 0);
+  const int64_t groups = (rows_a + R - 1) / R + (qk_type == v_type ? 0 : (s.rows[2] + R - 1) / R);
+  const size_t smem = smem_bytes(in.in_dim) + (qk_type == TensorType::Q6_K ||
+                                                       v_type == TensorType::Q6_K
+                                                   ? q6_stage_bytes<R>()
+                                                   : 0);
+  if (qk_type != v_type) {  // has_stacked_q8: Q4_K q/k with a Q6_K v (Q4_K_M's layers)
+    const auto kernel = stacked_q8_kernel<TensorType::Q4_K, TensorType::Q6_K>;
+    return launch_q8(kernel, grid_for(kernel, smem, groups), 1, smem, stream, s, in, y);
+  }
   cudaError_t e = cudaSuccess;
-  dispatch_q8(type, [&](auto tag) {
+  dispatch_q8(qk_type, [&](auto tag) {
     constexpr TensorType T = decltype(tag)::value;
-    const auto kernel = stacked_q8_kernel<T>;
-    e = launch_q8(kernel, grid_for(kernel, smem, (total + 1) / 2), 1, smem, stream, s, in, y);
+    const auto kernel = stacked_q8_kernel<T, T>;
+    e = launch_q8(kernel, grid_for(kernel, smem, groups), 1, smem, stream, s, in, y);
   });
   return e;
 }

@@ -164,7 +164,9 @@ size_t q8_activation_bytes(int64_t in_dim);
 // multi-token GEMV's blocks copy instead of each quantizing all its tokens.
 cudaError_t launch_quantize_q8(const Q8Input& in, int8_t* out, cudaStream_t stream);
 // y[t][r] = (W[r] . x[t] + bias[r]) + residual[t][r] (bias, residual
-// nullable); y may alias residual, not x. Weight rows 16-byte aligned for Q4_K, 2-byte otherwise.
+// nullable); y may alias residual, not x. Weight rows 16-byte aligned for Q4_K, 2-byte otherwise;
+// Q6_K weights (one token) start 16-byte aligned and are readable to their end rounded up to 16
+// bytes (the weight arena's placement; q8_units.cuh).
 cudaError_t launch_gemv_q8(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
                            const Q8Input& in, const float* bias, const float* residual, float* y,
                            cudaStream_t stream);
@@ -172,17 +174,20 @@ cudaError_t launch_gemv_q8(quant::TensorType type, const void* w, size_t row_byt
 cudaError_t launch_ffn_q8(quant::TensorType type, const void* gate, const void* up,
                           size_t row_bytes, int64_t n_ff, const Q8Input& in, bool gelu, float* y,
                           cudaStream_t stream);
-// Up to three weights of one type whose outputs are stacked: y = [W0 x + b0 |
-// W1 x + b1 | W2 x + b2] (rows[i] = 0 for an absent weight; biases
-// nullable); one token.
+// Up to three weights whose outputs are stacked: y = [W0 x + b0 | W1 x + b1 |
+// W2 x + b2] (rows[i] = 0 for an absent weight; biases nullable); one token.
+// W0 and W1 are of qk_type, W2 of v_type: one type, or Q4_K with a Q6_K W2
+// (the layers of a Q4_K_M file whose attn_v is Q6_K); has_stacked_q8 says
+// which pairs are taken.
 struct Q8Stack {
   const uint8_t* w[3] = {};
   size_t row_bytes[3] = {};
   int64_t rows[3] = {};
   const float* bias[3] = {};
 };
-cudaError_t launch_stacked_q8(quant::TensorType type, const Q8Stack& s, const Q8Input& in, float* y,
-                              cudaStream_t stream);
+bool has_stacked_q8(quant::TensorType qk_type, quant::TensorType v_type, int64_t in_dim);
+cudaError_t launch_stacked_q8(quant::TensorType qk_type, quant::TensorType v_type,
+                              const Q8Stack& s, const Q8Input& in, float* y, cudaStream_t stream);
 
 // --- fused.cu (decode fusions) ----------------------------------------------
 // FusedQKV / FusedQkvNorm for one token: out = [q | k | v] = x W^T + bias for

@@ -395,8 +395,9 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
     a.bias[i] = vec(*biases[i]);
   }
   a.in_dim = m->in_dim;
-  a.q8_gemv = a.type[0] == a.type[1] && a.type[1] == a.type[2] && c.node.shape.ne[1] == 1 &&
-              use_q8(a.type[0], m->in_dim, 1, false);
+  a.q8_gemv = a.type[0] == a.type[1] && has_stacked_q8(a.type[0], a.type[2], m->in_dim) &&
+              c.node.shape.ne[1] == 1 && use_q8(a.type[0], m->in_dim, 1, false) &&
+              use_q8(a.type[2], m->in_dim, 1, false);
   if (a.q8_gemv) {
     a.q8 = q8_input(c, m->in_norm, m->in_dim, 1);
     a.x = a.q8.x;
