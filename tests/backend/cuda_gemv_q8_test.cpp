@@ -280,8 +280,8 @@ TEST(cuda_GemvQ8, StackedQkvOfOneOrTwoTypesMatchesEmulation) {
       }
     }
     std::printf("  stacked q8 q/k %-5s v %-5s: emulation %.2f\n",
-                std::string(quant::type_name(qk)).c_str(),
-                std::string(quant::type_name(v)).c_str(), worst);
+                std::string(quant::type_name(qk)).c_str(), std::string(quant::type_name(v)).c_str(),
+                worst);
     EXPECT_LE(worst, 1.0) << quant::type_name(qk) << " / " << quant::type_name(v);
   }
 }

@@ -66,7 +66,6 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* w, size_t row_bytes
   }
 }
 
-
 __device__ __forceinline__ float4 scale4(float4 v, float s) {
   return make_float4(v.x * s, v.y * s, v.z * s, v.w * s);
 }
@@ -666,7 +665,8 @@ cudaError_t launch_ffn_q8(TensorType type, const void* gate, const void* up, siz
 }
 
 bool has_stacked_q8(TensorType qk_type, TensorType v_type, int64_t in_dim) {
-  const bool pair = qk_type == v_type || (qk_type == TensorType::Q4_K && v_type == TensorType::Q6_K);
+  const bool pair =
+      qk_type == v_type || (qk_type == TensorType::Q4_K && v_type == TensorType::Q6_K);
   return pair && has_q8_gemv(qk_type, in_dim) && has_q8_gemv(v_type, in_dim);
 }
 
@@ -678,10 +678,9 @@ cudaError_t launch_stacked_q8(TensorType qk_type, TensorType v_type, const Q8Sta
   constexpr int R = 2;
   const int64_t rows_a = s.rows[0] + s.rows[1] + (qk_type == v_type ? s.rows[2] : 0);
   const int64_t groups = (rows_a + R - 1) / R + (qk_type == v_type ? 0 : (s.rows[2] + R - 1) / R);
-  const size_t smem = smem_bytes(in.in_dim) + (qk_type == TensorType::Q6_K ||
-                                                       v_type == TensorType::Q6_K
-                                                   ? q6_stage_bytes<R>()
-                                                   : 0);
+  const size_t smem =
+      smem_bytes(in.in_dim) +
+      (qk_type == TensorType::Q6_K || v_type == TensorType::Q6_K ? q6_stage_bytes<R>() : 0);
   if (qk_type != v_type) {  // has_stacked_q8: Q4_K q/k with a Q6_K v (Q4_K_M's layers)
     const auto kernel = stacked_q8_kernel<TensorType::Q4_K, TensorType::Q6_K>;
     return launch_q8(kernel, grid_for(kernel, smem, groups), 1, smem, stream, s, in, y);

@@ -186,8 +186,8 @@ struct Q8Stack {
   const float* bias[3] = {};
 };
 bool has_stacked_q8(quant::TensorType qk_type, quant::TensorType v_type, int64_t in_dim);
-cudaError_t launch_stacked_q8(quant::TensorType qk_type, quant::TensorType v_type,
-                              const Q8Stack& s, const Q8Input& in, float* y, cudaStream_t stream);
+cudaError_t launch_stacked_q8(quant::TensorType qk_type, quant::TensorType v_type, const Q8Stack& s,
+                              const Q8Input& in, float* y, cudaStream_t stream);
 
 // --- fused.cu (decode fusions) ----------------------------------------------
 // FusedQKV / FusedQkvNorm for one token: out = [q | k | v] = x W^T + bias for

@@ -225,7 +225,6 @@ __device__ __forceinline__ float unit_dot<TensorType::Q6_K>(const uint8_t* __res
   return q6k_unit<false>(row + (u >> 3) * 210, u >> 3, u & 7, xs);
 }
 
-
 // The stage of one warp for R rows: kSb super-blocks per row and step (eight
 // for one row, four for more: 2-4 KiB of weights in flight per warp), kWords
 // 16-byte words per row (the super-blocks plus up to 14 bytes of lead).
