@@ -125,6 +125,21 @@ TEST(GpuWeightsMapped, WhatAPartCannotHoldOrBindIsCopied) {
   EXPECT_EQ((*reg.lookup("misaligned"))->offset % reg.alignment(), 0u) << "a copy";
 }
 
+TEST(GpuWeightsMapped, MemoryTheDeviceWillNotWrapIsCopied) {
+  vulkan::testing::FakeDevice d(1 << 20, 16, 64 << 20);
+  d.allow_wrap(kPage);
+  d.refuse_wraps();
+  const Arena file(4 * kPage);
+  std::vector<int64_t> s0, s1;
+  const std::vector<HostTensor> t = {f32_at(file, "a", 0, 1000, s0),
+                                     f32_at(file, "b", 2 * kPage, 500, s1)};
+  WeightsRegistry reg(d);
+  ASSERT_TRUE(reg.map_all(t).is_ok());
+  EXPECT_EQ(reg.mapped_bytes(), 0u);
+  EXPECT_GT(reg.device_bytes(), 0u);
+  for (const HostTensor& x : t) expect_reads_back(d, reg, x);
+}
+
 TEST(GpuWeightsMapped, ADeviceThatCannotWrapCopiesAndBadBytesAreNamed) {
   vulkan::testing::FakeDevice d(1 << 20, 16, 64 << 20);
   const Arena file(2 * kPage);

@@ -84,9 +84,11 @@ class FakeDevice final : public gpu::Device {
   }
   // Zero-copy like a unified-memory device, once allow_wrap() set a page size.
   void allow_wrap(uint64_t page) { info_.host_wrap_alignment = page; }
+  void refuse_wraps() { refuse_wraps_ = true; }  // as memory the device cannot map
   Result<std::unique_ptr<gpu::Buffer>> wrap_host_memory(std::span<const std::byte> host) override {
     const uint64_t page = info_.host_wrap_alignment;
     if (page == 0) return gpu::Device::wrap_host_memory(host);
+    if (refuse_wraps_) return Status::resource_exhausted("fake: this memory cannot be wrapped");
     if (reinterpret_cast<uintptr_t>(host.data()) % page != 0 || host.size() % page != 0) {
       return Status::invalid_argument("fake: a wrap not on page boundaries");
     }
@@ -107,6 +109,7 @@ class FakeDevice final : public gpu::Device {
   FakeMemory memory_;
   int created_ = 0, created_for_host_ = 0;
   std::vector<std::span<const std::byte>> wrapped_;
+  bool refuse_wraps_ = false;
 };
 
 }  // namespace minfer::vulkan::testing

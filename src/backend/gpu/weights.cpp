@@ -203,11 +203,13 @@ Status WeightsRegistry::map_all(std::span<const HostTensor> tensors,
     ranges.push_back({at, at + t.bytes.size()});
   }
   const HostPartPlan plan = plan_host_parts(ranges, page, max_range_);
-  const size_t first = wrapped_.size();
+  // A part the device will not wrap (memory it cannot map) is copied instead.
+  std::vector<const Buffer*> part_buffer;
   for (const HostRange& p : plan.parts) {
     const auto* base = reinterpret_cast<const std::byte*>(p.begin);
     auto b = device_.wrap_host_memory(std::span(base, p.end - p.begin));
-    if (!b.is_ok()) return b.status().with_context("weights: mapping the model's memory");
+    part_buffer.push_back(b.is_ok() ? b->get() : nullptr);
+    if (!b.is_ok()) continue;
     wrapped_.push_back(std::move(b).value());
     warm_up(p, page);
   }
@@ -221,11 +223,11 @@ Status WeightsRegistry::map_all(std::span<const HostTensor> tensors,
     const size_t part = plan.part_of[i];
     const uint64_t offset =
         part == HostPartPlan::kNoPart ? 0 : ranges[i].begin - plan.parts[part].begin;
-    if (part == HostPartPlan::kNoPart || offset % align != 0) {
+    if (part == HostPartPlan::kNoPart || part_buffer[part] == nullptr || offset % align != 0) {
       copied.push_back(t);
       continue;
     }
-    add(t, wrapped_[first + part].get(), offset);
+    add(t, part_buffer[part], offset);
     mapped_bytes_ += t.bytes.size();
   }
   return upload_all(copied, progress);

@@ -26,7 +26,8 @@
 //     memory) registers tensors without copying them: each becomes a view of
 //     the host memory it lies in (the mapped model file), through one
 //     Device::wrap_host_memory buffer per part of plan_host_parts(); a
-//     tensor no part holds, or whose offset in its part is not a multiple of
+//     tensor no part holds, whose part the device refuses to wrap, or whose
+//     offset in its part is not a multiple of
 //     minStorageBufferOffsetAlignment, is uploaded as by upload_all()
 //     instead. Every page of every part is read once (a warm-up: the file is
 //     in memory before the first step). The same checks and naming rules apply; the host memory
