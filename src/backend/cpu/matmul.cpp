@@ -7,6 +7,7 @@
 
 #include "backend/cpu/matmul_gemm.h"
 #include "backend/cpu/matmul_gemm_vnni.h"
+#include "backend/cpu/matmul_gemv_vnni.h"
 
 #include "quant/reference.h"
 
@@ -29,6 +30,9 @@ constexpr int64_t kVnniTokensPerTask = 512;
 // on 2 Zen 4 cores: 4 tokens 130 vs 81 t/s, 8 tokens 183 vs 139, 16 tokens
 // 192 vs 225 in favour of VNNI; docs/PERFORMANCE.md).
 constexpr int64_t kVnniMinTokens = 12;
+// Rows per task of the single-token VNNI GEMV: long enough runs of rows that
+// its prefetch of the next rows stays ahead (16 passes of 4 rows).
+constexpr int64_t kGemvRowsPerTask = 64;
 
 std::string dims(const MatmulWeight& w, int64_t n_tokens) {
   return std::string(quant::type_name(w.type)) + " [" + std::to_string(w.rows) + " x " +
@@ -87,6 +91,26 @@ Status convert_activations(quant::TensorType type, const float* x, int64_t n_tok
       .with_context("activation row " + std::to_string(bad));
 }
 
+// One token of Q4_K/Q6_K on AVX-512 VNNI (matmul_gemv_vnni.h): the row is
+// quantized to Q8_K (x_bytes) at the start of scratch, then laid out for the
+// kernel at the next 64-byte boundary after it.
+Status vnni_gemv_matmul(const MatmulWeight& w, size_t w_stride, const float* x, size_t x_bytes,
+                        float* y, ThreadPool& pool, std::vector<uint8_t>& scratch) {
+  MINFER_RETURN_IF_ERROR(
+      convert_activations(quant::TensorType::Q8_K, x, 1, w.row_len, x_bytes, pool, scratch)
+          .with_context("matmul " + dims(w, 1)));
+  scratch.resize(x_bytes + 64 + vnni_gemv_x_bytes(w.row_len));
+  const auto addr = reinterpret_cast<uintptr_t>(scratch.data()) + x_bytes;
+  uint8_t* xp = scratch.data() + x_bytes + ((64 - addr % 64) % 64);
+  vnni_gemv_prepare_x(w.type, scratch.data(), w.row_len, xp);
+  const GemmProblem gp{static_cast<const uint8_t*>(w.data), w_stride, xp, 0, w.row_len, y, w.rows};
+  const int64_t tasks = (w.rows + kGemvRowsPerTask - 1) / kGemvRowsPerTask;
+  pool.parallel_for(tasks, [&](int64_t begin, int64_t end, int) {
+    vnni_gemv(w.type, gp, begin * kGemvRowsPerTask, std::min(w.rows, end * kGemvRowsPerTask));
+  });
+  return Status::ok();
+}
+
 }  // namespace
 
 Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
@@ -100,6 +124,12 @@ Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
   if (w.rows == 0 || n_tokens == 0) return Status::ok();
   MINFER_ASSIGN_OR_RETURN(const quant::TensorType xt, vec_dot_type(w.type));
   MINFER_ASSIGN_OR_RETURN(const uint64_t x_bytes, quant::row_bytes(xt, w.row_len));
+  // Single tokens of Q4_K/Q6_K on AVX-512 VNNI CPUs (matmul_gemv_vnni.h);
+  // not batch-invariant (its float order is not the tiles'), like the GEMM.
+  if (!mode.batch_invariant && isa == Isa::kAvx2 && n_tokens == 1 && vnni_gemv_type(w.type) &&
+      vnni_gemm_available()) {
+    return vnni_gemv_matmul(w, w_stride, x, static_cast<size_t>(x_bytes), y, pool, scratch);
+  }
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   // Batches of Q4_0/Q5_0/Q8_0 on AVX-512 VNNI CPUs (matmul_gemm_vnni.h); the
   // gather indices of its repack need 16 row strides to fit in an int32.

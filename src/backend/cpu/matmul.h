@@ -8,7 +8,9 @@
 // backend/cpu/matmul_gemm.h), else one dot kernel call per output
 // (backend/cpu/vec_dot.h). Tiles add the scaled block sums in another order
 // than the dot kernels for batches (equal up to f32 rounding) and in the same
-// order for a single token (bit-exact).
+// order for a single token (bit-exact). A single token of Q4_K/Q6_K on
+// AVX-512 VNNI CPUs takes the GEMV of backend/cpu/matmul_gemv_vnni.h (same
+// integers as the dot kernels, another f32 order) unless batch_invariant.
 //
 // Contract:
 //   - W has `rows` rows (the output dim) of `row_len` elements (the input dim);
@@ -49,8 +51,8 @@ struct MatmulWeight {
 // How a matmul may pick its kernels. batch_invariant: each token's outputs
 // must not depend on n_tokens or the other rows, bit for bit (the engine's
 // batches, graph::MatMulMeta::batch_invariant): every batch size then takes
-// the tiled kernel a batch of two would (no VNNI GEMM, no one-token
-// special case), or the per-row kernels where the type has no tiled one.
+// the tiled kernel a batch of two would (no VNNI GEMM or GEMV, no
+// one-token special case), or the per-row kernels where the type has no tiled one.
 struct MatmulMode {
   bool batch_invariant = false;
 };

@@ -23,7 +23,8 @@
 // as they do (d * y_d, and dmin * y_d for the mins).
 // Weights stay where they are (the GGUF mapping, shared with other
 // backends); the per-range repack costs a few percent of a 512-token batch
-// and no memory beyond one range. Single tokens keep the AVX2 path.
+// and no memory beyond one range. Single tokens take the AVX2 path, or
+// for Q4_K/Q6_K the VNNI GEMV (backend/cpu/matmul_gemv_vnni.h).
 // Dispatch: vnni_gemm_available() checks CPUID/XCR0 once and honours
 // MINFER_CPU_NO_AVX512=1 (for A/B comparisons). Nothing here may be called
 // unless it returned true; on non-x86 builds it is always false.
