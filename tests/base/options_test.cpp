@@ -91,12 +91,12 @@ TEST(Options, EveryVariableIsListedOnceWithHelp) {
     EXPECT_FALSE(v.help.empty()) << v.name;
     EXPECT_TRUE(names.insert(std::string(v.name)).second) << "listed twice: " << v.name;
   }
-  EXPECT_EQ(names.size(), 25u);
+  EXPECT_EQ(names.size(), 29u);
   // Each listed variable is read: setting it to junk is an error or is kept.
   for (const std::string& name : names) {
     auto r = parse({{name, "junk"}});
-    const bool text =
-        name == "MINFER_TRACE" || name == "MINFER_CACHE_TYPE" || name == "MINFER_QWEN2_TOKENIZER";
+    const bool text = name == "MINFER_TRACE" || name == "MINFER_CACHE_TYPE" ||
+                      name == "MINFER_QWEN2_TOKENIZER" || name == "MINFER_METALLIB_FILE";
     EXPECT_EQ(r.is_ok(), text) << name;
   }
 }
