@@ -20,11 +20,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
-#define MINFER_VNNI \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
-#define MINFER_VNNI_INLINE                                                         \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c"), \
-                 always_inline)) inline
+#include "backend/cpu/vnni_target.h"
 
 namespace minfer::cpu {
 namespace {

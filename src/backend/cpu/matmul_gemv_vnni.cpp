@@ -63,11 +63,7 @@ void vnni_gemv_prepare_x(TensorType weight, const uint8_t* q8k_row, int64_t row_
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define MINFER_VNNI \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
-#define MINFER_VNNI_INLINE                                                         \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c"), \
-                 always_inline)) inline
+#include "backend/cpu/vnni_target.h"
 
 namespace minfer::cpu {
 namespace {
