@@ -44,6 +44,7 @@ const Row kRows[] = {
     {{"MINFER_BATCH_INVARIANT", "0: let the engine's kernels depend on the batch (1)"}, &Options::batch_invariant},
     {{"MINFER_CPU_SCALAR", "1: scalar CPU kernels"}, &Options::cpu_scalar},
     {{"MINFER_CPU_NO_AVX512", "1: AVX2 prefill GEMM instead of the AVX-512 VNNI one"}, &Options::cpu_no_avx512},
+    {{"MINFER_CPU_NO_REPACK", "1: CPU matmuls read the file's rows instead of a repacked copy"}, &Options::cpu_no_repack},
     {{"MINFER_NO_FUSE_GLU", "1: no SwiGLU/GeGLU fusion"}, &Options::no_fuse_glu},
     {{"MINFER_NO_FUSE_QKV", "1: no fused q/k/v decode projection"}, &Options::no_fuse_qkv},
     {{"MINFER_NO_FUSE_QKV_NORM", "1: no fused per-head q/k norm"}, &Options::no_fuse_qkv_norm},

@@ -55,6 +55,8 @@ struct Options {
   bool batch_invariant = true;
   bool cpu_scalar = false;     // MINFER_CPU_SCALAR: scalar CPU kernels
   bool cpu_no_avx512 = false;  // MINFER_CPU_NO_AVX512: AVX2 prefill GEMM
+  // MINFER_CPU_NO_REPACK: CPU matmuls read the file's rows, no packed copy.
+  bool cpu_no_repack = false;
   // Fusions (each off for A/B comparisons).
   bool no_fuse_glu = false;       // MINFER_NO_FUSE_GLU
   bool no_fuse_qkv = false;       // MINFER_NO_FUSE_QKV

@@ -91,7 +91,7 @@ TEST(Options, EveryVariableIsListedOnceWithHelp) {
     EXPECT_FALSE(v.help.empty()) << v.name;
     EXPECT_TRUE(names.insert(std::string(v.name)).second) << "listed twice: " << v.name;
   }
-  EXPECT_EQ(names.size(), 29u);
+  EXPECT_EQ(names.size(), 30u);
   // Each listed variable is read: setting it to junk is an error or is kept.
   for (const std::string& name : names) {
     auto r = parse({{name, "junk"}});

@@ -111,12 +111,12 @@ const OpEntry& entry(Op op) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(const model::Weights& weights, int n_threads)
-    : weights_(weights), pool_(n_threads) {}
+CpuBackend::CpuBackend(const model::Weights& weights, int n_threads, bool repack_weights)
+    : weights_(weights), pool_(n_threads), repack_weights_(repack_weights) {}
 
-Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const model::Weights& weights,
-                                                       int n_threads) {
-  auto b = std::make_unique<CpuBackend>(weights, n_threads);
+Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const model::Weights& weights, int n_threads,
+                                                       bool repack_weights) {
+  auto b = std::make_unique<CpuBackend>(weights, n_threads, repack_weights);
   if (!b->pool_.start_status().is_ok()) return b->pool_.start_status();
   return b;
 }

@@ -5,16 +5,21 @@
 // Buffers are host allocations (64-byte aligned) addressed by id; read_host /
 // write_host are memcpys and synchronize() is a no-op. Weights are read in
 // place from the model's weight table (the mmap), looked up by name at
-// execute time. execute_node handles in-place aliasing of output and input.
-// Errors name the node and the tensor; nothing is handed to another backend.
-// Threading: one scheduler thread drives it; kernels run on its thread pool.
+// execute time; a matmul weight of a packable type (backend/cpu/
+// matmul_packed.h) is instead read from a repacked copy made at its first
+// use and kept for the backend's life (unless repack_weights is off). execute_node handles in-place
+// aliasing of output and input. Errors name the node and the tensor; nothing is handed to another
+// backend. Threading: one scheduler thread drives it; kernels run on its thread pool.
 #pragma once
 
 #include <array>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/matmul_packed.h"
 #include "backend/cpu/thread_pool.h"
 #include "model/weights.h"
 
@@ -25,10 +30,11 @@ struct AttentionShape;
 class CpuBackend final : public backend::Backend {
  public:
   // n_threads <= 0: one per hardware thread. `weights` must outlive the backend.
-  CpuBackend(const model::Weights& weights, int n_threads);
+  CpuBackend(const model::Weights& weights, int n_threads, bool repack_weights = true);
   // As the constructor, but an error when the system cannot start all
   // n_threads threads (ThreadPool::start_status()).
-  static Result<std::unique_ptr<CpuBackend>> create(const model::Weights& weights, int n_threads);
+  static Result<std::unique_ptr<CpuBackend>> create(const model::Weights& weights, int n_threads,
+                                                    bool repack_weights = true);
 
   std::string_view name() const override { return "CPU"; }
   bool supports_op(const graph::Node& node) const override;
@@ -78,8 +84,14 @@ class CpuBackend final : public backend::Backend {
   };
   std::byte* ptr(backend::BufferId id) const;
 
+  // The packed copy of a matmul weight, made on first use; null where the
+  // weight's rows are read as they are.
+  Result<const PackedWeight*> packed(const std::string& name, const MatmulWeight& w);
+
   const model::Weights& weights_;
   ThreadPool pool_;
+  bool repack_weights_ = true;
+  std::unordered_map<std::string, PackedWeight> packed_;
   std::vector<Buffer> buffers_;
   std::vector<uint8_t> scratch_;  // quantized activations for matmul
   std::vector<float> staging_;    // matmul output when it aliases its input

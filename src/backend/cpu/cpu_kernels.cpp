@@ -75,6 +75,19 @@ Status store_cache_row(KvType type, const float* src, uint8_t* dst, int64_t n) {
 
 }  // namespace
 
+Result<const PackedWeight*> CpuBackend::packed(const std::string& name, const MatmulWeight& w) {
+  if (!repack_weights_ || active_isa() != Isa::kAvx2 || !packable(w.type)) {
+    return static_cast<const PackedWeight*>(nullptr);
+  }
+  auto it = packed_.find(name);
+  if (it == packed_.end()) {
+    Result<PackedWeight> p = pack_weight(w, pool_);
+    if (!p) return p.status().with_context("weight '" + name + "'");
+    it = packed_.emplace(name, std::move(*p)).first;
+  }
+  return &it->second;
+}
+
 Status CpuBackend::run_matmul(const Call& c) {
   MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, meta<graph::MatMulMeta>(c.node));
   const model::WeightView* w = weights_.find(m->weight);
@@ -92,7 +105,15 @@ Status CpuBackend::run_matmul(const Call& c) {
     staging_.resize(static_cast<size_t>(n_tokens * m->out_dim));
     y = staging_.data();
   }
-  Status s = matmul(mw, f32(c.in[0]), n_tokens, y, pool_, scratch_, MatmulMode{m->batch_invariant});
+  const MatmulMode mode{m->batch_invariant};
+  const PackedWeight* pw = nullptr;
+  if (!takes_vnni_gemm(mw.type, n_tokens, mode)) {
+    Result<const PackedWeight*> p = packed(m->weight, mw);
+    if (!p) return fail(c.node, p.message());
+    pw = *p;
+  }
+  Status s = pw != nullptr ? packed_matmul(*pw, f32(c.in[0]), n_tokens, y, pool_, scratch_)
+                           : matmul(mw, f32(c.in[0]), n_tokens, y, pool_, scratch_, mode);
   if (!s) return fail(c.node, s.message());
   if (!m->bias.empty()) {
     const model::WeightView* b = weights_.find(m->bias);

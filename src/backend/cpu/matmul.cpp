@@ -113,6 +113,11 @@ Status vnni_gemv_matmul(const MatmulWeight& w, size_t w_stride, const float* x, 
 
 }  // namespace
 
+bool takes_vnni_gemm(quant::TensorType type, int64_t n_tokens, MatmulMode mode) {
+  return !mode.batch_invariant && active_isa() == Isa::kAvx2 && n_tokens >= kVnniMinTokens &&
+         vnni_gemm_type(type) && vnni_gemm_available();
+}
+
 Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
               std::vector<uint8_t>& scratch, MatmulMode mode) {
   return matmul(w, x, n_tokens, y, pool, scratch, active_isa(), mode);
