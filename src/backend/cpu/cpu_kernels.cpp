@@ -107,7 +107,7 @@ Status CpuBackend::run_matmul(const Call& c) {
   }
   const MatmulMode mode{m->batch_invariant};
   const PackedWeight* pw = nullptr;
-  if (!takes_vnni_gemm(mw.type, n_tokens, mode)) {
+  if (!takes_vnni(mw.type, n_tokens, mode)) {
     Result<const PackedWeight*> p = packed(m->weight, mw);
     if (!p) return fail(c.node, p.message());
     pw = *p;

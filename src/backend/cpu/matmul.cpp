@@ -113,9 +113,9 @@ Status vnni_gemv_matmul(const MatmulWeight& w, size_t w_stride, const float* x, 
 
 }  // namespace
 
-bool takes_vnni_gemm(quant::TensorType type, int64_t n_tokens, MatmulMode mode) {
-  return !mode.batch_invariant && active_isa() == Isa::kAvx2 && n_tokens >= kVnniMinTokens &&
-         vnni_gemm_type(type) && vnni_gemm_available();
+bool takes_vnni(quant::TensorType type, int64_t n_tokens, MatmulMode mode) {
+  if (mode.batch_invariant || active_isa() != Isa::kAvx2 || !vnni_gemm_available()) return false;
+  return n_tokens == 1 ? vnni_gemv_type(type) : n_tokens >= kVnniMinTokens && vnni_gemm_type(type);
 }
 
 Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,

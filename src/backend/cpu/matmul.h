@@ -57,9 +57,10 @@ struct MatmulMode {
   bool batch_invariant = false;
 };
 
-// Whether matmul() takes the AVX-512 VNNI GEMM for this batch (a packed
-// matmul, backend/cpu/matmul_packed.h, is then the slower choice).
-bool takes_vnni_gemm(quant::TensorType type, int64_t n_tokens, MatmulMode mode);
+// Whether matmul() takes an AVX-512 VNNI kernel for this batch (the GEMV for
+// a single token, the GEMM for a batch; a packed matmul, backend/cpu/
+// matmul_packed.h, is then the slower choice).
+bool takes_vnni(quant::TensorType type, int64_t n_tokens, MatmulMode mode);
 
 // Kernels of active_isa().
 Status matmul(const MatmulWeight& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,

@@ -26,7 +26,6 @@ using quant::TensorType;
 constexpr int64_t kGroup = 8;           // rows per group
 constexpr int64_t kGroupsPerTask = 2;   // 16 rows, as matmul()'s tasks
 constexpr int64_t kTokensPerTask = 64;  // a task's tokens share its rows in L1
-constexpr int kTileTokens = 4;          // tokens sharing one register load
 constexpr size_t kScaleBytes = kGroup * sizeof(uint16_t);
 // Q4_K: d[8] and dmin[8] (f16), the 6-bit scales as bytes [sub-block][row],
 // the mins as bytes [sub-block pair][row][2].
@@ -156,6 +155,8 @@ bool packable(TensorType type) {
 
 namespace minfer::cpu {
 namespace {
+
+constexpr int kTileTokens = 4;  // tokens sharing one register load
 
 MINFER_AVX2_INLINE __m256i bcast32(const void* p) {
   int32_t v;

@@ -19,8 +19,8 @@
 //     pair][row][2] (64), then 32 registers: sub-block pair j, register k,
 //     lane r = row r's qs[32j+4k..32j+4k+3] (1024 bytes).
 // The 32-element formats are exactly the bytes of their eight source blocks
-// (Q4_0 144, Q5_0 176, Q8_0 272), rearranged; Q4_K takes 1184 for 1152. A last group short of eight rows is padded with zero
-// rows (scale 0), whose outputs are never written.
+// (Q4_0 144, Q5_0 176, Q8_0 272), rearranged; Q4_K takes 1184 for 1152. A last group short of eight
+// rows is padded with zero rows (scale 0), whose outputs are never written.
 //
 // Numerics: the activations are quantized to Q8_0 (Q8_K for Q4_K) as for
 // matmul(); each (row, token, block) integer sum is exact (the 4/5-bit
