@@ -297,38 +297,56 @@ MINFER_AVX2_INLINE void q4_k_sums(const uint8_t* blk, const uint8_t* const* yq,
   }
 }
 
-// Q4_K tile: 8 rows x N tokens over every super-block.
+// Q4_K: adds one super-block of 8 rows to N tokens' accumulators; token j's
+// block is tok0 + j * nb.
 template <int N>
-MINFER_AVX2 void tile_q4_k(const Problem& p, int64_t g, int64_t t0) {
-  const size_t gb = group_block_bytes(TensorType::Q4_K);
-  const uint8_t* wg = p.w->data.data() + static_cast<size_t>(g) * p.w->group_bytes;
-  const int64_t nb = p.x.nb;
-  __m256 acc[N];
-  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = wg + static_cast<size_t>(b) * gb;
-    const uint8_t* yq[N];
-    const KTokenBlock* tb[N];
-    for (int j = 0; j < N; ++j) {
-      const int64_t tok = (t0 + j) * nb + b;
-      yq[j] = p.x.q + static_cast<size_t>(tok) * sizeof(BlockQ8_K) + sizeof(float);
-      tb[j] = p.x.ktb + tok;
-    }
-    __m256i s[N], m[N];
-    q4_k_sums<N>(blk, yq, tb, s, m);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-    const __m256 dmin =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kScaleBytes)));
-    for (int j = 0; j < N; ++j) {
-      const __m256 dx = _mm256_set1_ps(tb[j]->d);
-      acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(s[j]), acc[j]);
-      acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(m[j]), acc[j]);
-    }
+MINFER_AVX2_INLINE void q4_k_block(const Problem& p, const uint8_t* blk, int64_t tok0, int64_t nb,
+                                   __m256* acc) {
+  const uint8_t* yq[N];
+  const KTokenBlock* tb[N];
+  for (int j = 0; j < N; ++j) {
+    const int64_t tok = tok0 + j * nb;
+    yq[j] = p.x.q + static_cast<size_t>(tok) * sizeof(BlockQ8_K) + sizeof(float);
+    tb[j] = p.x.ktb + tok;
   }
-  store_tile<N>(p, g, t0, acc);
+  __m256i s[N], m[N];
+  q4_k_sums<N>(blk, yq, tb, s, m);
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+  const __m256 dmin =
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kScaleBytes)));
+  for (int j = 0; j < N; ++j) {
+    const __m256 dx = _mm256_set1_ps(tb[j]->d);
+    acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(s[j]), acc[j]);
+    acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(m[j]), acc[j]);
+  }
 }
 
-// One group of 8 rows x N tokens from token t0.
+// Q4_0/Q5_0/Q8_0: the same for one 32-element block.
+template <TensorType T, int N>
+MINFER_AVX2_INLINE void q0_block(const Problem& p, const uint8_t* blk, int64_t tok0, int64_t nb,
+                                 __m256* acc) {
+  const uint8_t* yq[N];
+  const uint8_t* ya[N];
+  const TokenBlock* tb[N];
+  for (int j = 0; j < N; ++j) {
+    const int64_t tok = tok0 + j * nb;
+    yq[j] = p.x.q + static_cast<size_t>(tok) * sizeof(BlockQ8_0) + 2;
+    ya[j] = T == TensorType::Q8_0 ? p.x.abs + static_cast<size_t>(tok) * 32 : nullptr;
+    tb[j] = p.x.tb + tok;
+  }
+  __m256i s[N];
+  block_sums<T, N>(blk + kScaleBytes, yq, ya, s);
+  const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+  for (int j = 0; j < N; ++j) {
+    if constexpr (T != TensorType::Q8_0) {
+      s[j] = _mm256_sub_epi32(s[j], _mm256_set1_epi32(tb[j]->offset_sum));
+    }
+    acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(tb[j]->d)), _mm256_cvtepi32_ps(s[j]),
+                             acc[j]);
+  }
+}
+
+// One group of 8 rows x N tokens from token t0, over every block.
 template <TensorType T, int N>
 MINFER_AVX2 void tile(const Problem& p, int64_t g, int64_t t0) {
   const size_t gb = group_block_bytes(T);
@@ -338,36 +356,13 @@ MINFER_AVX2 void tile(const Problem& p, int64_t g, int64_t t0) {
   for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = wg + static_cast<size_t>(b) * gb;
-    const uint8_t* yq[N];
-    const uint8_t* ya[N];
-    const TokenBlock* tb[N];
-    for (int j = 0; j < N; ++j) {
-      const int64_t tok = (t0 + j) * nb + b;
-      yq[j] = p.x.q + static_cast<size_t>(tok) * sizeof(BlockQ8_0) + 2;
-      ya[j] = T == TensorType::Q8_0 ? p.x.abs + static_cast<size_t>(tok) * 32 : nullptr;
-      tb[j] = p.x.tb + tok;
-    }
-    __m256i s[N];
-    block_sums<T, N>(blk + kScaleBytes, yq, ya, s);
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-    for (int j = 0; j < N; ++j) {
-      if constexpr (T != TensorType::Q8_0) {
-        s[j] = _mm256_sub_epi32(s[j], _mm256_set1_epi32(tb[j]->offset_sum));
-      }
-      acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(tb[j]->d)),
-                               _mm256_cvtepi32_ps(s[j]), acc[j]);
+    if constexpr (T == TensorType::Q4_K) {
+      q4_k_block<N>(p, blk, t0 * nb + b, nb, acc);
+    } else {
+      q0_block<T, N>(p, blk, t0 * nb + b, nb, acc);
     }
   }
   store_tile<N>(p, g, t0, acc);
-}
-
-template <TensorType T, int N>
-MINFER_AVX2_INLINE void any_tile(const Problem& p, int64_t g, int64_t t0) {
-  if constexpr (T == TensorType::Q4_K) {
-    tile_q4_k<N>(p, g, t0);
-  } else {
-    tile<T, N>(p, g, t0);
-  }
 }
 
 template <TensorType T>
@@ -375,16 +370,16 @@ MINFER_AVX2 void run_range(const Problem& p, int64_t g_begin, int64_t g_end, int
                            int64_t t_end) {
   for (int64_t g = g_begin; g < g_end; ++g) {
     int64_t t = t_begin;
-    for (; t + kTileTokens <= t_end; t += kTileTokens) any_tile<T, kTileTokens>(p, g, t);
+    for (; t + kTileTokens <= t_end; t += kTileTokens) tile<T, kTileTokens>(p, g, t);
     switch (t_end - t) {
       case 3:
-        any_tile<T, 3>(p, g, t);
+        tile<T, 3>(p, g, t);
         break;
       case 2:
-        any_tile<T, 2>(p, g, t);
+        tile<T, 2>(p, g, t);
         break;
       case 1:
-        any_tile<T, 1>(p, g, t);
+        tile<T, 1>(p, g, t);
         break;
       default:
         break;
