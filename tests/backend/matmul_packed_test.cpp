@@ -25,7 +25,11 @@ using testing::encode;
 using testing::random_floats;
 
 constexpr TensorType kPackedTypes[] = {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0,
-                                       TensorType::Q4_K};
+                                       TensorType::Q4_K, TensorType::Q6_K};
+
+bool k_quant(TensorType t) {
+  return t == TensorType::Q4_K || t == TensorType::Q6_K;
+}
 
 std::vector<float> run_packed(TensorType type, int64_t rows, int64_t in_dim,
                               const std::vector<uint8_t>& w, const std::vector<float>& x,
@@ -62,7 +66,7 @@ TEST(cpu_MatmulPacked, EqualsPerRowKernelsForEveryTokenCountAndRowCount) {
   uint32_t seed = 300;
   for (TensorType type : kPackedTypes) {
     for (int64_t rows : {1, 8, 19, 37}) {
-      const bool k = type == TensorType::Q4_K;
+      const bool k = k_quant(type);
       for (int64_t in_dim :
            k ? std::vector<int64_t>{256, 3 * 256, 4864} : std::vector<int64_t>{32, 7 * 32, 4864}) {
         for (int64_t n_tokens : {1, 2, 3, 4, 5, 9, 70}) {
@@ -96,7 +100,7 @@ TEST(cpu_MatmulPacked, TokenResultsDoNotDependOnTheBatch) {
   if (!packable(TensorType::Q4_0)) GTEST_SKIP() << "no AVX2";
   const int64_t rows = 45;
   for (TensorType type : kPackedTypes) {
-    const int64_t in_dim = type == TensorType::Q4_K ? 2 * 256 : 9 * 32;
+    const int64_t in_dim = k_quant(type) ? 2 * 256 : 9 * 32;
     const auto w = encode(type, random_floats(rows * in_dim, 11));
     const auto all = random_floats(in_dim * 70, 12);
     std::vector<std::vector<float>> alone(70);
@@ -206,15 +210,56 @@ TEST(cpu_MatmulPacked, Q4KExtremesSumExactly) {
   }
 }
 
+// Q6_K at its extremes: quants at 63 (+31) and 0 (-32), scales at 127 and
+// -128, activations +-127; row 0 takes the largest int16 partial sums. The
+// exact sums pass 2^24, so they are compared to f32 precision.
+TEST(cpu_MatmulPacked, Q6KExtremesSumExactly) {
+  if (!packable(TensorType::Q6_K)) GTEST_SKIP() << "no AVX2";
+  const int64_t rows = 9, nb = 2, in_dim = nb * 256;
+  std::vector<quant::BlockQ6_K> w(static_cast<size_t>(rows * nb));
+  std::vector<double> wv(static_cast<size_t>(rows * in_dim));  // scale * signed quant
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      quant::BlockQ6_K& blk = w[static_cast<size_t>(r * nb + b)];
+      std::memset(&blk, 0, sizeof(blk));
+      blk.d = quant::f32_to_f16(1.0f);
+      for (int s = 0; s < 16; ++s) {
+        blk.scales[s] = static_cast<int8_t>(r == 0 || (s + r) % 4 != 0 ? 127 : -128);
+      }
+      for (int e = 0; e < 256; ++e) {
+        const int u = r == 0 || (e + r + b) % 3 != 0 ? 63 : 0;
+        quant::detail::set_q6_low(blk.ql, e, u & 15);
+        quant::detail::set_2bit(blk.qh, e, u >> 4);
+        wv[static_cast<size_t>(r * in_dim + b * 256 + e)] = blk.scales[e / 16] * (u - 32.0);
+      }
+    }
+  }
+  std::vector<uint8_t> wb(w.size() * sizeof(quant::BlockQ6_K));
+  std::memcpy(wb.data(), w.data(), wb.size());
+  for (int sign : {1, -1}) {
+    std::vector<float> x(static_cast<size_t>(in_dim));
+    for (int64_t i = 0; i < in_dim; ++i)
+      x[static_cast<size_t>(i)] = (i >= 256 && i % 7 == 0 ? -127.0f : 127.0f) * float(sign);
+    const auto y = run_packed(TensorType::Q6_K, rows, in_dim, wb, x, 1, 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      double expected = 0;
+      for (int64_t i = 0; i < in_dim; ++i)
+        expected += wv[static_cast<size_t>(r * in_dim + i)] * x[static_cast<size_t>(i)];
+      EXPECT_NEAR(double(y[static_cast<size_t>(r)]), expected, std::abs(expected) * 1e-6)
+          << "row " << r << " sign " << sign;
+    }
+  }
+}
+
 TEST(cpu_MatmulPacked, RefusesOtherTypesAndNamesABadToken) {
   if (!packable(TensorType::Q4_0)) GTEST_SKIP() << "no AVX2";
-  EXPECT_FALSE(packable(TensorType::Q6_K));
+  EXPECT_FALSE(packable(TensorType::Q5_K));
   EXPECT_FALSE(packable(TensorType::F32));
   ThreadPool pool(1);
-  const auto w6 = encode(TensorType::Q6_K, random_floats(2 * 256, 3));
-  const Result<PackedWeight> bad = pack_weight({TensorType::Q6_K, 2, 256, w6.data(), 0}, pool);
+  const auto w5 = encode(TensorType::Q5_K, random_floats(2 * 256, 3));
+  const Result<PackedWeight> bad = pack_weight({TensorType::Q5_K, 2, 256, w5.data(), 0}, pool);
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.message().find("Q6_K"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("Q5_K"), std::string::npos) << bad.message();
 
   const auto w = encode(TensorType::Q4_0, random_floats(8 * 64, 4));
   const Result<PackedWeight> p = pack_weight({TensorType::Q4_0, 8, 64, w.data(), 0}, pool);

@@ -57,9 +57,11 @@ struct MatmulMode {
   bool batch_invariant = false;
 };
 
-// Whether matmul() takes an AVX-512 VNNI kernel for this batch (the GEMV for
-// a single token, the GEMM for a batch; a packed matmul, backend/cpu/
-// matmul_packed.h, is then the slower choice).
+// Whether an AVX-512 VNNI kernel of matmul() beats a packed matmul
+// (backend/cpu/matmul_packed.h) for this batch: the GEMM for batches of
+// kVnniMinTokens or more of its types, the GEMV for single tokens of the
+// types that are not packable (Q6_K). matmul() itself still takes the GEMV
+// for a packable type when it is called (weights not repacked).
 bool takes_vnni(quant::TensorType type, int64_t n_tokens, MatmulMode mode);
 
 // Kernels of active_isa().

@@ -19,6 +19,7 @@ namespace {
 using quant::BlockQ4_0;
 using quant::BlockQ4_K;
 using quant::BlockQ5_0;
+using quant::BlockQ6_K;
 using quant::BlockQ8_0;
 using quant::BlockQ8_K;
 using quant::TensorType;
@@ -30,6 +31,10 @@ constexpr size_t kScaleBytes = kGroup * sizeof(uint16_t);
 // Q4_K: d[8] and dmin[8] (f16), the 6-bit scales as bytes [sub-block][row],
 // the mins as bytes [sub-block pair][row][2].
 constexpr size_t kKHeaderBytes = 2 * kScaleBytes + 64 + 64;
+// Q6_K: d[8] (f16), the int8 scales as bytes [sub-block pair][row][2], then
+// 16 triples of registers {high bits, nibbles, nibbles} (pack_q6_k).
+constexpr size_t kQ6HeaderBytes = kScaleBytes + 128;
+constexpr size_t kQ6TripleBytes = 3 * 32;
 
 constexpr size_t group_block_bytes(TensorType t) {
   switch (t) {
@@ -41,13 +46,15 @@ constexpr size_t group_block_bytes(TensorType t) {
       return kScaleBytes + 256;
     case TensorType::Q4_K:
       return kKHeaderBytes + 1024;
+    case TensorType::Q6_K:
+      return kQ6HeaderBytes + 16 * kQ6TripleBytes;
     default:
       return 0;
   }
 }
 
 constexpr bool k_quant(TensorType t) {
-  return t == TensorType::Q4_K;
+  return t == TensorType::Q4_K || t == TensorType::Q6_K;
 }
 
 // Elements per (group-)block: 32, or a K-quant's 256-element super-block.
@@ -85,11 +92,42 @@ void pack_q4_k(const uint8_t* const* rows, int64_t n_rows, int64_t b, uint8_t* o
   }
 }
 
+// One Q6_K group-superblock. Sub-block pair j (elements 32j..32j+31) has
+// nibble registers i = 0..3: lane r, byte b holds the low four bits of row
+// r's element 32j + 4i + b (sub-block 2j) in its low nibble and of element
+// 32j + 16 + 4i + b (sub-block 2j + 1) in its high nibble. Triple t = 2j + m
+// (m = 0, 1) is {the high bits of nibble registers 2m and 2m + 1, those two
+// registers}, in the order the kernel reads them (one stream): a high-bit
+// byte holds the top two bits of the first register's low element (bits
+// 0-1), its high element (2-3), the second's low (4-5) and high (6-7), so
+// that shifts by 4, 2, 0 and -2 put each at bits 4-5.
+void pack_q6_k(const uint8_t* const* rows, int64_t n_rows, int64_t b, uint8_t* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* blk = reinterpret_cast<const BlockQ6_K*>(rows[r]) + b;
+    std::memcpy(out + r * 2, &blk->d, 2);
+    uint8_t* sc = out + kScaleBytes;
+    for (int s = 0; s < 16; ++s) {
+      sc[(s / 2) * 16 + r * 2 + s % 2] = static_cast<uint8_t>(blk->scales[s]);
+    }
+    for (int e = 0; e < 256; ++e) {
+      const int u = quant::detail::get_q6_low(blk->ql, e) | quant::detail::get_2bit(blk->qh, e)
+                                                                << 4;
+      const int j = e / 32, in_sub = e % 16, hi = (e % 32) / 16;  // hi: sub-block 2j + 1
+      const int i = in_sub / 4, byte = in_sub % 4;
+      uint8_t* triple = out + kQ6HeaderBytes + static_cast<size_t>(2 * j + i / 2) * kQ6TripleBytes;
+      const size_t lane = static_cast<size_t>(r) * 4 + static_cast<size_t>(byte);
+      triple[32 * (1 + i % 2) + lane] |= static_cast<uint8_t>((u & 0x0f) << (4 * hi));
+      triple[lane] |= static_cast<uint8_t>((u >> 4) << (4 * (i % 2) + 2 * hi));
+    }
+  }
+}
+
 // One group-block from the eight (or fewer: the rest stay zero) source rows.
 void pack_group_block(TensorType t, const uint8_t* const* rows, int64_t n_rows, int64_t b,
                       uint8_t* out) {
   std::memset(out, 0, group_block_bytes(t));
   if (t == TensorType::Q4_K) return pack_q4_k(rows, n_rows, b, out);
+  if (t == TensorType::Q6_K) return pack_q6_k(rows, n_rows, b, out);
   for (int64_t r = 0; r < n_rows; ++r) {
     uint8_t* regs = out + kScaleBytes;
     const size_t lane = static_cast<size_t>(r) * 4;
@@ -321,6 +359,69 @@ MINFER_AVX2_INLINE void q4_k_block(const Problem& p, const uint8_t* blk, int64_t
   }
 }
 
+// Q6_K: one super-block of 8 rows against N tokens' Q8_K blocks xb[j]; s
+// gets each row's sum over sub-blocks of scale * dot(q + 32, x), o its sum
+// of scale * block sum (the caller subtracts 32 * o).
+template <int N>
+MINFER_AVX2_INLINE void q6_k_sums(const uint8_t* blk, const BlockQ8_K* const* xb, __m256i* s,
+                                  __m256i* o) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m45 = _mm256_set1_epi8(0x30);
+  const uint8_t* triples = blk + kQ6HeaderBytes;
+  for (int j = 0; j < N; ++j) s[j] = o[j] = _mm256_setzero_si256();
+  for (int jp = 0; jp < 8; ++jp) {
+    // Scales of sub-blocks 2jp and 2jp + 1 as i16 pairs, lane = row.
+    const __m256i sp = _mm256_cvtepi8_epi16(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kScaleBytes + 16 * jp)));
+    const __m256i sc_a = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xa0), 0xa0);
+    const __m256i sc_b = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xf5), 0xf5);
+    for (int m = 0; m < 2; ++m) {
+      // Two pair sums of at most 2*63*127 per int16 lane and sub-block.
+      const uint8_t* t = triples + (2 * jp + m) * kQ6TripleBytes;
+      const __m256i h = load256(t);
+      const __m256i v0 = load256(t + 32);
+      const __m256i v1 = load256(t + 64);
+      const __m256i lo0 =
+          _mm256_or_si256(_mm256_and_si256(v0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m45));
+      const __m256i hi0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(h, 2), m45));
+      const __m256i lo1 = _mm256_or_si256(_mm256_and_si256(v1, m4), _mm256_and_si256(h, m45));
+      const __m256i hi1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4),
+                                          _mm256_and_si256(_mm256_srli_epi16(h, 2), m45));
+      for (int j = 0; j < N; ++j) {
+        const int8_t* y = xb[j]->qs + 32 * jp + 8 * m;
+        const __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, bcast32(y)),
+                                           _mm256_maddubs_epi16(lo1, bcast32(y + 4)));
+        const __m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(hi0, bcast32(y + 16)),
+                                           _mm256_maddubs_epi16(hi1, bcast32(y + 20)));
+        s[j] = _mm256_add_epi32(
+            s[j], _mm256_add_epi32(_mm256_madd_epi16(a, sc_a), _mm256_madd_epi16(b, sc_b)));
+      }
+    }
+    for (int j = 0; j < N; ++j)
+      o[j] = _mm256_add_epi32(o[j], _mm256_madd_epi16(sp, bcast32(xb[j]->bsums + 2 * jp)));
+  }
+}
+
+// Q6_K: adds one super-block of 8 rows to N tokens' accumulators; token j's
+// block is tok0 + j * nb.
+template <int N>
+MINFER_AVX2_INLINE void q6_k_block(const Problem& p, const uint8_t* blk, int64_t tok0, int64_t nb,
+                                   __m256* acc) {
+  const BlockQ8_K* xb[N];
+  for (int j = 0; j < N; ++j) {
+    xb[j] = reinterpret_cast<const BlockQ8_K*>(p.x.q) + (tok0 + j * nb);
+  }
+  __m256i s[N], o[N];
+  q6_k_sums<N>(blk, xb, s, o);
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+  for (int j = 0; j < N; ++j) {
+    const __m256i sum = _mm256_sub_epi32(s[j], _mm256_slli_epi32(o[j], 5));
+    acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(xb[j]->d)), _mm256_cvtepi32_ps(sum),
+                             acc[j]);
+  }
+}
+
 // Q4_0/Q5_0/Q8_0: the same for one 32-element block.
 template <TensorType T, int N>
 MINFER_AVX2_INLINE void q0_block(const Problem& p, const uint8_t* blk, int64_t tok0, int64_t nb,
@@ -358,6 +459,8 @@ MINFER_AVX2 void tile(const Problem& p, int64_t g, int64_t t0) {
     const uint8_t* blk = wg + static_cast<size_t>(b) * gb;
     if constexpr (T == TensorType::Q4_K) {
       q4_k_block<N>(p, blk, t0 * nb + b, nb, acc);
+    } else if constexpr (T == TensorType::Q6_K) {
+      q6_k_block<N>(p, blk, t0 * nb + b, nb, acc);
     } else {
       q0_block<T, N>(p, blk, t0 * nb + b, nb, acc);
     }
@@ -399,6 +502,8 @@ RangeFn range_fn(TensorType t) {
       return run_range<TensorType::Q8_0>;
     case TensorType::Q4_K:
       return run_range<TensorType::Q4_K>;
+    case TensorType::Q6_K:
+      return run_range<TensorType::Q6_K>;
     default:
       return nullptr;
   }
