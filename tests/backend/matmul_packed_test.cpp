@@ -1,6 +1,7 @@
 // The packed AVX2 matmul against the per-row AVX2 dot kernels (which the
 // quantization goldens pin to ggml's), its integer sums at the extremes of
-// each format against exact arithmetic, and its batch invariance.
+// each format against exact arithmetic, and its batch invariance; on AVX-512
+// VNNI CPUs every case also checks that the VNNI kernels give the same bits.
 #include "backend/cpu/matmul_packed.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +32,8 @@ bool k_quant(TensorType t) {
   return t == TensorType::Q4_K || t == TensorType::Q6_K;
 }
 
+// The AVX2 kernels' outputs; on CPUs with AVX-512 VNNI also the VNNI
+// kernels', which must be the same bits (every test below checks both).
 std::vector<float> run_packed(TensorType type, int64_t rows, int64_t in_dim,
                               const std::vector<uint8_t>& w, const std::vector<float>& x,
                               int64_t n_tokens, int threads) {
@@ -40,8 +43,17 @@ std::vector<float> run_packed(TensorType type, int64_t rows, int64_t in_dim,
   std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN);
   if (!p) return y;
   std::vector<uint8_t> scratch;
-  const Status s = packed_matmul(*p, x.data(), n_tokens, y.data(), pool, scratch);
+  const Status s =
+      packed_matmul(*p, x.data(), n_tokens, y.data(), pool, scratch, PackedKernels::kAvx2);
   EXPECT_TRUE(s.is_ok()) << s.message();
+  if (packed_vnni_available()) {
+    std::vector<float> yv(y.size(), NAN);
+    const Status sv = packed_matmul(*p, x.data(), n_tokens, yv.data(), pool, scratch);
+    EXPECT_TRUE(sv.is_ok()) << sv.message();
+    EXPECT_EQ(0, std::memcmp(y.data(), yv.data(), y.size() * sizeof(float)))
+        << "VNNI kernels differ from AVX2: " << quant::type_name(type) << " [" << rows << " x "
+        << in_dim << "], " << n_tokens << " tokens";
+  }
   return y;
 }
 

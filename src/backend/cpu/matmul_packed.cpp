@@ -177,6 +177,14 @@ struct Acts {
   int64_t nb = 0;
 };
 
+struct Problem {
+  const PackedWeight* w = nullptr;
+  Acts x;
+  float* y = nullptr;
+};
+
+using RangeFn = void (*)(const Problem&, int64_t, int64_t, int64_t, int64_t);
+
 }  // namespace
 
 bool packable(TensorType type) {
@@ -188,344 +196,84 @@ bool packable(TensorType type) {
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#define MINFER_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define MINFER_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+#include "backend/cpu/matmul_gemm_vnni.h"
+
+#define MINFER_PK __attribute__((target("avx2,fma,f16c")))
+#define MINFER_PK_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+#define MINFER_PK_VNNI 0
+namespace minfer::cpu {
+namespace {
+namespace avx2 {
+#include "backend/cpu/matmul_packed_kernels.inc"
+}  // namespace avx2
+}  // namespace
+}  // namespace minfer::cpu
+#undef MINFER_PK
+#undef MINFER_PK_INLINE
+#undef MINFER_PK_VNNI
+
+#define MINFER_PK __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define MINFER_PK_INLINE                                                       \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), \
+                 always_inline)) inline
+#define MINFER_PK_VNNI 1
+namespace minfer::cpu {
+namespace {
+namespace vnni {
+#include "backend/cpu/matmul_packed_kernels.inc"
+}  // namespace vnni
+}  // namespace
+}  // namespace minfer::cpu
+#undef MINFER_PK
+#undef MINFER_PK_INLINE
+#undef MINFER_PK_VNNI
 
 namespace minfer::cpu {
 namespace {
 
-constexpr int kTileTokens = 4;  // tokens sharing one register load
-
-MINFER_AVX2_INLINE __m256i bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-MINFER_AVX2_INLINE __m256i load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-// The fifth bits of chunk c (elements 4c..4c+3 of each row) as 0x10 per byte.
-template <int C>
-MINFER_AVX2_INLINE __m256i high_bits(__m256i h) {
-  if constexpr (C < 4) h = _mm256_slli_epi32(h, 4 - C);
-  if constexpr (C > 4) h = _mm256_srli_epi32(h, C - 4);
-  return _mm256_and_si256(h, _mm256_set1_epi8(0x10));
-}
-
-// Register M of a Q4_0/Q5_0 group-block (elements 4M.. and 16+4M.. of each
-// row, fifth bits added for Q5_0) against N tokens: int16 pair sums into
-// lo (the low nibbles) and hi (the high ones).
-template <TensorType T, int N, int M>
-MINFER_AVX2_INLINE void nibble_chunk(const uint8_t* regs, __m256i h, const uint8_t* const* yq,
-                                     __m256i* lo, __m256i* hi) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i v = load256(regs + 32 * M);
-  __m256i ql = _mm256_and_si256(v, m4);
-  __m256i qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-  if constexpr (T == TensorType::Q5_0) {
-    ql = _mm256_or_si256(ql, high_bits<M>(h));
-    qh = _mm256_or_si256(qh, high_bits<M + 4>(h));
-  }
-  for (int j = 0; j < N; ++j) {
-    lo[j] = _mm256_add_epi16(lo[j], _mm256_maddubs_epi16(ql, bcast32(yq[j] + 4 * M)));
-    hi[j] = _mm256_add_epi16(hi[j], _mm256_maddubs_epi16(qh, bcast32(yq[j] + 16 + 4 * M)));
-  }
-}
-
-// Eight rows' integer sums of one block against N tokens' blocks yq[j].
-template <TensorType T, int N>
-MINFER_AVX2_INLINE void block_sums(const uint8_t* regs, const uint8_t* const* yq,
-                                   const uint8_t* const* ya, __m256i* s) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (T == TensorType::Q8_0) {
-    for (int j = 0; j < N; ++j) s[j] = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c) {
-      const __m256i w = load256(regs + 32 * c);
-      for (int j = 0; j < N; ++j) {
-        const __m256i p = _mm256_maddubs_epi16(bcast32(ya[j] + 4 * c),
-                                               _mm256_sign_epi8(w, bcast32(yq[j] + 4 * c)));
-        s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(p, ones));
-      }
-    }
-  } else {
-    // Q4_0: 8 pair sums of at most 2*15*127 fit an int16 lane; Q5_0: 4 of
-    // 2*31*127, so its low and high nibbles are summed apart.
-    __m256i lo[N], hi[N];
-    for (int j = 0; j < N; ++j) lo[j] = hi[j] = _mm256_setzero_si256();
-    [[maybe_unused]] const __m256i h = T == TensorType::Q5_0 ? load256(regs + 128) : __m256i{};
-    nibble_chunk<T, N, 0>(regs, h, yq, lo, hi);
-    nibble_chunk<T, N, 1>(regs, h, yq, lo, hi);
-    nibble_chunk<T, N, 2>(regs, h, yq, lo, hi);
-    nibble_chunk<T, N, 3>(regs, h, yq, lo, hi);
-    for (int j = 0; j < N; ++j) {
-      s[j] = T == TensorType::Q4_0
-                 ? _mm256_madd_epi16(_mm256_add_epi16(lo[j], hi[j]), ones)
-                 : _mm256_add_epi32(_mm256_madd_epi16(lo[j], ones), _mm256_madd_epi16(hi[j], ones));
-    }
-  }
-}
-
-struct Problem {
-  const PackedWeight* w = nullptr;
-  Acts x;
-  float* y = nullptr;
-};
-
-// Writes a tile's outputs: the group's rows (not its padding) of N tokens.
-template <int N>
-MINFER_AVX2_INLINE void store_tile(const Problem& p, int64_t g, int64_t t0, const __m256* acc) {
-  const int64_t r0 = g * kGroup;
-  const int64_t n_rows = std::min(kGroup, p.w->rows - r0);
-  for (int j = 0; j < N; ++j) {
-    float* out = p.y + (t0 + j) * p.w->rows + r0;
-    if (n_rows == kGroup) {
-      _mm256_storeu_ps(out, acc[j]);
-    } else {
-      alignas(32) float tmp[kGroup];
-      _mm256_store_ps(tmp, acc[j]);
-      std::memcpy(out, tmp, static_cast<size_t>(n_rows) * sizeof(float));
-    }
-  }
-}
-
-// Eight rows' byte scales, each in both int16 halves of its row's lane.
-MINFER_AVX2_INLINE __m256i lane_scales(const uint8_t* p) {
-  const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
-}
-
-// Q4_K: one super-block of 8 rows against N tokens; s gets each row's
-// sum over sub-blocks of scale * dot, m its sum of min * block sum.
-template <int N>
-MINFER_AVX2_INLINE void q4_k_sums(const uint8_t* blk, const uint8_t* const* yq,
-                                  const KTokenBlock* const* tb, __m256i* s, __m256i* m) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const uint8_t* sc = blk + 2 * kScaleBytes;
-  const uint8_t* mins = sc + 64;
-  const uint8_t* regs = blk + kKHeaderBytes;
-  for (int j = 0; j < N; ++j) s[j] = m[j] = _mm256_setzero_si256();
-  for (int jp = 0; jp < 4; ++jp) {
-    // 8 pair sums of at most 2*15*127 per int16 lane.
-    __m256i lo[N], hi[N];
-    for (int j = 0; j < N; ++j) lo[j] = hi[j] = _mm256_setzero_si256();
-    for (int k = 0; k < 8; ++k) {
-      const __m256i v = load256(regs + (jp * 8 + k) * 32);
-      const __m256i ql = _mm256_and_si256(v, m4);
-      const __m256i qh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      for (int j = 0; j < N; ++j) {
-        const uint8_t* y = yq[j] + 64 * jp + 4 * k;
-        lo[j] = _mm256_add_epi16(lo[j], _mm256_maddubs_epi16(ql, bcast32(y)));
-        hi[j] = _mm256_add_epi16(hi[j], _mm256_maddubs_epi16(qh, bcast32(y + 32)));
-      }
-    }
-    const __m256i sc_lo = lane_scales(sc + (2 * jp) * 8);
-    const __m256i sc_hi = lane_scales(sc + (2 * jp + 1) * 8);
-    for (int j = 0; j < N; ++j) {
-      s[j] = _mm256_add_epi32(
-          s[j], _mm256_add_epi32(_mm256_madd_epi16(lo[j], sc_lo), _mm256_madd_epi16(hi[j], sc_hi)));
-    }
-  }
-  for (int i = 0; i < 4; ++i) {
-    const __m256i mp =
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + 16 * i)));
-    for (int j = 0; j < N; ++j)
-      m[j] = _mm256_add_epi32(m[j], _mm256_madd_epi16(mp, bcast32(tb[j]->sums + 2 * i)));
-  }
-}
-
-// Q4_K: adds one super-block of 8 rows to N tokens' accumulators; token j's
-// block is tok0 + j * nb.
-template <int N>
-MINFER_AVX2_INLINE void q4_k_block(const Problem& p, const uint8_t* blk, int64_t tok0, int64_t nb,
-                                   __m256* acc) {
-  const uint8_t* yq[N];
-  const KTokenBlock* tb[N];
-  for (int j = 0; j < N; ++j) {
-    const int64_t tok = tok0 + j * nb;
-    yq[j] = p.x.q + static_cast<size_t>(tok) * sizeof(BlockQ8_K) + sizeof(float);
-    tb[j] = p.x.ktb + tok;
-  }
-  __m256i s[N], m[N];
-  q4_k_sums<N>(blk, yq, tb, s, m);
-  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-  const __m256 dmin =
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kScaleBytes)));
-  for (int j = 0; j < N; ++j) {
-    const __m256 dx = _mm256_set1_ps(tb[j]->d);
-    acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(s[j]), acc[j]);
-    acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(m[j]), acc[j]);
-  }
-}
-
-// Q6_K: one super-block of 8 rows against N tokens' Q8_K blocks xb[j]; s
-// gets each row's sum over sub-blocks of scale * dot(q + 32, x), o its sum
-// of scale * block sum (the caller subtracts 32 * o).
-template <int N>
-MINFER_AVX2_INLINE void q6_k_sums(const uint8_t* blk, const BlockQ8_K* const* xb, __m256i* s,
-                                  __m256i* o) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m45 = _mm256_set1_epi8(0x30);
-  const uint8_t* triples = blk + kQ6HeaderBytes;
-  for (int j = 0; j < N; ++j) s[j] = o[j] = _mm256_setzero_si256();
-  for (int jp = 0; jp < 8; ++jp) {
-    // Scales of sub-blocks 2jp and 2jp + 1 as i16 pairs, lane = row.
-    const __m256i sp = _mm256_cvtepi8_epi16(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kScaleBytes + 16 * jp)));
-    const __m256i sc_a = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xa0), 0xa0);
-    const __m256i sc_b = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xf5), 0xf5);
-    for (int m = 0; m < 2; ++m) {
-      // Two pair sums of at most 2*63*127 per int16 lane and sub-block.
-      const uint8_t* t = triples + (2 * jp + m) * kQ6TripleBytes;
-      const __m256i h = load256(t);
-      const __m256i v0 = load256(t + 32);
-      const __m256i v1 = load256(t + 64);
-      const __m256i lo0 =
-          _mm256_or_si256(_mm256_and_si256(v0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m45));
-      const __m256i hi0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4),
-                                          _mm256_and_si256(_mm256_slli_epi16(h, 2), m45));
-      const __m256i lo1 = _mm256_or_si256(_mm256_and_si256(v1, m4), _mm256_and_si256(h, m45));
-      const __m256i hi1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4),
-                                          _mm256_and_si256(_mm256_srli_epi16(h, 2), m45));
-      for (int j = 0; j < N; ++j) {
-        const int8_t* y = xb[j]->qs + 32 * jp + 8 * m;
-        const __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, bcast32(y)),
-                                           _mm256_maddubs_epi16(lo1, bcast32(y + 4)));
-        const __m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(hi0, bcast32(y + 16)),
-                                           _mm256_maddubs_epi16(hi1, bcast32(y + 20)));
-        s[j] = _mm256_add_epi32(
-            s[j], _mm256_add_epi32(_mm256_madd_epi16(a, sc_a), _mm256_madd_epi16(b, sc_b)));
-      }
-    }
-    for (int j = 0; j < N; ++j)
-      o[j] = _mm256_add_epi32(o[j], _mm256_madd_epi16(sp, bcast32(xb[j]->bsums + 2 * jp)));
-  }
-}
-
-// Q6_K: adds one super-block of 8 rows to N tokens' accumulators; token j's
-// block is tok0 + j * nb.
-template <int N>
-MINFER_AVX2_INLINE void q6_k_block(const Problem& p, const uint8_t* blk, int64_t tok0, int64_t nb,
-                                   __m256* acc) {
-  const BlockQ8_K* xb[N];
-  for (int j = 0; j < N; ++j) {
-    xb[j] = reinterpret_cast<const BlockQ8_K*>(p.x.q) + (tok0 + j * nb);
-  }
-  __m256i s[N], o[N];
-  q6_k_sums<N>(blk, xb, s, o);
-  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-  for (int j = 0; j < N; ++j) {
-    const __m256i sum = _mm256_sub_epi32(s[j], _mm256_slli_epi32(o[j], 5));
-    acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(xb[j]->d)), _mm256_cvtepi32_ps(sum),
-                             acc[j]);
-  }
-}
-
-// Q4_0/Q5_0/Q8_0: the same for one 32-element block.
-template <TensorType T, int N>
-MINFER_AVX2_INLINE void q0_block(const Problem& p, const uint8_t* blk, int64_t tok0, int64_t nb,
-                                 __m256* acc) {
-  const uint8_t* yq[N];
-  const uint8_t* ya[N];
-  const TokenBlock* tb[N];
-  for (int j = 0; j < N; ++j) {
-    const int64_t tok = tok0 + j * nb;
-    yq[j] = p.x.q + static_cast<size_t>(tok) * sizeof(BlockQ8_0) + 2;
-    ya[j] = T == TensorType::Q8_0 ? p.x.abs + static_cast<size_t>(tok) * 32 : nullptr;
-    tb[j] = p.x.tb + tok;
-  }
-  __m256i s[N];
-  block_sums<T, N>(blk + kScaleBytes, yq, ya, s);
-  const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-  for (int j = 0; j < N; ++j) {
-    if constexpr (T != TensorType::Q8_0) {
-      s[j] = _mm256_sub_epi32(s[j], _mm256_set1_epi32(tb[j]->offset_sum));
-    }
-    acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(tb[j]->d)), _mm256_cvtepi32_ps(s[j]),
-                             acc[j]);
-  }
-}
-
-// One group of 8 rows x N tokens from token t0, over every block.
-template <TensorType T, int N>
-MINFER_AVX2 void tile(const Problem& p, int64_t g, int64_t t0) {
-  const size_t gb = group_block_bytes(T);
-  const uint8_t* wg = p.w->data.data() + static_cast<size_t>(g) * p.w->group_bytes;
-  const int64_t nb = p.x.nb;
-  __m256 acc[N];
-  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = wg + static_cast<size_t>(b) * gb;
-    if constexpr (T == TensorType::Q4_K) {
-      q4_k_block<N>(p, blk, t0 * nb + b, nb, acc);
-    } else if constexpr (T == TensorType::Q6_K) {
-      q6_k_block<N>(p, blk, t0 * nb + b, nb, acc);
-    } else {
-      q0_block<T, N>(p, blk, t0 * nb + b, nb, acc);
-    }
-  }
-  store_tile<N>(p, g, t0, acc);
-}
-
 template <TensorType T>
-MINFER_AVX2 void run_range(const Problem& p, int64_t g_begin, int64_t g_end, int64_t t_begin,
-                           int64_t t_end) {
-  for (int64_t g = g_begin; g < g_end; ++g) {
-    int64_t t = t_begin;
-    for (; t + kTileTokens <= t_end; t += kTileTokens) tile<T, kTileTokens>(p, g, t);
-    switch (t_end - t) {
-      case 3:
-        tile<T, 3>(p, g, t);
-        break;
-      case 2:
-        tile<T, 2>(p, g, t);
-        break;
-      case 1:
-        tile<T, 1>(p, g, t);
-        break;
-      default:
-        break;
-    }
-  }
+RangeFn pick(bool use_vnni) {
+  return use_vnni ? vnni::run_range<T> : avx2::run_range<T>;
 }
 
-using RangeFn = void (*)(const Problem&, int64_t, int64_t, int64_t, int64_t);
-
-RangeFn range_fn(TensorType t) {
+RangeFn range_fn(TensorType t, bool use_vnni) {
   switch (t) {
     case TensorType::Q4_0:
-      return run_range<TensorType::Q4_0>;
+      return pick<TensorType::Q4_0>(use_vnni);
     case TensorType::Q5_0:
-      return run_range<TensorType::Q5_0>;
+      return pick<TensorType::Q5_0>(use_vnni);
     case TensorType::Q8_0:
-      return run_range<TensorType::Q8_0>;
+      return pick<TensorType::Q8_0>(use_vnni);
     case TensorType::Q4_K:
-      return run_range<TensorType::Q4_K>;
+      return pick<TensorType::Q4_K>(use_vnni);
     case TensorType::Q6_K:
-      return run_range<TensorType::Q6_K>;
+      return pick<TensorType::Q6_K>(use_vnni);
     default:
       return nullptr;
   }
 }
 
 }  // namespace
+
+bool packed_vnni_available() {
+  return vnni_gemm_available();
+}
+
 }  // namespace minfer::cpu
 
 #else  // not x86: packable() is false, so nothing reaches the kernels
 
 namespace minfer::cpu {
 namespace {
-struct Problem {
-  const PackedWeight* w = nullptr;
-  Acts x;
-  float* y = nullptr;
-};
-using RangeFn = void (*)(const Problem&, int64_t, int64_t, int64_t, int64_t);
-RangeFn range_fn(TensorType) {
+RangeFn range_fn(TensorType, bool) {
   return nullptr;
 }
 }  // namespace
+
+bool packed_vnni_available() {
+  return false;
+}
+
 }  // namespace minfer::cpu
 
 #endif
@@ -657,8 +405,8 @@ Result<PackedWeight> pack_weight(const MatmulWeight& w, ThreadPool& pool) {
 }
 
 Status packed_matmul(const PackedWeight& p, const float* x, int64_t n_tokens, float* y,
-                     ThreadPool& pool, std::vector<uint8_t>& scratch) {
-  const RangeFn run = range_fn(p.type);
+                     ThreadPool& pool, std::vector<uint8_t>& scratch, PackedKernels kernels) {
+  const RangeFn run = range_fn(p.type, kernels == PackedKernels::kAuto && packed_vnni_available());
   if (run == nullptr || !packable(p.type)) {
     return Status::internal("packed matmul " + dims(p, n_tokens) + ": not available on this CPU");
   }

@@ -44,7 +44,7 @@
 //     matmuls are not available and matmul() is the path.
 //   - pack_weight(w): the packed copy of w (its data is read, not kept).
 //     Errors: a type that is not packable, sizes matmul() would refuse.
-//   - packed_matmul(p, x, n_tokens, y, pool, scratch): y = x * W^T with the
+//   - packed_matmul(p, x, n_tokens, y, pool, scratch[, kernels]): y = x * W^T with the
 //     shapes and errors of matmul() (backend/cpu/matmul.h), from the packed
 //     copy; non-finite activations are an error naming the token.
 // Threading: parallel over groups of rows (and tokens for long batches) on
@@ -74,7 +74,18 @@ bool packable(quant::TensorType type);
 
 Result<PackedWeight> pack_weight(const MatmulWeight& w, ThreadPool& pool);
 
+// Whether packed_matmul's kAuto takes the AVX-512 VNNI kernels (256-bit
+// vpdpbusd/vpdpwssd; vnni_gemm_available()). They give the AVX2 kernels'
+// bits: the integer sums are exact either way and the float steps the same.
+bool packed_vnni_available();
+
+enum class PackedKernels {
+  kAuto,  // the VNNI kernels where available, else AVX2
+  kAvx2,  // the AVX2 kernels (tests compare the two)
+};
+
 Status packed_matmul(const PackedWeight& p, const float* x, int64_t n_tokens, float* y,
-                     ThreadPool& pool, std::vector<uint8_t>& scratch);
+                     ThreadPool& pool, std::vector<uint8_t>& scratch,
+                     PackedKernels kernels = PackedKernels::kAuto);
 
 }  // namespace minfer::cpu
