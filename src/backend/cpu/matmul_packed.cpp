@@ -197,6 +197,7 @@ bool packable(TensorType type) {
 #include <immintrin.h>
 
 #include "backend/cpu/matmul_gemm_vnni.h"
+#include "backend/cpu/vnni_target.h"
 
 #define MINFER_PK __attribute__((target("avx2,fma,f16c")))
 #define MINFER_PK_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
@@ -212,10 +213,8 @@ namespace avx2 {
 #undef MINFER_PK_INLINE
 #undef MINFER_PK_VNNI
 
-#define MINFER_PK __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-#define MINFER_PK_INLINE                                                       \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), \
-                 always_inline)) inline
+#define MINFER_PK MINFER_VNNI
+#define MINFER_PK_INLINE MINFER_VNNI_INLINE
 #define MINFER_PK_VNNI 1
 namespace minfer::cpu {
 namespace {
@@ -327,8 +326,11 @@ Status prepare_acts(const PackedWeight& p, const float* x, int64_t n_tokens, Thr
   const int64_t nb = p.row_len / block_elems(p.type);
   const size_t xblock = kq ? sizeof(BlockQ8_K) : sizeof(BlockQ8_0);
   const size_t q_bytes = static_cast<size_t>(n_tokens * nb) * xblock;
-  const size_t tb_bytes =
-      static_cast<size_t>(n_tokens * nb) * (kq ? sizeof(KTokenBlock) : sizeof(TokenBlock));
+  // Q6_K's tiles read d and the 16-element sums from the Q8_K blocks themselves.
+  const bool want_ktb = p.type == TensorType::Q4_K;
+  const size_t tb_bytes = static_cast<size_t>(n_tokens * nb) * (want_ktb ? sizeof(KTokenBlock)
+                                                                : kq     ? 0
+                                                                         : sizeof(TokenBlock));
   const bool want_abs = p.type == TensorType::Q8_0;
   const size_t abs_bytes = want_abs ? static_cast<size_t>(n_tokens * nb) * 32 : 0;
   const size_t tb_at = (q_bytes + 63) / 64 * 64;
@@ -342,10 +344,10 @@ Status prepare_acts(const PackedWeight& p, const float* x, int64_t n_tokens, Thr
       uint8_t* qt = q + static_cast<size_t>(t * nb) * xblock;
       if (!quant::quantize_row(xt, x + t * p.row_len, qt, p.row_len).is_ok()) {
         note_bad(first_bad, t);
-      } else if (kq) {
+      } else if (want_ktb) {
         prepare_q8_k_row(reinterpret_cast<const BlockQ8_K*>(qt),
                          reinterpret_cast<KTokenBlock*>(tb) + t * nb, nb);
-      } else {
+      } else if (!kq) {
         prepare_q8_0_row(p, reinterpret_cast<const BlockQ8_0*>(qt),
                          reinterpret_cast<TokenBlock*>(tb) + t * nb,
                          abs != nullptr ? abs + t * nb * 32 : nullptr, nb);
@@ -360,7 +362,7 @@ Status prepare_acts(const PackedWeight& p, const float* x, int64_t n_tokens, Thr
   }
   acts.q = q;
   acts.tb = kq ? nullptr : reinterpret_cast<const TokenBlock*>(tb);
-  acts.ktb = kq ? reinterpret_cast<const KTokenBlock*>(tb) : nullptr;
+  acts.ktb = want_ktb ? reinterpret_cast<const KTokenBlock*>(tb) : nullptr;
   acts.abs = abs;
   acts.nb = nb;
   return Status::ok();
