@@ -7,6 +7,9 @@ the steadiest ratio (docs/PERFORMANCE.md).
 
   python3 tools/bench_alternate.py --minfer BUILD/minfer --llama-bench PATH \\
       --rounds 4 -m FILE -- -p 512 -n 128 -t 2
+
+--base OTHER/minfer adds an earlier minfer build to the rotation (before and
+after a change, in the same load as the peer).
 """
 import argparse
 import re
@@ -28,25 +31,31 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minfer", required=True)
     ap.add_argument("--llama-bench", required=True)
+    ap.add_argument("--base", help="an earlier minfer build, run in the same rotation")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("flags", nargs="*", help="test flags for both, e.g. -p 512 -n 128 -t 2")
     a = ap.parse_args()
+    contenders = [("minfer", [a.minfer, "bench"]), ("llama.cpp", [a.llama_bench])]
+    if a.base:
+        contenders.insert(1, ("base", [a.base, "bench"]))
     results = {}
     for _ in range(a.rounds):
-        for name, binary in (("minfer", [a.minfer, "bench"]), ("llama.cpp", [a.llama_bench])):
+        for name, binary in contenders:
             for test, tps in run(binary + ["-m", a.model, *a.flags, "-r", "1"]):
                 results.setdefault(test, {}).setdefault(name, []).append(tps)
     for test, by in sorted(results.items()):
         line = [test]
-        for name in ("minfer", "llama.cpp"):
+        for name, _ in contenders:
             v = by.get(name, [])
             if v:
                 line.append(f"{name} best {max(v):.2f} median {statistics.median(v):.2f} "
                             f"({' '.join(f'{x:.1f}' for x in v)})")
-        if len(by) == 2:
+        if "minfer" in by and "llama.cpp" in by:
             line.append(f"ratio best {max(by['minfer']) / max(by['llama.cpp']):.2f} median "
                         f"{statistics.median(by['minfer']) / statistics.median(by['llama.cpp']):.2f}")
+        if "minfer" in by and "base" in by:
+            line.append(f"vs base best {max(by['minfer']) / max(by['base']):.2f}")
         print(" | ".join(line))
 
 

@@ -26,10 +26,10 @@ using testing::encode;
 using testing::random_floats;
 
 constexpr TensorType kPackedTypes[] = {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0,
-                                       TensorType::Q4_K, TensorType::Q6_K};
+                                       TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
 
 bool k_quant(TensorType t) {
-  return t == TensorType::Q4_K || t == TensorType::Q6_K;
+  return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;
 }
 
 // The AVX2 kernels' outputs; on CPUs with AVX-512 VNNI also the VNNI
@@ -91,7 +91,7 @@ TEST(cpu_MatmulPacked, EqualsPerRowKernelsForEveryTokenCountAndRowCount) {
           const double rms = std::sqrt(sq / double(expected.size()));
           // The scaled block sums are added in another order: the f32
           // rounding grows with the number of blocks.
-          // Q4_K's scale and min terms partly cancel, which the f32 sums show more.
+          // Q4_K's and Q5_K's scale and min terms partly cancel, which the f32 sums show more.
           const double tol =
               std::max(2e-6, (k ? 4e-6 : 1e-6) * std::sqrt(double(in_dim / (k ? 256 : 32))));
           for (size_t i = 0; i < y.size(); ++i) {
@@ -222,6 +222,47 @@ TEST(cpu_MatmulPacked, Q4KExtremesSumExactly) {
   }
 }
 
+// Q5_K at its extremes: quants at 31 and 0, every 6-bit scale and min at
+// 63, activations +-127 (row 0 all at 31: the largest int16 partial sums);
+// the fifth bits of each pair and half take part. The exact sums pass 2^24,
+// so they are compared to f32 precision.
+TEST(cpu_MatmulPacked, Q5KExtremesSumExactly) {
+  if (!packable(TensorType::Q5_K)) GTEST_SKIP() << "no AVX2";
+  const int64_t rows = 9, nb = 2, in_dim = nb * 256;
+  std::vector<quant::BlockQ5_K> w(static_cast<size_t>(rows * nb));
+  std::vector<double> wv(static_cast<size_t>(rows * in_dim));  // scale * quant - min
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      quant::BlockQ5_K& blk = w[static_cast<size_t>(r * nb + b)];
+      std::memset(&blk, 0, sizeof(blk));
+      blk.d = quant::f32_to_f16(1.0f);
+      blk.dmin = quant::f32_to_f16(0.5f);
+      for (int s = 0; s < 8; ++s) quant::detail::set_k4_scale_min(blk.scales, s, 63, 63);
+      for (int e = 0; e < 256; ++e) {
+        const int u = r == 0 || (e + r + b) % 3 != 0 ? 31 : (e % 2 == 0 ? 0 : 16);
+        quant::detail::set_k4(blk.qs, e, u & 15);
+        quant::detail::set_hbit(blk.qh, e, u >> 4);
+        wv[static_cast<size_t>(r * in_dim + b * 256 + e)] = 63.0 * u - 0.5 * 63;
+      }
+    }
+  }
+  std::vector<uint8_t> wb(w.size() * sizeof(quant::BlockQ5_K));
+  std::memcpy(wb.data(), w.data(), wb.size());
+  for (int sign : {1, -1}) {
+    std::vector<float> x(static_cast<size_t>(in_dim));
+    for (int64_t i = 0; i < in_dim; ++i)
+      x[static_cast<size_t>(i)] = (i >= 256 && i % 7 == 0 ? -127.0f : 127.0f) * float(sign);
+    const auto y = run_packed(TensorType::Q5_K, rows, in_dim, wb, x, 1, 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      double expected = 0;
+      for (int64_t i = 0; i < in_dim; ++i)
+        expected += wv[static_cast<size_t>(r * in_dim + i)] * x[static_cast<size_t>(i)];
+      EXPECT_NEAR(double(y[static_cast<size_t>(r)]), expected, std::abs(expected) * 1e-6)
+          << "row " << r << " sign " << sign;
+    }
+  }
+}
+
 // Q6_K at its extremes: quants at 63 (+31) and 0 (-32), scales at 127 and
 // -128, activations +-127; row 0 takes the largest int16 partial sums. The
 // exact sums pass 2^24, so they are compared to f32 precision.
@@ -265,13 +306,13 @@ TEST(cpu_MatmulPacked, Q6KExtremesSumExactly) {
 
 TEST(cpu_MatmulPacked, RefusesOtherTypesAndNamesABadToken) {
   if (!packable(TensorType::Q4_0)) GTEST_SKIP() << "no AVX2";
-  EXPECT_FALSE(packable(TensorType::Q5_K));
+  EXPECT_FALSE(packable(TensorType::Q3_K));
   EXPECT_FALSE(packable(TensorType::F32));
   ThreadPool pool(1);
-  const auto w5 = encode(TensorType::Q5_K, random_floats(2 * 256, 3));
-  const Result<PackedWeight> bad = pack_weight({TensorType::Q5_K, 2, 256, w5.data(), 0}, pool);
+  const auto w3 = encode(TensorType::Q3_K, random_floats(2 * 256, 3));
+  const Result<PackedWeight> bad = pack_weight({TensorType::Q3_K, 2, 256, w3.data(), 0}, pool);
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.message().find("Q5_K"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("Q3_K"), std::string::npos) << bad.message();
 
   const auto w = encode(TensorType::Q4_0, random_floats(8 * 64, 4));
   const Result<PackedWeight> p = pack_weight({TensorType::Q4_0, 8, 64, w.data(), 0}, pool);

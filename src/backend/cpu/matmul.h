@@ -59,8 +59,9 @@ struct MatmulMode {
 
 // Whether an AVX-512 VNNI kernel of matmul() beats a packed matmul
 // (backend/cpu/matmul_packed.h) for this batch: the GEMM for batches of
-// kVnniMinTokens or more of its types, the GEMV for single tokens of the
-// types that are not packable (Q6_K). matmul() itself still takes the GEMV
+// kVnniMinTokens or more of its types, the GEMV for single tokens of its
+// types that are not packable (none today: Q4_K and Q6_K are). matmul()
+// itself still takes the GEMV
 // for a packable type when it is called (weights not repacked).
 bool takes_vnni(quant::TensorType type, int64_t n_tokens, MatmulMode mode);
 

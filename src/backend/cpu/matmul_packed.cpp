@@ -19,6 +19,7 @@ namespace {
 using quant::BlockQ4_0;
 using quant::BlockQ4_K;
 using quant::BlockQ5_0;
+using quant::BlockQ5_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_0;
 using quant::BlockQ8_K;
@@ -31,6 +32,9 @@ constexpr size_t kScaleBytes = kGroup * sizeof(uint16_t);
 // Q4_K: d[8] and dmin[8] (f16), the 6-bit scales as bytes [sub-block][row],
 // the mins as bytes [sub-block pair][row][2].
 constexpr size_t kKHeaderBytes = 2 * kScaleBytes + 64 + 64;
+// Q5_K: the Q4_K header, then per sub-block pair {the fifth bits of its low
+// nibbles, of its high nibbles, its 8 nibble registers} (pack_q5_k).
+constexpr size_t kQ5PairBytes = (2 + 8) * 32;
 // Q6_K: d[8] (f16), the int8 scales as bytes [sub-block pair][row][2], then
 // 16 triples of registers {high bits, nibbles, nibbles} (pack_q6_k).
 constexpr size_t kQ6HeaderBytes = kScaleBytes + 128;
@@ -46,6 +50,8 @@ constexpr size_t group_block_bytes(TensorType t) {
       return kScaleBytes + 256;
     case TensorType::Q4_K:
       return kKHeaderBytes + 1024;
+    case TensorType::Q5_K:
+      return kKHeaderBytes + 4 * kQ5PairBytes;
     case TensorType::Q6_K:
       return kQ6HeaderBytes + 16 * kQ6TripleBytes;
     default:
@@ -54,7 +60,12 @@ constexpr size_t group_block_bytes(TensorType t) {
 }
 
 constexpr bool k_quant(TensorType t) {
-  return t == TensorType::Q4_K || t == TensorType::Q6_K;
+  return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;
+}
+
+// Q4_K and Q5_K: the activations' 32-element sums meet the mins.
+constexpr bool has_mins(TensorType t) {
+  return t == TensorType::Q4_K || t == TensorType::Q5_K;
 }
 
 // Elements per (group-)block: 32, or a K-quant's 256-element super-block.
@@ -68,25 +79,57 @@ int32_t quant_offset(TensorType t) {
   return t == TensorType::Q4_0 ? 8 : t == TensorType::Q5_0 ? 16 : 0;
 }
 
+// Row r's part of a Q4_K/Q5_K group-superblock header: d, dmin, the 6-bit
+// scales as bytes [sub-block][row], the mins as bytes [pair][row][2].
+template <typename Block>
+void pack_k4_header(const Block* blk, int64_t r, uint8_t* out) {
+  std::memcpy(out + r * 2, &blk->d, 2);
+  std::memcpy(out + kScaleBytes + r * 2, &blk->dmin, 2);
+  uint8_t* sc = out + 2 * kScaleBytes;
+  uint8_t* mins = sc + 64;
+  for (int s = 0; s < 8; ++s) {
+    int scale = 0, min = 0;
+    quant::detail::get_k4_scale_min(blk->scales, s, &scale, &min);
+    sc[s * 8 + r] = static_cast<uint8_t>(scale);
+    mins[(s / 2) * 16 + r * 2 + s % 2] = static_cast<uint8_t>(min);
+  }
+}
+
 // One Q4_K group-superblock (layout above kKHeaderBytes; quants: sub-block
 // pair j, register k, lane r = row r's qs[32j+4k..32j+4k+3]).
 void pack_q4_k(const uint8_t* const* rows, int64_t n_rows, int64_t b, uint8_t* out) {
   for (int64_t r = 0; r < n_rows; ++r) {
     const auto* blk = reinterpret_cast<const BlockQ4_K*>(rows[r]) + b;
-    std::memcpy(out + r * 2, &blk->d, 2);
-    std::memcpy(out + kScaleBytes + r * 2, &blk->dmin, 2);
-    uint8_t* sc = out + 2 * kScaleBytes;
-    uint8_t* mins = sc + 64;
-    for (int s = 0; s < 8; ++s) {
-      int scale = 0, min = 0;
-      quant::detail::get_k4_scale_min(blk->scales, s, &scale, &min);
-      sc[s * 8 + r] = static_cast<uint8_t>(scale);
-      mins[(s / 2) * 16 + r * 2 + s % 2] = static_cast<uint8_t>(min);
-    }
+    pack_k4_header(blk, r, out);
     uint8_t* regs = out + kKHeaderBytes;
     for (int j = 0; j < 4; ++j) {
       for (int k = 0; k < 8; ++k) {
         std::memcpy(regs + (j * 8 + k) * 32 + r * 4, blk->qs + 32 * j + 4 * k, 4);
+      }
+    }
+  }
+}
+
+// One Q5_K group-superblock: the Q4_K header, then per sub-block pair j
+// (elements 64j..64j+63) two high-bit registers and Q4_K's eight nibble
+// registers, in the order the kernel reads them. High-bit register h (0:
+// the low nibbles, elements 64j + 4k + i; 1: the high ones, 64j + 32 + 4k +
+// i) holds at lane r, byte i, bit k the fifth bit of that element of row r.
+void pack_q5_k(const uint8_t* const* rows, int64_t n_rows, int64_t b, uint8_t* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* blk = reinterpret_cast<const BlockQ5_K*>(rows[r]) + b;
+    pack_k4_header(blk, r, out);
+    for (int j = 0; j < 4; ++j) {
+      uint8_t* pair = out + kKHeaderBytes + static_cast<size_t>(j) * kQ5PairBytes;
+      for (int k = 0; k < 8; ++k) {
+        std::memcpy(pair + (2 + k) * 32 + r * 4, blk->qs + 32 * j + 4 * k, 4);
+        for (int i = 0; i < 4; ++i) {
+          for (int h = 0; h < 2; ++h) {
+            const int e = 64 * j + 32 * h + 4 * k + i;
+            const int bit = quant::detail::get_hbit(blk->qh, e);
+            pair[h * 32 + r * 4 + i] |= static_cast<uint8_t>(bit << k);
+          }
+        }
       }
     }
   }
@@ -127,6 +170,7 @@ void pack_group_block(TensorType t, const uint8_t* const* rows, int64_t n_rows, 
                       uint8_t* out) {
   std::memset(out, 0, group_block_bytes(t));
   if (t == TensorType::Q4_K) return pack_q4_k(rows, n_rows, b, out);
+  if (t == TensorType::Q5_K) return pack_q5_k(rows, n_rows, b, out);
   if (t == TensorType::Q6_K) return pack_q6_k(rows, n_rows, b, out);
   for (int64_t r = 0; r < n_rows; ++r) {
     uint8_t* regs = out + kScaleBytes;
@@ -245,6 +289,8 @@ RangeFn range_fn(TensorType t, bool use_vnni) {
       return pick<TensorType::Q8_0>(use_vnni);
     case TensorType::Q4_K:
       return pick<TensorType::Q4_K>(use_vnni);
+    case TensorType::Q5_K:
+      return pick<TensorType::Q5_K>(use_vnni);
     case TensorType::Q6_K:
       return pick<TensorType::Q6_K>(use_vnni);
     default:
@@ -327,7 +373,7 @@ Status prepare_acts(const PackedWeight& p, const float* x, int64_t n_tokens, Thr
   const size_t xblock = kq ? sizeof(BlockQ8_K) : sizeof(BlockQ8_0);
   const size_t q_bytes = static_cast<size_t>(n_tokens * nb) * xblock;
   // Q6_K's tiles read d and the 16-element sums from the Q8_K blocks themselves.
-  const bool want_ktb = p.type == TensorType::Q4_K;
+  const bool want_ktb = has_mins(p.type);
   const size_t tb_bytes = static_cast<size_t>(n_tokens * nb) * (want_ktb ? sizeof(KTokenBlock)
                                                                 : kq     ? 0
                                                                          : sizeof(TokenBlock));

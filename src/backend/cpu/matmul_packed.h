@@ -1,5 +1,5 @@
 // Weights repacked once for the AVX2 matmul of every batch size: Q4_0, Q5_0,
-// Q8_0, Q4_K and Q6_K rows interleaved in groups of eight, so one 32-byte register holds
+// Q8_0, Q4_K, Q5_K and Q6_K rows interleaved in groups of eight, so one 32-byte register holds
 // the same four elements of eight rows and its eight int32 lanes are the
 // eight rows' sums. A block's integer sums then need no horizontal
 // reduction: each 4-byte chunk of a token's activation block is broadcast
@@ -18,6 +18,10 @@
 //     scales as bytes [sub-block][row] (64), the mins as bytes [sub-block
 //     pair][row][2] (64), then 32 registers: sub-block pair j, register k,
 //     lane r = row r's qs[32j+4k..32j+4k+3] (1024 bytes).
+//   - Q5_K (per super-block): the Q4_K header, then per sub-block pair j two
+//     registers of fifth bits (lane r, byte i, bit k: the fifth bit of row
+//     r's element 64j + 4k + i, then of 64j + 32 + 4k + i) followed by
+//     Q4_K's eight registers of that pair (320 bytes per pair).
 //   - Q6_K (per super-block): 8 f16 d, the int8 scales as bytes [sub-block
 //     pair][row][2] (128), then 16 triples {high bits, nibbles, nibbles} of
 //     registers in reading order (matmul_packed.cpp, pack_q6_k), 1536 bytes:
@@ -25,22 +29,23 @@
 //     high-bit regions read a third as fast from DRAM on Zen 4).
 // The 32-element formats are exactly the bytes of their eight source blocks
 // (Q4_0 144, Q5_0 176, Q8_0 272), rearranged; Q4_K takes 1184 for 1152, Q6_K
-// exactly its 1680. A last group short of eight
+// exactly its 1680, Q5_K 1440 for 1408. A last group short of eight
 // rows is padded with zero rows (scale 0), whose outputs are never written.
 //
-// Numerics: the activations are quantized to Q8_0 (Q8_K for Q4_K) as for
+// Numerics: the activations are quantized to Q8_0 (Q8_K for K-quants) as for
 // matmul(); each (row, token, block) integer sum is exact (the 4/5/6-bit
 // quants enter unsigned, u = q + 8, q + 16 or q + 32, and the offset times the
 // activation block's sum is subtracted as an integer, so the sum equals the
-// signed one; Q4_K's scale and min sums are integers too; int16 partial sums
-// stay below 2^15 by construction), then acc = fma(d_w * d_x, float(sum),
-// acc) in block order (Q4_K: then acc -= dmin_w * d_x * float(min sum)). A token's outputs
+// signed one; Q4_K's and Q5_K's scale and min sums are integers too; int16
+// partial sums stay below 2^15 by construction), then acc = fma(d_w * d_x,
+// float(sum), acc) in block order (Q4_K, Q5_K: then acc -= dmin_w * d_x *
+// float(min sum)). A token's outputs
 // therefore depend only on its own activation row: bit-identical for any
 // batch size, position in the batch and thread count (batch invariant by
 // construction), and equal to the per-row dot kernels up to f32 rounding.
 //
 // Contract:
-//   - packable(type): Q4_0, Q5_0, Q8_0, Q4_K or Q6_K on a CPU with AVX2; else packed
+//   - packable(type): Q4_0, Q5_0, Q8_0, Q4_K, Q5_K or Q6_K on a CPU with AVX2; else packed
 //     matmuls are not available and matmul() is the path.
 //   - pack_weight(w): the packed copy of w (its data is read, not kept).
 //     Errors: a type that is not packable, sizes matmul() would refuse.
