@@ -137,9 +137,10 @@ TEST(cpu_MatmulGemmVnni, TypesCovered) {
 #endif
   for (TensorType t : kTypes) EXPECT_TRUE(vnni_gemm_type(t)) << quant::type_name(t);
   EXPECT_TRUE(vnni_gemm_type(TensorType::Q4_K));
+  EXPECT_TRUE(vnni_gemm_type(TensorType::Q5_K));
   EXPECT_TRUE(vnni_gemm_type(TensorType::Q6_K));
   EXPECT_FALSE(vnni_gemm_type(TensorType::Q4_1));
-  EXPECT_FALSE(vnni_gemm_type(TensorType::Q5_K));
+  EXPECT_FALSE(vnni_gemm_type(TensorType::Q3_K));
   EXPECT_FALSE(vnni_gemm_type(TensorType::F32));
 }
 
@@ -207,7 +208,7 @@ std::vector<uint8_t> random_kquant_weights(TensorType type, int64_t rows, int64_
   for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
   for (size_t b = 0; b < w.size(); b += block) {
     const uint16_t d = quant::f32_to_f16(scale(rng)), dmin = quant::f32_to_f16(scale(rng));
-    if (type == TensorType::Q4_K) {
+    if (type == TensorType::Q4_K || type == TensorType::Q5_K) {  // same header
       std::memcpy(&w[b + offsetof(quant::BlockQ4_K, d)], &d, 2);
       std::memcpy(&w[b + offsetof(quant::BlockQ4_K, dmin)], &dmin, 2);
     } else {
@@ -218,15 +219,19 @@ std::vector<uint8_t> random_kquant_weights(TensorType type, int64_t rows, int64_
 }
 
 // One super-block's exact integer terms, as the kernel forms them: `sum` the
-// scaled quant sums, `off` the bsums term (Q4_K: sum(min * bsum32); Q6_K:
-// folded into sum as -32 * sum(sc * bsum16)).
+// scaled quant sums, `off` the bsums term (Q4_K, Q5_K: sum(min * bsum32);
+// Q6_K: folded into sum as -32 * sum(sc * bsum16)).
 void kquant_terms(TensorType type, const uint8_t* pw, const quant::BlockQ8_K& x, int64_t* sum,
                   int64_t* off, float* d, float* dmin) {
   *sum = 0;
   *off = 0;
-  if (type == TensorType::Q4_K) {
+  if (type == TensorType::Q4_K || type == TensorType::Q5_K) {
+    const bool q5 = type == TensorType::Q5_K;
+    // The two share d, dmin and scales; Q5_K then has qh[32] before its qs.
     quant::BlockQ4_K b;
     std::memcpy(&b, pw, sizeof(b));
+    const uint8_t* qh = pw + offsetof(quant::BlockQ5_K, qh);
+    const uint8_t* qs = pw + (q5 ? offsetof(quant::BlockQ5_K, qs) : offsetof(quant::BlockQ4_K, qs));
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       if (j < 4) {
@@ -238,8 +243,9 @@ void kquant_terms(TensorType type, const uint8_t* pw, const quant::BlockQ8_K& x,
       }
       int s = 0;
       for (int e = 0; e < 32; ++e) {
-        const uint8_t q = b.qs[32 * (j / 2) + e];
-        s += (j % 2 == 0 ? q & 15 : q >> 4) * x.qs[32 * j + e];
+        const uint8_t q = qs[32 * (j / 2) + e];
+        const int fifth = q5 ? ((qh[e] >> j) & 1) << 4 : 0;
+        s += ((j % 2 == 0 ? q & 15 : q >> 4) | fifth) * x.qs[32 * j + e];
       }
       *sum += int64_t{sc} * s;
       *off += int64_t{m} * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
@@ -287,7 +293,7 @@ void expect_kquant_exact(TensorType type, int64_t rows, int64_t row_len, int64_t
         kquant_terms(type, w.data() + static_cast<size_t>(r * nsb + b) * wb, x, &sum, &off, &d,
                      &dmin);
         acc = std::fma(d * x.d, static_cast<float>(sum), acc);
-        if (type == TensorType::Q4_K) acc = std::fma(-(dmin * x.d), static_cast<float>(off), acc);
+        if (type != TensorType::Q6_K) acc = std::fma(-(dmin * x.d), static_cast<float>(off), acc);
       }
       const float got = y[static_cast<size_t>(t * rows + r)];
       if (got != acc && ++mismatches <= 3) {
@@ -302,7 +308,7 @@ void expect_kquant_exact(TensorType type, int64_t rows, int64_t row_len, int64_t
 TEST(cpu_MatmulGemmVnni, KQuantsExactOnEdgesAndModelRowLengths) {
   SKIP_WITHOUT_VNNI();
   uint32_t seed = 700;
-  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
     for (int64_t rows : {1, 16, 17, 33}) {
       for (int64_t n_tokens : {1, 3, 4, 5, 9}) {
         expect_kquant_exact(type, rows, 2 * 256, n_tokens, 64, 64, seed += 2);

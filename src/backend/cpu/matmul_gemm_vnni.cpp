@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -186,18 +187,23 @@ struct KLayout {
 constexpr KLayout kQ4K{8, 8, 8};
 constexpr KLayout kQ6K{16, 4, 8};
 
-MINFER_VNNI void repack_q4_k(const uint8_t* w0, size_t w_stride, const Gather& g, int rows,
-                             int64_t nsb, uint8_t* out) {
+// Q4_K and Q5_K (their headers are laid out alike; Q5_K's fifth bit of
+// element e is bit e / 32 of qh[e % 32]).
+template <typename Block>
+MINFER_VNNI void repack_k4(const uint8_t* w0, size_t w_stride, const Gather& g, int rows,
+                           int64_t nsb, uint8_t* out) {
+  constexpr bool kQ5 = std::is_same_v<Block, quant::BlockQ5_K>;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
+  [[maybe_unused]] const __m512i one = _mm512_set1_epi8(1);
   for (int64_t b = 0; b < nsb; ++b, out += kQ4K.bytes()) {
-    const uint8_t* pb = w0 + b * sizeof(quant::BlockQ4_K);
+    const uint8_t* pb = w0 + b * sizeof(Block);
     const __m512i dd = g.at(pb);  // d | dmin << 16
     _mm512_store_ps(out, half16(dd));
     _mm512_store_ps(out + 64, half16(_mm512_srli_epi32(dd, 16)));
     auto* sc = reinterpret_cast<int32_t*>(out + kQ4K.scales());
     auto* mp = reinterpret_cast<int32_t*>(out + kQ4K.pair_lanes());
     for (int r = 0; r < kRows; ++r) {
-      const uint8_t* packed = pb + r * w_stride + offsetof(quant::BlockQ4_K, scales);
+      const uint8_t* packed = pb + r * w_stride + offsetof(Block, scales);
       for (int j = 0; j < 8; ++j) {
         int scale = 0, min = 0;
         if (r < rows) quant::detail::get_k4_scale_min(packed, j, &scale, &min);
@@ -208,10 +214,19 @@ MINFER_VNNI void repack_q4_k(const uint8_t* w0, size_t w_stride, const Gather& g
     uint8_t* q = out + kQ4K.quants();
     for (int c = 0; c < 4; ++c) {  // sub-blocks 2c (low nibbles) and 2c+1 (high)
       for (int k = 0; k < 8; ++k) {
-        const __m512i v = g.at(pb + offsetof(quant::BlockQ4_K, qs) + 32 * c + 4 * k);
-        _mm512_store_si512(q + 64 * (16 * c + k), _mm512_and_si512(v, low4));
-        _mm512_store_si512(q + 64 * (16 * c + 8 + k),
-                           _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+        const __m512i v = g.at(pb + offsetof(Block, qs) + 32 * c + 4 * k);
+        __m512i lo = _mm512_and_si512(v, low4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        if constexpr (kQ5) {
+          // Elements 64c + 4k + i and 64c + 32 + 4k + i: bits 2c and 2c + 1 of qh[4k + i].
+          const __m512i h = g.at(pb + offsetof(quant::BlockQ5_K, qh) + 4 * k);
+          lo = _mm512_or_si512(
+              lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * c), one), 4));
+          hi = _mm512_or_si512(
+              hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * c + 1), one), 4));
+        }
+        _mm512_store_si512(q + 64 * (16 * c + k), lo);
+        _mm512_store_si512(q + 64 * (16 * c + 8 + k), hi);
       }
     }
   }
@@ -339,8 +354,10 @@ MINFER_VNNI void gemm_range_k(TensorType weight, const GemmProblem& p, int64_t r
     const uint8_t* w0 = p.w + static_cast<size_t>(r0) * p.w_stride;
     if (q6) {
       repack_q6_k(w0, p.w_stride, g, rows, nsb, pack);
+    } else if (weight == TensorType::Q5_K) {
+      repack_k4<quant::BlockQ5_K>(w0, p.w_stride, g, rows, nsb, pack);
     } else {
-      repack_q4_k(w0, p.w_stride, g, rows, nsb, pack);
+      repack_k4<quant::BlockQ4_K>(w0, p.w_stride, g, rows, nsb, pack);
     }
     const auto& table = q6 ? kTable6 : kTable4;
     for (int64_t t0 = t_begin; t0 < t_end; t0 += kKTokens) {
@@ -453,7 +470,7 @@ bool vnni_gemm_available() {
 
 bool vnni_gemm_type(TensorType weight) {
   return weight == TensorType::Q4_0 || weight == TensorType::Q5_0 || weight == TensorType::Q8_0 ||
-         weight == TensorType::Q4_K || weight == TensorType::Q6_K;
+         weight == TensorType::Q4_K || weight == TensorType::Q5_K || weight == TensorType::Q6_K;
 }
 
 size_t vnni_x_row_bytes(int64_t row_len) {
@@ -470,7 +487,7 @@ bool vnni_quantize_x(TensorType weight, const float* x, int64_t row_len, uint8_t
 
 void vnni_gemm(TensorType weight, const GemmProblem& p, int64_t r_begin, int64_t r_end,
                int64_t t_begin, int64_t t_end) {
-  if (weight == TensorType::Q4_K || weight == TensorType::Q6_K) {
+  if (weight == TensorType::Q4_K || weight == TensorType::Q5_K || weight == TensorType::Q6_K) {
     gemm_range_k(weight, p, r_begin, r_end, t_begin, t_end);
   } else {
     gemm_range(weight, p, r_begin, r_end, t_begin, t_end);

@@ -1,5 +1,5 @@
-// Prefill matmul with AVX-512 VNNI: the batch GEMM for Q4_0, Q5_0, Q8_0, Q4_K
-// and Q6_K weights on CPUs with AVX-512 F/BW/VL/DQ and VNNI.
+// Prefill matmul with AVX-512 VNNI: the batch GEMM for Q4_0, Q5_0, Q8_0, Q4_K,
+// Q5_K and Q6_K weights on CPUs with AVX-512 F/BW/VL/DQ and VNNI.
 //
 // Contract: vnni_gemm computes y[t][r] = dot(W row r, x row t) for every r in
 // [r_begin, r_end) and t in [t_begin, t_end) of one GemmProblem
@@ -18,7 +18,8 @@
 // scaled block sums in block order, d_w * d_x * sum as the AVX2 dot kernels
 // do, so results equal them up to FMA contraction.
 // K-quants: per sub-block the unsigned block sum (vpdpbusd) times the row's
-// scale (vpmulld), and the Q8_K bsums term (Q4_K's mins, Q6_K's -32 offset)
+// scale (vpmulld), and the Q8_K bsums term (Q4_K's and Q5_K's mins, Q6_K's
+// -32 offset)
 // by vpdpwssd: the same integers as the AVX2 kernels (|sum| < 2^29), scaled
 // as they do (d * y_d, and dmin * y_d for the mins).
 // Weights stay where they are (the GGUF mapping, shared with other
@@ -44,7 +45,7 @@ namespace minfer::cpu {
 // unset or "0" (read once).
 bool vnni_gemm_available();
 
-// Whether `weight` has a VNNI GEMM (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K).
+// Whether `weight` has a VNNI GEMM (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K).
 bool vnni_gemm_type(quant::TensorType weight);
 
 // Bytes of one prepared activation row of row_len elements (a multiple of 32).
