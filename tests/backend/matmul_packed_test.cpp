@@ -25,8 +25,9 @@ using quant::TensorType;
 using testing::encode;
 using testing::random_floats;
 
-constexpr TensorType kPackedTypes[] = {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0,
-                                       TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
+constexpr TensorType kPackedTypes[] = {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q5_1,
+                                       TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K,
+                                       TensorType::Q6_K};
 
 bool k_quant(TensorType t) {
   return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;

@@ -19,9 +19,11 @@ namespace {
 using quant::BlockQ4_0;
 using quant::BlockQ4_K;
 using quant::BlockQ5_0;
+using quant::BlockQ5_1;
 using quant::BlockQ5_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_0;
+using quant::BlockQ8_1;
 using quant::BlockQ8_K;
 using quant::TensorType;
 
@@ -46,6 +48,8 @@ constexpr size_t group_block_bytes(TensorType t) {
       return kScaleBytes + 128;
     case TensorType::Q5_0:
       return kScaleBytes + 160;
+    case TensorType::Q5_1:  // d, then m, then Q5_0's registers
+      return 2 * kScaleBytes + 160;
     case TensorType::Q8_0:
       return kScaleBytes + 256;
     case TensorType::Q4_K:
@@ -71,6 +75,16 @@ constexpr bool has_mins(TensorType t) {
 // Elements per (group-)block: 32, or a K-quant's 256-element super-block.
 constexpr int64_t block_elems(TensorType t) {
   return k_quant(t) ? quant::kQK_K : quant::kQK;
+}
+
+// Q5_1: the activations are Q8_1 (their f16 s = d * sum meets the mins).
+constexpr bool q8_1_acts(TensorType t) {
+  return t == TensorType::Q5_1;
+}
+
+// Q5_0 and Q5_1 carry a register of fifth bits.
+constexpr bool five_bit(TensorType t) {
+  return t == TensorType::Q5_0 || t == TensorType::Q5_1;
 }
 
 // The 4/5-bit quants enter unsigned: the activation block's sum times this
@@ -173,7 +187,7 @@ void pack_group_block(TensorType t, const uint8_t* const* rows, int64_t n_rows, 
   if (t == TensorType::Q5_K) return pack_q5_k(rows, n_rows, b, out);
   if (t == TensorType::Q6_K) return pack_q6_k(rows, n_rows, b, out);
   for (int64_t r = 0; r < n_rows; ++r) {
-    uint8_t* regs = out + kScaleBytes;
+    uint8_t* regs = out + (t == TensorType::Q5_1 ? 2 * kScaleBytes : kScaleBytes);
     const size_t lane = static_cast<size_t>(r) * 4;
     if (t == TensorType::Q8_0) {
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(rows[r]) + b;
@@ -182,16 +196,26 @@ void pack_group_block(TensorType t, const uint8_t* const* rows, int64_t n_rows, 
       continue;
     }
     const uint8_t* qs = nullptr;
+    const uint8_t* qh_bytes = nullptr;
     if (t == TensorType::Q4_0) {
       const auto* blk = reinterpret_cast<const BlockQ4_0*>(rows[r]) + b;
       std::memcpy(out + r * 2, &blk->d, 2);
       qs = blk->qs;
-    } else {
+    } else if (t == TensorType::Q5_0) {
       const auto* blk = reinterpret_cast<const BlockQ5_0*>(rows[r]) + b;
       std::memcpy(out + r * 2, &blk->d, 2);
       qs = blk->qs;
+      qh_bytes = blk->qh;
+    } else {
+      const auto* blk = reinterpret_cast<const BlockQ5_1*>(rows[r]) + b;
+      std::memcpy(out + r * 2, &blk->d, 2);
+      std::memcpy(out + kScaleBytes + r * 2, &blk->m, 2);
+      qs = blk->qs;
+      qh_bytes = blk->qh;
+    }
+    if (qh_bytes != nullptr) {
       uint32_t qh;
-      std::memcpy(&qh, blk->qh, 4);
+      std::memcpy(&qh, qh_bytes, 4);
       uint8_t* hi = regs + 128 + lane;
       for (int e = 0; e < 32; ++e) {
         if ((qh >> e & 1u) != 0) hi[e % 4] |= static_cast<uint8_t>(1u << (e / 4));
@@ -205,6 +229,7 @@ void pack_group_block(TensorType t, const uint8_t* const* rows, int64_t n_rows, 
 struct TokenBlock {
   float d = 0;
   int32_t offset_sum = 0;  // quant_offset * sum of the block's quants
+  float s = 0;             // Q5_1: the Q8_1 block's s (f16 of d * sum), met by the mins
 };
 
 // A Q8_K super-block's scale and its eight 32-element sums.
@@ -285,6 +310,8 @@ RangeFn range_fn(TensorType t, bool use_vnni) {
       return pick<TensorType::Q4_0>(use_vnni);
     case TensorType::Q5_0:
       return pick<TensorType::Q5_0>(use_vnni);
+    case TensorType::Q5_1:
+      return pick<TensorType::Q5_1>(use_vnni);
     case TensorType::Q8_0:
       return pick<TensorType::Q8_0>(use_vnni);
     case TensorType::Q4_K:
@@ -353,6 +380,12 @@ void prepare_q8_0_row(const PackedWeight& p, const BlockQ8_0* q, TokenBlock* tb,
   }
 }
 
+// Q8_1 activations (Q5_1 weights) with each block's scale and s.
+void prepare_q8_1_row(const BlockQ8_1* q, TokenBlock* tb, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b)
+    tb[b] = {quant::f16_to_f32(q[b].d), 0, quant::f16_to_f32(q[b].s)};
+}
+
 // Q8_K activations with each super-block's scale and 32-element sums.
 void prepare_q8_k_row(const BlockQ8_K* q, KTokenBlock* tb, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
@@ -368,9 +401,10 @@ void prepare_q8_k_row(const BlockQ8_K* q, KTokenBlock* tb, int64_t nb) {
 Status prepare_acts(const PackedWeight& p, const float* x, int64_t n_tokens, ThreadPool& pool,
                     std::vector<uint8_t>& scratch, Acts& acts) {
   const bool kq = k_quant(p.type);
-  const TensorType xt = kq ? TensorType::Q8_K : TensorType::Q8_0;
+  const bool q81 = q8_1_acts(p.type);
+  const TensorType xt = kq ? TensorType::Q8_K : q81 ? TensorType::Q8_1 : TensorType::Q8_0;
   const int64_t nb = p.row_len / block_elems(p.type);
-  const size_t xblock = kq ? sizeof(BlockQ8_K) : sizeof(BlockQ8_0);
+  const size_t xblock = kq ? sizeof(BlockQ8_K) : q81 ? sizeof(BlockQ8_1) : sizeof(BlockQ8_0);
   const size_t q_bytes = static_cast<size_t>(n_tokens * nb) * xblock;
   // Q6_K's tiles read d and the 16-element sums from the Q8_K blocks themselves.
   const bool want_ktb = has_mins(p.type);
@@ -393,6 +427,9 @@ Status prepare_acts(const PackedWeight& p, const float* x, int64_t n_tokens, Thr
       } else if (want_ktb) {
         prepare_q8_k_row(reinterpret_cast<const BlockQ8_K*>(qt),
                          reinterpret_cast<KTokenBlock*>(tb) + t * nb, nb);
+      } else if (q81) {
+        prepare_q8_1_row(reinterpret_cast<const BlockQ8_1*>(qt),
+                         reinterpret_cast<TokenBlock*>(tb) + t * nb, nb);
       } else if (!kq) {
         prepare_q8_0_row(p, reinterpret_cast<const BlockQ8_0*>(qt),
                          reinterpret_cast<TokenBlock*>(tb) + t * nb,

@@ -13,6 +13,8 @@
 //     realigned with funnel shifts).
 //   - Q4_K: 16 bytes of a super-block's quants (16 values of two sub-blocks)
 //     plus the super-block's 16-byte header; eight lanes per super-block.
+//   - Q5_K: Q4_K's loads plus 16 bytes of the fifth bits (176-byte
+//     super-blocks: all three loads stay 16-byte aligned).
 //   - Q6_K: 8 bytes each of the low nibbles (twice) and high bits, 32 values
 //     of four sub-blocks; eight lanes per super-block. One token outside the
 //     batch-invariant kernels: the warp stages its rows' super-blocks through
@@ -535,6 +537,9 @@ bool dispatch_q8(TensorType t, F&& f) {
     case TensorType::Q4_K:
       f(TypeTag<TensorType::Q4_K>{});
       return true;
+    case TensorType::Q5_K:
+      f(TypeTag<TensorType::Q5_K>{});
+      return true;
     case TensorType::Q6_K:
       f(TypeTag<TensorType::Q6_K>{});
       return true;
@@ -583,7 +588,8 @@ bool input_ok(const Q8Input& in) {
 }  // namespace
 
 bool has_q8_gemv(TensorType type, int64_t in_dim) {
-  const bool k_quant = type == TensorType::Q4_K || type == TensorType::Q6_K;
+  const bool k_quant =
+      type == TensorType::Q4_K || type == TensorType::Q5_K || type == TensorType::Q6_K;
   return dispatch_q8(type, [](auto) {}) && in_dim % (k_quant ? 256 : 32) == 0 &&
          smem_bytes(in_dim) <= 48 * 1024;
 }
@@ -665,8 +671,9 @@ cudaError_t launch_ffn_q8(TensorType type, const void* gate, const void* up, siz
 }
 
 bool has_stacked_q8(TensorType qk_type, TensorType v_type, int64_t in_dim) {
-  const bool pair =
-      qk_type == v_type || (qk_type == TensorType::Q4_K && v_type == TensorType::Q6_K);
+  const bool pair = qk_type == v_type || ((qk_type == TensorType::Q4_K ||
+                                           qk_type == TensorType::Q5_K) &&
+                                          v_type == TensorType::Q6_K);
   return pair && has_q8_gemv(qk_type, in_dim) && has_q8_gemv(v_type, in_dim);
 }
 
@@ -681,8 +688,10 @@ cudaError_t launch_stacked_q8(TensorType qk_type, TensorType v_type, const Q8Sta
   const size_t smem =
       smem_bytes(in.in_dim) +
       (qk_type == TensorType::Q6_K || v_type == TensorType::Q6_K ? q6_stage_bytes<R>() : 0);
-  if (qk_type != v_type) {  // has_stacked_q8: Q4_K q/k with a Q6_K v (Q4_K_M's layers)
-    const auto kernel = stacked_q8_kernel<TensorType::Q4_K, TensorType::Q6_K>;
+  if (qk_type != v_type) {  // has_stacked_q8: Q4_K or Q5_K q/k with a Q6_K v (the _M files)
+    const auto kernel = qk_type == TensorType::Q5_K
+                            ? stacked_q8_kernel<TensorType::Q5_K, TensorType::Q6_K>
+                            : stacked_q8_kernel<TensorType::Q4_K, TensorType::Q6_K>;
     return launch_q8(kernel, grid_for(kernel, smem, groups), 1, smem, stream, s, in, y);
   }
   cudaError_t e = cudaSuccess;

@@ -144,7 +144,7 @@ struct Q8Input {
   float eps = 1e-6f;
 };
 // Whether the int8 GEMVs take `type` with rows of in_dim elements (Q4_0,
-// Q8_0, Q4_K, Q6_K; K-quants need in_dim a multiple of 256).
+// Q8_0, Q4_K, Q5_K, Q6_K; K-quants need in_dim a multiple of 256).
 bool has_q8_gemv(quant::TensorType type, int64_t in_dim);
 // --- mmq.cu (int8 tensor-core products on quantized activations) ------------
 // Whether launch_mmq takes `type` with rows of in_dim (Q4_0, Q8_0).
@@ -164,9 +164,9 @@ size_t q8_activation_bytes(int64_t in_dim);
 // multi-token GEMV's blocks copy instead of each quantizing all its tokens.
 cudaError_t launch_quantize_q8(const Q8Input& in, int8_t* out, cudaStream_t stream);
 // y[t][r] = (W[r] . x[t] + bias[r]) + residual[t][r] (bias, residual
-// nullable); y may alias residual, not x. Weight rows 16-byte aligned for Q4_K, 2-byte otherwise;
-// Q6_K weights (one token) start 16-byte aligned and are readable to their end rounded up to 16
-// bytes (the weight arena's placement; q8_units.cuh).
+// nullable); y may alias residual, not x. Weight rows 16-byte aligned for Q4_K and Q5_K, 2-byte
+// otherwise; Q6_K weights (one token) start 16-byte aligned and are readable to their end rounded
+// up to 16 bytes (the weight arena's placement; q8_units.cuh).
 cudaError_t launch_gemv_q8(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
                            const Q8Input& in, const float* bias, const float* residual, float* y,
                            cudaStream_t stream);
@@ -176,9 +176,9 @@ cudaError_t launch_ffn_q8(quant::TensorType type, const void* gate, const void* 
                           cudaStream_t stream);
 // Up to three weights whose outputs are stacked: y = [W0 x + b0 | W1 x + b1 |
 // W2 x + b2] (rows[i] = 0 for an absent weight; biases nullable); one token.
-// W0 and W1 are of qk_type, W2 of v_type: one type, or Q4_K with a Q6_K W2
-// (the layers of a Q4_K_M file whose attn_v is Q6_K); has_stacked_q8 says
-// which pairs are taken.
+// W0 and W1 are of qk_type, W2 of v_type: one type, or Q4_K or Q5_K with a
+// Q6_K W2 (the layers of a Q4_K_M / Q5_K_M file whose attn_v is Q6_K);
+// has_stacked_q8 says which pairs are taken.
 struct Q8Stack {
   const uint8_t* w[3] = {};
   size_t row_bytes[3] = {};

@@ -37,8 +37,9 @@ namespace minfer::cuda {
 using quant::TensorType;
 
 // Quantized activation of one token in shared memory, with the integer sums
-// of its values that turn the weights' offsets (Q4_0's -8, Q6_K's -32, Q4_K's
-// minimums) into one multiply per group instead of a subtraction per weight.
+// of its values that turn the weights' offsets (Q4_0's -8, Q6_K's -32, the
+// minimums of Q4_K and Q5_K) into one multiply per group instead of a
+// subtraction per weight.
 struct Q8Smem {
   int8_t* q;      // [in_dim], 16-byte aligned
   float* d;       // [in_dim / 32] scales
@@ -150,19 +151,36 @@ __device__ __forceinline__ float unit_dot<TensorType::Q8_0>(const uint8_t* __res
   return half_at(b) * xs.d[u] * static_cast<float>(s);
 }
 
-template <>
-__device__ __forceinline__ float unit_dot<TensorType::Q4_K>(const uint8_t* __restrict__ row, int u,
-                                                            const Q8Smem& xs) {
-  const int sb = u >> 3, k = u & 7, g = k >> 1, h = k & 1;
-  const uint8_t* b = row + sb * 144;
+// Q4_K's and Q5_K's unit k (0..7) of super-block sb: 16 bytes of quants at
+// b + kQs + 16k (the low nibbles of elements 64g + 16h .. +15 of sub-block
+// 2g, the high ones of the same 16 of sub-block 2g + 1; g = k / 2, h = k % 2)
+// and the 16-byte header (d, dmin, 12 bytes of scales). Q5_K (kFifth) adds
+// the fifth bits: bit e / 32 of qh[e % 32], so the unit's 32 elements take
+// qh[16h .. 16h + 15] (one more 16-byte load at b + 16 + 16h), bit 2g for the
+// low nibbles and 2g + 1 for the high ones, ORed in as 0x10 (values 0..31).
+// Super-blocks of 144 and 176 bytes: every load stays 16-byte aligned.
+template <bool kFifth>
+__device__ __forceinline__ float k4_unit(const uint8_t* __restrict__ b, int sb, int k,
+                                         const Q8Smem& xs) {
+  constexpr int kQs = kFifth ? 48 : 16;
+  const int g = k >> 1, h = k & 1;
   const uint4 head = __ldg(reinterpret_cast<const uint4*>(b));
-  const uint4 qv = __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * k));
+  const uint4 qv = __ldg(reinterpret_cast<const uint4*>(b + kQs + 16 * k));
   const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
   uint32_t lo[4], hi[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     lo[j] = q[j] & 0x0f0f0f0fu;
     hi[j] = (q[j] >> 4) & 0x0f0f0f0fu;
+  }
+  if constexpr (kFifth) {
+    const uint4 hv = __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * h));
+    const uint32_t qh[4] = {hv.x, hv.y, hv.z, hv.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      lo[j] |= ((qh[j] >> (2 * g)) & 0x01010101u) << 4;
+      hi[j] |= ((qh[j] >> (2 * g + 1)) & 0x01010101u) << 4;
+    }
   }
   const int e = 256 * sb + 64 * g + 16 * h;
   const int4 xlo = xq16(xs, e), xhi = xq16(xs, e + 32);
@@ -183,6 +201,18 @@ __device__ __forceinline__ float unit_dot<TensorType::Q4_K>(const uint8_t* __res
   const float r1 = d * static_cast<float>(sc1 * dot4(hi, xhi)) -
                    dmin * static_cast<float>(m1 * xsum16(xs, e + 32));
   return xd[0] * r0 + xd[1] * r1;
+}
+
+template <>
+__device__ __forceinline__ float unit_dot<TensorType::Q4_K>(const uint8_t* __restrict__ row, int u,
+                                                            const Q8Smem& xs) {
+  return k4_unit<false>(row + (u >> 3) * 144, u >> 3, u & 7, xs);
+}
+
+template <>
+__device__ __forceinline__ float unit_dot<TensorType::Q5_K>(const uint8_t* __restrict__ row, int u,
+                                                            const Q8Smem& xs) {
+  return k4_unit<true>(row + (u >> 3) * 176, u >> 3, u & 7, xs);
 }
 
 // Q6_K's 32 values of unit k (0..7) of super-block sb, whose 210 bytes start
