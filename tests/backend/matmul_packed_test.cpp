@@ -223,6 +223,26 @@ TEST(cpu_MatmulPacked, Q4KExtremesSumExactly) {
   }
 }
 
+// The packed outputs of K-quant weights wb (values wv in double) against
+// activations at +-127 (the second super-block mixed), to f32 precision
+// (the exact sums pass 2^24).
+void expect_k_extremes(TensorType type, int64_t rows, int64_t in_dim,
+                       const std::vector<uint8_t>& wb, const std::vector<double>& wv) {
+  for (int sign : {1, -1}) {
+    std::vector<float> x(static_cast<size_t>(in_dim));
+    for (int64_t i = 0; i < in_dim; ++i)
+      x[static_cast<size_t>(i)] = (i >= 256 && i % 7 == 0 ? -127.0f : 127.0f) * float(sign);
+    const auto y = run_packed(type, rows, in_dim, wb, x, 1, 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      double expected = 0;
+      for (int64_t i = 0; i < in_dim; ++i)
+        expected += wv[static_cast<size_t>(r * in_dim + i)] * x[static_cast<size_t>(i)];
+      EXPECT_NEAR(double(y[static_cast<size_t>(r)]), expected, std::abs(expected) * 1e-6)
+          << quant::type_name(type) << " row " << r << " sign " << sign;
+    }
+  }
+}
+
 // Q5_K at its extremes: quants at 31 and 0, every 6-bit scale and min at
 // 63, activations +-127 (row 0 all at 31: the largest int16 partial sums);
 // the fifth bits of each pair and half take part. The exact sums pass 2^24,
@@ -249,19 +269,7 @@ TEST(cpu_MatmulPacked, Q5KExtremesSumExactly) {
   }
   std::vector<uint8_t> wb(w.size() * sizeof(quant::BlockQ5_K));
   std::memcpy(wb.data(), w.data(), wb.size());
-  for (int sign : {1, -1}) {
-    std::vector<float> x(static_cast<size_t>(in_dim));
-    for (int64_t i = 0; i < in_dim; ++i)
-      x[static_cast<size_t>(i)] = (i >= 256 && i % 7 == 0 ? -127.0f : 127.0f) * float(sign);
-    const auto y = run_packed(TensorType::Q5_K, rows, in_dim, wb, x, 1, 1);
-    for (int64_t r = 0; r < rows; ++r) {
-      double expected = 0;
-      for (int64_t i = 0; i < in_dim; ++i)
-        expected += wv[static_cast<size_t>(r * in_dim + i)] * x[static_cast<size_t>(i)];
-      EXPECT_NEAR(double(y[static_cast<size_t>(r)]), expected, std::abs(expected) * 1e-6)
-          << "row " << r << " sign " << sign;
-    }
-  }
+  expect_k_extremes(TensorType::Q5_K, rows, in_dim, wb, wv);
 }
 
 // Q6_K at its extremes: quants at 63 (+31) and 0 (-32), scales at 127 and
@@ -290,19 +298,7 @@ TEST(cpu_MatmulPacked, Q6KExtremesSumExactly) {
   }
   std::vector<uint8_t> wb(w.size() * sizeof(quant::BlockQ6_K));
   std::memcpy(wb.data(), w.data(), wb.size());
-  for (int sign : {1, -1}) {
-    std::vector<float> x(static_cast<size_t>(in_dim));
-    for (int64_t i = 0; i < in_dim; ++i)
-      x[static_cast<size_t>(i)] = (i >= 256 && i % 7 == 0 ? -127.0f : 127.0f) * float(sign);
-    const auto y = run_packed(TensorType::Q6_K, rows, in_dim, wb, x, 1, 1);
-    for (int64_t r = 0; r < rows; ++r) {
-      double expected = 0;
-      for (int64_t i = 0; i < in_dim; ++i)
-        expected += wv[static_cast<size_t>(r * in_dim + i)] * x[static_cast<size_t>(i)];
-      EXPECT_NEAR(double(y[static_cast<size_t>(r)]), expected, std::abs(expected) * 1e-6)
-          << "row " << r << " sign " << sign;
-    }
-  }
+  expect_k_extremes(TensorType::Q6_K, rows, in_dim, wb, wv);
 }
 
 TEST(cpu_MatmulPacked, RefusesOtherTypesAndNamesABadToken) {

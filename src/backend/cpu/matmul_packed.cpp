@@ -83,7 +83,7 @@ constexpr bool q8_1_acts(TensorType t) {
 }
 
 // Q5_0 and Q5_1 carry a register of fifth bits.
-constexpr bool five_bit(TensorType t) {
+[[maybe_unused]] constexpr bool five_bit(TensorType t) {
   return t == TensorType::Q5_0 || t == TensorType::Q5_1;
 }
 
