@@ -1,7 +1,7 @@
 // The CUDA backend's GEMVs on int8 activations (gemv_q8.cu), for every type
-// they take (Q4_0, Q8_0, Q4_K, Q6_K), through MatMul, MatMulAdd, FusedFFN and
-// FusedQKV nodes (the stacked q|k|v GEMV, one type or Q4_K with a Q6_K v),
-// with and without the folded input RMSNorm; one token, and batches whose
+// they take (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K), through MatMul, MatMulAdd, FusedFFN
+// and FusedQKV nodes (the stacked q|k|v GEMV, one type or Q4_K / Q5_K with a
+// Q6_K v), with and without the folded input RMSNorm; one token, and batches whose
 // every token must equal its own one-token run bit for bit. One Q6_K token
 // takes the staged path (q8_units.cuh): the shapes cross its steps (8 or 4
 // super-blocks per row, partial last steps, R = 1 and 4 rows per warp).
@@ -114,7 +114,8 @@ TEST(cuda_GemvQ8, MatMulAndResidualMatchEmulationAndBound) {
   struct Shape {
     int64_t in, out;
   };
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+  for (TensorType type :
+       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
     const bool k_quant = quant::type_traits(type).block_size == 256;
     for (const Shape& sh : {Shape{896, 160}, Shape{3584, 4200}, Shape{1024, 16500},
                             Shape{3584, 8195}, Shape{18944, 64}, Shape{256, 5}, Shape{4864, 33}}) {
@@ -165,7 +166,8 @@ TEST(cuda_GemvQ8, FusedFfnWithInputNormWithinTheRoundingBound) {
   struct Shape {
     int64_t in, n_ff;
   };
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+  for (TensorType type :
+       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
     for (const Shape& sh : {Shape{896, 4864}, Shape{1024, 301}}) {
       if (quant::type_traits(type).block_size == 256 && sh.in % 256 != 0) continue;
       model::Weights weights;
@@ -226,9 +228,9 @@ TEST(cuda_GemvQ8, FusedFfnWithInputNormWithinTheRoundingBound) {
 }
 
 // FusedQKV on the int8 path: q, k, v stacked in one GEMV launch, of one type
-// or Q4_K q/k with a Q6_K v (the layers of a Q4_K_M file whose attn_v is
-// Q6_K). At position 0 RoPE is the identity, so the packed [q | k | v] output
-// is the three GEMVs' rows, checked against the int8 emulation as above
+// or Q4_K / Q5_K q/k with a Q6_K v (the layers of a Q4_K_M / Q5_K_M file
+// whose attn_v is Q6_K). At position 0 RoPE is the identity, so the packed
+// [q | k | v] output is the three GEMVs' rows, checked against the int8 emulation as above
 // (which the f32 path, whose activations are not rounded, would not meet).
 TEST(cuda_GemvQ8, StackedQkvOfOneOrTwoTypesMatchesEmulation) {
   MINFER_SKIP_WITHOUT_CUDA();
@@ -236,6 +238,8 @@ TEST(cuda_GemvQ8, StackedQkvOfOneOrTwoTypesMatchesEmulation) {
   const int64_t in = 3584, n_head = 28, n_head_kv = 4, head_dim = 128;
   const int64_t q_dim = n_head * head_dim, kv_row = n_head_kv * head_dim;
   for (auto [qk, v] : {std::pair{TensorType::Q4_K, TensorType::Q6_K},
+                       std::pair{TensorType::Q5_K, TensorType::Q6_K},
+                       std::pair{TensorType::Q5_K, TensorType::Q5_K},
                        std::pair{TensorType::Q6_K, TensorType::Q6_K},
                        std::pair{TensorType::Q4_K, TensorType::Q4_K}}) {
     model::Weights weights;
@@ -340,7 +344,8 @@ TEST(cuda_GemvQ8, TokensAreBatchInvariant) {
   struct Shape {
     int64_t in, out;
   };
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+  for (TensorType type :
+       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
     const bool k_quant = quant::type_traits(type).block_size == 256;
     for (const Shape& sh :
          {Shape{896, 160}, Shape{1024, 16500}, Shape{4864, 96}, Shape{18944, 40}}) {

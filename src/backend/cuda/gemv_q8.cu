@@ -671,9 +671,9 @@ cudaError_t launch_ffn_q8(TensorType type, const void* gate, const void* up, siz
 }
 
 bool has_stacked_q8(TensorType qk_type, TensorType v_type, int64_t in_dim) {
-  const bool pair = qk_type == v_type || ((qk_type == TensorType::Q4_K ||
-                                           qk_type == TensorType::Q5_K) &&
-                                          v_type == TensorType::Q6_K);
+  const bool pair =
+      qk_type == v_type ||
+      ((qk_type == TensorType::Q4_K || qk_type == TensorType::Q5_K) && v_type == TensorType::Q6_K);
   return pair && has_q8_gemv(qk_type, in_dim) && has_q8_gemv(v_type, in_dim);
 }
 
