@@ -193,36 +193,6 @@ TEST(cpu_MatmulPacked, ExtremeQuantsSumExactly) {
   }
 }
 
-// Q4_K at its extremes: every quant 15, every 6-bit scale and min 63, the
-// activations +-127; an overflowing int16 partial sum would be far off.
-// The exact sums pass 2^24, so they are compared to f32 precision.
-TEST(cpu_MatmulPacked, Q4KExtremesSumExactly) {
-  if (!packable(TensorType::Q4_K)) GTEST_SKIP() << "no AVX2";
-  const int64_t rows = 9, in_dim = 2 * 256;
-  std::vector<quant::BlockQ4_K> w(static_cast<size_t>(rows * 2));
-  for (quant::BlockQ4_K& b : w) {
-    b.d = quant::f32_to_f16(1.0f);
-    b.dmin = quant::f32_to_f16(0.5f);
-    std::memset(b.scales, 0, sizeof(b.scales));
-    for (int s = 0; s < 8; ++s) quant::detail::set_k4_scale_min(b.scales, s, 63, 63);
-    std::memset(b.qs, 0xff, sizeof(b.qs));  // every quant 15
-  }
-  for (int sign : {1, -1}) {
-    std::vector<float> x(static_cast<size_t>(in_dim));
-    for (int64_t i = 0; i < in_dim; ++i)
-      x[static_cast<size_t>(i)] = (i >= 256 && i % 7 == 0 ? -127.0f : 127.0f) * float(sign);
-    std::vector<uint8_t> wb(w.size() * sizeof(quant::BlockQ4_K));
-    std::memcpy(wb.data(), w.data(), wb.size());
-    const auto y = run_packed(TensorType::Q4_K, rows, in_dim, wb, x, 1, 1);
-    double expected = 0;  // each weight is 63 * 15 - 0.5 * 63
-    for (float v : x) expected += (63.0 * 15 - 0.5 * 63) * v;
-    for (int64_t r = 0; r < rows; ++r) {
-      EXPECT_NEAR(double(y[static_cast<size_t>(r)]), expected, std::abs(expected) * 1e-6)
-          << "row " << r << " sign " << sign;
-    }
-  }
-}
-
 // The packed outputs of K-quant weights wb (values wv in double) against
 // activations at +-127 (the second super-block mixed), to f32 precision
 // (the exact sums pass 2^24).
@@ -241,6 +211,26 @@ void expect_k_extremes(TensorType type, int64_t rows, int64_t in_dim,
           << quant::type_name(type) << " row " << r << " sign " << sign;
     }
   }
+}
+
+// Q4_K at its extremes: every quant 15, every 6-bit scale and min 63, the
+// activations +-127; an overflowing int16 partial sum would be far off.
+TEST(cpu_MatmulPacked, Q4KExtremesSumExactly) {
+  if (!packable(TensorType::Q4_K)) GTEST_SKIP() << "no AVX2";
+  const int64_t rows = 9, in_dim = 2 * 256;
+  std::vector<quant::BlockQ4_K> w(static_cast<size_t>(rows * 2));
+  for (quant::BlockQ4_K& b : w) {
+    b.d = quant::f32_to_f16(1.0f);
+    b.dmin = quant::f32_to_f16(0.5f);
+    std::memset(b.scales, 0, sizeof(b.scales));
+    for (int s = 0; s < 8; ++s) quant::detail::set_k4_scale_min(b.scales, s, 63, 63);
+    std::memset(b.qs, 0xff, sizeof(b.qs));  // every quant 15
+  }
+  std::vector<uint8_t> wb(w.size() * sizeof(quant::BlockQ4_K));
+  std::memcpy(wb.data(), w.data(), wb.size());
+  // Each weight is 63 * 15 - 0.5 * 63.
+  expect_k_extremes(TensorType::Q4_K, rows, in_dim, wb,
+                    std::vector<double>(static_cast<size_t>(rows * in_dim), 63.0 * 15 - 0.5 * 63));
 }
 
 // Q5_K at its extremes: quants at 31 and 0, every 6-bit scale and min at
