@@ -7,6 +7,10 @@ tokens/s and time-to-first-token percentiles, as text and one JSON line.
   python3 tools/serve_load.py --url http://127.0.0.1:8080 -c 64 -d 60 --max-tokens 64
   python3 tools/serve_load.py ... --hangup 0.5   # each client hangs up at a random point
                                                   # in half of its requests
+  python3 tools/serve_load.py ... --probe 6       # and, beside the load, a short greedy
+                                                  # request ("Hi", 4 tokens) every 0.5 s:
+                                                  # its time to first token under load
+                                                  # (-c 0: unloaded)
 
 Tokens are counted from the server's usage chunk (stream_options.include_usage)
 when it sends one, else as content chunks. A request that gets a non-200
@@ -118,14 +122,28 @@ async def client(i, args, host, port, deadline, stats):
             return
 
 
+async def prober(args, host, port, stats):
+    """Short greedy requests one after another, 0.5 s apart, starting once the
+    load has had 2 s to fill the slots; their first-token times go to stats."""
+    await asyncio.sleep(2.0 if args.clients else 0.0)
+    body = {"max_tokens": 4, "temperature": 0, "stream": True,
+            "messages": [{"role": "user", "content": "Hi"}]}
+    for _ in range(args.probe):
+        await one_request(host, port, "/v1/chat/completions", body, None, stats, args.api_key)
+        await asyncio.sleep(0.5)
+
+
 async def main_async(args):
     u = urllib.parse.urlparse(args.url)
     host, port = u.hostname, u.port or 80
     stats = Stats()
+    probes = Stats()
     start = time.perf_counter()
     deadline = start + args.duration
-    await asyncio.gather(*(client(i, args, host, port, deadline, stats)
-                           for i in range(args.clients)))
+    tasks = [client(i, args, host, port, deadline, stats) for i in range(args.clients)]
+    if args.probe:
+        tasks.append(prober(args, host, port, probes))
+    await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - start
     ttft = sorted(stats.ttft)
     pct = (lambda q: ttft[min(len(ttft) - 1, int(q * len(ttft)))] if ttft else float("nan"))
@@ -138,6 +156,12 @@ async def main_async(args):
           f"{stats.broken} broken, {stats.hungup} hung up; {stats.tokens} tokens = "
           f"{result['tokens_per_s']} t/s; TTFT p50 {result['ttft_p50_s']} s, "
           f"p90 {result['ttft_p90_s']} s")
+    if args.probe:
+        result["probe_ttft_s"] = [round(t, 4) for t in probes.ttft]
+        result["probe_ttft_p50_s"] = (round(statistics.median(probes.ttft), 4)
+                                      if probes.ttft else None)
+        print(f"probe: {len(probes.ttft)} of {args.probe} answered, first token "
+              f"{result['probe_ttft_s']} s, median {result['probe_ttft_p50_s']} s")
     print(json.dumps(result))
     return result
 
@@ -154,6 +178,8 @@ def parse_args(argv=None):
                    help="fraction of requests whose client hangs up at a random token")
     p.add_argument("--once", action="store_true", help="one request per client")
     p.add_argument("--api-key", default="")
+    p.add_argument("--probe", type=int, default=0,
+                   help="send N short greedy requests beside the load and report their TTFT")
     return p.parse_args(argv)
 
 

@@ -55,12 +55,14 @@ Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const EngineOptions& o) {
   if (o.n_slots < 1 || o.n_slots > 1024 || o.n_ctx < 1 || o.page_size < 1 || o.max_batch < 1 ||
-      o.n_pages < 0) {
-    return Status::invalid_argument("engine: slots " + std::to_string(o.n_slots) +
-                                    " (1 to 1024), context " + std::to_string(o.n_ctx) +
-                                    ", page size " + std::to_string(o.page_size) + ", batch " +
-                                    std::to_string(o.max_batch) + " and pages " +
-                                    std::to_string(o.n_pages) + " must be positive");
+      o.n_pages < 0 || o.decode_per_step < -1) {
+    return Status::invalid_argument(
+        "engine: slots " + std::to_string(o.n_slots) + " (1 to 1024), context " +
+        std::to_string(o.n_ctx) + ", page size " + std::to_string(o.page_size) + ", batch " +
+        std::to_string(o.max_batch) + " and pages " + std::to_string(o.n_pages) +
+        " must be positive (decode per "
+        "step " +
+        std::to_string(o.decode_per_step) + ": -1 or more)");
   }
   std::unique_ptr<Engine> e(new Engine(model, o));
   e->max_pages_ = (o.n_ctx + o.page_size - 1) / o.page_size;
@@ -77,6 +79,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const 
   config.cache_types_are_defaults = o.cache_types_are_defaults;
   config.cache_size = 8;  // batch shapes recur: decode-only steps of each size, prefill chunks
   MINFER_ASSIGN_OR_RETURN(e->runner_, ForwardRunner::create(model, config, e->graph_params(1, 1)));
+  if (o.decode_per_step < 0) {
+    e->options_.decode_per_step = e->runner_->gpu() ? 0 : EngineOptions::kCpuDecodePerStep;
+  }
   e->options_.k_type = e->runner_->kv().k_type();
   e->options_.v_type = e->runner_->kv().v_type();
   e->sampling_pool_ = std::make_unique<cpu::ThreadPool>(o.n_threads > 0 ? o.n_threads : 0);
@@ -188,15 +193,24 @@ Status Engine::build_batch(Batch& b) {
     }
     return Status::ok();
   };
-  for (auto& s : running_) {
-    if (!s->prefilling()) MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, true));
-  }
-  for (auto& s : running_) {
-    const auto room = options_.max_batch - static_cast<int64_t>(b.tokens.size());
-    if (!s->prefilling() || room <= 0) continue;
-    const int64_t chunk = std::min(room, s->prompt_size() - s->computed);
-    b.prompt_tokens += chunk;
-    MINFER_RETURN_IF_ERROR(add_tokens(*s, chunk, s->computed + chunk == s->prompt_size()));
+  auto add_prompt_chunks = [&]() -> Status {
+    for (auto& s : running_) {
+      const auto room = options_.max_batch - static_cast<int64_t>(b.tokens.size());
+      if (!s->prefilling() || room <= 0) continue;
+      const int64_t chunk = std::min(room, s->prompt_size() - s->computed);
+      b.prompt_tokens += chunk;
+      MINFER_RETURN_IF_ERROR(add_tokens(*s, chunk, s->computed + chunk == s->prompt_size()));
+    }
+    return Status::ok();
+  };
+  if (options_.decode_per_step <= 0) {
+    for (auto& s : running_) {
+      if (!s->prefilling()) MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, true));
+    }
+    MINFER_RETURN_IF_ERROR(add_prompt_chunks());
+  } else {
+    MINFER_RETURN_IF_ERROR(add_prompt_chunks());
+    for (Sequence* s : decoders(b.prompt_tokens)) MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, true));
   }
   // Page tables of every slot (a free slot's row is never read).
   for (auto& s : running_) {
@@ -204,6 +218,28 @@ Status Engine::build_batch(Batch& b) {
     std::copy(table.begin(), table.end(), page_table_.begin() + s->slot * max_pages_);
   }
   return Status::ok();
+}
+
+// decode_per_step = N > 0: the next N sequences past their prompt after
+// the last one decoded (running_ is in admission order, ids ascending),
+// fewer by the step's prompt tokens unless the last step decoded none.
+std::vector<Engine::Sequence*> Engine::decoders(int64_t prompt_tokens) {
+  std::vector<Sequence*> ready;
+  for (auto& s : running_) {
+    if (!s->prefilling()) ready.push_back(s.get());
+  }
+  const int64_t n = options_.decode_per_step;
+  const auto take = static_cast<size_t>(
+      std::min<int64_t>(decoders_waited_ ? n : std::max<int64_t>(0, n - prompt_tokens),
+                        static_cast<int64_t>(ready.size())));
+  decoders_waited_ = take == 0 && !ready.empty();
+  if (take == ready.size()) return ready;
+  const auto next = std::find_if(ready.begin(), ready.end(),
+                                 [&](const Sequence* s) { return s->id > last_decoded_; });
+  std::rotate(ready.begin(), next, ready.end());
+  ready.resize(take);
+  if (!ready.empty()) last_decoded_ = ready.back()->id;
+  return ready;
 }
 
 Result<std::vector<SequenceEvent>> Engine::step() {

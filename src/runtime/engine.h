@@ -10,12 +10,17 @@
 //   - step() runs one batch: one decode token for every running sequence,
 //     then prefill chunks of admitted ones in arrival order, up to
 //     max_batch tokens in all (chunked prefill: a long prompt never holds the
-//     decoders up for more than one chunk). It returns what happened to each
-//     sequence that produced a token or ended. A sequence is admitted when a
-//     slot is free and the pool can hold its whole budget (prompt + max new
-//     tokens, at most the per-sequence context): admitted sequences never run
-//     out of cells, and work that does not fit waits, never corrupting one
-//     that runs. A request no empty pool could hold is refused at add().
+//     decoders up for more than one chunk). With decode_per_step = N > 0 a
+//     step decodes at most N sequences, the running ones taking turns
+//     (round robin), and prompt chunks go first: a step that carries P
+//     prompt tokens decodes only N - P sequences (none when P >= N), except
+//     right after a step that decoded none, which decodes N whatever the
+//     prompts. On a compute-bound CPU that bounds a step's time, so a new
+//     request's first token waits for a short step, not for every decoder. It returns what happened
+//     to each sequence that produced a token or ended. A sequence is admitted when a slot is free
+//     and the pool can hold its whole budget (prompt + max new tokens, at most the per-sequence
+//     context): admitted sequences never run out of cells, and work that does not fit waits, never
+//     corrupting one that runs. A request no empty pool could hold is refused at add().
 //   - Every sequence's attention reads only its own cells. Prompts that
 //     begin with whole pages another sequence computed (live, or finished and
 //     still cached) reuse those cells instead of recomputing them.
@@ -65,6 +70,10 @@ struct EngineOptions {
   int64_t page_size = 16;   // cells per KV page
   int64_t n_pages = 0;      // pool size; 0: n_slots * n_ctx / page_size (no sharing needed)
   int64_t max_batch = 512;  // tokens per step
+  // Sequences decoded per step (see step()); 0: every running one. -1: 0
+  // on a GPU, kCpuDecodePerStep on the CPU.
+  int64_t decode_per_step = 0;
+  static constexpr int64_t kCpuDecodePerStep = 12;
   int n_threads = 0;
   quant::TensorType k_type = quant::TensorType::F16;
   quant::TensorType v_type = quant::TensorType::F16;
@@ -136,6 +145,8 @@ class Engine {
   bool idle() const { return waiting_.empty() && running_.empty(); }
   EngineStats stats() const;
   const model::Model& model() const { return model_; }
+  // As given to create(), decode_per_step resolved.
+  const EngineOptions& options() const { return options_; }
   const ForwardRunner& runner() const { return *runner_; }
 
  private:
@@ -145,9 +156,10 @@ class Engine {
   model::GraphParams graph_params(int64_t n_tokens, int64_t n_outputs) const;
   void admit();
   Status build_batch(Batch& batch);
+  // The sequences past their prompt that this step decodes.
+  std::vector<Sequence*> decoders(int64_t prompt_tokens);
   Status sample(const Batch& batch, std::span<const float> logits, std::span<const int32_t> ids,
                 std::vector<SequenceEvent>& events);
-  // One row's token for `s` (its constraint and sampler), and its logprobs.
   // One row's token for `s` (its constraint and sampler), and its logprobs;
   // `scratch` holds a masked copy of the row. Safe to run for distinct
   // sequences at once.
@@ -168,7 +180,9 @@ class Engine {
   std::vector<int32_t> page_table_;  // [n_slots][max_pages]
   int64_t reserved_pages_ = 0;       // promised to admitted sequences, not yet allocated
   SequenceId next_id_ = 0;
-  std::vector<SequenceEvent> pending_;              // ends decided outside step() (cancel)
+  SequenceId last_decoded_ = -1;        // decode_per_step > 0: the turn goes on after it
+  bool decoders_waited_ = false;        // the last step decoded no one of those waiting
+  std::vector<SequenceEvent> pending_;  // ends decided outside step() (cancel)
   std::unique_ptr<cpu::ThreadPool> sampling_pool_;  // draws rows in parallel
   std::vector<std::vector<float>> scratch_;         // per pool thread: a masked row
   EngineStats totals_;

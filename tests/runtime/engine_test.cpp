@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -201,6 +202,99 @@ TEST(Engine, StaggeredSequencesGiveTheirTokensAloneForEveryCacheType) {
       EXPECT_EQ(got[ids[i]].tokens, alone[i]) << "sequence " << i;
     }
   }
+}
+
+// The ids that got a token in one step.
+std::vector<SequenceId> step_ids(Engine& e) {
+  std::vector<SequenceId> ids;
+  auto events = e.step();
+  EXPECT_TRUE(events.is_ok()) << events.message();
+  if (!events) return ids;
+  for (const SequenceEvent& ev : *events) {
+    EXPECT_EQ(ev.finished, FinishReason::kNone) << "sequence " << ev.id << " ended early";
+    if (ev.has_token) ids.push_back(ev.id);
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+// decode_per_step = 2: the decoders take turns two a step; a step with
+// prompt tokens decodes two fewer per token (none for a prompt of 2 or
+// more), and the step after one that decoded none decodes two again.
+TEST(Engine, DecodePerStepTakesTurnsAndPutsPromptsFirst) {
+  const model::Model& m = tiny("tiny-qwen2");
+  EngineOptions o = engine_options();
+  o.n_slots = 8;
+  o.decode_per_step = 2;
+  auto e = Engine::create(m, o);
+  ASSERT_TRUE(e.is_ok()) << e.message();
+  Engine& en = **e;
+  EXPECT_EQ(en.options().decode_per_step, 2);
+  auto add = [&](int n, int32_t seed) { return *en.add({prompt_of(n, seed), greedy(), 100}); };
+  const SequenceId a = add(4, 1), b = add(4, 2), c = add(4, 3);
+  using Ids = std::vector<SequenceId>;
+  EXPECT_EQ(step_ids(en), (Ids{a, b, c})) << "three prompts, each its first token";
+  EXPECT_EQ(step_ids(en), (Ids{a, b}));
+  EXPECT_EQ(step_ids(en), (Ids{a, c}));
+  EXPECT_EQ(step_ids(en), (Ids{b, c}));
+  const SequenceId d = add(5, 4);
+  EXPECT_EQ(step_ids(en), (Ids{d})) << "a 5-token prompt leaves no room for decodes";
+  EXPECT_EQ(step_ids(en), (Ids{a, d})) << "after a step without decodes, two; the turn goes on";
+  EXPECT_EQ(step_ids(en), (Ids{b, c}));
+  const SequenceId f = add(1, 5);
+  EXPECT_EQ(step_ids(en), (Ids{d, f})) << "a 1-token prompt leaves room for one decode";
+  EXPECT_EQ(en.stats().running, 5);
+  // Every slot decoded each step (the default) takes all of them at once.
+  EngineOptions all = engine_options();
+  all.n_slots = 8;
+  auto e2 = Engine::create(m, all);
+  ASSERT_TRUE(e2.is_ok());
+  EXPECT_EQ((*e2)->options().decode_per_step, 0);
+  const SequenceId x = *(*e2)->add({prompt_of(4, 1), greedy(), 100});
+  const SequenceId y = *(*e2)->add({prompt_of(4, 2), greedy(), 100});
+  EXPECT_EQ(step_ids(**e2), (Ids{x, y}));
+  const SequenceId z = *(*e2)->add({prompt_of(5, 4), greedy(), 100});
+  EXPECT_EQ(step_ids(**e2), (Ids{x, y, z}));
+  // -1 resolves to the CPU's number here (no GPU takes part).
+  EngineOptions autod = engine_options();
+  autod.decode_per_step = -1;
+  auto e3 = Engine::create(m, autod);
+  ASSERT_TRUE(e3.is_ok());
+  EXPECT_EQ((*e3)->options().decode_per_step, EngineOptions::kCpuDecodePerStep);
+  autod.decode_per_step = -2;
+  EXPECT_FALSE(Engine::create(m, autod).is_ok());
+}
+
+// Taking turns changes when a sequence's tokens come, not what they are.
+TEST(Engine, DecodePerStepKeepsEachSequencesTokens) {
+  const model::Model& m = tiny("tiny-gemma3");
+  EngineOptions o = engine_options();
+  o.n_slots = 8;
+  o.max_batch = 16;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(prompt_of(2 + 9 * i, 40 + i));
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) {
+    auto e = Engine::create(m, o);
+    ASSERT_TRUE(e.is_ok()) << e.message();
+    const SequenceId id = *(*e)->add({p, greedy(), 12});
+    alone.push_back(run_all(**e)[id].tokens);
+  }
+  o.decode_per_step = 3;
+  auto e = Engine::create(m, o);
+  ASSERT_TRUE(e.is_ok());
+  Outcomes got;
+  std::vector<SequenceId> ids;
+  for (const auto& p : prompts) {  // one new sequence every third step
+    ids.push_back(*(*e)->add({p, greedy(), 12}));
+    for (int k = 0; k < 3; ++k) ASSERT_TRUE(step_into(**e, got));
+  }
+  got = run_all(**e, got);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[ids[i]].tokens, alone[i]) << "sequence " << i;
+    EXPECT_EQ(got[ids[i]].reason, FinishReason::kLength);
+  }
+  EXPECT_GT((*e)->stats().steps, 6 * 12 / 3) << "three decoded a step at most";
 }
 
 TEST(Engine, CancelMidPrefillLeavesTheOthersAlone) {

@@ -11,7 +11,7 @@ mid-stream (its sequence cancelled, the server unaffected), /health,
 streaming (the streamed text equals the whole one; usage in the last chunk),
 stop strings (cut before the match, finish_reason "stop"), four concurrent
 greedy requests each equal to its solo answer (batch invariance through the
-server), /tokenize and /detokenize, the API key, and client errors: malformed
+server; sixteen also on a server decoding three slots a step), /tokenize and /detokenize, the API key, and client errors: malformed
 JSON, invalid UTF-8, a wrong field type, an empty message list, a prompt past
 the context (400 with its token count), an unknown endpoint (404); every error
 an OpenAI error object.
@@ -99,6 +99,20 @@ def main():
         diff = [i for i in range(16) if crowd[i] != alone[i]]
         check(not diff, f"crowded answers differ from solo ones at {diff}: "
               f"{[(crowd[i], alone[i]) for i in diff]}")
+
+        # The same crowd on a server that decodes three of its eight slots a
+        # step (--decode-per-step: they take turns, new prompts first).
+        turns = Server(model, "--decode-per-step", "3", slots=8)
+        try:
+            tclient = openai.OpenAI(base_url=turns.url + "/v1", api_key="none")
+            with concurrent.futures.ThreadPoolExecutor(16) as pool:
+                taking_turns = list(pool.map(
+                    lambda p: chat(tclient, p, max_tokens=6).choices[0].message.content, many))
+        finally:
+            turns.stop()
+        diff = [i for i in range(16) if taking_turns[i] != alone[i]]
+        check(not diff, f"answers taking turns differ from solo ones at {diff}: "
+              f"{[(taking_turns[i], alone[i]) for i in diff]}")
 
         # A client that hangs up mid-stream: its sequence is cancelled (nothing
         # left running) and the server goes on.
