@@ -98,7 +98,7 @@ int run_serve(std::span<const std::string_view> args) {
   p.option("-np,--parallel", "N", "sequences served at once (4)");
   p.option("--decode-per-step", "N",
            "sequences decoded per step, taking turns, new prompts first; 0: all "
-           "(-1: all on a GPU, 12 on the CPU)");
+           "(-1: all on a GPU, 8 on the CPU)");
   p.option("-n,--n-predict", "N", "default max tokens of a completion, -1 up to the context (-1)");
   p.option("--api-key", "KEY", "require Authorization: Bearer KEY");
   p.option("-a,--alias", "NAME", "the model's id in responses (its file name)");

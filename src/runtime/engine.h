@@ -73,7 +73,7 @@ struct EngineOptions {
   // Sequences decoded per step (see step()); 0: every running one. -1: 0
   // on a GPU, kCpuDecodePerStep on the CPU.
   int64_t decode_per_step = 0;
-  static constexpr int64_t kCpuDecodePerStep = 12;
+  static constexpr int64_t kCpuDecodePerStep = 8;
   int n_threads = 0;
   quant::TensorType k_type = quant::TensorType::F16;
   quant::TensorType v_type = quant::TensorType::F16;

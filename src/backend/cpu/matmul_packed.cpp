@@ -93,6 +93,12 @@ int32_t quant_offset(TensorType t) {
   return t == TensorType::Q4_0 ? 8 : t == TensorType::Q5_0 ? 16 : 0;
 }
 
+// What the tiles take off each block's integer sum, per unit of sum(y): the
+// stored offset (Q4_0, Q5_0), or the VNNI Q8_0 kernel's bias of 128.
+int32_t sum_offset(TensorType t, bool vnni) {
+  return t == TensorType::Q8_0 && vnni ? 128 : quant_offset(t);
+}
+
 // Row r's part of a Q4_K/Q5_K group-superblock header: d, dmin, the 6-bit
 // scales as bytes [sub-block][row], the mins as bytes [pair][row][2].
 template <typename Block>
@@ -228,7 +234,7 @@ void pack_group_block(TensorType t, const uint8_t* const* rows, int64_t n_rows, 
 // What a tile needs of one token's activation block besides its quants.
 struct TokenBlock {
   float d = 0;
-  int32_t offset_sum = 0;  // quant_offset * sum of the block's quants
+  int32_t offset_sum = 0;  // quant_offset * sum of the block's quants (Q8_0: 128 * sum, VNNI)
   float s = 0;             // Q5_1: the Q8_1 block's s (f16 of d * sum), met by the mins
 };
 
@@ -366,10 +372,10 @@ void note_bad(std::atomic<int64_t>& first_bad, int64_t t) {
 }
 
 // Q8_0 activations with each block's scale and offset sum, and |quants|
-// for Q8_0 weights.
-void prepare_q8_0_row(const PackedWeight& p, const BlockQ8_0* q, TokenBlock* tb, uint8_t* abs,
-                      int64_t nb) {
-  const int32_t offset = quant_offset(p.type);
+// for the AVX2 kernels of Q8_0 weights.
+void prepare_q8_0_row(const PackedWeight& p, bool vnni, const BlockQ8_0* q, TokenBlock* tb,
+                      uint8_t* abs, int64_t nb) {
+  const int32_t offset = sum_offset(p.type, vnni);
   for (int64_t b = 0; b < nb; ++b) {
     int32_t sum = 0;
     for (int8_t v : q[b].qs) sum += v;
@@ -398,8 +404,8 @@ void prepare_q8_k_row(const BlockQ8_K* q, KTokenBlock* tb, int64_t nb) {
 
 // Quantizes the activations (as matmul() does: Q8_0, or Q8_K for K-quants)
 // into scratch, with what the tiles need of each block.
-Status prepare_acts(const PackedWeight& p, const float* x, int64_t n_tokens, ThreadPool& pool,
-                    std::vector<uint8_t>& scratch, Acts& acts) {
+Status prepare_acts(const PackedWeight& p, bool vnni, const float* x, int64_t n_tokens,
+                    ThreadPool& pool, std::vector<uint8_t>& scratch, Acts& acts) {
   const bool kq = k_quant(p.type);
   const bool q81 = q8_1_acts(p.type);
   const TensorType xt = kq ? TensorType::Q8_K : q81 ? TensorType::Q8_1 : TensorType::Q8_0;
@@ -411,7 +417,7 @@ Status prepare_acts(const PackedWeight& p, const float* x, int64_t n_tokens, Thr
   const size_t tb_bytes = static_cast<size_t>(n_tokens * nb) * (want_ktb ? sizeof(KTokenBlock)
                                                                 : kq     ? 0
                                                                          : sizeof(TokenBlock));
-  const bool want_abs = p.type == TensorType::Q8_0;
+  const bool want_abs = p.type == TensorType::Q8_0 && !vnni;
   const size_t abs_bytes = want_abs ? static_cast<size_t>(n_tokens * nb) * 32 : 0;
   const size_t tb_at = (q_bytes + 63) / 64 * 64;
   scratch.resize(tb_at + tb_bytes + abs_bytes);
@@ -431,7 +437,7 @@ Status prepare_acts(const PackedWeight& p, const float* x, int64_t n_tokens, Thr
         prepare_q8_1_row(reinterpret_cast<const BlockQ8_1*>(qt),
                          reinterpret_cast<TokenBlock*>(tb) + t * nb, nb);
       } else if (!kq) {
-        prepare_q8_0_row(p, reinterpret_cast<const BlockQ8_0*>(qt),
+        prepare_q8_0_row(p, vnni, reinterpret_cast<const BlockQ8_0*>(qt),
                          reinterpret_cast<TokenBlock*>(tb) + t * nb,
                          abs != nullptr ? abs + t * nb * 32 : nullptr, nb);
       }
@@ -491,7 +497,8 @@ Result<PackedWeight> pack_weight(const MatmulWeight& w, ThreadPool& pool) {
 
 Status packed_matmul(const PackedWeight& p, const float* x, int64_t n_tokens, float* y,
                      ThreadPool& pool, std::vector<uint8_t>& scratch, PackedKernels kernels) {
-  const RangeFn run = range_fn(p.type, kernels == PackedKernels::kAuto && packed_vnni_available());
+  const bool vnni = kernels == PackedKernels::kAuto && packed_vnni_available();
+  const RangeFn run = range_fn(p.type, vnni);
   if (run == nullptr || !packable(p.type)) {
     return Status::internal("packed matmul " + dims(p, n_tokens) + ": not available on this CPU");
   }
@@ -501,7 +508,7 @@ Status packed_matmul(const PackedWeight& p, const float* x, int64_t n_tokens, fl
   Problem prob;
   prob.w = &p;
   prob.y = y;
-  MINFER_RETURN_IF_ERROR(prepare_acts(p, x, n_tokens, pool, scratch, prob.x));
+  MINFER_RETURN_IF_ERROR(prepare_acts(p, vnni, x, n_tokens, pool, scratch, prob.x));
   const int64_t groups = (p.rows + kGroup - 1) / kGroup;
   const int64_t g_blocks = (groups + kGroupsPerTask - 1) / kGroupsPerTask;
   const int64_t t_blocks = (n_tokens + kTokensPerTask - 1) / kTokensPerTask;
