@@ -72,6 +72,23 @@ Outcomes run_all(Engine& e, Outcomes out = {}) {
   return out;
 }
 
+// Each prompt's greedy tokens, alone in an engine of options `o`.
+std::vector<std::vector<int32_t>> solo_runs(const model::Model& m, const EngineOptions& o,
+                                            const std::vector<std::vector<int32_t>>& prompts,
+                                            int64_t max_tokens) {
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) {
+    auto e = Engine::create(m, o);
+    EXPECT_TRUE(e.is_ok()) << e.message();
+    if (!e) return alone;
+    auto id = (*e)->add({p, greedy(), max_tokens});
+    EXPECT_TRUE(id.is_ok()) << id.message();
+    if (!id) return alone;
+    alone.push_back(run_all(**e)[*id].tokens);
+  }
+  return alone;
+}
+
 std::vector<int32_t> session_greedy(const model::Model& m, const std::vector<int32_t>& prompt,
                                     int64_t n) {
   SessionOptions so;
@@ -181,13 +198,8 @@ TEST(Engine, StaggeredSequencesGiveTheirTokensAloneForEveryCacheType) {
     o.max_batch = 16;
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 8; ++i) prompts.push_back(prompt_of(3 + 7 * i, 20 + i));
-    std::vector<std::vector<int32_t>> alone;
-    for (const auto& p : prompts) {
-      auto e = Engine::create(m, o);
-      ASSERT_TRUE(e.is_ok()) << e.message();
-      const SequenceId id = *(*e)->add({p, greedy(), 10});
-      alone.push_back(run_all(**e)[id].tokens);
-    }
+    const auto alone = solo_runs(m, o, prompts, 10);
+    ASSERT_EQ(alone.size(), prompts.size());
     auto e = Engine::create(m, o);
     ASSERT_TRUE(e.is_ok());
     Outcomes got;
@@ -273,13 +285,8 @@ TEST(Engine, DecodePerStepKeepsEachSequencesTokens) {
   o.max_batch = 16;
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 6; ++i) prompts.push_back(prompt_of(2 + 9 * i, 40 + i));
-  std::vector<std::vector<int32_t>> alone;
-  for (const auto& p : prompts) {
-    auto e = Engine::create(m, o);
-    ASSERT_TRUE(e.is_ok()) << e.message();
-    const SequenceId id = *(*e)->add({p, greedy(), 12});
-    alone.push_back(run_all(**e)[id].tokens);
-  }
+  const auto alone = solo_runs(m, o, prompts, 12);
+  ASSERT_EQ(alone.size(), prompts.size());
   o.decode_per_step = 3;
   auto e = Engine::create(m, o);
   ASSERT_TRUE(e.is_ok());
