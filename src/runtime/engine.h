@@ -181,7 +181,7 @@ class Engine {
   int64_t reserved_pages_ = 0;       // promised to admitted sequences, not yet allocated
   SequenceId next_id_ = 0;
   SequenceId last_decoded_ = -1;        // decode_per_step > 0: the turn goes on after it
-  bool decoders_waited_ = false;        // the last step decoded no one of those waiting
+  bool decoders_waited_ = false;        // the last step left every ready decoder waiting
   std::vector<SequenceEvent> pending_;  // ends decided outside step() (cancel)
   std::unique_ptr<cpu::ThreadPool> sampling_pool_;  // draws rows in parallel
   std::vector<std::vector<float>> scratch_;         // per pool thread: a masked row
