@@ -55,14 +55,16 @@ Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const EngineOptions& o) {
   if (o.n_slots < 1 || o.n_slots > 1024 || o.n_ctx < 1 || o.page_size < 1 || o.max_batch < 1 ||
-      o.n_pages < 0 || o.decode_per_step < -1) {
-    return Status::invalid_argument(
-        "engine: slots " + std::to_string(o.n_slots) + " (1 to 1024), context " +
-        std::to_string(o.n_ctx) + ", page size " + std::to_string(o.page_size) + ", batch " +
-        std::to_string(o.max_batch) + " and pages " + std::to_string(o.n_pages) +
-        " must be positive (decode per "
-        "step " +
-        std::to_string(o.decode_per_step) + ": -1 or more)");
+      o.n_pages < 0) {
+    return Status::invalid_argument("engine: slots " + std::to_string(o.n_slots) +
+                                    " (1 to 1024), context " + std::to_string(o.n_ctx) +
+                                    ", page size " + std::to_string(o.page_size) + ", batch " +
+                                    std::to_string(o.max_batch) + " and pages " +
+                                    std::to_string(o.n_pages) + " must be positive");
+  }
+  if (o.decode_per_step < -1) {
+    return Status::invalid_argument("engine: decode per step " + std::to_string(o.decode_per_step) +
+                                    " must be -1 or more");
   }
   std::unique_ptr<Engine> e(new Engine(model, o));
   e->max_pages_ = (o.n_ctx + o.page_size - 1) / o.page_size;
@@ -82,6 +84,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const 
   if (o.decode_per_step < 0) {
     e->options_.decode_per_step = e->runner_->gpu() ? 0 : EngineOptions::kCpuDecodePerStep;
   }
+  // A step never holds more than max_batch tokens (build_batch).
+  e->options_.decode_per_step = std::min(e->options_.decode_per_step, o.max_batch);
   e->options_.k_type = e->runner_->kv().k_type();
   e->options_.v_type = e->runner_->kv().v_type();
   e->sampling_pool_ = std::make_unique<cpu::ThreadPool>(o.n_threads > 0 ? o.n_threads : 0);
@@ -193,9 +197,9 @@ Status Engine::build_batch(Batch& b) {
     }
     return Status::ok();
   };
-  auto add_prompt_chunks = [&]() -> Status {
+  auto add_prompt_chunks = [&](int64_t limit) -> Status {
     for (auto& s : running_) {
-      const auto room = options_.max_batch - static_cast<int64_t>(b.tokens.size());
+      const auto room = limit - static_cast<int64_t>(b.tokens.size());
       if (!s->prefilling() || room <= 0) continue;
       const int64_t chunk = std::min(room, s->prompt_size() - s->computed);
       b.prompt_tokens += chunk;
@@ -207,9 +211,11 @@ Status Engine::build_batch(Batch& b) {
     for (auto& s : running_) {
       if (!s->prefilling()) MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, true));
     }
-    MINFER_RETURN_IF_ERROR(add_prompt_chunks());
+    MINFER_RETURN_IF_ERROR(add_prompt_chunks(options_.max_batch));
   } else {
-    MINFER_RETURN_IF_ERROR(add_prompt_chunks());
+    // Decoders that waited a step keep their room: prompts get the rest.
+    const int64_t reserved = decoders_waited_ ? options_.decode_per_step : 0;
+    MINFER_RETURN_IF_ERROR(add_prompt_chunks(options_.max_batch - reserved));
     for (Sequence* s : decoders(b.prompt_tokens)) MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, true));
   }
   // Page tables of every slot (a free slot's row is never read).

@@ -15,12 +15,13 @@
 //     (round robin), and prompt chunks go first: a step that carries P
 //     prompt tokens decodes only N - P sequences (none when P >= N), except
 //     right after a step that decoded none, which decodes N whatever the
-//     prompts. On a compute-bound CPU that bounds a step's time, so a new
-//     request's first token waits for a short step, not for every decoder. It returns what happened
-//     to each sequence that produced a token or ended. A sequence is admitted when a slot is free
-//     and the pool can hold its whole budget (prompt + max new tokens, at most the per-sequence
-//     context): admitted sequences never run out of cells, and work that does not fit waits, never
-//     corrupting one that runs. A request no empty pool could hold is refused at add().
+//     prompts (they get max_batch - N tokens then). N is capped at max_batch. On a compute-bound
+//     CPU that bounds a step's time, so a new request's first token waits for a short step, not for
+//     every decoder. It returns what happened to each sequence that produced a token or ended. A
+//     sequence is admitted when a slot is free and the pool can hold its whole budget (prompt + max
+//     new tokens, at most the per-sequence context): admitted sequences never run out of cells, and
+//     work that does not fit waits, never corrupting one that runs. A request no empty pool could
+//     hold is refused at add().
 //   - Every sequence's attention reads only its own cells. Prompts that
 //     begin with whole pages another sequence computed (live, or finished and
 //     still cached) reuse those cells instead of recomputing them.
