@@ -1,14 +1,19 @@
 #!/bin/bash
 # Per-kernel GPU times of a few decode steps under Nsight Compute (ncu), summed
 # by kernel name: the decode profile of docs/PERFORMANCE.md.
-#   bash tools/cuda_kernel_profile.sh MINFER_BINARY MODEL [OUT_DIR]
+#   bash tools/cuda_kernel_profile.sh MINFER_BINARY MODEL [OUT_DIR [MINFER_ARGS...]]
+# MINFER_ARGS replace the default `run -m MODEL -n 4 --temp 0 -p Hello`, e.g.
+# `batched-bench -m MODEL -npp 4 -ntg 3 -npl 64` for batched decode steps.
 set -u
 bin=$1
 model=$2
 out=${3:-.}
+shift $(($# < 3 ? $# : 3))
+args=("$@")
+((${#args[@]})) || args=(run -m "$model" -n 4 --temp 0 -p "Hello")
 command -v ncu > /dev/null || { echo "ncu not found"; exit 0; }
 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-  "$bin" run -m "$model" -n 4 --temp 0 -p "Hello" > "$out/ncu.csv" 2> "$out/ncu.err"
+  "$bin" "${args[@]}" > "$out/ncu.csv" 2> "$out/ncu.err"
 python3 - "$out/ncu.csv" <<'PY'
 import csv, collections, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
