@@ -35,6 +35,7 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(o.sampling, sampler_params(p));
   MINFER_ASSIGN_OR_RETURN(int64_t slots, p.get_int("--parallel", 4, 1, 1024));
   MINFER_ASSIGN_OR_RETURN(int64_t decode_per_step, p.get_int("--decode-per-step", -1, -1, 1024));
+  MINFER_ASSIGN_OR_RETURN(int64_t graph_buckets, p.get_int("--graph-buckets", -1, -1, 1));
   MINFER_ASSIGN_OR_RETURN(o.max_queue, p.get_int("--max-queue", 64 * slots, 0, 1 << 20));
   MINFER_ASSIGN_OR_RETURN(int64_t grace, p.get_int("--shutdown-timeout", 30, 0, 86400));
   o.shutdown_timeout_s = static_cast<int>(grace);
@@ -66,13 +67,16 @@ Status run(const ArgParser& p) {
     }
     engine_settings(so, e);
     e.decode_per_step = decode_per_step;
+    e.graph_buckets = static_cast<int>(graph_buckets);
     MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, e));
     const int64_t per_step = engine->options().decode_per_step;
+    const bool buckets = engine->options().graph_buckets == 1;
     MINFER_RETURN_IF_ERROR(server.set_ready(*model, std::move(engine), e.n_ctx));
-    std::fprintf(stderr, "minfer serve: ready (%lld slots of %lld tokens; %s)\n",
+    std::fprintf(stderr, "minfer serve: ready (%lld slots of %lld tokens; %s; %s)\n",
                  static_cast<long long>(slots), static_cast<long long>(e.n_ctx),
                  per_step > 0 ? ("at most " + std::to_string(per_step) + " decoded a step").c_str()
-                              : "every slot decoded each step");
+                              : "every slot decoded each step",
+                 buckets ? "step shapes padded to buckets" : "exact step shapes");
     std::fflush(stderr);
     while (!interrupts.requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::fprintf(stderr, "minfer serve: shutting down (running requests may finish for %d s)\n",
@@ -99,6 +103,9 @@ int run_serve(std::span<const std::string_view> args) {
   p.option("--decode-per-step", "N",
            "sequences decoded per step, taking turns, new prompts first; 0: all "
            "(-1: all on a GPU, 8 on the CPU)");
+  p.option("--graph-buckets", "N",
+           "1: pad each step to one of a few shapes, so that their graphs are reused; 0: exact "
+           "shapes (-1: 1 on a GPU, 0 on the CPU)");
   p.option("-n,--n-predict", "N", "default max tokens of a completion, -1 up to the context (-1)");
   p.option("--api-key", "KEY", "require Authorization: Bearer KEY");
   p.option("-a,--alias", "NAME", "the model's id in responses (its file name)");

@@ -48,6 +48,27 @@ const char* finish_reason_name(FinishReason r) {
   return i < std::size(kNames) ? kNames[i] : "?";
 }
 
+int64_t graph_bucket(int64_t n) {
+  if (n <= 4) return n;
+  for (int64_t p = 4;; p *= 2) {
+    if (p * 3 / 2 >= n) return p * 3 / 2;
+    if (2 * p >= n) return 2 * p;
+  }
+}
+
+namespace {
+
+// Pages the padding slot needs: the most padding any step of at most
+// max_batch tokens takes, within a page-table row.
+int64_t padding_pages(const EngineOptions& o, int64_t max_pages) {
+  if (o.graph_buckets == 0) return 0;
+  int64_t most = 0;
+  for (int64_t n = 1; n <= o.max_batch; ++n) most = std::max(most, graph_bucket(n) - n);
+  return std::min(max_pages, (most + o.page_size - 1) / o.page_size);
+}
+
+}  // namespace
+
 Engine::Engine(const model::Model& model, const EngineOptions& options)
     : model_(model), options_(options) {}
 
@@ -66,16 +87,21 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const 
     return Status::invalid_argument("engine: decode per step " + std::to_string(o.decode_per_step) +
                                     " must be -1 or more");
   }
+  if (o.graph_buckets < -1 || o.graph_buckets > 1) {
+    return Status::invalid_argument("engine: graph buckets " + std::to_string(o.graph_buckets) +
+                                    " must be -1 (auto), 0 or 1");
+  }
   std::unique_ptr<Engine> e(new Engine(model, o));
   e->max_pages_ = (o.n_ctx + o.page_size - 1) / o.page_size;
   const int64_t n_pages = o.n_pages > 0 ? o.n_pages : o.n_slots * e->max_pages_;
   MINFER_ASSIGN_OR_RETURN(PagePool pool, PagePool::create(n_pages, o.page_size));
   e->pool_.emplace(std::move(pool));
+  e->pad_pages_ = padding_pages(o, e->max_pages_);
   ForwardConfig config;
   config.n_threads = o.n_threads;
   config.gpu = o.gpu;
   config.options = o.options;
-  config.kv_rows = n_pages * o.page_size;
+  config.kv_rows = (n_pages + e->pad_pages_) * o.page_size;
   config.k_type = o.k_type;
   config.v_type = o.v_type;
   config.cache_types_are_defaults = o.cache_types_are_defaults;
@@ -86,11 +112,20 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const 
   }
   // A step never holds more than max_batch tokens (build_batch).
   e->options_.decode_per_step = std::min(e->options_.decode_per_step, o.max_batch);
+  if (o.graph_buckets < 0) e->options_.graph_buckets = e->runner_->gpu() ? 1 : 0;
+  if (e->pad_pages_ == 0) e->options_.graph_buckets = 0;  // steps of at most 4 tokens
+  // Bucketed shapes recur: keep each one's graph (and its buffers) around.
+  if (e->options_.graph_buckets == 1) e->runner_->set_cache_size(16);
   e->options_.k_type = e->runner_->kv().k_type();
   e->options_.v_type = e->runner_->kv().v_type();
   e->sampling_pool_ = std::make_unique<cpu::ThreadPool>(o.n_threads > 0 ? o.n_threads : 0);
   e->slot_used_.assign(static_cast<size_t>(o.n_slots), false);
-  e->page_table_.assign(static_cast<size_t>(o.n_slots * e->max_pages_), 0);
+  const int64_t rows = o.n_slots + (e->pad_pages_ > 0 ? 1 : 0);
+  e->page_table_.assign(static_cast<size_t>(rows * e->max_pages_), 0);
+  for (int64_t i = 0; i < e->pad_pages_; ++i) {
+    e->page_table_[static_cast<size_t>(o.n_slots * e->max_pages_ + i)] =
+        static_cast<int32_t>(n_pages + i);
+  }
   return e;
 }
 
@@ -101,7 +136,7 @@ model::GraphParams Engine::graph_params(int64_t n_tokens, int64_t n_outputs) con
   p.k_type = options_.k_type;
   p.v_type = options_.v_type;
   p.page_size = options_.page_size;
-  p.n_slots = options_.n_slots;
+  p.n_slots = options_.n_slots + (pad_pages_ > 0 ? 1 : 0);
   p.max_pages = max_pages_;
   p.batch_invariant = options_.options.batch_invariant;
   return p;
@@ -226,6 +261,25 @@ Status Engine::build_batch(Batch& b) {
   return Status::ok();
 }
 
+// Padding tokens (token 0 at positions 0, 1, ... of the padding slot, in
+// the cells past the pool) and repeats of the last output row, up to the
+// step's buckets. No sequence owns them; their rows are never sampled.
+void Engine::pad_to_bucket(Batch& b) {
+  const auto n = static_cast<int64_t>(b.tokens.size());
+  const int64_t pad = graph_bucket(n) - n;
+  if (pad > pad_pages_ * options_.page_size) return;  // the exact shape, then
+  const int64_t first_cell = pool_->n_pages() * options_.page_size;
+  for (int64_t i = 0; i < pad; ++i) {
+    b.tokens.push_back(0);
+    b.positions.push_back(static_cast<int32_t>(i));
+    b.cells.push_back(static_cast<int32_t>(first_cell + i));
+    b.slots.push_back(static_cast<int32_t>(options_.n_slots));
+  }
+  totals_.padding_tokens += pad;
+  const auto rows = static_cast<int64_t>(b.output_rows.size());
+  b.output_rows.resize(static_cast<size_t>(graph_bucket(rows)), b.output_rows.back());
+}
+
 // decode_per_step = N > 0: the next N sequences past their prompt after
 // the last one decoded (running_ is in admission order, ids ascending),
 // fewer by the step's prompt tokens unless the last step decoded none.
@@ -258,6 +312,7 @@ Result<std::vector<SequenceEvent>> Engine::step() {
   // A graph has at least one output row; with none wanted, row 0's is dropped.
   const bool no_output = b.output_rows.empty();
   if (no_output) b.output_rows.push_back(0);
+  if (options_.graph_buckets == 1) pad_to_bucket(b);
   graph::ForwardInputs in;
   in.tokens = b.tokens;
   in.positions = b.positions;

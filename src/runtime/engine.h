@@ -33,6 +33,10 @@
 //   - A request's constraint masks the logits before each of its draws and
 //     is told the token drawn; requests with a constraint or log-probs take
 //     the logits back from the device (the others may take only argmaxes).
+//   - With graph_buckets, each step's tokens are padded up to
+//     graph_bucket(n) (and its output rows likewise): the padding tokens sit
+//     in a slot of their own, in cells past the pool, and change nothing a
+//     sequence gets.
 //   - Greedy outputs do not depend on what else is batched: every token's
 //     attention takes one kernel path whatever the batch, and the tests pin
 //     a sequence's tokens alone and in company (docs/ENGINE.md says how far
@@ -75,6 +79,13 @@ struct EngineOptions {
   // on a GPU, kCpuDecodePerStep on the CPU.
   int64_t decode_per_step = 0;
   static constexpr int64_t kCpuDecodePerStep = 8;
+  // Step shapes rounded up to a few sizes (graph_bucket()), tokens and
+  // output rows both, with padding tokens in a slot of their own whose
+  // results are dropped: a few cached graphs (on a GPU, their captured
+  // launches) serve every mix of decodes and prompt chunks. 1: on; 0: off;
+  // -1: on when a GPU takes part. A step whose padding would pass the
+  // padding slot's max_batch cells keeps its exact shape.
+  int graph_buckets = -1;
   int n_threads = 0;
   quant::TensorType k_type = quant::TensorType::F16;
   quant::TensorType v_type = quant::TensorType::F16;
@@ -128,8 +139,14 @@ struct EngineStats {
   // the device (GraphParams::argmax); the others took the logits.
   int64_t argmax_steps = 0;
   double forward_seconds = 0;  // in the forward passes (the rest of step() is host work)
+  int64_t padding_tokens = 0;  // added to steps to reach their bucket (graph_buckets)
   PagePoolStats pool;
 };
+
+// The step size n tokens (or output rows) is rounded up to with
+// graph_buckets: n itself up to 4, then the next of 6, 8, 12, 16, 24, 32,
+// 48, ... (a power of two or 1.5 times one: at most half again as many).
+int64_t graph_bucket(int64_t n);
 
 class Engine {
  public:
@@ -146,7 +163,7 @@ class Engine {
   bool idle() const { return waiting_.empty() && running_.empty(); }
   EngineStats stats() const;
   const model::Model& model() const { return model_; }
-  // As given to create(), decode_per_step resolved.
+  // As given to create(), decode_per_step and graph_buckets resolved.
   const EngineOptions& options() const { return options_; }
   const ForwardRunner& runner() const { return *runner_; }
 
@@ -157,6 +174,8 @@ class Engine {
   model::GraphParams graph_params(int64_t n_tokens, int64_t n_outputs) const;
   void admit();
   Status build_batch(Batch& batch);
+  // graph_buckets: padding tokens and output rows up to the step's bucket.
+  void pad_to_bucket(Batch& batch);
   // The sequences past their prompt that this step decodes.
   std::vector<Sequence*> decoders(int64_t prompt_tokens);
   Status sample(const Batch& batch, std::span<const float> logits, std::span<const int32_t> ids,
@@ -178,8 +197,11 @@ class Engine {
   std::optional<PagePool> pool_;
   std::vector<std::unique_ptr<Sequence>> waiting_, running_;
   std::vector<bool> slot_used_;
-  std::vector<int32_t> page_table_;  // [n_slots][max_pages]
-  int64_t reserved_pages_ = 0;       // promised to admitted sequences, not yet allocated
+  // [n_slots + 1 with a padding slot][max_pages]; the padding slot's row
+  // names the pad_pages_ pages past the pool's.
+  std::vector<int32_t> page_table_;
+  int64_t pad_pages_ = 0;
+  int64_t reserved_pages_ = 0;  // promised to admitted sequences, not yet allocated
   SequenceId next_id_ = 0;
   SequenceId last_decoded_ = -1;        // decode_per_step > 0: the turn goes on after it
   bool decoders_waited_ = false;        // the last step left every ready decoder waiting

@@ -73,6 +73,8 @@ class ForwardRunner {
   // The GPU backend's name ("CUDA", "Vulkan"), or "" when none takes part.
   std::string_view gpu_name() const;
   int64_t graph_builds() const { return graph_builds_; }
+  // Cached graphs besides the decode graph, from now on.
+  void set_cache_size(size_t n) { config_.cache_size = n; }
   const graph::OpProfile& op_profile() const { return profile_; }
   // The cache, of the configured types or those choose_cache_types() set.
   const KvCache& kv() const { return kv_; }

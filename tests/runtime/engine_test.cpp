@@ -277,6 +277,62 @@ TEST(Engine, DecodePerStepTakesTurnsAndPutsPromptsFirst) {
   EXPECT_FALSE(Engine::create(m, autod).is_ok());
 }
 
+TEST(Engine, GraphBucketSizes) {
+  const std::map<int64_t, int64_t> want = {
+      {1, 1},     {2, 2},     {3, 3},     {4, 4},     {5, 6},    {6, 6},   {7, 8},
+      {9, 12},    {13, 16},   {17, 24},   {25, 32},   {33, 48},  {49, 64}, {65, 96},
+      {100, 128}, {129, 192}, {257, 384}, {385, 512}, {513, 768}};
+  for (const auto& [n, b] : want) EXPECT_EQ(graph_bucket(n), b) << n;
+  for (int64_t n = 5; n < 5000; ++n) {  // never more than half again, never below n
+    ASSERT_GE(graph_bucket(n), n);
+    ASSERT_LE(2 * graph_bucket(n), 3 * n);
+  }
+}
+
+// Sequences started at different steps, with prompts of many lengths: the
+// steps' shapes vary all the time (decodes, chunks, ends). Padded up to
+// buckets they need fewer graphs, and no sequence's tokens change.
+TEST(Engine, GraphBucketsTakeFewerGraphsAndKeepEachSequencesTokens) {
+  const model::Model& m = tiny("tiny-qwen2");
+  EngineOptions o = engine_options();
+  o.n_slots = 8;
+  o.max_batch = 20;
+  o.graph_buckets = 0;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 7; ++i) prompts.push_back(prompt_of(2 + 5 * i, 60 + i));
+  const auto alone = solo_runs(m, o, prompts, 9);
+  ASSERT_EQ(alone.size(), prompts.size());
+  int64_t builds[2] = {0, 0};
+  for (int buckets : {0, 1}) {
+    SCOPED_TRACE(buckets ? "buckets" : "exact shapes");
+    o.graph_buckets = buckets;
+    auto e = Engine::create(m, o);
+    ASSERT_TRUE(e.is_ok()) << e.message();
+    EXPECT_EQ((*e)->options().graph_buckets, buckets);
+    Outcomes got;
+    std::vector<SequenceId> ids;
+    for (size_t i = 0; i < prompts.size(); ++i) {  // one new sequence every other step
+      ids.push_back(*(*e)->add({prompts[i], greedy(), 9}));
+      ASSERT_TRUE(step_into(**e, got));
+      ASSERT_TRUE(step_into(**e, got));
+    }
+    got = run_all(**e, got);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[ids[i]].tokens, alone[i]) << "sequence " << i;
+    }
+    EXPECT_EQ((*e)->stats().padding_tokens > 0, buckets == 1);
+    builds[buckets] = (*e)->runner().graph_builds();
+  }
+  EXPECT_LT(builds[1], builds[0]);
+  // -1 resolves to off on the CPU; other values are refused.
+  o.graph_buckets = -1;
+  auto autob = Engine::create(m, o);
+  ASSERT_TRUE(autob.is_ok());
+  EXPECT_EQ((*autob)->options().graph_buckets, 0);
+  o.graph_buckets = 2;
+  EXPECT_FALSE(Engine::create(m, o).is_ok());
+}
+
 // Taking turns changes when a sequence's tokens come, not what they are.
 TEST(Engine, DecodePerStepKeepsEachSequencesTokens) {
   const model::Model& m = tiny("tiny-gemma3");
