@@ -27,6 +27,13 @@ std::vector<int32_t> prompt_of(int n, int32_t seed) {
   return testing::prompt_tokens(n, seed);
 }
 
+// `count` prompts of lengths first, first + step, ..., seeds seed, seed + 1, ...
+std::vector<std::vector<int32_t>> prompts_of(int count, int first, int step, int32_t seed) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < count; ++i) prompts.push_back(prompt_of(first + step * i, seed + i));
+  return prompts;
+}
+
 SamplerParams greedy() {
   SamplerParams s;
   s.temperature = 0.0f;
@@ -87,6 +94,28 @@ std::vector<std::vector<int32_t>> solo_runs(const model::Model& m, const EngineO
     alone.push_back(run_all(**e)[*id].tokens);
   }
   return alone;
+}
+
+// One sequence per prompt, started `gap` steps apart, all run to the end:
+// each one's greedy tokens, in prompt order.
+std::vector<std::vector<int32_t>> staggered_runs(Engine& e,
+                                                 const std::vector<std::vector<int32_t>>& prompts,
+                                                 int64_t max_tokens, int gap) {
+  Outcomes got;
+  std::vector<SequenceId> ids;
+  for (const auto& p : prompts) {
+    auto id = e.add({p, greedy(), max_tokens});
+    EXPECT_TRUE(id.is_ok()) << id.message();
+    if (!id) return {};
+    ids.push_back(*id);
+    for (int k = 0; k < gap; ++k) {
+      if (!step_into(e, got)) return {};
+    }
+  }
+  got = run_all(e, got);
+  std::vector<std::vector<int32_t>> tokens;
+  for (SequenceId id : ids) tokens.push_back(got[id].tokens);
+  return tokens;
 }
 
 std::vector<int32_t> session_greedy(const model::Model& m, const std::vector<int32_t>& prompt,
@@ -196,23 +225,12 @@ TEST(Engine, StaggeredSequencesGiveTheirTokensAloneForEveryCacheType) {
     o.k_type = o.v_type = kv;
     o.n_slots = 8;
     o.max_batch = 16;
-    std::vector<std::vector<int32_t>> prompts;
-    for (int i = 0; i < 8; ++i) prompts.push_back(prompt_of(3 + 7 * i, 20 + i));
+    const auto prompts = prompts_of(8, 3, 7, 20);
     const auto alone = solo_runs(m, o, prompts, 10);
     ASSERT_EQ(alone.size(), prompts.size());
     auto e = Engine::create(m, o);
     ASSERT_TRUE(e.is_ok());
-    Outcomes got;
-    std::vector<SequenceId> ids;
-    for (size_t i = 0; i < prompts.size(); ++i) {  // one new sequence every other step
-      ids.push_back(*(*e)->add({prompts[i], greedy(), 10}));
-      ASSERT_TRUE(step_into(**e, got));
-      ASSERT_TRUE(step_into(**e, got));
-    }
-    got = run_all(**e, got);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ(got[ids[i]].tokens, alone[i]) << "sequence " << i;
-    }
+    EXPECT_EQ(staggered_runs(**e, prompts, 10, 2), alone);  // a new sequence every other step
   }
 }
 
@@ -298,8 +316,7 @@ TEST(Engine, GraphBucketsTakeFewerGraphsAndKeepEachSequencesTokens) {
   o.n_slots = 8;
   o.max_batch = 20;
   o.graph_buckets = 0;
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 7; ++i) prompts.push_back(prompt_of(2 + 5 * i, 60 + i));
+  const auto prompts = prompts_of(7, 2, 5, 60);
   const auto alone = solo_runs(m, o, prompts, 9);
   ASSERT_EQ(alone.size(), prompts.size());
   int64_t builds[2] = {0, 0};
@@ -309,17 +326,7 @@ TEST(Engine, GraphBucketsTakeFewerGraphsAndKeepEachSequencesTokens) {
     auto e = Engine::create(m, o);
     ASSERT_TRUE(e.is_ok()) << e.message();
     EXPECT_EQ((*e)->options().graph_buckets, buckets);
-    Outcomes got;
-    std::vector<SequenceId> ids;
-    for (size_t i = 0; i < prompts.size(); ++i) {  // one new sequence every other step
-      ids.push_back(*(*e)->add({prompts[i], greedy(), 9}));
-      ASSERT_TRUE(step_into(**e, got));
-      ASSERT_TRUE(step_into(**e, got));
-    }
-    got = run_all(**e, got);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ(got[ids[i]].tokens, alone[i]) << "sequence " << i;
-    }
+    EXPECT_EQ(staggered_runs(**e, prompts, 9, 2), alone);
     EXPECT_EQ((*e)->stats().padding_tokens > 0, buckets == 1);
     builds[buckets] = (*e)->runner().graph_builds();
   }
@@ -339,8 +346,7 @@ TEST(Engine, DecodePerStepKeepsEachSequencesTokens) {
   EngineOptions o = engine_options();
   o.n_slots = 8;
   o.max_batch = 16;
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 6; ++i) prompts.push_back(prompt_of(2 + 9 * i, 40 + i));
+  const auto prompts = prompts_of(6, 2, 9, 40);
   const auto alone = solo_runs(m, o, prompts, 12);
   ASSERT_EQ(alone.size(), prompts.size());
   o.decode_per_step = 3;
