@@ -120,8 +120,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const 
   e->options_.v_type = e->runner_->kv().v_type();
   e->sampling_pool_ = std::make_unique<cpu::ThreadPool>(o.n_threads > 0 ? o.n_threads : 0);
   e->slot_used_.assign(static_cast<size_t>(o.n_slots), false);
-  const int64_t rows = o.n_slots + (e->pad_pages_ > 0 ? 1 : 0);
-  e->page_table_.assign(static_cast<size_t>(rows * e->max_pages_), 0);
+  e->page_table_.assign(static_cast<size_t>(e->page_table_rows() * e->max_pages_), 0);
   for (int64_t i = 0; i < e->pad_pages_; ++i) {
     e->page_table_[static_cast<size_t>(o.n_slots * e->max_pages_ + i)] =
         static_cast<int32_t>(n_pages + i);
@@ -136,7 +135,7 @@ model::GraphParams Engine::graph_params(int64_t n_tokens, int64_t n_outputs) con
   p.k_type = options_.k_type;
   p.v_type = options_.v_type;
   p.page_size = options_.page_size;
-  p.n_slots = options_.n_slots + (pad_pages_ > 0 ? 1 : 0);
+  p.n_slots = page_table_rows();
   p.max_pages = max_pages_;
   p.batch_invariant = options_.options.batch_invariant;
   return p;

@@ -189,6 +189,8 @@ class Engine {
                              std::vector<float>& scratch) const;
   void finish(Sequence& s, FinishReason reason, std::vector<SequenceEvent>& events);
   int64_t pages_for(const Sequence& s) const;
+  // Page-table rows: a slot's each, and the padding slot's when there is one.
+  int64_t page_table_rows() const { return options_.n_slots + (pad_pages_ > 0 ? 1 : 0); }
 
   const model::Model& model_;
   EngineOptions options_;

@@ -92,10 +92,10 @@ struct MmqArgs {
   float* y;
 };
 
-template <quant::TensorType T, int NJ>
 // At most 80 registers: three blocks (24 warps) per SM instead of two at the
 // 101 the compiler would take for NJ = 2 (a few bytes spill); these kernels
 // wait on load latency, so resident warps are what makes them fast.
+template <quant::TensorType T, int NJ>
 __global__ void __launch_bounds__(kWarps * 32, 3) mmq_kernel(MmqArgs a) {
   __shared__ float part[kWarps][NJ * 4][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
