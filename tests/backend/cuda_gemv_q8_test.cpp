@@ -332,6 +332,67 @@ TEST(cuda_GemvQ8, InputNormOnTheF32Path) {
   EXPECT_LT(diff, 1e-3 * std::sqrt(double(in)));
 }
 
+// Batches of 2 to kMmaMinTokens - 1 tokens of a node that need not be
+// batch-invariant take the int8 tensor-core products (mmq.cu) for every type
+// they have (Q4_K / Q5_K / Q6_K since they have them): every token's outputs,
+// with bias and residual, against the int8 emulation and the rounding bound.
+// The shapes cross partial row tiles (37, 40 rows), one super-block rows
+// (in 256), the slice choice (few and many row tiles) and partial token
+// groups (3, 17 and 70 tokens: 8 or 16 a warp).
+TEST(cuda_GemvQ8, TensorCoreBatchesMatchEmulationAndBound) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  GemvF32Off q8_on;
+  struct Shape {
+    int64_t in, out;
+  };
+  for (TensorType type :
+       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+    const bool k_quant = quant::type_traits(type).block_size == 256;
+    for (const Shape& sh : {Shape{256, 37}, Shape{3584, 40}, Shape{1024, 4200}, Shape{18944, 96}}) {
+      if (k_quant && sh.in % 256 != 0) continue;
+      model::Weights weights;
+      add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 81));
+      add_weight(weights, "b", TensorType::F32, 1, sh.out, random_floats(sh.out, 82));
+      auto gpu = create_backend(weights, env_options());
+      ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+      const std::vector<float> w = dequantized(weights, "w");
+      const std::vector<float> bias = random_floats(sh.out, 82);
+      for (int64_t n_tokens : {int64_t{3}, int64_t{17}, int64_t{70}}) {
+        const auto x = random_floats(sh.in * n_tokens, 83, 1.0f / std::sqrt(float(sh.in)));
+        const auto res = random_floats(sh.out * n_tokens, 84);
+        Node n;
+        n.op = Op::kMatMulAdd;
+        n.shape.ne = {sh.out, n_tokens};
+        n.name = "test.mmq";
+        n.inputs = {0, 1};
+        n.meta = graph::MatMulMeta{"w", "b", type, sh.in, sh.out};
+        ASSERT_TRUE((*gpu)->supports_op(n));
+        auto got = run_node(**gpu, n, {bytes_of(x), bytes_of(res)});
+        ASSERT_TRUE(got.is_ok()) << got.message();
+        double worst_emu = 0, worst_bound = 0;
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          const std::vector<float> xt(x.begin() + t * sh.in, x.begin() + (t + 1) * sh.in);
+          const Quantized q = quantize_like_gpu(xt);
+          for (int64_t r = 0; r < sh.out; ++r) {
+            const Expect e = expect_row(w, sh.in, r, xt, q);
+            const double base = bias[r] + double(res[t * sh.out + r]);
+            const double g = (*got)[t * sh.out + r];
+            worst_emu = std::max(worst_emu, std::fabs(g - base - e.emulated) /
+                                                (1e-5 * e.scale + 1e-6 + 1e-7 * std::fabs(base)));
+            worst_bound = std::max(worst_bound, std::fabs(g - base - e.exact) / e.bound);
+          }
+        }
+        std::printf("  mmq %-5s in %5lld out %5lld tokens %3lld: emulation %.2f, bound %.2f\n",
+                    std::string(quant::type_name(type)).c_str(), static_cast<long long>(sh.in),
+                    static_cast<long long>(sh.out), static_cast<long long>(n_tokens), worst_emu,
+                    worst_bound);
+        EXPECT_LE(worst_emu, 1.0) << quant::type_name(type) << " in " << sh.in;
+        EXPECT_LE(worst_bound, 1.0) << quant::type_name(type) << " in " << sh.in;
+      }
+    }
+  }
+}
+
 // A batch of n tokens through a batch-invariant node: each token's outputs
 // equal, bit for bit, that token run alone; and the batch is right (the
 // emulation bound of the one-token test, on every token's rows). Batch sizes

@@ -147,12 +147,14 @@ struct Q8Input {
 // Q8_0, Q4_K, Q5_K, Q6_K; K-quants need in_dim a multiple of 256).
 bool has_q8_gemv(quant::TensorType type, int64_t in_dim);
 // --- mmq.cu (int8 tensor-core products on quantized activations) ------------
-// Whether launch_mmq takes `type` with rows of in_dim (Q4_0, Q8_0).
+// Whether launch_mmq takes `type` with rows of in_dim (Q4_0, Q8_0: in_dim a
+// multiple of 32; Q4_K, Q5_K, Q6_K: of 256).
 bool has_mmq(quant::TensorType type, int64_t in_dim);
 // y[t][r] = (W[r] . x[t] + bias[r]) + residual[t][r] (bias, residual
 // nullable; y may alias residual) for n_tokens activations quantized by
 // launch_quantize_q8; each token's result independent of the batch, bit for
-// bit, for any n_tokens >= 1.
+// bit, for any n_tokens >= 1. Q4_K and Q5_K weights and rows 16-byte aligned
+// (cudaErrorInvalidValue otherwise), the others 2-byte.
 cudaError_t launch_mmq(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
                        int64_t in_dim, const int8_t* quantized, int64_t n_tokens, const float* bias,
                        const float* residual, float* y, cudaStream_t stream);
