@@ -18,12 +18,12 @@
 //
 // A block has 8 warps: 8 / S tiles of 16 weight rows, each tile's S warps
 // taking one slice each. A warp holds 8 * NJ tokens (NJ n8-tiles of the
-// mma, NJ 1 or 2; grid y covers the batch) and, per weight block, loads its
-// A fragments straight from the GGUF rows, the B fragments, d_x and sums
-// from the quantized activations (L1-resident). The slices meet in shared
-// memory; the epilogue adds the bias, then the residual (the unfused order's
-// value). Rows and tokens past the end are clamped for loads and never
-// written.
+// mma, NJ 1 or 2; grid y covers the batch) and, per step of blocks, loads
+// its A fragments straight from the GGUF rows, its B fragments (8 bytes of
+// its token a lane) and the tokens' d_x and sums (four units a load, handed
+// round by warp shuffles) from the quantized activations, which stay in L1.
+// The slices meet in shared memory; the epilogue adds the bias, then the residual (the unfused
+// order's value). Rows and tokens past the end are clamped for loads and never written.
 #include <cuda_fp16.h>
 
 #include <type_traits>
@@ -81,22 +81,23 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T>) mmq_kernel(MmqArgs
   const uint8_t* w0 = a.w + mini(row0 + g, last_row) * a.row_bytes;
   const uint8_t* w1 = a.w + mini(row0 + g + 8, last_row) * a.row_bytes;
   Tokens<NJ> tk;
-  tk.n_units = static_cast<int>(a.n_units);
+  tk.last_unit = static_cast<int>(a.n_units - 1);
   const int64_t d_off = a.n_units * 32;
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
-    tk.xb[j] = a.xq + mini(tok0 + 8 * j + g, last_tok) * a.x_stride;
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int8_t* t = a.xq + mini(tok0 + 8 * j + 2 * tig + c, last_tok) * a.x_stride;
-      tk.xd[j][c] = reinterpret_cast<const float*>(t + d_off);
-    }
+    tk.x[j] = a.xq + mini(tok0 + 8 * j + g, last_tok) * a.x_stride;
+    tk.d[j] = reinterpret_cast<const float*>(tk.x[j] + d_off);
+    tk.sum[j] = reinterpret_cast<const int*>(tk.d[j] + a.n_units);
   }
   float acc[NJ][4];
 #pragma unroll
   for (int j = 0; j < NJ; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  // kAhead blocks' weights loaded before any is used (loads in flight).
+  // A step: kAhead blocks (a multiple of four units), their weights loaded
+  // before any is used (loads in flight), their tokens' scales in one go.
   constexpr int kAhead = F::kAhead;
+  constexpr int kStepUnits = F::kUnits * kAhead;
+  static_assert(kStepUnits % 4 == 0, "a step holds whole quads of units");
+  mmq::StepScales<NJ, kStepUnits / 4, F::kSums> sc;
   int64_t b = b_begin;
   // The K-quants ask L2 for the blocks F::kPrefetch steps ahead (each lane
   // one line of its two rows: the four lanes of a row cover 256 bytes).
@@ -116,14 +117,18 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T>) mmq_kernel(MmqArgs
       F::load(w0, b + q, tig, r[q][0]);
       F::load(w1, b + q, tig, r[q][1]);
     }
+    sc.load(tk, b * F::kUnits, tig);
 #pragma unroll
-    for (int q = 0; q < kAhead; ++q) F::add(r[q][0], r[q][1], b + q, tk, tig, acc);
+    for (int q = 0; q < kAhead; ++q) {
+      F::add(r[q][0], r[q][1], b + q, q * F::kUnits, tk, sc, tig, acc);
+    }
   }
-  for (; b < b_end; ++b) {
+  for (; b < b_end; ++b) {  // the slice's last blocks, one at a time (kAhead > 1)
     typename F::Row r[2];
     F::load(w0, b, tig, r[0]);
     F::load(w1, b, tig, r[1]);
-    F::add(r[0], r[1], b, tk, tig, acc);
+    sc.load(tk, b * F::kUnits, tig);
+    F::add(r[0], r[1], b, 0, tk, sc, tig, acc);
   }
   // Slices in order: the tile's first warp adds the others' sums to its own.
   if (S > 1) {
@@ -173,7 +178,8 @@ int sm_count() {
 // 256-value blocks a row): the fewest slices that give every SM its
 // resident warps (tiles * S >= SMs * resident), at least one block a slice;
 // on the H200's 7B Q4_K_M that took batched decode from 185 / 1090 / 2005 to
-// 197-201 / 1193-1211 / 2116-2135 t/s at 1 / 8 / 32 sequences.
+// 197-201 / 1193-1211 / 2116-2135 t/s at 1 / 8 / 32 sequences (before the
+// activation loads above took it to 201 / 1360 / 2680).
 int slices_for(int64_t rows, int64_t n_blocks, bool k_quant, int resident_warps) {
   const int sms = sm_count();
   const int64_t tiles = (rows + 15) / 16;

@@ -5,19 +5,27 @@
 //
 // Fragments (mma.sync m16n8k32 s8, row.col): lane (g = lane / 4, tig =
 // lane % 4) holds A elements k = 4 tig .. + 3 ("lo") and 16 + 4 tig .. + 3
-// ("hi") of rows g and g + 8, and B elements k = 4 tig .. + 3 and
-// 16 + 4 tig .. + 3 of token column g; C element i of the lane is (row g +
-// 8 (i / 2), token 2 tig + i % 2). k runs over one 32-value unit of the
-// row: a weight block of Q4_0 / Q8_0, a sub-block of Q4_K / Q5_K, two
-// 16-value sub-blocks of Q6_K (one m16n8k16 mma each: the lo words are the
-// first sub-block, the hi words the second).
+// ("hi") of rows g and g + 8, and B elements at the same k of token column
+// g; C element i of the lane is (row g + 8 (i / 2), token 2 tig + i % 2).
+// An integer dot does not depend on which k holds which value, so k is laid
+// over the 32 values l of a unit as lo = l 8 tig .. + 3, hi = 8 tig + 4 ..
+// + 7: a lane's B words are 8 contiguous bytes of its token (one load, one
+// 32-byte sector a token), and its A words 8 contiguous weight bytes or
+// nibbles. A unit is a weight block of Q4_0 / Q8_0, a sub-block of Q4_K /
+// Q5_K, two 16-value sub-blocks of Q6_K (lanes tig 0, 1 hold the first,
+// 2, 3 the second: one mma each, the other lanes' A words zero).
+//
+// The activations' scale d_x and sum of each (token, unit) are loaded four
+// units at a time, lane (g, tig) taking token g's unit u0 + tig (one 16-byte
+// run a token), and passed to the lanes whose C columns need them with warp
+// shuffles (StepScales).
 //
 // Scaling, per unit u and (row, token) in f32 with every rounding explicit
 // (__fmul_rn / __fadd_rn / __fsub_rn: no contraction into FMAs), so that a
 // token's result depends on nothing but its own activation:
 //   Q4_0 / Q8_0: acc += (d_w * d_x) * s
 //   Q4_K / Q5_K: acc += d_x * ((d * sc) * s - (dmin * m) * sum_x)   (q unsigned)
-//   Q6_K:        acc += d_x * (d * (sc_lo * s_lo + sc_hi * s_hi))   (q - 32 signed)
+//   Q6_K:        acc += d_x * (d * (sc_a * s_a + sc_b * s_b))   (q - 32 signed)
 // where s is the mma's exact integer sum and sum_x the activation block's
 // integer sum (launch_quantize_q8 stores it beside d_x). Each format reads
 // its blocks' bytes once per warp and tile; the loads of a block are all
@@ -61,39 +69,62 @@ __device__ __forceinline__ void mma_k32(int (&c)[4], uint32_t a0, uint32_t a1, u
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
-  c[0] = c[1] = c[2] = c[3] = 0;
-  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-      "{%0,%1,%2,%3};"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a0), "r"(a1), "r"(b0));
-}
-
 // The quantized activations of a warp's 8 NJ tokens (launch_quantize_q8's
-// layout per token: q [in_dim], d [units], sum [units]).
+// layout per token: q [in_dim], d [units], sum [units]): the lane's token g
+// of each n-tile.
 template <int NJ>
 struct Tokens {
-  const int8_t* xb[NJ];    // the token of B column g of n-tile j
-  const float* xd[NJ][2];  // d_x of C columns 2 tig and 2 tig + 1 of n-tile j
-  int n_units;             // 32-value units per row
+  const int8_t* x[NJ];
+  const float* d[NJ];
+  const int* sum[NJ];
+  int last_unit;  // units per row - 1
 
+  // The B words of unit u, n-tile j.
   __device__ __forceinline__ void b(int j, int64_t u, int tig, uint32_t& b0, uint32_t& b1) const {
-    const auto* xw = reinterpret_cast<const uint32_t*>(xb[j] + u * 32);
-    b0 = __ldg(xw + tig);
-    b1 = __ldg(xw + 4 + tig);
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(x[j] + u * 32 + 8 * tig));
+    b0 = v.x;
+    b1 = v.y;
   }
-  __device__ __forceinline__ float d(int j, int c, int64_t u) const { return __ldg(xd[j][c] + u); }
-  __device__ __forceinline__ int sum(int j, int c, int64_t u) const {
-    return __ldg(reinterpret_cast<const int*>(xd[j][c] + n_units) + u);
+};
+
+// d_x and sums of a step's kQuads * 4 units from u0 (clamped to the row's
+// last unit; kSums: whether the format reads the sums), as the lanes loaded
+// them; dx / sx hand column c of unit u0 + k (k < 4 kQuads) to this lane.
+template <int NJ, int kQuads, bool kSums>
+struct StepScales {
+  float d[NJ][kQuads];
+  float s[NJ][kQuads];
+
+  __device__ __forceinline__ void load(const Tokens<NJ>& t, int64_t u0, int tig) {
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+#pragma unroll
+      for (int q = 0; q < kQuads; ++q) {
+        const int64_t u = u0 + 4 * q + tig < t.last_unit ? u0 + 4 * q + tig : t.last_unit;
+        d[j][q] = __ldg(t.d[j] + u);
+        s[j][q] = kSums ? __int2float_rn(__ldg(t.sum[j] + u)) : 0.0f;
+      }
+    }
+  }
+  __device__ __forceinline__ static float pick(float v, int k, int tig, int c) {
+    return __shfl_sync(0xffffffffu, v, (2 * tig + c) * 4 + (k & 3));
+  }
+  __device__ __forceinline__ float dx(int j, int k, int tig, int c) const {
+    return pick(d[j][k >> 2], k, tig, c);
+  }
+  __device__ __forceinline__ float sx(int j, int k, int tig, int c) const {
+    return pick(s[j][k >> 2], k, tig, c);
   }
 };
 
 // --- Q4_0 and Q8_0: a block is one 32-value unit -----------------------------
+// Q4_0: value l is nibble l / 16 of qs[l % 16], minus 8; Q8_0: qs[l].
 template <TensorType T>
 struct Legacy {
   static constexpr int kUnits = 1;     // 32-value units per block
-  static constexpr int kAhead = 4;     // blocks loaded before any is used
-  static constexpr int kPrefetch = 0;  // L2 prefetch distance, in steps of kAhead blocks
+  static constexpr int kAhead = 4;     // blocks a step (loaded before any is used)
+  static constexpr int kPrefetch = 0;  // L2 prefetch distance, in steps
+  static constexpr bool kSums = false;
   static constexpr int kBytes = T == TensorType::Q4_0 ? 18 : 34;
   struct Row {
     uint32_t lo, hi;
@@ -102,25 +133,27 @@ struct Legacy {
   __device__ static void load(const uint8_t* row, int64_t b, int tig, Row& r) {
     const uint8_t* blk = row + b * kBytes;
     if constexpr (T == TensorType::Q4_0) {
-      const uint32_t w = u32_2aligned(blk + 2 + 4 * tig);
-      r.lo = __vsub4(w & 0x0f0f0f0fu, 0x08080808u);
-      r.hi = __vsub4((w >> 4) & 0x0f0f0f0fu, 0x08080808u);
+      const uint8_t* q = blk + 2 + 8 * (tig & 1);
+      const int sh = 4 * (tig >> 1);
+      r.lo = __vsub4((u32_2aligned(q) >> sh) & 0x0f0f0f0fu, 0x08080808u);
+      r.hi = __vsub4((u32_2aligned(q + 4) >> sh) & 0x0f0f0f0fu, 0x08080808u);
     } else {
-      r.lo = u32_2aligned(blk + 2 + 4 * tig);
-      r.hi = u32_2aligned(blk + 18 + 4 * tig);
+      r.lo = u32_2aligned(blk + 2 + 8 * tig);
+      r.hi = u32_2aligned(blk + 6 + 8 * tig);
     }
     r.d = half_at(blk);
   }
-  template <int NJ>
-  __device__ static void add(const Row& r0, const Row& r1, int64_t b, const Tokens<NJ>& t, int tig,
-                             float (&acc)[NJ][4]) {
+  // Block b, unit k of the step's scales.
+  template <int NJ, class Sc>
+  __device__ static void add(const Row& r0, const Row& r1, int64_t b, int k, const Tokens<NJ>& t,
+                             const Sc& sc, int tig, float (&acc)[NJ][4]) {
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
       uint32_t b0, b1;
       t.b(j, b, tig, b0, b1);
       int c[4];
       mma_k32(c, r0.lo, r1.lo, r0.hi, r1.hi, b0, b1);
-      const float dx0 = t.d(j, 0, b), dx1 = t.d(j, 1, b);
+      const float dx0 = sc.dx(j, k, tig, 0), dx1 = sc.dx(j, k, tig, 1);
       acc[j][0] = __fadd_rn(acc[j][0], __fmul_rn(__fmul_rn(r0.d, dx0), __int2float_rn(c[0])));
       acc[j][1] = __fadd_rn(acc[j][1], __fmul_rn(__fmul_rn(r0.d, dx1), __int2float_rn(c[1])));
       acc[j][2] = __fadd_rn(acc[j][2], __fmul_rn(__fmul_rn(r1.d, dx0), __int2float_rn(c[2])));
@@ -137,26 +170,27 @@ struct KQuant4 {
   static constexpr int kUnits = 8;
   static constexpr int kAhead = 1;
   static constexpr int kPrefetch = 2;
+  static constexpr bool kSums = true;
   static constexpr int kBytes = kFifth ? 176 : 144;
   static constexpr int kQs = kFifth ? 48 : 16;
   struct Row {
     uint4 head;        // d, dmin (f16 pair), then the 12 scale bytes
-    uint32_t q[4][2];  // chunk c (sub-blocks 2c, 2c + 1): lo and hi words
-    uint32_t qh[2];    // Q5_K's fifth bits, bytes 4 tig .. and 16 + 4 tig ..
+    uint32_t q[4][2];  // chunk c (sub-blocks 2c, 2c + 1): bytes 8 tig .. + 3, + 4 .. + 7
+    uint32_t qh[2];    // Q5_K's fifth bits, bytes 8 tig .. + 7
   };
   __device__ static void load(const uint8_t* row, int64_t b, int tig, Row& r) {
     const uint8_t* blk = row + b * kBytes;
     r.head = __ldg(reinterpret_cast<const uint4*>(blk));
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      const auto* w = reinterpret_cast<const uint32_t*>(blk + kQs + 32 * c);
-      r.q[c][0] = __ldg(w + tig);
-      r.q[c][1] = __ldg(w + 4 + tig);
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(blk + kQs + 32 * c + 8 * tig));
+      r.q[c][0] = v.x;
+      r.q[c][1] = v.y;
     }
     if constexpr (kFifth) {
-      const auto* w = reinterpret_cast<const uint32_t*>(blk + 16);
-      r.qh[0] = __ldg(w + tig);
-      r.qh[1] = __ldg(w + 4 + tig);
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(blk + 16 + 8 * tig));
+      r.qh[0] = v.x;
+      r.qh[1] = v.y;
     } else {
       r.qh[0] = r.qh[1] = 0u;
     }
@@ -177,9 +211,9 @@ struct KQuant4 {
     if constexpr (kFifth) v |= ((r.qh[half] >> j) & 0x01010101u) << 4;
     return v;
   }
-  template <int NJ>
-  __device__ static void add(const Row& r0, const Row& r1, int64_t b, const Tokens<NJ>& t, int tig,
-                             float (&acc)[NJ][4]) {
+  template <int NJ, class Sc>
+  __device__ static void add(const Row& r0, const Row& r1, int64_t b, int k0, const Tokens<NJ>& t,
+                             const Sc& sc_x, int tig, float (&acc)[NJ][4]) {
     const __half2 dm0 = *reinterpret_cast<const __half2*>(&r0.head.x);
     const __half2 dm1 = *reinterpret_cast<const __half2*>(&r1.head.x);
     const float d[2] = {__low2float(dm0), __low2float(dm1)};
@@ -203,8 +237,8 @@ struct KQuant4 {
         t.b(n, u, tig, b0, b1);
         int c[4];
         mma_k32(c, a0, a1, a2, a3, b0, b1);
-        const float dx[2] = {t.d(n, 0, u), t.d(n, 1, u)};
-        const float sx[2] = {__int2float_rn(t.sum(n, 0, u)), __int2float_rn(t.sum(n, 1, u))};
+        const float dx[2] = {sc_x.dx(n, k0 + j, tig, 0), sc_x.dx(n, k0 + j, tig, 1)};
+        const float sx[2] = {sc_x.sx(n, k0 + j, tig, 0), sc_x.sx(n, k0 + j, tig, 1)};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int r = i >> 1, col = i & 1;
@@ -220,15 +254,16 @@ struct KQuant4 {
 // --- Q6_K: a block is half a super-block (128 values, 4 units) ---------------
 // Half h of super-block s, unit t (values 128 h + 32 t + l): low nibble
 // t / 2 of ql[64 h + 32 (t % 2) + l], high bits 2 t of qh[32 h + l]; the
-// unit's two sub-blocks (l < 16, l >= 16) have scales[8 h + 2 t] and
-// scales[8 h + 2 t + 1]; d is the super-block's.
+// unit's two sub-blocks (l < 16: lanes tig 0, 1; l >= 16: lanes 2, 3) have
+// scales[8 h + 2 t] and scales[8 h + 2 t + 1]; d is the super-block's.
 struct Q6K {
   static constexpr int kUnits = 4;
   static constexpr int kAhead = 1;
   static constexpr int kPrefetch = 2;
+  static constexpr bool kSums = false;
   static constexpr int kBytes = 105;  // a half's share of the row (prefetch distance only)
   struct Row {
-    uint32_t ql[2][2];  // region t % 2: lo and hi words
+    uint32_t ql[2][2];  // region t % 2: bytes 8 tig .. + 3, + 4 .. + 7
     uint32_t qh[2];
     uint32_t sc[2];  // the half's 8 scale bytes
     float d;
@@ -238,11 +273,11 @@ struct Q6K {
     const int h = static_cast<int>(b & 1);
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
-      r.ql[p][0] = u32_2aligned(sb + 64 * h + 32 * p + 4 * tig);
-      r.ql[p][1] = u32_2aligned(sb + 64 * h + 32 * p + 16 + 4 * tig);
+      r.ql[p][0] = u32_2aligned(sb + 64 * h + 32 * p + 8 * tig);
+      r.ql[p][1] = u32_2aligned(sb + 64 * h + 32 * p + 8 * tig + 4);
     }
-    r.qh[0] = u32_2aligned(sb + 128 + 32 * h + 4 * tig);
-    r.qh[1] = u32_2aligned(sb + 128 + 32 * h + 16 + 4 * tig);
+    r.qh[0] = u32_2aligned(sb + 128 + 32 * h + 8 * tig);
+    r.qh[1] = u32_2aligned(sb + 128 + 32 * h + 8 * tig + 4);
     r.sc[0] = u32_2aligned(sb + 192 + 8 * h);
     r.sc[1] = u32_2aligned(sb + 196 + 8 * h);
     r.d = half_at(sb + 208);
@@ -255,29 +290,36 @@ struct Q6K {
   __device__ static int scale(const Row& r, int idx) {  // signed scale byte idx (0..7)
     return static_cast<int>(static_cast<int8_t>((r.sc[idx / 4] >> (8 * (idx % 4))) & 0xffu));
   }
-  template <int NJ>
-  __device__ static void add(const Row& r0, const Row& r1, int64_t b, const Tokens<NJ>& t, int tig,
-                             float (&acc)[NJ][4]) {
+  template <int NJ, class Sc>
+  __device__ static void add(const Row& r0, const Row& r1, int64_t b, int k0, const Tokens<NJ>& t,
+                             const Sc& sc_x, int tig, float (&acc)[NJ][4]) {
+    const bool first = tig < 2;  // this lane's values are in the unit's first sub-block
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
-      const int sc_lo[2] = {scale(r0, 2 * k), scale(r1, 2 * k)};
-      const int sc_hi[2] = {scale(r0, 2 * k + 1), scale(r1, 2 * k + 1)};
+      const int sc_a[2] = {scale(r0, 2 * k), scale(r1, 2 * k)};
+      const int sc_b[2] = {scale(r0, 2 * k + 1), scale(r1, 2 * k + 1)};
       const float d[2] = {r0.d, r1.d};
-      const uint32_t a_lo0 = unit_word(r0, k, 0), a_lo1 = unit_word(r1, k, 0);
-      const uint32_t a_hi0 = unit_word(r0, k, 1), a_hi1 = unit_word(r1, k, 1);
+      const uint32_t w[4] = {unit_word(r0, k, 0), unit_word(r1, k, 0), unit_word(r0, k, 1),
+                             unit_word(r1, k, 1)};
+      uint32_t wa[4], wb[4];  // the A words of the first and the second sub-block's mma
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        wa[i] = first ? w[i] : 0u;
+        wb[i] = first ? 0u : w[i];
+      }
       const int64_t u = b * kUnits + k;
 #pragma unroll
       for (int n = 0; n < NJ; ++n) {
         uint32_t b0, b1;
         t.b(n, u, tig, b0, b1);
-        int lo[4], hi[4];
-        mma_k16(lo, a_lo0, a_lo1, b0);
-        mma_k16(hi, a_hi0, a_hi1, b1);
-        const float dx[2] = {t.d(n, 0, u), t.d(n, 1, u)};
+        int ca[4], cb[4];
+        mma_k32(ca, wa[0], wa[1], wa[2], wa[3], b0, b1);
+        mma_k32(cb, wb[0], wb[1], wb[2], wb[3], b0, b1);
+        const float dx[2] = {sc_x.dx(n, k0 + k, tig, 0), sc_x.dx(n, k0 + k, tig, 1)};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int r = i >> 1;
-          const int s = sc_lo[r] * lo[i] + sc_hi[r] * hi[i];
+          const int s = sc_a[r] * ca[i] + sc_b[r] * cb[i];
           acc[n][i] =
               __fadd_rn(acc[n][i], __fmul_rn(dx[i & 1], __fmul_rn(d[r], __int2float_rn(s))));
         }
