@@ -108,18 +108,35 @@ std::vector<float> rms_normalized(const std::vector<float>& x, const std::vector
   return y;
 }
 
+// The types the int8 paths take, and whether one of them cannot have rows
+// of in values (K-quants: whole super-blocks).
+const TensorType kQ8Types[] = {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K,
+                               TensorType::Q5_K, TensorType::Q6_K};
+bool rows_unfit(TensorType type, int64_t in) {
+  return in % quant::type_traits(type).block_size != 0;
+}
+
+// The worst of a set of outputs (the bias and residual `base` added), as
+// fractions of the emulation's tolerance and of the rounding bound.
+struct Worst {
+  double emu = 0, bound = 0;
+  void add(double got, double base, const Expect& e) {
+    emu = std::max(
+        emu, std::fabs(got - base - e.emulated) / (1e-5 * e.scale + 1e-6 + 1e-7 * std::fabs(base)));
+    bound = std::max(bound, std::fabs(got - base - e.exact) / e.bound);
+  }
+};
+
 TEST(cuda_GemvQ8, MatMulAndResidualMatchEmulationAndBound) {
   MINFER_SKIP_WITHOUT_CUDA();
   GemvF32Off q8_on;
   struct Shape {
     int64_t in, out;
   };
-  for (TensorType type :
-       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
-    const bool k_quant = quant::type_traits(type).block_size == 256;
+  for (TensorType type : kQ8Types) {
     for (const Shape& sh : {Shape{896, 160}, Shape{3584, 4200}, Shape{1024, 16500},
                             Shape{3584, 8195}, Shape{18944, 64}, Shape{256, 5}, Shape{4864, 33}}) {
-      if (k_quant && sh.in % 256 != 0) continue;
+      if (rows_unfit(type, sh.in)) continue;
       model::Weights weights;
       add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 41));
       add_weight(weights, "b", TensorType::F32, 1, sh.out, random_floats(sh.out, 42));
@@ -141,20 +158,15 @@ TEST(cuda_GemvQ8, MatMulAndResidualMatchEmulationAndBound) {
         auto got = residual ? run_node(**gpu, n, {bytes_of(x), bytes_of(res)})
                             : run_node(**gpu, n, {bytes_of(x)});
         ASSERT_TRUE(got.is_ok()) << got.message();
-        double worst_emu = 0, worst_bound = 0;  // as fractions of their tolerance
+        Worst worst;
         for (int64_t r = 0; r < sh.out; ++r) {
-          const Expect e = expect_row(w, sh.in, r, x, q);
-          const double base = bias[r] + (residual ? res[r] : 0.0);
-          const double g = (*got)[r];
-          worst_emu = std::max(worst_emu, std::fabs(g - base - e.emulated) /
-                                              (1e-5 * e.scale + 1e-6 + 1e-7 * std::fabs(base)));
-          worst_bound = std::max(worst_bound, std::fabs(g - base - e.exact) / e.bound);
+          worst.add((*got)[r], bias[r] + (residual ? res[r] : 0.0), expect_row(w, sh.in, r, x, q));
         }
         std::printf("  q8 %-5s in %5lld out %5lld residual %d: emulation %.2f, bound %.2f\n",
                     std::string(quant::type_name(type)).c_str(), static_cast<long long>(sh.in),
-                    static_cast<long long>(sh.out), int(residual), worst_emu, worst_bound);
-        EXPECT_LE(worst_emu, 1.0) << quant::type_name(type) << " in " << sh.in;
-        EXPECT_LE(worst_bound, 1.0) << quant::type_name(type) << " in " << sh.in;
+                    static_cast<long long>(sh.out), int(residual), worst.emu, worst.bound);
+        EXPECT_LE(worst.emu, 1.0) << quant::type_name(type) << " in " << sh.in;
+        EXPECT_LE(worst.bound, 1.0) << quant::type_name(type) << " in " << sh.in;
       }
     }
   }
@@ -166,10 +178,9 @@ TEST(cuda_GemvQ8, FusedFfnWithInputNormWithinTheRoundingBound) {
   struct Shape {
     int64_t in, n_ff;
   };
-  for (TensorType type :
-       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+  for (TensorType type : kQ8Types) {
     for (const Shape& sh : {Shape{896, 4864}, Shape{1024, 301}}) {
-      if (quant::type_traits(type).block_size == 256 && sh.in % 256 != 0) continue;
+      if (rows_unfit(type, sh.in)) continue;
       model::Weights weights;
       add_weight(weights, "gate", type, sh.n_ff, sh.in, random_floats(sh.in * sh.n_ff, 51));
       add_weight(weights, "up", type, sh.n_ff, sh.in, random_floats(sh.in * sh.n_ff, 52));
@@ -345,11 +356,9 @@ TEST(cuda_GemvQ8, TensorCoreBatchesMatchEmulationAndBound) {
   struct Shape {
     int64_t in, out;
   };
-  for (TensorType type :
-       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
-    const bool k_quant = quant::type_traits(type).block_size == 256;
+  for (TensorType type : kQ8Types) {
     for (const Shape& sh : {Shape{256, 37}, Shape{3584, 40}, Shape{1024, 4200}, Shape{18944, 96}}) {
-      if (k_quant && sh.in % 256 != 0) continue;
+      if (rows_unfit(type, sh.in)) continue;
       model::Weights weights;
       add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 81));
       add_weight(weights, "b", TensorType::F32, 1, sh.out, random_floats(sh.out, 82));
@@ -369,25 +378,21 @@ TEST(cuda_GemvQ8, TensorCoreBatchesMatchEmulationAndBound) {
         ASSERT_TRUE((*gpu)->supports_op(n));
         auto got = run_node(**gpu, n, {bytes_of(x), bytes_of(res)});
         ASSERT_TRUE(got.is_ok()) << got.message();
-        double worst_emu = 0, worst_bound = 0;
+        Worst worst;
         for (int64_t t = 0; t < n_tokens; ++t) {
           const std::vector<float> xt(x.begin() + t * sh.in, x.begin() + (t + 1) * sh.in);
           const Quantized q = quantize_like_gpu(xt);
           for (int64_t r = 0; r < sh.out; ++r) {
-            const Expect e = expect_row(w, sh.in, r, xt, q);
-            const double base = bias[r] + double(res[t * sh.out + r]);
-            const double g = (*got)[t * sh.out + r];
-            worst_emu = std::max(worst_emu, std::fabs(g - base - e.emulated) /
-                                                (1e-5 * e.scale + 1e-6 + 1e-7 * std::fabs(base)));
-            worst_bound = std::max(worst_bound, std::fabs(g - base - e.exact) / e.bound);
+            worst.add((*got)[t * sh.out + r], bias[r] + double(res[t * sh.out + r]),
+                      expect_row(w, sh.in, r, xt, q));
           }
         }
         std::printf("  mmq %-5s in %5lld out %5lld tokens %3lld: emulation %.2f, bound %.2f\n",
                     std::string(quant::type_name(type)).c_str(), static_cast<long long>(sh.in),
-                    static_cast<long long>(sh.out), static_cast<long long>(n_tokens), worst_emu,
-                    worst_bound);
-        EXPECT_LE(worst_emu, 1.0) << quant::type_name(type) << " in " << sh.in;
-        EXPECT_LE(worst_bound, 1.0) << quant::type_name(type) << " in " << sh.in;
+                    static_cast<long long>(sh.out), static_cast<long long>(n_tokens), worst.emu,
+                    worst.bound);
+        EXPECT_LE(worst.emu, 1.0) << quant::type_name(type) << " in " << sh.in;
+        EXPECT_LE(worst.bound, 1.0) << quant::type_name(type) << " in " << sh.in;
       }
     }
   }
@@ -405,12 +410,10 @@ TEST(cuda_GemvQ8, TokensAreBatchInvariant) {
   struct Shape {
     int64_t in, out;
   };
-  for (TensorType type :
-       {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
-    const bool k_quant = quant::type_traits(type).block_size == 256;
+  for (TensorType type : kQ8Types) {
     for (const Shape& sh :
          {Shape{896, 160}, Shape{1024, 16500}, Shape{4864, 96}, Shape{18944, 40}}) {
-      if (k_quant && sh.in % 256 != 0) continue;
+      if (rows_unfit(type, sh.in)) continue;
       model::Weights weights;
       add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 71));
       add_weight(weights, "gate", type, sh.out, sh.in, random_floats(sh.in * sh.out, 72));
