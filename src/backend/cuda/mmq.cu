@@ -57,10 +57,10 @@ struct MmqArgs {
 };
 
 // At most 80 registers for Q4_0 / Q8_0: three blocks (24 warps) per SM
-// instead of two at the 101 the compiler would take for NJ = 2 (a few bytes
-// spill); these kernels wait on load latency, so resident warps are what
-// makes them fast. The K-quants hold a whole block per row (up to 15
-// registers each) and get two blocks per SM.
+// instead of two at the 101 the compiler would take for NJ = 2 (nvcc 13:
+// no spills since the activations come as one 8-byte word a unit); these
+// kernels wait on load latency, so resident warps are what makes them fast. The K-quants hold a
+// whole block per row (up to 15 registers each) and get two blocks per SM.
 template <quant::TensorType T>
 constexpr int kMinBlocks = FormatOf<T>::F::kUnits == 1 ? 3 : 2;
 
