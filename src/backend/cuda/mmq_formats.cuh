@@ -21,15 +21,19 @@
 // shuffles (StepScales).
 //
 // Scaling, per unit u and (row, token) in f32 with every rounding explicit
-// (__fmul_rn / __fadd_rn / __fsub_rn: no contraction into FMAs), so that a
-// token's result depends on nothing but its own activation:
-//   Q4_0 / Q8_0: acc += (d_w * d_x) * s
-//   Q4_K / Q5_K: acc += d_x * ((d * sc) * s - (dmin * m) * sum_x)   (q unsigned)
-//   Q6_K:        acc += d_x * (d * (sc_a * s_a + sc_b * s_b))   (q - 32 signed)
+// (__fmul_rn / __fmaf_rn / ...: nothing left for the compiler to contract
+// differently in one instantiation than in another), so that a token's
+// result depends on nothing but its own activation:
+//   Q4_0 / Q8_0: acc = fma(d_w * d_x, s, acc)
+//   Q4_K / Q5_K: acc = fma(d_x, fma(d * sc, s, -((dmin * m) * sum_x)), acc)   (q unsigned)
+//   Q6_K:        acc = fma(d_x, fma(d * sc_a, s_a, (d * sc_b) * s_b), acc)   (q - 32 signed)
 // where s is the mma's exact integer sum and sum_x the activation block's
-// integer sum (launch_quantize_q8 stores it beside d_x). Each format reads
-// its blocks' bytes once per warp and tile; the loads of a block are all
-// issued before its products.
+// integer sum (launch_quantize_q8 stores it beside d_x). Integers become
+// floats by exact bit arithmetic (exact_float, small_float), never by the
+// conversion instruction: it issues at 16 lanes a clock per SM on the
+// H200, an eighth of an FMA's rate, and was the kernel's busiest pipe.
+// Each format reads its blocks' bytes once per warp and tile; the loads of
+// a block are all issued before its products.
 //
 // Alignment: Q4_K and Q5_K rows start 16-byte aligned (super-blocks of 144
 // and 176 bytes: every load here is aligned to its width); Q4_0, Q8_0 and
@@ -49,6 +53,27 @@ using quant::TensorType;
 __device__ __forceinline__ uint32_t u32_2aligned(const uint8_t* p) {
   const auto* h = reinterpret_cast<const uint16_t*>(p);
   return static_cast<uint32_t>(__ldg(h)) | (static_cast<uint32_t>(__ldg(h + 1)) << 16);
+}
+
+// v as a float, exactly, for |v| < 2^22 (every mma sum and activation sum
+// here: at most 32 * 127 * 127): v added to the bits of 1.5 * 2^23, whose
+// float spacing is 1, then 1.5 * 2^23 taken off.
+__device__ __forceinline__ float exact_float(int v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23 = 0x4B400000
+  return __fsub_rn(__int_as_float(0x4B400000 + v), kMagic);
+}
+
+// Byte i (0..3) of w, an unsigned value below 2^8, as a float: the byte
+// placed under the exponent of 2^23, then 2^23 taken off.
+__device__ __forceinline__ float small_float(uint32_t w, int i) {
+  return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650u + i)), 8388608.0f);
+}
+
+// x - 8 in each byte for bytes 0..15 (Q4_0), x - 32 for bytes 0..63 (Q6_K):
+// the bias added without carries, then the top bit flipped (two's complement).
+__device__ __forceinline__ uint32_t minus8(uint32_t x) { return (x + 0x78787878u) ^ 0x80808080u; }
+__device__ __forceinline__ uint32_t minus32(uint32_t x) {
+  return (x + 0x60606060u) ^ 0x80808080u;
 }
 
 __device__ __forceinline__ float half_at(const uint8_t* p) {
@@ -102,7 +127,7 @@ struct StepScales {
       for (int q = 0; q < kQuads; ++q) {
         const int64_t u = u0 + 4 * q + tig < t.last_unit ? u0 + 4 * q + tig : t.last_unit;
         d[j][q] = __ldg(t.d[j] + u);
-        s[j][q] = kSums ? __int2float_rn(__ldg(t.sum[j] + u)) : 0.0f;
+        s[j][q] = kSums ? exact_float(__ldg(t.sum[j] + u)) : 0.0f;
       }
     }
   }
@@ -135,8 +160,8 @@ struct Legacy {
     if constexpr (T == TensorType::Q4_0) {
       const uint8_t* q = blk + 2 + 8 * (tig & 1);
       const int sh = 4 * (tig >> 1);
-      r.lo = __vsub4((u32_2aligned(q) >> sh) & 0x0f0f0f0fu, 0x08080808u);
-      r.hi = __vsub4((u32_2aligned(q + 4) >> sh) & 0x0f0f0f0fu, 0x08080808u);
+      r.lo = minus8((u32_2aligned(q) >> sh) & 0x0f0f0f0fu);
+      r.hi = minus8((u32_2aligned(q + 4) >> sh) & 0x0f0f0f0fu);
     } else {
       r.lo = u32_2aligned(blk + 2 + 8 * tig);
       r.hi = u32_2aligned(blk + 6 + 8 * tig);
@@ -154,10 +179,10 @@ struct Legacy {
       int c[4];
       mma_k32(c, r0.lo, r1.lo, r0.hi, r1.hi, b0, b1);
       const float dx0 = sc.dx(j, k, tig, 0), dx1 = sc.dx(j, k, tig, 1);
-      acc[j][0] = __fadd_rn(acc[j][0], __fmul_rn(__fmul_rn(r0.d, dx0), __int2float_rn(c[0])));
-      acc[j][1] = __fadd_rn(acc[j][1], __fmul_rn(__fmul_rn(r0.d, dx1), __int2float_rn(c[1])));
-      acc[j][2] = __fadd_rn(acc[j][2], __fmul_rn(__fmul_rn(r1.d, dx0), __int2float_rn(c[2])));
-      acc[j][3] = __fadd_rn(acc[j][3], __fmul_rn(__fmul_rn(r1.d, dx1), __int2float_rn(c[3])));
+      acc[j][0] = __fmaf_rn(__fmul_rn(r0.d, dx0), exact_float(c[0]), acc[j][0]);
+      acc[j][1] = __fmaf_rn(__fmul_rn(r0.d, dx1), exact_float(c[1]), acc[j][1]);
+      acc[j][2] = __fmaf_rn(__fmul_rn(r1.d, dx0), exact_float(c[2]), acc[j][2]);
+      acc[j][3] = __fmaf_rn(__fmul_rn(r1.d, dx1), exact_float(c[3]), acc[j][3]);
     }
   }
 };
@@ -195,17 +220,17 @@ struct KQuant4 {
       r.qh[0] = r.qh[1] = 0u;
     }
   }
-  // Sub-block j's 6-bit scale and minimum (the 12 bytes: y = 0-3, z = 4-7, w = 8-11).
-  __device__ static void scale_min(const uint4& h, int j, int& sc, int& m) {
-    if (j < 4) {
-      sc = static_cast<int>((h.y >> (8 * j)) & 63u);
-      m = static_cast<int>((h.z >> (8 * j)) & 63u);
-    } else {
-      const int s = 8 * (j - 4);
-      sc = static_cast<int>(((h.w >> s) & 0x0fu) | (((h.y >> (s + 6)) & 3u) << 4));
-      m = static_cast<int>(((h.w >> (s + 4)) & 0x0fu) | (((h.z >> (s + 6)) & 3u) << 4));
+  // The 6-bit scales and minima of the sub-blocks, byte j % 4 of word j / 4
+  // (the 12 header bytes: y = 0-3, z = 4-7, w = 8-11).
+  struct Scales {
+    uint32_t sc[2], m[2];
+    __device__ explicit Scales(const uint4& h) {
+      sc[0] = h.y & 0x3f3f3f3fu;
+      m[0] = h.z & 0x3f3f3f3fu;
+      sc[1] = (h.w & 0x0f0f0f0fu) | ((h.y >> 2) & 0x30303030u);
+      m[1] = ((h.w >> 4) & 0x0f0f0f0fu) | ((h.z >> 2) & 0x30303030u);
     }
-  }
+  };
   __device__ static uint32_t unit_word(const Row& r, int j, int half) {
     uint32_t v = (r.q[j / 2][half] >> (4 * (j % 2))) & 0x0f0f0f0fu;
     if constexpr (kFifth) v |= ((r.qh[half] >> j) & 0x01010101u) << 4;
@@ -218,16 +243,14 @@ struct KQuant4 {
     const __half2 dm1 = *reinterpret_cast<const __half2*>(&r1.head.x);
     const float d[2] = {__low2float(dm0), __low2float(dm1)};
     const float dmin[2] = {__high2float(dm0), __high2float(dm1)};
+    const Scales s0(r0.head), s1(r1.head);
 #pragma unroll
     for (int j = 0; j < kUnits; ++j) {
-      int sc[2], m[2];
-      scale_min(r0.head, j, sc[0], m[0]);
-      scale_min(r1.head, j, sc[1], m[1]);
       // The rows' unit scale d * sc and minimum dmin * m, shared by every token.
-      const float dsc[2] = {__fmul_rn(d[0], __int2float_rn(sc[0])),
-                            __fmul_rn(d[1], __int2float_rn(sc[1]))};
-      const float dm[2] = {__fmul_rn(dmin[0], __int2float_rn(m[0])),
-                           __fmul_rn(dmin[1], __int2float_rn(m[1]))};
+      const float dsc[2] = {__fmul_rn(d[0], small_float(s0.sc[j / 4], j % 4)),
+                            __fmul_rn(d[1], small_float(s1.sc[j / 4], j % 4))};
+      const float dm[2] = {__fmul_rn(dmin[0], small_float(s0.m[j / 4], j % 4)),
+                           __fmul_rn(dmin[1], small_float(s1.m[j / 4], j % 4))};
       const uint32_t a0 = unit_word(r0, j, 0), a1 = unit_word(r1, j, 0);
       const uint32_t a2 = unit_word(r0, j, 1), a3 = unit_word(r1, j, 1);
       const int64_t u = b * kUnits + j;
@@ -242,9 +265,8 @@ struct KQuant4 {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int r = i >> 1, col = i & 1;
-          const float v =
-              __fsub_rn(__fmul_rn(dsc[r], __int2float_rn(c[i])), __fmul_rn(dm[r], sx[col]));
-          acc[n][i] = __fadd_rn(acc[n][i], __fmul_rn(dx[col], v));
+          const float v = __fmaf_rn(dsc[r], exact_float(c[i]), -__fmul_rn(dm[r], sx[col]));
+          acc[n][i] = __fmaf_rn(dx[col], v, acc[n][i]);
         }
       }
     }
@@ -265,7 +287,7 @@ struct Q6K {
   struct Row {
     uint32_t ql[2][2];  // region t % 2: bytes 8 tig .. + 3, + 4 .. + 7
     uint32_t qh[2];
-    uint32_t sc[2];  // the half's 8 scale bytes
+    uint32_t sc[2];  // the half's 8 scale bytes, top bits flipped (x + 128: unsigned)
     float d;
   };
   __device__ static void load(const uint8_t* row, int64_t b, int tig, Row& r) {
@@ -278,17 +300,21 @@ struct Q6K {
     }
     r.qh[0] = u32_2aligned(sb + 128 + 32 * h + 8 * tig);
     r.qh[1] = u32_2aligned(sb + 128 + 32 * h + 8 * tig + 4);
-    r.sc[0] = u32_2aligned(sb + 192 + 8 * h);
-    r.sc[1] = u32_2aligned(sb + 196 + 8 * h);
+    r.sc[0] = u32_2aligned(sb + 192 + 8 * h) ^ 0x80808080u;
+    r.sc[1] = u32_2aligned(sb + 196 + 8 * h) ^ 0x80808080u;
     r.d = half_at(sb + 208);
   }
   __device__ static uint32_t unit_word(const Row& r, int t, int half) {
     const uint32_t v = ((r.ql[t % 2][half] >> (4 * (t / 2))) & 0x0f0f0f0fu) |
                        (((r.qh[half] >> (2 * t)) & 0x03030303u) << 4);
-    return __vsub4(v, 0x20202020u);
+    return minus32(v);
   }
-  __device__ static int scale(const Row& r, int idx) {  // signed scale byte idx (0..7)
-    return static_cast<int>(static_cast<int8_t>((r.sc[idx / 4] >> (8 * (idx % 4))) & 0xffu));
+  // d times the signed scale byte idx (0..7): exact (11 by 8 bits).
+  __device__ static float scaled(const Row& r, int idx) {
+    const float sc = __fsub_rn(
+        __uint_as_float(__byte_perm(r.sc[idx / 4], 0x4B000000u, 0x7650u + idx % 4)),
+        8388736.0f);  // 2^23 + 128
+    return __fmul_rn(r.d, sc);
   }
   template <int NJ, class Sc>
   __device__ static void add(const Row& r0, const Row& r1, int64_t b, int k0, const Tokens<NJ>& t,
@@ -296,9 +322,8 @@ struct Q6K {
     const bool first = tig < 2;  // this lane's values are in the unit's first sub-block
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
-      const int sc_a[2] = {scale(r0, 2 * k), scale(r1, 2 * k)};
-      const int sc_b[2] = {scale(r0, 2 * k + 1), scale(r1, 2 * k + 1)};
-      const float d[2] = {r0.d, r1.d};
+      const float dsa[2] = {scaled(r0, 2 * k), scaled(r1, 2 * k)};
+      const float dsb[2] = {scaled(r0, 2 * k + 1), scaled(r1, 2 * k + 1)};
       const uint32_t w[4] = {unit_word(r0, k, 0), unit_word(r1, k, 0), unit_word(r0, k, 1),
                              unit_word(r1, k, 1)};
       uint32_t wa[4], wb[4];  // the A words of the first and the second sub-block's mma
@@ -319,9 +344,9 @@ struct Q6K {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int r = i >> 1;
-          const int s = sc_a[r] * ca[i] + sc_b[r] * cb[i];
-          acc[n][i] =
-              __fadd_rn(acc[n][i], __fmul_rn(dx[i & 1], __fmul_rn(d[r], __int2float_rn(s))));
+          const float v =
+              __fmaf_rn(dsa[r], exact_float(ca[i]), __fmul_rn(dsb[r], exact_float(cb[i])));
+          acc[n][i] = __fmaf_rn(dx[i & 1], v, acc[n][i]);
         }
       }
     }
