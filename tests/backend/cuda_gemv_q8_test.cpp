@@ -403,7 +403,9 @@ TEST(cuda_GemvQ8, TensorCoreBatchesMatchEmulationAndBound) {
 // emulation bound of the one-token test, on every token's rows). Batch sizes
 // cross every tokens-per-block choice (1, 2, 4, 8, partial groups) and the
 // tensor-core size (130), and the shapes cross the rows-per-warp choice
-// (16500 rows) and the shared-memory caps (in 4864 and 18944).
+// (16500 rows), the shared-memory caps (in 4864 and 18944) and, for Q4_K /
+// Q5_K, the one-token kernel of mmq_one.cuh (36000 rows: one slice on the
+// H200, so one token takes that kernel and every batch the tensor cores).
 TEST(cuda_GemvQ8, TokensAreBatchInvariant) {
   MINFER_SKIP_WITHOUT_CUDA();
   GemvF32Off q8_on;
@@ -411,8 +413,8 @@ TEST(cuda_GemvQ8, TokensAreBatchInvariant) {
     int64_t in, out;
   };
   for (TensorType type : kQ8Types) {
-    for (const Shape& sh :
-         {Shape{896, 160}, Shape{1024, 16500}, Shape{4864, 96}, Shape{18944, 40}}) {
+    for (const Shape& sh : {Shape{896, 160}, Shape{1024, 16500}, Shape{1024, 36000},
+                            Shape{4864, 96}, Shape{18944, 40}}) {
       if (rows_unfit(type, sh.in)) continue;
       model::Weights weights;
       add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 71));
