@@ -24,6 +24,8 @@
 // round by warp shuffles) from the quantized activations, which stay in L1.
 // The slices meet in shared memory; the epilogue adds the bias, then the residual (the unfused
 // order's value). Rows and tokens past the end are clamped for loads and never written.
+// One token of Q4_K / Q5_K in at most two slices takes mmq_one.cuh's kernel
+// instead: the same sums, bit for bit, without the tensor cores.
 #include <cuda_fp16.h>
 
 #include <type_traits>
@@ -59,9 +61,10 @@ struct MmqArgs {
 
 // At most 80 registers for Q4_0 / Q8_0: three blocks (24 warps) per SM
 // instead of two at the 101 the compiler would take for NJ = 2 (nvcc 13:
-// no spills since the activations come as one 8-byte word a unit); these
-// kernels wait on load latency, so resident warps are what makes them fast. The K-quants hold a
-// whole block per row (up to 15 registers each) and get two blocks per SM.
+// Q4_0 at NJ = 2 spills 4 bytes since the exact conversions, which left its
+// 0.5B batched decode unchanged); resident warps are what makes these fast.
+// The K-quants hold a whole block per row (up to 15 registers each) and get
+// two blocks per SM.
 template <quant::TensorType T>
 constexpr int kMinBlocks = FormatOf<T>::F::kUnits == 1 ? 3 : 2;
 
@@ -242,8 +245,8 @@ int64_t block_values(quant::TensorType t) {
 // One token of a K-quant: a lane per (row, slice), the same slices as mmq_kernel.
 cudaError_t launch_one_token(quant::TensorType type, const MmqArgs& m, cudaStream_t stream) {
   using mmq_one::kOneWarps;
-  const mmq_one::OneArgs a{m.w,  m.row_bytes, m.rows, m.n_blocks,   m.xq, m.n_units,
-                           m.slices, m.bias,   m.residual, m.y};
+  const mmq_one::OneArgs a{m.w,       m.row_bytes, m.rows, m.n_blocks, m.xq,
+                           m.n_units, m.slices,    m.bias, m.residual, m.y};
   const int64_t rows_per_block = kOneWarps * (32 / m.slices);
   const auto grid = static_cast<unsigned>((m.rows + rows_per_block - 1) / rows_per_block);
   using quant::TensorType;

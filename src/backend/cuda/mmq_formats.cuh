@@ -71,7 +71,9 @@ __device__ __forceinline__ float small_float(uint32_t w, int i) {
 
 // x - 8 in each byte for bytes 0..15 (Q4_0), x - 32 for bytes 0..63 (Q6_K):
 // the bias added without carries, then the top bit flipped (two's complement).
-__device__ __forceinline__ uint32_t minus8(uint32_t x) { return (x + 0x78787878u) ^ 0x80808080u; }
+__device__ __forceinline__ uint32_t minus8(uint32_t x) {
+  return (x + 0x78787878u) ^ 0x80808080u;
+}
 __device__ __forceinline__ uint32_t minus32(uint32_t x) {
   return (x + 0x60606060u) ^ 0x80808080u;
 }
@@ -309,12 +311,10 @@ struct Q6K {
                        (((r.qh[half] >> (2 * t)) & 0x03030303u) << 4);
     return minus32(v);
   }
-  // d times the signed scale byte idx (0..7): exact (11 by 8 bits).
-  __device__ static float scaled(const Row& r, int idx) {
-    const float sc = __fsub_rn(
-        __uint_as_float(__byte_perm(r.sc[idx / 4], 0x4B000000u, 0x7650u + idx % 4)),
-        8388736.0f);  // 2^23 + 128
-    return __fmul_rn(r.d, sc);
+  // d times the signed scale byte idx (0..7) of sc (top bits flipped): exact (11 by 8 bits).
+  __device__ static float scaled(const uint32_t (&sc)[2], float d, int idx) {
+    const float v = __fsub_rn(small_float(sc[idx / 4], idx % 4), 128.0f);
+    return __fmul_rn(d, v);
   }
   template <int NJ, class Sc>
   __device__ static void add(const Row& r0, const Row& r1, int64_t b, int k0, const Tokens<NJ>& t,
@@ -322,8 +322,8 @@ struct Q6K {
     const bool first = tig < 2;  // this lane's values are in the unit's first sub-block
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
-      const float dsa[2] = {scaled(r0, 2 * k), scaled(r1, 2 * k)};
-      const float dsb[2] = {scaled(r0, 2 * k + 1), scaled(r1, 2 * k + 1)};
+      const float dsa[2] = {scaled(r0.sc, r0.d, 2 * k), scaled(r1.sc, r1.d, 2 * k)};
+      const float dsb[2] = {scaled(r0.sc, r0.d, 2 * k + 1), scaled(r1.sc, r1.d, 2 * k + 1)};
       const uint32_t w[4] = {unit_word(r0, k, 0), unit_word(r1, k, 0), unit_word(r0, k, 1),
                              unit_word(r1, k, 1)};
       uint32_t wa[4], wb[4];  // the A words of the first and the second sub-block's mma

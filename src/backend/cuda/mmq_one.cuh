@@ -27,8 +27,8 @@ namespace minfer::cuda::mmq_one {
 
 using mmq::exact_float;
 using mmq::half_at;
-using mmq::u32_2aligned;
 using mmq::small_float;
+using mmq::u32_2aligned;
 
 struct OneArgs {
   const uint8_t* w;
@@ -118,12 +118,6 @@ struct Q6K {
     k.sc[1] = u32_2aligned(sb + 196 + 8 * h) ^ 0x80808080u;
     k.d = half_at(sb + 208);
   }
-  __device__ static float scaled(const Block& k, int idx) {  // as mmq::Q6K::scaled
-    const float sc = __fsub_rn(
-        __uint_as_float(__byte_perm(k.sc[idx / 4], 0x4B000000u, 0x7650u + idx % 4)),
-        8388736.0f);
-    return __fmul_rn(k.d, sc);
-  }
   __device__ static void add(const OneArgs& a, const Block& k, int64_t b, float& acc) {
 #pragma unroll
     for (int t = 0; t < mmq::Q6K::kUnits; ++t) {
@@ -140,8 +134,8 @@ struct Q6K {
           cb = __dp4a(w, x.q[i], cb);
         }
       }
-      const float v = __fmaf_rn(scaled(k, 2 * t), exact_float(ca),
-                                __fmul_rn(scaled(k, 2 * t + 1), exact_float(cb)));
+      const float v = __fmaf_rn(mmq::Q6K::scaled(k.sc, k.d, 2 * t), exact_float(ca),
+                                __fmul_rn(mmq::Q6K::scaled(k.sc, k.d, 2 * t + 1), exact_float(cb)));
       acc = __fmaf_rn(x.d, v, acc);
     }
   }
