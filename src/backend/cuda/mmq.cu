@@ -257,9 +257,6 @@ cudaError_t launch_one_token(quant::TensorType type, const MmqArgs& m, cudaStrea
     case TensorType::Q5_K:
       mmq_one::one_token_kernel<TensorType::Q5_K><<<grid, kOneWarps * 32, 0, stream>>>(a);
       break;
-    case TensorType::Q6_K:
-      mmq_one::one_token_kernel<TensorType::Q6_K><<<grid, kOneWarps * 32, 0, stream>>>(a);
-      break;
     default:
       return cudaErrorInvalidValue;
   }

@@ -1,6 +1,6 @@
 // One token through the tensor-core products' arithmetic, without the
-// tensor cores (mmq.cu, its only includer, launches it for batches of one
-// token of Q4_K, Q5_K and Q6_K).
+// tensor cores (mmq.cu, its only includer, launches it for one token of
+// Q4_K and Q5_K rows cut in at most two slices).
 //
 // The engine's batch invariance asks that a token's outputs be the same bit
 // for bit whatever its batch, so one token must round exactly as mmq_kernel
@@ -13,8 +13,10 @@
 // unit's dot with dp4a and applies the same f32 steps in the same order.
 // The S lanes of a row sit side by side, and the first adds the others'
 // sums in slice order with shuffles. At one token the tensor-core tile
-// leaves 7 of its 8 token columns idle; this kernel issues about a fifth of
-// its instructions for the same rows.
+// leaves 7 of its 8 token columns idle and decodes each unit's scales for
+// that one token; here the decoding is a lane's own work. Its lanes read 32
+// different rows at a time, so it pays only where each lane streams a long
+// run of its row (docs/CUDA.md, "One token without the tensor cores").
 #pragma once
 
 #include <cuda_fp16.h>
@@ -26,9 +28,7 @@
 namespace minfer::cuda::mmq_one {
 
 using mmq::exact_float;
-using mmq::half_at;
 using mmq::small_float;
-using mmq::u32_2aligned;
 
 struct OneArgs {
   const uint8_t* w;
@@ -99,48 +99,6 @@ struct KQuant4 {
   }
 };
 
-// --- Q6_K: a block is half a super-block (2-byte aligned: 16-bit loads) ----
-struct Q6K {
-  struct Block {
-    uint32_t ql[16];  // the half's 64 low-nibble bytes
-    uint32_t qh[8];   // its 32 high-bit bytes
-    uint32_t sc[2];   // its 8 scales, top bits flipped as mmq::Q6K keeps them
-    float d;
-  };
-  __device__ static void load(const uint8_t* row, int64_t b, Block& k) {
-    const uint8_t* sb = row + (b >> 1) * 210;
-    const int h = static_cast<int>(b & 1);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) k.ql[i] = u32_2aligned(sb + 64 * h + 4 * i);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) k.qh[i] = u32_2aligned(sb + 128 + 32 * h + 4 * i);
-    k.sc[0] = u32_2aligned(sb + 192 + 8 * h) ^ 0x80808080u;
-    k.sc[1] = u32_2aligned(sb + 196 + 8 * h) ^ 0x80808080u;
-    k.d = half_at(sb + 208);
-  }
-  __device__ static void add(const OneArgs& a, const Block& k, int64_t b, float& acc) {
-#pragma unroll
-    for (int t = 0; t < mmq::Q6K::kUnits; ++t) {
-      const XUnit x = x_unit(a, b * mmq::Q6K::kUnits + t, false);
-      int ca = 0, cb = 0;  // the unit's two 16-value sub-blocks
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const uint32_t lo = (k.ql[8 * (t % 2) + i] >> (4 * (t / 2))) & 0x0f0f0f0fu;
-        const uint32_t hi = ((k.qh[i] >> (2 * t)) & 0x03030303u) << 4;
-        const int w = static_cast<int>(mmq::minus32(lo | hi));
-        if (i < 4) {
-          ca = __dp4a(w, x.q[i], ca);
-        } else {
-          cb = __dp4a(w, x.q[i], cb);
-        }
-      }
-      const float v = __fmaf_rn(mmq::Q6K::scaled(k.sc, k.d, 2 * t), exact_float(ca),
-                                __fmul_rn(mmq::Q6K::scaled(k.sc, k.d, 2 * t + 1), exact_float(cb)));
-      acc = __fmaf_rn(x.d, v, acc);
-    }
-  }
-};
-
 template <quant::TensorType T>
 struct OneFormatOf;
 template <>
@@ -150,10 +108,6 @@ struct OneFormatOf<quant::TensorType::Q4_K> {
 template <>
 struct OneFormatOf<quant::TensorType::Q5_K> {
   using F = KQuant4<true>;
-};
-template <>
-struct OneFormatOf<quant::TensorType::Q6_K> {
-  using F = Q6K;
 };
 
 constexpr int kOneWarps = 4;  // warps a block
