@@ -112,7 +112,11 @@ void quantize_q8_k(const float* src, void* dst, int64_t nb) {
     if (amax != 0.0f) {
       const float iscale = -127.0f / max;
       for (int e = 0; e < kQK_K; ++e) {
-        b.qs[e] = static_cast<int8_t>(clamp_int(round_half_even(iscale * src[e]), -128, 127));
+        // A subnormal extreme makes iscale infinite and its zeros 0 * inf, a
+        // NaN: -128, what ggml's conversion and clamp yield on x86.
+        const float p = iscale * src[e];
+        b.qs[e] = std::isnan(p) ? int8_t{-128}
+                                : static_cast<int8_t>(clamp_int(round_half_even(p), -128, 127));
       }
       for (int g = 0; g < kQK_K / 16; ++g) {
         int sum = 0;

@@ -105,7 +105,12 @@ int quantize_q8_block(const float* x, uint16_t* d_out, int8_t* qs, float* d_f32)
   int sum = 0;
   for (int e = 0; e < kQK; ++e) {
     const float r = std::round(x[e] * id);  // half away from zero, like C's roundf
-    qs[e] = static_cast<int8_t>(r < -127.0f ? -127 : (r > 127.0f ? 127 : static_cast<int>(r)));
+    // A block of subnormals can make 1 / d overflow: its zeros give 0 * inf,
+    // a NaN, which becomes 0 (what ggml's conversion to int8 yields on x86).
+    qs[e] = std::isnan(r) ? int8_t{0}
+                          : static_cast<int8_t>(r < -127.0f  ? -127
+                                                : r > 127.0f ? 127
+                                                             : static_cast<int>(r));
     sum += qs[e];
   }
   return sum;

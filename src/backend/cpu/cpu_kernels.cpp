@@ -8,6 +8,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/quantize_acts.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/reference.h"
@@ -68,7 +69,7 @@ Status store_cache_row(KvType type, const float* src, uint8_t* dst, int64_t n) {
       return Status::ok();
     }
     case KvType::kQ8_0:
-      return quant::quantize_row(quant::TensorType::Q8_0, src, dst, n);
+      return quantize_activations(quant::TensorType::Q8_0, src, dst, n);
   }
   return Status::internal("unknown KV cache type");
 }

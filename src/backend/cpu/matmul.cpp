@@ -9,6 +9,7 @@
 #include "backend/cpu/matmul_gemm_vnni.h"
 #include "backend/cpu/matmul_gemv_vnni.h"
 #include "backend/cpu/matmul_packed.h"
+#include "backend/cpu/quantize_acts.h"
 
 #include "quant/reference.h"
 
@@ -76,7 +77,7 @@ Status convert_activations(quant::TensorType type, const float* x, int64_t n_tok
       uint8_t* dst = scratch.data() + t * out_bytes;
       const bool ok = vnni_weight != nullptr
                           ? vnni_quantize_x(*vnni_weight, x + t * row_len, row_len, dst)
-                          : quant::quantize_row(type, x + t * row_len, dst, row_len).is_ok();
+                          : quantize_activations(type, x + t * row_len, dst, row_len).is_ok();
       if (!ok) {
         int64_t cur = first_bad.load();
         while (t < cur && !first_bad.compare_exchange_weak(cur, t)) {

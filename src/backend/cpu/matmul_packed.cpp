@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cpu/quantize_acts.h"
 #include "backend/cpu/vec_dot.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
@@ -428,7 +429,7 @@ Status prepare_acts(const PackedWeight& p, bool vnni, const float* x, int64_t n_
   pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       uint8_t* qt = q + static_cast<size_t>(t * nb) * xblock;
-      if (!quant::quantize_row(xt, x + t * p.row_len, qt, p.row_len).is_ok()) {
+      if (!quantize_activations(xt, x + t * p.row_len, qt, p.row_len).is_ok()) {
         note_bad(first_bad, t);
       } else if (want_ktb) {
         prepare_q8_k_row(reinterpret_cast<const BlockQ8_K*>(qt),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/ops.h"
+#include "backend/cpu/quantize_acts.h"
 #include "backend/cpu/vec_dot.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
@@ -194,7 +195,7 @@ bool query_for_k(const HeadJob& job, int64_t d, KvType k_type, const Kernels& k,
     case KvType::kQ8_0:
       q_vec = scratch.q8.data();
       dot = k.kq_dot_q8;
-      return quant::quantize_row(quant::TensorType::Q8_0, job.q, scratch.q8.data(), d).is_ok();
+      return quantize_activations(quant::TensorType::Q8_0, job.q, scratch.q8.data(), d).is_ok();
   }
   return false;
 }
