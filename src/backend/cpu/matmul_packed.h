@@ -63,6 +63,7 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/thread_pool.h"
+#include "base/large_pages.h"
 #include "base/status.h"
 #include "quant/tensor_type.h"
 
@@ -72,8 +73,8 @@ struct PackedWeight {
   quant::TensorType type = quant::TensorType::F32;
   int64_t rows = 0;
   int64_t row_len = 0;
-  size_t group_bytes = 0;     // bytes of one group of 8 rows (all its blocks)
-  std::vector<uint8_t> data;  // (rows + 7) / 8 groups
+  size_t group_bytes = 0;  // bytes of one group of 8 rows (all its blocks)
+  std::vector<uint8_t, LargePageAllocator<uint8_t>> data;  // (rows + 7) / 8 groups, huge pages
 };
 
 bool packable(quant::TensorType type);
