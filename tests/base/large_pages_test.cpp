@@ -46,7 +46,7 @@ TEST(LargePages, ImpossibleSizeThrowsBadAlloc) {
   LargePageAllocator<uint64_t> alloc;
   EXPECT_THROW((void)alloc.allocate(SIZE_MAX / 16), std::bad_alloc);
   EXPECT_THROW((void)alloc.allocate(SIZE_MAX / 4), std::bad_alloc);  // n * 8 overflows
-  EXPECT_THROW((void)allocate_large(SIZE_MAX - 5), std::bad_alloc);   // rounding overflows
+  EXPECT_THROW((void)allocate_large(SIZE_MAX - 5), std::bad_alloc);  // rounding overflows
 }
 
 }  // namespace
