@@ -112,10 +112,11 @@ void quantize_q8_k(const float* src, void* dst, int64_t nb) {
     if (amax != 0.0f) {
       const float iscale = -127.0f / max;
       for (int e = 0; e < kQK_K; ++e) {
-        // A subnormal extreme makes iscale infinite and its zeros 0 * inf, a
-        // NaN: -128, what ggml's conversion and clamp yield on x86.
+        // A subnormal extreme makes iscale infinite: its zeros give 0 * inf, a
+        // NaN, and its other elements +-inf. All become -128, what ggml's
+        // rounding and clamp yield for them (and never an undefined conversion).
         const float p = iscale * src[e];
-        b.qs[e] = std::isnan(p) ? int8_t{-128}
+        b.qs[e] = !std::isfinite(p) ? int8_t{-128}
                                 : static_cast<int8_t>(clamp_int(round_half_even(p), -128, 127));
       }
       for (int g = 0; g < kQK_K / 16; ++g) {

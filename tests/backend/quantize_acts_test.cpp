@@ -92,6 +92,7 @@ TEST(cpu_QuantizeActs, ZeroAndTinyBlocks) {
   std::vector<float> x(512, 0.0f);
   for (size_t i = 300; i < 512; ++i) x[i] = 1e-42f * static_cast<float>(i);  // subnormal
   x[40] = -0.0f;
+  x[310] = -5e-42f;  // the opposite sign: +inf in Q8_K's product
   for (const TensorType type : kTypes) expect_reference_bytes(type, x, "zero and subnormal");
 }
 
