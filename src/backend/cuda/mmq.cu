@@ -24,8 +24,9 @@
 // round by warp shuffles) from the quantized activations, which stay in L1.
 // The slices meet in shared memory; the epilogue adds the bias, then the residual (the unfused
 // order's value). Rows and tokens past the end are clamped for loads and never written.
-// One token of Q4_K / Q5_K in at most two slices takes mmq_one.cuh's kernel
-// instead: the same sums, bit for bit, without the tensor cores.
+// One token of any of these types takes mmq_one.cuh's kernel instead: the
+// same sums, bit for bit, without the tensor cores (the 0.5B Q4_0 engine's
+// one-sequence decode 499 -> 607 t/s on the H200, the 7B level).
 #include <cuda_fp16.h>
 
 #include <type_traits>
@@ -242,25 +243,33 @@ int64_t block_values(quant::TensorType t) {
   return v;
 }
 
-// One token of a K-quant: a lane per (row, slice), the same slices as mmq_kernel.
+// One token: a group of lanes per (row, slice), the same slices as mmq_kernel.
+template <quant::TensorType T>
+cudaError_t launch_one(const mmq_one::OneArgs& a, cudaStream_t stream) {
+  const int64_t rows_per_block = mmq_one::groups_per_block<T>() / a.slices;
+  const auto grid = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
+  mmq_one::one_token_kernel<T><<<grid, mmq_one::kOneWarps * 32, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_one_token(quant::TensorType type, const MmqArgs& m, cudaStream_t stream) {
-  using mmq_one::kOneWarps;
   const mmq_one::OneArgs a{m.w,       m.row_bytes, m.rows, m.n_blocks, m.xq,
                            m.n_units, m.slices,    m.bias, m.residual, m.y};
-  const int64_t rows_per_block = kOneWarps * (32 / m.slices);
-  const auto grid = static_cast<unsigned>((m.rows + rows_per_block - 1) / rows_per_block);
   using quant::TensorType;
   switch (type) {
     case TensorType::Q4_K:
-      mmq_one::one_token_kernel<TensorType::Q4_K><<<grid, kOneWarps * 32, 0, stream>>>(a);
-      break;
+      return launch_one<TensorType::Q4_K>(a, stream);
     case TensorType::Q5_K:
-      mmq_one::one_token_kernel<TensorType::Q5_K><<<grid, kOneWarps * 32, 0, stream>>>(a);
-      break;
+      return launch_one<TensorType::Q5_K>(a, stream);
+    case TensorType::Q6_K:
+      return launch_one<TensorType::Q6_K>(a, stream);
+    case TensorType::Q4_0:
+      return launch_one<TensorType::Q4_0>(a, stream);
+    case TensorType::Q8_0:
+      return launch_one<TensorType::Q8_0>(a, stream);
     default:
       return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace
@@ -295,12 +304,11 @@ cudaError_t launch_mmq(quant::TensorType type, const void* w, size_t row_bytes, 
             bias,
             residual,
             y};
-  // One token of Q4_K / Q5_K cut in at most two slices (the long matrices:
-  // a 7B's gate and up) takes the same sums without the tensor cores
-  // (mmq_one.cuh): on the H200 20.0 against 26.1 us for the 7B's gate. With
-  // more slices, or Q6_K, its lanes' scattered loads made it slower.
-  if (n_tokens == 1 && a.slices <= 2 &&
-      (type == quant::TensorType::Q4_K || type == quant::TensorType::Q5_K)) {
+  // One token takes the same sums without the tensor cores (mmq_one.cuh;
+  // Q4_K / Q5_K read 16-byte words, Q6_K aligned words around its 2-byte
+  // aligned runs, Q4_0 / Q8_0 16-bit halves).
+  const bool k4 = type == quant::TensorType::Q4_K || type == quant::TensorType::Q5_K;
+  if (n_tokens == 1 && reinterpret_cast<uintptr_t>(w) % (k4 ? 16 : 4) == 0) {
     return launch_one_token(type, a, stream);
   }
   const int64_t tiles_per_block = kWarps / a.slices;

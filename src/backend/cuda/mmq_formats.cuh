@@ -313,8 +313,11 @@ struct Q6K {
   }
   // d times the signed scale byte idx (0..7) of sc (top bits flipped): exact (11 by 8 bits).
   __device__ static float scaled(const uint32_t (&sc)[2], float d, int idx) {
-    const float v = __fsub_rn(small_float(sc[idx / 4], idx % 4), 128.0f);
-    return __fmul_rn(d, v);
+    return scaled_byte(sc[idx / 4], d, idx % 4);
+  }
+  // The same for byte i (0..3) of one of those words.
+  __device__ static float scaled_byte(uint32_t w, float d, int i) {
+    return __fmul_rn(d, __fsub_rn(small_float(w, i), 128.0f));
   }
   template <int NJ, class Sc>
   __device__ static void add(const Row& r0, const Row& r1, int64_t b, int k0, const Tokens<NJ>& t,

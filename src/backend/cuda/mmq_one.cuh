@@ -1,22 +1,21 @@
 // One token through the tensor-core products' arithmetic, without the
 // tensor cores (mmq.cu, its only includer, launches it for one token of
-// Q4_K and Q5_K rows cut in at most two slices).
+// every type it takes).
 //
 // The engine's batch invariance asks that a token's outputs be the same bit
 // for bit whatever its batch, so one token must round exactly as mmq_kernel
 // rounds it in a batch of 70. That kernel's sums are fixed by the format's
-// f32 steps (mmq_formats.cuh) on each unit's exact integer dot, summed in
-// unit order within each of the row's S slices, the slices added in order.
-// Any integer arithmetic gives the same dots, so here a lane owns one
-// (row, slice): it reads its blocks whole (16-byte loads for Q4_K / Q5_K,
-// the next block's loads in flight while it works on this one), takes each
-// unit's dot with dp4a and applies the same f32 steps in the same order.
-// The S lanes of a row sit side by side, and the first adds the others'
-// sums in slice order with shuffles. At one token the tensor-core tile
-// leaves 7 of its 8 token columns idle and decodes each unit's scales for
-// that one token; here the decoding is a lane's own work. Its lanes read 32
-// different rows at a time, so it pays only where each lane streams a long
-// run of its row (docs/CUDA.md, "One token without the tensor cores").
+// f32 steps (mmq_formats.cuh) on each unit's exact integer dot, added in
+// unit order within each of the row's S slices, the slices then added in
+// order. Any integer arithmetic gives the same dots, and a unit's term
+// (its d_x and the f32 value it scales) does not depend on the running sum,
+// so here a group of G lanes owns one (row, slice): per step, lane j of the
+// group reads unit j's bytes (the group's loads one contiguous run of the
+// row), takes the dot with dp4a and the term's f32 steps, then every lane
+// of the group folds the step's terms into the sum in unit order
+// (shuffles, the same fma chain). G = 8 for Q4_K / Q5_K (a super-block's
+// units) and Q4_0 / Q8_0 (eight blocks), 4 for Q6_K (half a super-block's). The slices of a row
+// meet in shared memory and are added in order, then the bias and the residual.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -60,47 +59,161 @@ __device__ __forceinline__ XUnit x_unit(const OneArgs& a, int64_t u, bool sums) 
   return o;
 }
 
-// --- Q4_K and Q5_K: a block is a super-block, read as 16-byte words --------
+// A unit's term: acc = fma(a, b, acc) in the tensor-core kernel.
+struct Term {
+  float a, b;
+};
+
+__device__ __forceinline__ void words8(const uint4& a, const uint4& b, uint32_t (&w)[8]) {
+  w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+  w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
+
+// --- Q4_K and Q5_K: lane j of the group takes sub-block j ------------------
 template <bool kFifth>
 struct KQuant4 {
   using Mma = mmq::KQuant4<kFifth>;
-  static constexpr int kQuads = Mma::kBytes / 16;
-  struct Block {
-    uint4 v[kQuads];
-    __device__ uint32_t word(int i) const {  // bytes 4 i .. 4 i + 3
-      const uint4& q = v[i / 4];
-      return i % 4 == 0 ? q.x : (i % 4 == 1 ? q.y : (i % 4 == 2 ? q.z : q.w));
-    }
+  static constexpr int kGroup = Mma::kUnits;  // 8
+  static constexpr int kStepBlocks = 1;       // blocks a step of the group
+  struct Bytes {                              // what lane j reads of a super-block
+    uint4 head;  // d, dmin, the 12 scale bytes (the same for the group)
+    uint4 q[2];  // the 32 qs bytes of sub-blocks 2 (j / 2), + 1
+    uint4 h[2];  // Q5_K: the 32 qh bytes (the same for the group)
   };
-  __device__ static void load(const uint8_t* row, int64_t b, Block& k) {
+  __device__ static void load(const uint8_t* row, int64_t b, int64_t /*b_end*/, int j, Bytes& k) {
     const auto* p = reinterpret_cast<const uint4*>(row + b * Mma::kBytes);
-#pragma unroll
-    for (int i = 0; i < kQuads; ++i) k.v[i] = __ldg(p + i);
-  }
-  __device__ static void add(const OneArgs& a, const Block& k, int64_t b, float& acc) {
-    const __half2 dm = *reinterpret_cast<const __half2*>(&k.v[0].x);
-    const float d = __low2float(dm), dmin = __high2float(dm);
-    const typename Mma::Scales s(k.v[0]);
-#pragma unroll
-    for (int j = 0; j < Mma::kUnits; ++j) {
-      const XUnit x = x_unit(a, b * Mma::kUnits + j, true);
-      int c = 0;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {  // values 4 i .. 4 i + 3 of sub-block j
-        uint32_t w = (k.word(Mma::kQs / 4 + 8 * (j / 2) + i) >> (4 * (j % 2))) & 0x0f0f0f0fu;
-        if constexpr (kFifth) w |= ((k.word(4 + i) >> j) & 0x01010101u) << 4;
-        c = __dp4a(static_cast<int>(w), x.q[i], c);
-      }
-      const float dsc = __fmul_rn(d, small_float(s.sc[j / 4], j % 4));
-      const float dmm = __fmul_rn(dmin, small_float(s.m[j / 4], j % 4));
-      const float v = __fmaf_rn(dsc, exact_float(c), -__fmul_rn(dmm, x.s));
-      acc = __fmaf_rn(x.d, v, acc);
+    k.head = __ldg(p);
+    k.q[0] = __ldg(p + Mma::kQs / 16 + 2 * (j / 2));
+    k.q[1] = __ldg(p + Mma::kQs / 16 + 2 * (j / 2) + 1);
+    if constexpr (kFifth) {
+      k.h[0] = __ldg(p + 1);
+      k.h[1] = __ldg(p + 2);
     }
+  }
+  __device__ static Term term(const OneArgs& a, const Bytes& k, int64_t b, int j) {
+    const XUnit x = x_unit(a, b * kGroup + j, true);
+    uint32_t q[8], h[8] = {};
+    words8(k.q[0], k.q[1], q);
+    if constexpr (kFifth) words8(k.h[0], k.h[1], h);
+    int c = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {  // values 4 i .. 4 i + 3 of the sub-block
+      uint32_t w = (q[i] >> (4 * (j % 2))) & 0x0f0f0f0fu;
+      if constexpr (kFifth) w |= ((h[i] >> j) & 0x01010101u) << 4;
+      c = __dp4a(static_cast<int>(w), x.q[i], c);
+    }
+    const __half2 dm = *reinterpret_cast<const __half2*>(&k.head.x);
+    const typename Mma::Scales s(k.head);
+    const uint32_t sc = j < 4 ? s.sc[0] : s.sc[1], m = j < 4 ? s.m[0] : s.m[1];
+    const float dsc = __fmul_rn(__low2float(dm), small_float(sc, j % 4));
+    const float dmm = __fmul_rn(__high2float(dm), small_float(m, j % 4));
+    return {x.d, __fmaf_rn(dsc, exact_float(c), -__fmul_rn(dmm, x.s))};
+  }
+};
+
+// --- Q6_K: lane t of the group takes unit t of half a super-block ----------
+// The super-block is 2-byte aligned: each 32-byte run is read as nine
+// aligned words and shifted into place.
+struct Q6K {
+  static constexpr int kGroup = mmq::Q6K::kUnits;  // 4
+  static constexpr int kStepBlocks = 1;
+  struct Bytes {
+    uint32_t ql[8];  // the unit's 32 low-nibble bytes
+    uint32_t qh[8];  // the half's 32 high-bit bytes
+    uint32_t sc[2];  // the half's 8 scales, top bits flipped as mmq::Q6K keeps them
+    float d;
+  };
+  // 32 bytes from p (2-byte aligned) as 8 words.
+  __device__ static void run32(const uint8_t* p, uint32_t (&w)[8]) {
+    const auto* base = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) &
+                                                         ~static_cast<uintptr_t>(3));
+    const unsigned sh = 8u * (reinterpret_cast<uintptr_t>(p) & 3u);
+    uint32_t v[9];
+#pragma unroll
+    for (int i = 0; i < 9; ++i) v[i] = __ldg(base + i);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = __funnelshift_r(v[i], v[i + 1], sh);
+  }
+  __device__ static void load(const uint8_t* row, int64_t b, int64_t /*b_end*/, int t, Bytes& k) {
+    const uint8_t* sb = row + (b >> 1) * 210;
+    const int h = static_cast<int>(b & 1);
+    run32(sb + 64 * h + 32 * (t % 2), k.ql);
+    run32(sb + 128 + 32 * h, k.qh);
+    k.sc[0] = mmq::u32_2aligned(sb + 192 + 8 * h) ^ 0x80808080u;
+    k.sc[1] = mmq::u32_2aligned(sb + 196 + 8 * h) ^ 0x80808080u;
+    k.d = mmq::half_at(sb + 208);
+  }
+  __device__ static Term term(const OneArgs& a, const Bytes& k, int64_t b, int t) {
+    const XUnit x = x_unit(a, b * kGroup + t, false);
+    int ca = 0, cb = 0;  // the unit's two 16-value sub-blocks
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t lo = (k.ql[i] >> (4 * (t / 2))) & 0x0f0f0f0fu;
+      const uint32_t hi = ((k.qh[i] >> (2 * t)) & 0x03030303u) << 4;
+      const int w = static_cast<int>(mmq::minus32(lo | hi));
+      if (i < 4) {
+        ca = __dp4a(w, x.q[i], ca);
+      } else {
+        cb = __dp4a(w, x.q[i], cb);
+      }
+    }
+    const uint32_t sc = t < 2 ? k.sc[0] : k.sc[1];  // scales 2 t and 2 t + 1
+    const float v =
+        __fmaf_rn(mmq::Q6K::scaled_byte(sc, k.d, (2 * t) % 4), exact_float(ca),
+                  __fmul_rn(mmq::Q6K::scaled_byte(sc, k.d, (2 * t + 1) % 4), exact_float(cb)));
+    return {x.d, v};
+  }
+};
+
+// --- Q4_0 and Q8_0: lane j of the group takes block b0 + j of a step -------
+// A block is one unit, 2-byte aligned: read as 16-bit halves (the group's
+// eight blocks one contiguous run of the row).
+template <quant::TensorType T>
+struct Legacy {
+  using Mma = mmq::Legacy<T>;
+  static constexpr bool kQ4 = T == quant::TensorType::Q4_0;
+  static constexpr int kGroup = 8;
+  static constexpr int kStepBlocks = 8;
+  static constexpr int kWords = kQ4 ? 4 : 8;  // qs words
+  struct Bytes {
+    uint32_t q[kWords];
+    float d;
+  };
+  __device__ static void load(const uint8_t* row, int64_t b0, int64_t b_end, int j, Bytes& k) {
+    const int64_t b = b0 + j < b_end ? b0 + j : b_end - 1;  // past the slice: read, never added
+    const uint8_t* p = row + b * Mma::kBytes;
+    k.d = mmq::half_at(p);
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) k.q[i] = mmq::u32_2aligned(p + 2 + 4 * i);
+  }
+  __device__ static Term term(const OneArgs& a, const Bytes& k, int64_t b0, int j) {
+    const int64_t u = b0 + j < a.n_units ? b0 + j : a.n_units - 1;
+    const XUnit x = x_unit(a, u, false);
+    int c = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (kQ4) {  // values i: low nibbles of qs[0..15], 16 + i: high nibbles
+        c = __dp4a(static_cast<int>(mmq::minus8(k.q[i] & 0x0f0f0f0fu)), x.q[i], c);
+        c = __dp4a(static_cast<int>(mmq::minus8((k.q[i] >> 4) & 0x0f0f0f0fu)), x.q[4 + i], c);
+      } else {
+        c = __dp4a(static_cast<int>(k.q[i]), x.q[i], c);
+        c = __dp4a(static_cast<int>(k.q[4 + i]), x.q[4 + i], c);
+      }
+    }
+    return {__fmul_rn(k.d, x.d), exact_float(c)};
   }
 };
 
 template <quant::TensorType T>
 struct OneFormatOf;
+template <>
+struct OneFormatOf<quant::TensorType::Q4_0> {
+  using F = Legacy<quant::TensorType::Q4_0>;
+};
+template <>
+struct OneFormatOf<quant::TensorType::Q8_0> {
+  using F = Legacy<quant::TensorType::Q8_0>;
+};
 template <>
 struct OneFormatOf<quant::TensorType::Q4_K> {
   using F = KQuant4<false>;
@@ -109,41 +222,63 @@ template <>
 struct OneFormatOf<quant::TensorType::Q5_K> {
   using F = KQuant4<true>;
 };
+template <>
+struct OneFormatOf<quant::TensorType::Q6_K> {
+  using F = Q6K;
+};
 
-constexpr int kOneWarps = 4;  // warps a block
+constexpr int kOneWarps = 8;  // warps a block
 
-// Lane (r, s) of a warp: row 32 / S * warp + r, slice s (S = a.slices).
+// Groups a block: 256 / G; (row, slice) pairs in order, a row's S slices in
+// consecutive groups of the same block (S divides the group count).
+template <quant::TensorType T>
+__host__ __device__ constexpr int groups_per_block() {
+  return kOneWarps * 32 / OneFormatOf<T>::F::kGroup;
+}
+
 template <quant::TensorType T>
 __global__ void __launch_bounds__(kOneWarps * 32) one_token_kernel(OneArgs a) {
   using F = typename OneFormatOf<T>::F;
-  const int lane = threadIdx.x & 31;
+  constexpr int G = F::kGroup;
+  constexpr int kGroups = groups_per_block<T>();
+  __shared__ float part[kGroups];
+  const int lane = threadIdx.x & 31, j = lane % G;
+  const int gi = threadIdx.x / G;  // the group in the block
+  const unsigned mask = ((1u << G) - 1u) << (lane - j);
   const int S = a.slices;
-  const int s = lane & (S - 1);
-  const int64_t row =
-      (static_cast<int64_t>(blockIdx.x) * kOneWarps + (threadIdx.x >> 5)) * (32 / S) + lane / S;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kGroups / S) + gi / S;
+  const int s = gi % S;
   const int64_t per = (a.n_blocks + S - 1) / S;
   const int64_t b_begin = s * per < a.n_blocks ? s * per : a.n_blocks;
   const int64_t b_end = b_begin + per < a.n_blocks ? b_begin + per : a.n_blocks;
   const uint8_t* w = a.w + (row < a.rows ? row : a.rows - 1) * a.row_bytes;
   float acc = 0.0f;
-  typename F::Block cur;
-  if (b_begin < b_end) F::load(w, b_begin, cur);
-  for (int64_t b = b_begin; b < b_end; ++b) {
-    typename F::Block next;
-    if (b + 1 < b_end) F::load(w, b + 1, next);  // in flight while this one is summed
-    F::add(a, cur, b, acc);
+  typename F::Bytes cur;
+  constexpr int kStep = F::kStepBlocks;
+  if (b_begin < b_end) F::load(w, b_begin, b_end, j, cur);
+  for (int64_t b = b_begin; b < b_end; b += kStep) {
+    typename F::Bytes next;
+    if (b + kStep < b_end) F::load(w, b + kStep, b_end, j, next);  // in flight meanwhile
+    const Term t = F::term(a, cur, b, j);
+    // The step's units in order, as mmq_kernel adds them (Q4_0 / Q8_0: the
+    // slice's last step may hold fewer than G blocks).
+    const int n = kStep == 1 || b + G <= b_end ? G : static_cast<int>(b_end - b);
+#pragma unroll
+    for (int k = 0; k < G; ++k) {
+      const int src = (lane - j) + k;
+      const float ta = __shfl_sync(mask, t.a, src), tb = __shfl_sync(mask, t.b, src);
+      if (k < n) acc = __fmaf_rn(ta, tb, acc);
+    }
     cur = next;
   }
-  float v = acc;  // slices in order, as mmq.cu's finish adds them
-  for (int t = 1; t < S; ++t) {
-    const float o = __shfl_sync(0xffffffffu, acc, (lane + t) & 31);
-    if (s == 0) v = __fadd_rn(v, o);
-  }
-  if (s == 0 && row < a.rows) {
-    if (a.bias != nullptr) v = __fadd_rn(v, a.bias[row]);
-    if (a.residual != nullptr) v = __fadd_rn(v, a.residual[row]);
-    a.y[row] = v;  // y may alias residual
-  }
+  if (j == 0) part[gi] = acc;
+  __syncthreads();
+  if (j != 0 || s != 0 || row >= a.rows) return;  // past the only barrier
+  float v = acc;                                  // slices in order, as mmq.cu's finish adds them
+  for (int t = 1; t < S; ++t) v = __fadd_rn(v, part[gi + t]);
+  if (a.bias != nullptr) v = __fadd_rn(v, a.bias[row]);
+  if (a.residual != nullptr) v = __fadd_rn(v, a.residual[row]);
+  a.y[row] = v;  // y may alias residual
 }
 
 }  // namespace minfer::cuda::mmq_one
