@@ -117,7 +117,7 @@ void quantize_q8_k(const float* src, void* dst, int64_t nb) {
         // rounding and clamp yield for them (and never an undefined conversion).
         const float p = iscale * src[e];
         b.qs[e] = !std::isfinite(p) ? int8_t{-128}
-                                : static_cast<int8_t>(clamp_int(round_half_even(p), -128, 127));
+                                    : static_cast<int8_t>(clamp_int(round_half_even(p), -128, 127));
       }
       for (int g = 0; g < kQK_K / 16; ++g) {
         int sum = 0;
