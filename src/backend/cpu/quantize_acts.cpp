@@ -1,6 +1,7 @@
 #include "backend/cpu/quantize_acts.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/vec_dot.h"
 #include "quant/blocks.h"
@@ -102,27 +103,19 @@ MINFER_AVX2 bool q8_block(const float* x, int8_t* qs, float* d_out, int* sum_out
   return true;
 }
 
-MINFER_AVX2 bool q8_0_row(const float* x, uint8_t* dst, int64_t nb) {
+// A row of Q8_0 or Q8_1 blocks (Q8_1 also keeps d * sum(qs)).
+template <class Block>
+MINFER_AVX2 bool q8_legacy_row(const float* x, uint8_t* dst, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += kQK) {
-    BlockQ8_0 blk;
+    Block blk;
     float d = 0.0f;
     int sum = 0;
     if (!q8_block(x, blk.qs, &d, &sum)) return false;
     blk.d = quant::f32_to_f16(d);
-    std::memcpy(dst + b * sizeof(BlockQ8_0), &blk, sizeof(BlockQ8_0));
-  }
-  return true;
-}
-
-MINFER_AVX2 bool q8_1_row(const float* x, uint8_t* dst, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b, x += kQK) {
-    BlockQ8_1 blk;
-    float d = 0.0f;
-    int sum = 0;
-    if (!q8_block(x, blk.qs, &d, &sum)) return false;
-    blk.d = quant::f32_to_f16(d);
-    blk.s = quant::f32_to_f16(static_cast<float>(sum) * d);  // the unrounded d, as the reference
-    std::memcpy(dst + b * sizeof(BlockQ8_1), &blk, sizeof(BlockQ8_1));
+    if constexpr (std::is_same_v<Block, BlockQ8_1>) {
+      blk.s = quant::f32_to_f16(static_cast<float>(sum) * d);  // the unrounded d, as the reference
+    }
+    std::memcpy(dst + b * sizeof(Block), &blk, sizeof(Block));
   }
   return true;
 }
@@ -185,9 +178,9 @@ bool quantize_activations_avx2(quant::TensorType type, const float* x, void* dst
   auto* out = static_cast<uint8_t*>(dst);
   switch (type) {
     case quant::TensorType::Q8_0:
-      return q8_0_row(x, out, n / kQK);
+      return q8_legacy_row<BlockQ8_0>(x, out, n / kQK);
     case quant::TensorType::Q8_1:
-      return q8_1_row(x, out, n / kQK);
+      return q8_legacy_row<BlockQ8_1>(x, out, n / kQK);
     case quant::TensorType::Q8_K:
       return q8_k_row(x, out, n / kQK_K);
     default:
