@@ -9,6 +9,10 @@
 // -pps: every sequence has the same prompt, computed once beforehand by a
 // warm-up sequence, so the batch measures prefix reuse (its TTFT against a
 // run without -pps is the reuse's effect).
+// --prefix N: only the first N prompt tokens are the same for every sequence
+// (a shared system prompt), the other PP - N each sequence's own; with -pps
+// the N are what the warm-up computes. Default: all PP with -pps, none
+// without.
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -28,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Case {
   int64_t pp = 0, tg = 0, b = 0;
+  int64_t prefix = 0;  // prompt tokens every sequence shares
 };
 
 struct Timing {
@@ -50,19 +55,21 @@ std::vector<int32_t> bench_prompt(int64_t n, int64_t n_vocab, uint64_t seed) {
 Result<Timing> run_case(runtime::Engine& e, const Case& c, bool shared, int64_t n_vocab) {
   runtime::SamplerParams greedy;
   greedy.temperature = 0.0f;
-  std::vector<int32_t> common = bench_prompt(c.pp, n_vocab, 7);
+  const std::vector<int32_t> common = bench_prompt(c.prefix, n_vocab, 7);
   // Untimed warm-up, as llama-batched-bench's: a short sequence through
   // prefill and decode (the CPU backend packs its weights on first use).
   MINFER_RETURN_IF_ERROR(e.add({bench_prompt(2, n_vocab, 3), greedy, 2}).status());
   while (!e.idle()) MINFER_RETURN_IF_ERROR(e.step().status());
-  if (shared) {  // compute the prompt once, so that its pages are cached
+  if (shared && c.prefix > 0) {  // compute the prefix once, so that its pages are cached
     MINFER_RETURN_IF_ERROR(e.add({common, greedy, 1}).status());
     while (!e.idle()) MINFER_RETURN_IF_ERROR(e.step().status());
   }
   const double forward_before = e.stats().forward_seconds;
   std::map<runtime::SequenceId, double> first_token;
   for (int64_t i = 0; i < c.b; ++i) {
-    auto prompt = shared ? common : bench_prompt(c.pp, n_vocab, 100 + static_cast<uint64_t>(i));
+    std::vector<int32_t> prompt = common;
+    const auto own = bench_prompt(c.pp - c.prefix, n_vocab, 100 + static_cast<uint64_t>(i));
+    prompt.insert(prompt.end(), own.begin(), own.end());
     // Ignoring end-of-generation tokens is not possible here; greedy
     // decoding of a random prompt rarely meets one, and T_TG counts what ran.
     MINFER_RETURN_IF_ERROR(e.add({std::move(prompt), greedy, c.tg}).status());
@@ -92,19 +99,20 @@ Status print_json(const Case& c, const Timing& t, const runtime::EngineOptions& 
   const double pp_tokens = static_cast<double>(c.b * c.pp);
   const double tg_tokens = static_cast<double>(c.b * (c.tg - 1));
   const double total = t.t_pp + t.t_tg;
-  char line[512];
+  char line[640];
   std::snprintf(
       line, sizeof(line),
       "{\"n_kv_max\": %lld, \"n_batch\": %lld, \"is_pp_shared\": %d, "
       "\"n_threads\": %d, \"pp\": %lld, \"tg\": %lld, \"pl\": %lld, \"n_kv\": %lld, "
       "\"t_pp\": %.6f, \"speed_pp\": %.3f, \"t_tg\": %.6f, \"speed_tg\": %.3f, "
-      "\"t\": %.6f, \"speed\": %.3f, \"ttft\": %.6f, \"reused\": %lld, \"t_forward\": %.6f}\n",
+      "\"t\": %.6f, \"speed\": %.3f, \"ttft\": %.6f, \"reused\": %lld, \"t_forward\": %.6f, "
+      "\"prefix\": %lld}\n",
       static_cast<long long>(o.n_ctx * o.n_slots), static_cast<long long>(o.max_batch),
       shared ? 1 : 0, o.n_threads, static_cast<long long>(c.pp), static_cast<long long>(c.tg),
       static_cast<long long>(c.b), static_cast<long long>(c.b * (c.pp + c.tg)), t.t_pp,
       t.t_pp > 0 ? pp_tokens / t.t_pp : 0.0, t.t_tg, t.t_tg > 0 ? tg_tokens / t.t_tg : 0.0, total,
       total > 0 ? (pp_tokens + tg_tokens + static_cast<double>(c.b)) / total : 0.0, t.ttft_mean,
-      static_cast<long long>(t.reused), t.forward);
+      static_cast<long long>(t.reused), t.forward, static_cast<long long>(c.prefix));
   return write_stdout(line);
 }
 
@@ -125,27 +133,34 @@ Status print_row(const Case& c, const Timing& t) {
   return write_stdout(line);
 }
 
-Result<std::vector<Case>> cases(const ArgParser& p) {
+Result<std::vector<Case>> cases(const ArgParser& p, bool shared) {
   auto list = [&](const char* flag, const char* fallback, int64_t min) {
     return parse_value_list(p.spelled(flag), p.get_or(flag, fallback), min, kMaxContext);
   };
   MINFER_ASSIGN_OR_RETURN(auto pps, list("-npp", "128", 1));
   MINFER_ASSIGN_OR_RETURN(auto tgs, list("-ntg", "32", 1));
   MINFER_ASSIGN_OR_RETURN(auto bs, list("-npl", "1,2,4", 1));
+  const bool has_prefix = p.has("--prefix");
+  MINFER_ASSIGN_OR_RETURN(int64_t prefix, p.get_int("--prefix", 0, 0, kMaxContext));
   std::vector<Case> out;
   for (int64_t pp : pps) {
+    if (prefix > pp) {
+      return Status::invalid_argument(p.spelled("--prefix") + " is longer than the prompt (PP " +
+                                      std::to_string(pp) + ")");
+    }
+    const int64_t shared_tokens = has_prefix ? prefix : (shared ? pp : 0);
     for (int64_t tg : tgs) {
-      for (int64_t b : bs) out.push_back({pp, tg, b});
+      for (int64_t b : bs) out.push_back({pp, tg, b, shared_tokens});
     }
   }
   return out;
 }
 
 Status run(const ArgParser& p) {
-  MINFER_ASSIGN_OR_RETURN(std::vector<Case> all, cases(p));
+  const bool shared = p.has("-pps");
+  MINFER_ASSIGN_OR_RETURN(std::vector<Case> all, cases(p, shared));
   MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(int64_t page_size, p.get_int("--page-size", 16, 1, 4096));
-  const bool shared = p.has("-pps");
   const bool json = p.has("--json");
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/json));
   if (!json)
@@ -185,6 +200,9 @@ int run_batched_bench(std::span<const std::string_view> args) {
   p.option("-npl,--n-parallel", "LIST", "sequences decoded together (1,2,4)");
   p.option("--page-size", "N", "cells per KV page (16)");
   p.flag("-pps,--prompt-shared", "every sequence has the same prompt, already cached");
+  p.option("--prefix", "N",
+           "only the first N prompt tokens are shared (computed beforehand with -pps); the "
+           "rest are each sequence's own (all with -pps, none without)");
   p.flag("--json",
          "one JSON object per case (llama-batched-bench's jsonl names; t_forward: seconds in "
          "forward passes, the fwd % column)");

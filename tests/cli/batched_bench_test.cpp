@@ -54,6 +54,23 @@ TEST_F(CliTest, BatchedBenchSharedPromptReusesPages) {
   EXPECT_EQ(t[0][11], "64") << "two sequences, four whole pages of 8 each";
 }
 
+// A shared system prompt: only the prefix's whole pages are reused, the rest
+// of each prompt is its own.
+TEST_F(CliTest, BatchedBenchSharedPrefixReusesOnlyItsPages) {
+  const Outcome r = minfer("batched-bench -m " + model() +
+                           " -npp 40 --prefix 24 -ntg 2 -npl 2 -pps --page-size 8 -t 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto t = rows(r.out);
+  ASSERT_EQ(t.size(), 1u) << r.out;
+  EXPECT_EQ(t[0][11], "48") << "two sequences, the prefix's three pages of 8 each";
+  const Outcome off =
+      minfer("batched-bench -m " + model() + " -npp 40 --prefix 24 -ntg 2 -npl 1 -t 2");
+  ASSERT_EQ(off.code, 0) << off.err;
+  const auto u = rows(off.out);
+  ASSERT_EQ(u.size(), 1u) << off.out;
+  EXPECT_EQ(u[0][11], "0") << "without -pps nothing computed the prefix beforehand";
+}
+
 TEST_F(CliTest, BatchedBenchJsonLinesParse) {
   const fs::path out = path("bb.jsonl");
   const Outcome r = minfer("batched-bench -m " + model() +
@@ -72,6 +89,8 @@ TEST_F(CliTest, BatchedBenchRejectsBadLists) {
   expect_error(r, "batched-bench", "-npl 0");
   r = minfer("batched-bench -m " + model() + " -npp 16 -ntg 4 -c 10");
   expect_error(r, "batched-bench", "-c 10: PP 16 + TG 4 need 21 tokens per sequence");
+  r = minfer("batched-bench -m " + model() + " -npp 16,40 --prefix 24");
+  expect_error(r, "batched-bench", "--prefix 24 is longer than the prompt (PP 16)");
 }
 
 }  // namespace
