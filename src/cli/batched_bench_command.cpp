@@ -179,6 +179,7 @@ Status run(const ArgParser& p) {
     }
     if (p.has("--ctx-size")) o.n_ctx = so.n_ctx;
     o.page_size = page_size;
+    o.await_shared_prefill = !p.has("--no-await-prefill");
     engine_settings(so, o);
     MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, o));
     MINFER_ASSIGN_OR_RETURN(Timing t, run_case(*engine, c, shared, model->hparams().n_vocab));
@@ -203,6 +204,9 @@ int run_batched_bench(std::span<const std::string_view> args) {
   p.option("--prefix", "N",
            "only the first N prompt tokens are shared (computed beforehand with -pps); the "
            "rest are each sequence's own (all with -pps, none without)");
+  p.flag("--no-await-prefill",
+         "sequences whose prompts share a prefix all compute it, instead of the later ones "
+         "waiting for the first one's pages");
   p.flag("--json",
          "one JSON object per case (llama-batched-bench's jsonl names; t_forward: seconds in "
          "forward passes, the fwd % column)");

@@ -185,6 +185,24 @@ Result<SequenceId> Engine::add(Request request) {
   return waiting_.back()->id;
 }
 
+// Whether a running sequence's prefill will publish more whole pages of s's
+// prompt than s found cached (s then waits for them: awaits_shared_prefill).
+bool Engine::awaits_shared_prefill(const Sequence& s) const {
+  const int64_t ps = options_.page_size;
+  const std::vector<int32_t>& p = s.request.prompt;
+  if (p.empty()) return false;
+  for (const auto& r : running_) {
+    if (!r->prefilling()) continue;  // its prompt's pages are published already
+    const std::vector<int32_t>& q = r->request.prompt;
+    const auto n = static_cast<size_t>(
+        std::min<int64_t>({static_cast<int64_t>(p.size()) - 1, static_cast<int64_t>(q.size())}));
+    const auto common =
+        static_cast<int64_t>(std::mismatch(p.begin(), p.begin() + n, q.begin()).first - p.begin());
+    if (common / ps * ps > s.reused) return true;
+  }
+  return false;
+}
+
 // Admits waiting sequences in arrival order while a slot is free and the
 // pool can hold each one's whole budget beside what is promised already.
 void Engine::admit() {
@@ -194,7 +212,8 @@ void Engine::admit() {
     if (free_slot == slot_used_.end()) return;
     s.reused = s.pages.adopt_prefix(*pool_, s.request.prompt);
     const int64_t need = pages_for(s) - s.pages.n_pages();
-    if (need > pool_->available() - reserved_pages_) {
+    if ((options_.await_shared_prefill && awaits_shared_prefill(s)) ||
+        need > pool_->available() - reserved_pages_) {
       s.pages.release(*pool_);
       s.reused = 0;
       return;  // first come, first served: later requests wait behind this one
@@ -338,6 +357,11 @@ Result<std::vector<SequenceEvent>> Engine::step() {
   ++totals_.steps;
   totals_.argmax_steps += argmax;
   for (Sequence* s : b.owner) ++s->computed;
+  for (auto& s : running_) {  // prompt pages filled so far can serve waiting prompts
+    if (s->prefilling()) {
+      s->pages.publish_full(*pool_, std::span(s->tokens).first(static_cast<size_t>(s->computed)));
+    }
+  }
   totals_.prompt_tokens += b.prompt_tokens;
   if (!no_output) MINFER_RETURN_IF_ERROR(sample(b, logits, ids, events));
   std::erase_if(running_, [](const auto& s) { return s->finished != FinishReason::kNone; });

@@ -91,6 +91,11 @@ struct EngineOptions {
   quant::TensorType v_type = quant::TensorType::F16;
   bool cache_types_are_defaults = false;  // as SessionOptions
   bool gpu = true;
+  // A waiting prompt that shares whole pages with a prompt still being
+  // computed waits for those pages instead of computing them again (every
+  // sequence's prefill publishes its full pages as it goes). Off: each
+  // computes what is not cached when it is admitted.
+  bool await_shared_prefill = true;
   Options options;
 };
 
@@ -173,6 +178,7 @@ class Engine {
   Engine(const model::Model& model, const EngineOptions& options);
   model::GraphParams graph_params(int64_t n_tokens, int64_t n_outputs) const;
   void admit();
+  bool awaits_shared_prefill(const Sequence& s) const;
   Status build_batch(Batch& batch);
   // graph_buckets: padding tokens and output rows up to the step's bucket.
   void pad_to_bucket(Batch& batch);

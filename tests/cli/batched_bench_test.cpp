@@ -63,12 +63,17 @@ TEST_F(CliTest, BatchedBenchSharedPrefixReusesOnlyItsPages) {
   const auto t = rows(r.out);
   ASSERT_EQ(t.size(), 1u) << r.out;
   EXPECT_EQ(t[0][11], "48") << "two sequences, the prefix's three pages of 8 each";
-  const Outcome off =
-      minfer("batched-bench -m " + model() + " -npp 40 --prefix 24 -ntg 2 -npl 1 -t 2");
-  ASSERT_EQ(off.code, 0) << off.err;
-  const auto u = rows(off.out);
-  ASSERT_EQ(u.size(), 1u) << off.out;
-  EXPECT_EQ(u[0][11], "0") << "without -pps nothing computed the prefix beforehand";
+  // Without -pps nothing computed the prefix beforehand: the second sequence
+  // waits for the first one's pages, unless --no-await-prefill.
+  const std::string cold = "batched-bench -m " + model() + " -npp 40 --prefix 24 -ntg 2 -npl 2 " +
+                           "--page-size 8 -b 8 -t 2";
+  for (const bool await : {true, false}) {
+    const Outcome r2 = minfer(cold + (await ? "" : " --no-await-prefill"));
+    ASSERT_EQ(r2.code, 0) << r2.err;
+    const auto u = rows(r2.out);
+    ASSERT_EQ(u.size(), 1u) << r2.out;
+    EXPECT_EQ(u[0][11], await ? "24" : "0") << r2.out;
+  }
 }
 
 TEST_F(CliTest, BatchedBenchJsonLinesParse) {

@@ -407,6 +407,40 @@ TEST(Engine, SharedPrefixIsReusedAndGivesTheSameTokens) {
   EXPECT_EQ((*e)->stats().reused_tokens, 48);
 }
 
+// Prompts that share a prefix, added together: the later ones wait for the
+// first one's prefill and reuse its pages instead of computing them too
+// (each one's tokens still its solo run's); with the wait off each computes
+// the prefix itself.
+TEST(Engine, PromptsAddedTogetherComputeTheirSharedPrefixOnce) {
+  const model::Model& m = tiny("tiny-qwen2");
+  const auto system = prompt_of(36, 12);  // four whole pages of 8, and 4 tokens
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t i = 0; i < 3; ++i) {
+    auto p = system;
+    const auto own = prompt_of(6 + i, 40 + i);
+    p.insert(p.end(), own.begin(), own.end());
+    prompts.push_back(p);
+  }
+  EngineOptions o = engine_options();
+  o.max_batch = 16;  // the first prompt takes three steps
+  const auto alone = solo_runs(m, o, prompts, 5);
+  for (const bool wait : {true, false}) {
+    o.await_shared_prefill = wait;
+    auto e = Engine::create(m, o);
+    ASSERT_TRUE(e.is_ok()) << e.message();
+    std::vector<SequenceId> ids;
+    for (const auto& p : prompts) ids.push_back(*(*e)->add({p, greedy(), 5}));
+    Outcomes got = run_all(**e);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(got[ids[i]].tokens, alone[i]) << "prompt " << i << " wait " << wait;
+      EXPECT_EQ(got[ids[i]].reused, wait && i > 0 ? 32 : 0) << "prompt " << i << " wait " << wait;
+    }
+    // 42 + 43 + 44 prompt tokens; waiting, the later two compute all but 32.
+    EXPECT_EQ((*e)->stats().prompt_tokens, wait ? 42 + 11 + 12 : 42 + 43 + 44);
+    EXPECT_EQ((*e)->stats().pool.referenced, 0);
+  }
+}
+
 TEST(Engine, WorkWaitsForAFullPoolAndFinishesLater) {
   const model::Model& m = tiny("tiny-qwen2");
   EngineOptions o = engine_options();
