@@ -191,32 +191,63 @@ int fuse_qkv(Graph& g, std::span<backend::Backend* const> backends, const Option
 InputNorm* input_norm_of(Node& n) {
   if (auto* q = std::get_if<FusedQkvMeta>(&n.meta)) return &q->in_norm;
   if (auto* f = std::get_if<FusedFfnMeta>(&n.meta)) return &f->in_norm;
+  if (n.op == Op::kMatMul || n.op == Op::kMatMulAdd) {
+    if (auto* m = std::get_if<MatMulMeta>(&n.meta)) return &m->in_norm;
+  }
   return nullptr;
 }
 
-// FusedQKV/FusedQkvNorm/FusedFFN(RmsNorm(x), ...), the whole-row norm used
-// only there -> the fused node over x with the norm folded in (in_norm).
+// The nodes reading `norm`, each as its input 0 only and able to hold an
+// input norm not yet set; empty unless every user of `norm` is one.
+std::vector<NodeId> norm_users(Graph& g, NodeId norm, int n_users) {
+  std::vector<NodeId> found;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    bool reads = false, only_first = true;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.inputs[k] != norm) continue;
+      reads = true;
+      only_first = only_first && k == 0;
+    }
+    if (!reads) continue;
+    const InputNorm* in_norm = input_norm_of(n);
+    if (!only_first || in_norm == nullptr || in_norm->on) return {};
+    found.push_back(static_cast<NodeId>(i));
+  }
+  return static_cast<int>(found.size()) == n_users ? found : std::vector<NodeId>{};
+}
+
+// Fused nodes (FusedQKV, FusedFFN) and matmuls over RmsNorm(x), a whole-row
+// norm read by nothing else -> each reads x with the norm folded in
+// (in_norm). The q, k and v matmuls of a layer share one norm: each takes
+// it, and the backend normalizes once where it can (the CUDA backend's
+// quantized-activation reuse).
 int fuse_input_norm(Graph& g, std::span<backend::Backend* const> backends,
                     const std::vector<int>& users) {
   int fused = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    Node& n = g.nodes[i];
-    InputNorm* in_norm = input_norm_of(n);
-    if (in_norm == nullptr || in_norm->on || n.inputs.empty()) continue;
-    const NodeId norm = n.inputs[0];
-    const auto* nm = std::get_if<RmsNormMeta>(&g.at(norm).meta);
-    if (g.at(norm).op != Op::kRmsNorm || nm == nullptr || nm->group != 0 || users[norm] != 1 ||
-        g.at(norm).inputs.size() != 1) {
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& norm = g.nodes[ni];
+    const auto* nm = std::get_if<RmsNormMeta>(&norm.meta);
+    if (norm.op != Op::kRmsNorm || nm == nullptr || nm->group != 0 || norm.inputs.size() != 1 ||
+        users[ni] < 1) {
       continue;
     }
-    backend::Backend* b = common_backend(g, {norm, static_cast<NodeId>(i)}, Op::kRmsNorm, backends);
-    if (b == nullptr) continue;
-    Node candidate = n;
-    candidate.inputs[0] = g.at(norm).inputs[0];
-    *input_norm_of(candidate) = InputNorm{true, nm->weight, nm->eps};
-    if (!b->supports_op(candidate)) continue;
-    n = std::move(candidate);
-    ++fused;
+    const auto id = static_cast<NodeId>(ni);
+    const std::vector<NodeId> readers = norm_users(g, id, users[ni]);
+    if (readers.empty()) continue;
+    std::vector<Node> candidates;
+    for (NodeId r : readers) {
+      backend::Backend* b = common_backend(g, {id, r}, Op::kRmsNorm, backends);
+      if (b == nullptr) break;
+      Node candidate = g.at(r);
+      candidate.inputs[0] = norm.inputs[0];
+      *input_norm_of(candidate) = InputNorm{true, nm->weight, nm->eps};
+      if (!b->supports_op(candidate)) break;
+      candidates.push_back(std::move(candidate));
+    }
+    if (candidates.size() != readers.size()) continue;
+    for (size_t k = 0; k < readers.size(); ++k) g.at(readers[k]) = std::move(candidates[k]);
+    fused += static_cast<int>(readers.size());
   }
   return fused;
 }

@@ -17,9 +17,11 @@
 //     variant off).
 //   - Add(r, MatMul(x)) with the matmul used only there -> MatMulAdd(x, r)
 //     (MINFER_NO_FUSE_ADD=1: off).
-//   - FusedQKV/FusedQkvNorm/FusedFFN(RmsNorm(x)), the whole-row norm used only
-//     there, where the backend claims supports_fused(kRmsNorm) -> the fused
-//     node over x with the norm in its InputNorm (MINFER_NO_FUSE_NORM=1: off).
+//   - FusedQKV/FusedQkvNorm/FusedFFN/MatMul/MatMulAdd(RmsNorm(x)), a
+//     whole-row norm read by nothing but such nodes (as their input 0),
+//     where the backend claims supports_fused(kRmsNorm) -> each of them over
+//     x with the norm in its InputNorm (MINFER_NO_FUSE_NORM=1: off). A
+//     layer's q, k and v matmuls share their norm this way.
 // Backends gate by shape too (the CUDA backend takes FusedQKV for one token
 // and FusedFFN up to four: decode). The graph keeps execution order; dead
 // nodes are removed and ids renumbered.

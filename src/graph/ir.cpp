@@ -73,6 +73,7 @@ std::vector<std::string> weights_read(const Graph& g) {
           } else if constexpr (std::is_same_v<M, MatMulMeta>) {
             add(m.weight);
             add(m.bias);
+            add(m.in_norm.weight);
           } else if constexpr (std::is_same_v<M, RopeMeta>) {
             add(m.freq_factors);
           } else if constexpr (std::is_same_v<M, FusedQkvMeta>) {

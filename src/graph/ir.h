@@ -107,6 +107,17 @@ struct RmsNormMeta {
   int64_t group = 0;  // 0: normalize whole rows; else normalize each chunk of `group` elements
 };
 
+// An RMSNorm of a node's input folded into the node (the fusion pass's
+// input-norm rule: FusedQKV, FusedFFN, and MatMul/MatMulAdd on a backend
+// that claims supports_fused(kRmsNorm)): the node reads the un-normalized x
+// and normalizes it itself, x / sqrt(mean(x^2) + eps) * weight (no weight
+// when empty).
+struct InputNorm {
+  bool on = false;
+  std::string weight;
+  float eps = 1e-6f;
+};
+
 // batch_invariant (here, in FusedFfnMeta and AttentionMeta): each token's
 // result must not depend on the other tokens of the batch or their number,
 // bit for bit (GraphParams::batch_invariant; a backend picks its kernels
@@ -117,6 +128,7 @@ struct MatMulMeta {
   quant::TensorType weight_type = quant::TensorType::F32;
   int64_t in_dim = 0, out_dim = 0;
   bool batch_invariant = false;
+  InputNorm in_norm{};  // off unless the fusion pass folded the input's RMSNorm
 };
 
 struct ScaleMeta {
@@ -163,15 +175,6 @@ struct AttentionMeta {
   int64_t page_size = 0;
   int64_t max_pages = 0;  // page-table row length
   bool batch_invariant = false;
-};
-
-// An RMSNorm of a fused node's input folded into the node (the fusion pass's
-// input-norm rule): the node reads the un-normalized x and normalizes it
-// itself, x / sqrt(mean(x^2) + eps) * weight (no weight when empty).
-struct InputNorm {
-  bool on = false;
-  std::string weight;
-  float eps = 1e-6f;
 };
 
 // The q, k and v projections of one layer fused with what follows them up to

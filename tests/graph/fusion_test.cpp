@@ -1,6 +1,7 @@
 // The fusion pass on real graphs: Mul(Silu(g), u) -> SwiGLU and
 // Mul(Gelu(g), u) -> GeGLU exactly when the backend that would run both nodes
-// claims the fused op; MINFER_NO_FUSE_GLU=1; dead-node removal and id
+// claims the fused op; whole-row norms folded into the matmuls reading them;
+// MINFER_NO_FUSE_GLU=1; dead-node removal and id
 // renumbering.
 #include <gtest/gtest.h>
 
@@ -155,6 +156,78 @@ TEST(FusionTest, OnlyWhenTheAssignedBackendClaimsTheFusedOp) {
     std::vector<backend::Backend*> backends = {&partial, &cpu};
     Graph g = unfused(m);
     EXPECT_EQ(fuse(g, backends), 0);
+  }
+}
+
+// A backend that claims kRmsNorm and matmuls with a folded input norm takes
+// every whole-row norm read only by matmuls: each matmul reads the norm's
+// input with the norm in its in_norm (a layer's q, k and v share theirs);
+// a norm with any other reader stays.
+TEST(FusionTest, WholeRowNormFoldsIntoEveryMatmulReadingIt) {
+  const model::Model& m = tiny_model("tiny-qwen2");
+  const int n_layer = static_cast<int>(m.hparams().n_layer);
+  cpu::CpuBackend cpu(m.weights(), 1);
+  std::set<Op> ops = testing::elementwise_ops();
+  ops.insert({Op::kMatMul, Op::kRmsNorm});
+  {
+    PartialBackend partial(m.weights(), ops, {Op::kRmsNorm});
+    partial.fold_input_norms();
+    std::vector<backend::Backend*> backends = {&partial, &cpu};
+    Graph g = unfused(m);
+    const Graph before = g;
+    // Per layer q, k, v (attn_norm), gate and up (ffn_norm); the output norm.
+    EXPECT_EQ(fuse(g, backends), 5 * n_layer + 1);
+    check_well_formed(g);
+    EXPECT_EQ(count(g, Op::kRmsNorm), 0);
+    int folded = 0;
+    for (const Node& n : g.nodes) {
+      const auto* mm = std::get_if<MatMulMeta>(&n.meta);
+      if (mm == nullptr) continue;
+      const NodeId old_id = find(before, n.name);
+      ASSERT_NE(old_id, kNoNode) << n.name;
+      const Node& old_norm = before.at(before.at(old_id).inputs[0]);
+      // Matmuls over anything else (the o and down projections) keep theirs.
+      ASSERT_EQ(mm->in_norm.on, old_norm.op == Op::kRmsNorm) << n.name;
+      if (!mm->in_norm.on) continue;
+      ++folded;
+      // The norm's weight and eps, and the norm's own input (an Add or the
+      // embedding rows, never a norm).
+      const Node& x = g.at(n.inputs[0]);
+      EXPECT_NE(x.op, Op::kRmsNorm) << n.name;
+      const auto& nm = std::get<RmsNormMeta>(old_norm.meta);
+      EXPECT_EQ(mm->in_norm.weight, nm.weight) << n.name;
+      EXPECT_EQ(mm->in_norm.eps, nm.eps) << n.name;
+      EXPECT_EQ(x.name, before.at(old_norm.inputs[0]).name) << n.name;
+    }
+    EXPECT_EQ(folded, 5 * n_layer + 1);
+  }
+  {  // The matmuls run on the CPU, which cannot fold a norm: every norm stays.
+    ops.erase(Op::kMatMul);
+    PartialBackend partial(m.weights(), ops, {Op::kRmsNorm});
+    partial.fold_input_norms();
+    std::vector<backend::Backend*> backends = {&partial, &cpu};
+    Graph g = unfused(m);
+    EXPECT_EQ(fuse(g, backends), 0);
+  }
+  {  // Without the claim nothing folds.
+    ops.insert(Op::kMatMul);
+    PartialBackend partial(m.weights(), ops, {});
+    partial.fold_input_norms();
+    std::vector<backend::Backend*> backends = {&partial, &cpu};
+    Graph g = unfused(m);
+    const int norms = count(g, Op::kRmsNorm);
+    EXPECT_EQ(fuse(g, backends), 0);
+    EXPECT_EQ(count(g, Op::kRmsNorm), norms);
+  }
+  {  // The CPU backend itself refuses a matmul with a folded norm.
+    Graph g = unfused(m);
+    for (Node& n : g.nodes) {
+      auto* mm = std::get_if<MatMulMeta>(&n.meta);
+      if (mm == nullptr) continue;
+      EXPECT_TRUE(cpu.supports_op(n)) << n.name;
+      mm->in_norm = InputNorm{true, "", 1e-6f};
+      EXPECT_FALSE(cpu.supports_op(n)) << n.name;
+    }
   }
 }
 

@@ -82,8 +82,17 @@ class PartialBackend final : public backend::Backend {
 
   std::string_view name() const override { return "Partial"; }
   bool supports_op(const Node& node) const override {
-    return ops_.count(node.op) > 0 && inner_.supports_op(node);
+    if (ops_.count(node.op) == 0) return false;
+    const auto* mm = std::get_if<graph::MatMulMeta>(&node.meta);
+    if (folds_input_norms_ && mm != nullptr && mm->in_norm.on) {
+      Node plain = node;  // claims the folded norm itself (for fusion tests; never run)
+      std::get<graph::MatMulMeta>(plain.meta).in_norm = {};
+      return inner_.supports_op(plain);
+    }
+    return inner_.supports_op(node);
   }
+  // Claims matmuls with an input norm folded in (the CUDA backend does).
+  void fold_input_norms() { folds_input_norms_ = true; }
   bool supports_fused(Op fused) const override { return fused_.count(fused) > 0; }
   bool has_weight(std::string_view name) const override { return inner_.has_weight(name); }
 
@@ -168,6 +177,7 @@ class PartialBackend final : public backend::Backend {
  private:
   cpu::CpuBackend inner_;
   std::set<Op> ops_, fused_;
+  bool folds_input_norms_ = false;
   std::set<backend::BufferId> live_, fresh_, written_;
   std::vector<std::string> executed_, violations_;
   int syncs_ = 0, reads_ = 0, writes_ = 0;

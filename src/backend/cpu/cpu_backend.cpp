@@ -54,7 +54,7 @@ bool f32_weight(const model::Weights& w, const std::string& name) {
 
 bool matmul_ok(const Node& n, const model::Weights& w) {
   const auto* m = std::get_if<graph::MatMulMeta>(&n.meta);
-  if (m == nullptr || n.dtype != DType::kF32) return false;
+  if (m == nullptr || n.dtype != DType::kF32 || m->in_norm.on) return false;  // no folded norm
   const model::WeightView* v = w.find(m->weight);
   return v != nullptr && vec_dot_type(v->type).is_ok() && f32_weight(w, m->bias);
 }

@@ -77,6 +77,15 @@ CudaBackend::~CudaBackend() {
 
 bool CudaBackend::supports_op(const Node& node) const {
   if (node.op >= Op::kCount) return false;
+  // A matmul with its input norm folded in runs only where the activation
+  // quantizer normalizes (the int8 tensor-core path).
+  const auto* mm = std::get_if<graph::MatMulMeta>(&node.meta);
+  if (mm != nullptr && mm->in_norm.on) {
+    const DeviceWeight* w = weights_->find(mm->weight);
+    if (w == nullptr || !use_mmq(w->type, w->row_len, node.shape.ne[1], mm->batch_invariant)) {
+      return false;
+    }
+  }
   return entry(node.op).supports(node, *weights_);
 }
 
@@ -188,6 +197,7 @@ Status CudaBackend::synchronize() {
 }
 
 Result<bool> CudaBackend::begin_split(uint64_t key) {
+  ++events_;
   MINFER_ASSIGN_OR_RETURN(const bool replayed, recorder_.begin(key, stream_.get()));
   if (replayed) {
     // The ring keeps the recorded kernels' names from the capture; mark the replay.
@@ -199,6 +209,7 @@ Result<bool> CudaBackend::begin_split(uint64_t key) {
 }
 
 Status CudaBackend::end_split() {
+  ++events_;
   return recorder_.end(stream_.get());
 }
 
@@ -222,6 +233,7 @@ Status CudaBackend::write_host(BufferId id, size_t offset, std::span<const std::
                             std::to_string(offset) + ", +" + std::to_string(src.size()) +
                             ") out of bounds (size " + std::to_string(buffer_size(id)) + ")");
   }
+  ++events_;
   // From pageable memory the copy is staged before the call returns, so the
   // caller may reuse `src` at once; stream order puts it before later kernels.
   MINFER_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(p) + offset, src.data(), src.size(),
@@ -232,6 +244,7 @@ Status CudaBackend::write_host(BufferId id, size_t offset, std::span<const std::
 
 Result<float*> CudaBackend::scratch(const Node& n, size_t bytes) {
   if (scratch_.size() < bytes) {
+    quantized_.valid = false;
     scratch_.reset();   // cudaFree waits for the device, so no kernel still uses it
     recorder_.clear();  // recordings may hold the old address
     auto b = DeviceBuffer::allocate(bytes);
@@ -254,6 +267,7 @@ Result<const int32_t*> CudaBackend::row_list(const std::vector<int32_t>& rows) {
 
 Status CudaBackend::execute_node(const Node& node, std::span<const BufferId> inputs, BufferId out,
                                  const KvPair* kv) {
+  ++events_;
   if (node.op >= Op::kCount || entry(node.op).run == nullptr || !supports_op(node)) {
     return fail(node, "not supported by the CUDA backend");
   }

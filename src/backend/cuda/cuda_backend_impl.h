@@ -184,6 +184,26 @@ class CudaBackend final : public backend::Backend {
   bool split_kv_;  // decode attention may split the cache (off: Options::no_split_kv)
   std::vector<std::pair<Event, Event>> node_events_;
   size_t n_timed_ = 0;
+  // The quantized activations run_mmq left at the start of scratch: the
+  // next call, if it is the very next thing enqueued (a node, no host write,
+  // no split boundary between) and an int8 tensor-core product of the same
+  // input, norm and token count, reads them instead of quantizing again (a
+  // layer's q, k and v share their input). `events_` counts nodes, host
+  // writes and split boundaries; a grown scratch clears `valid`.
+  struct QuantizedInput {
+    bool valid = false;
+    uint64_t event = 0;
+    const float* x = nullptr;
+    const float* norm_weight = nullptr;
+    bool norm = false;
+    float eps = 0.0f;
+    int64_t dim = 0, n_tokens = 0;
+    bool same(const Q8Input& in, uint64_t now) const {
+      return valid && event + 1 == now && x == in.x && norm_weight == in.norm_weight &&
+             norm == in.rms_norm && eps == in.eps && dim == in.in_dim && n_tokens == in.n_tokens;
+    }
+  } quantized_;
+  uint64_t events_ = 0;
 };
 
 }  // namespace minfer::cuda::detail

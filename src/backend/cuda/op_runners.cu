@@ -46,8 +46,9 @@ Status CudaBackend::run_matmul(const Call& c) {
     return fail(c.node, "mul_mat_add takes (x, residual)");
   }
   if (use_mmq(w->type, w->row_len, n_tokens, m->batch_invariant)) {
-    return run_mmq(c, *w, {}, bias, add ? c.f32_in(1) : nullptr, c.f32_out());
+    return run_mmq(c, *w, m->in_norm, bias, add ? c.f32_in(1) : nullptr, c.f32_out());
   }
+  if (m->in_norm.on) return fail(c.node, "an input norm needs the int8 tensor-core path");
   const bool q8 = use_q8(w->type, w->row_len, n_tokens, m->batch_invariant);
   const bool aliased = c.out == c.in[0];
   // Scratch: the quantized activations of a multi-token int8 GEMV, then the
@@ -100,7 +101,15 @@ Status CudaBackend::run_mmq(const Call& c, const DeviceWeight& w, const graph::I
   MINFER_ASSIGN_OR_RETURN(float* s, scratch(c.node, q_bytes + extra));
   auto* quantized = reinterpret_cast<int8_t*>(s);
   auto* rows_out = reinterpret_cast<float*>(quantized + q_bytes);
-  MINFER_ASSIGN_OR_RETURN(Q8Input in, q8_batch_input(c, norm, w.row_len, quantized, true));
+  Q8Input in = q8_input(c, norm, w.row_len, n_tokens);
+  if (!quantized_.same(in, events_)) {
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "quantize_q8", launch_quantize_q8(in, quantized, stream_.get())));
+  }
+  in.quantized = quantized;
+  // Kept for the next node unless this one's output overwrites its input.
+  quantized_ = {c.out != c.in[0], events_, in.x,      in.norm_weight,
+                in.rms_norm,      in.eps,  in.in_dim, in.n_tokens};
   const auto mmq = [&](const DeviceWeight& m, float* out) {
     return launched(c.node, "mmq",
                     launch_mmq(m.type, m.data, m.row_bytes, m.rows, m.row_len, in.quantized,

@@ -49,7 +49,7 @@ bool matmul_ok(const Node& n, const DeviceWeights& w) {
   if (m == nullptr || n.dtype != DType::kF32) return false;
   const DeviceWeight* v = w.find(m->weight);
   return v != nullptr && has_decoder(v->type) && v->row_len == m->in_dim && v->row_len % 32 == 0 &&
-         f32_weight(w, m->bias);
+         f32_weight(w, m->bias) && (!m->in_norm.on || f32_vector(w, m->in_norm.weight, m->in_dim));
 }
 
 bool get_rows_ok(const Node& n, const DeviceWeights& w) {

@@ -44,7 +44,7 @@ bool matmul_weight(const GpuBackend& b, const std::string& name, int64_t row_len
 
 bool matmul_ok(const GpuBackend& b, const Node& n) {
   const auto* m = std::get_if<graph::MatMulMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && n.shape.ne[0] == m->out_dim &&
+  return m != nullptr && !m->in_norm.on && n.dtype == DType::kF32 && n.shape.ne[0] == m->out_dim &&
          matmul_weight(b, m->weight, m->in_dim, m->out_dim) && f32_vector(b, m->bias, m->out_dim) &&
          (n.op != Op::kMatMulAdd || n.inputs.size() == 2);
 }
