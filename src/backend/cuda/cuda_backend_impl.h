@@ -137,9 +137,8 @@ class CudaBackend final : public backend::Backend {
   // The node's tokens for an int8 GEMV: one token as it is (the kernel
   // quantizes it), several quantized once into `quantized` (scratch of
   // quantized_bytes) by a kernel of their own.
-  // With `always`, one token is quantized ahead too (the tensor-core path).
   Result<Q8Input> q8_batch_input(const Call& c, const graph::InputNorm& norm, int64_t dim,
-                                 int8_t* quantized, bool always = false);
+                                 int8_t* quantized);
   // The matmul (or FusedFFN gate/up pair) on the int8 tensor cores.
   Status run_mmq(const Call& c, const DeviceWeight& w, const graph::InputNorm& norm,
                  const float* bias, const float* residual, float* y);

@@ -355,9 +355,9 @@ size_t CudaBackend::quantized_bytes(int64_t dim, int64_t n_tokens) {
 }
 
 Result<Q8Input> CudaBackend::q8_batch_input(const Call& c, const graph::InputNorm& norm,
-                                            int64_t dim, int8_t* quantized, bool always) {
+                                            int64_t dim, int8_t* quantized) {
   Q8Input in = q8_input(c, norm, dim, c.node.shape.ne[1]);
-  if (in.n_tokens == 1 && !always) return in;
+  if (in.n_tokens == 1) return in;
   MINFER_RETURN_IF_ERROR(
       launched(c.node, "quantize_q8", launch_quantize_q8(in, quantized, stream_.get())));
   in.quantized = quantized;
