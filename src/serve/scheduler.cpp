@@ -213,9 +213,13 @@ void Scheduler::loop() {
       (void)engine_->step();  // collect the cancellations
       continue;
     }
+    {
+      // Before the events go out: a client told its request ended must not
+      // then read it as running (/metrics).
+      std::lock_guard lock(mu_);
+      stats_ = engine_->stats();
+    }
     deliver(*events);
-    std::lock_guard lock(mu_);
-    stats_ = engine_->stats();
   }
   for (const Live& l : live_) l.channel->fail(Status::unavailable("the server stopped"));
   for (const Deferred& d : deferred_) d.channel->fail(Status::unavailable("the server stopped"));
