@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <initializer_list>
+#include <optional>
 
 namespace minfer::graph {
 namespace {
@@ -124,35 +125,64 @@ Projection projection(const Graph& g, NodeId id, bool roped) {
   return p;
 }
 
-// Attention(Rope(q), KvStore(Rope(k), v), pos, Rope(k), v) over projections of
-// one x -> Attention(FusedQKV(x, pos), pos) with packed q|k|v rows.
+// The q, k, v, store and positions nodes an attention node reads, in both
+// layouts: (q, store, pos, k, v) with the store at the positions, or paged
+// (q, store, pos, seq_slots, page_table) with the store's k and v at cells.
+struct AttentionOperands {
+  NodeId q = kNoNode, store = kNoNode, pos = kNoNode, k = kNoNode, v = kNoNode;
+  bool paged = false;
+};
+
+std::optional<AttentionOperands> attention_operands(const Graph& g, const Node& attn) {
+  if (attn.op != Op::kAttention || attn.inputs.size() != 5) return std::nullopt;
+  AttentionOperands o;
+  o.q = attn.inputs[0];
+  o.store = attn.inputs[1];
+  o.pos = attn.inputs[2];
+  o.paged = std::get<AttentionMeta>(attn.meta).page_size > 0;
+  const Node& st = g.at(o.store);
+  if (st.op != Op::kKvStore || st.inputs.size() != 3) return std::nullopt;
+  o.k = st.inputs[0];
+  o.v = st.inputs[1];
+  if (!o.paged && (attn.inputs[3] != o.k || attn.inputs[4] != o.v || st.inputs[2] != o.pos)) {
+    return std::nullopt;
+  }
+  return o;
+}
+
+// Whether a Rope node turns its input at `pos` (RoPE reads the positions).
+bool ropes_at(const Graph& g, NodeId rope, NodeId pos) {
+  const Node& r = g.at(rope);
+  return r.inputs.size() == 2 && r.inputs[1] == pos;
+}
+
+// Attention(Rope(q), KvStore(Rope(k), v, at), pos, ...) over projections of
+// one x -> Attention(FusedQKV(x, pos[, cells]), pos[, seq_slots, page_table])
+// with packed q|k|v rows. Batch-invariant matmuls fuse only into a
+// batch-invariant FusedQKV (the backend then keeps one arithmetic per token).
 int fuse_qkv(Graph& g, std::span<backend::Backend* const> backends, const Options& options) {
   const bool no_qkv = options.no_fuse_qkv;
   const bool no_norm = no_qkv || options.no_fuse_qkv_norm;
   int fused = 0;
   for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
-    Node& attn = g.nodes[ai];
-    if (attn.op != Op::kAttention || attn.inputs.size() != 5) continue;
-    if (std::get<AttentionMeta>(attn.meta).page_size > 0) continue;  // paged: no fused store
-    const NodeId qn = attn.inputs[0], store = attn.inputs[1], pos = attn.inputs[2];
-    const NodeId kn = attn.inputs[3], vn = attn.inputs[4];
-    const Node& st = g.at(store);
-    if (st.op != Op::kKvStore || st.inputs.size() != 3 || st.inputs[0] != kn ||
-        st.inputs[1] != vn || st.inputs[2] != pos) {
-      continue;
-    }
-    const Projection q = projection(g, qn, true), k = projection(g, kn, true);
-    const Projection v = projection(g, vn, false);
+    const std::optional<AttentionOperands> o = attention_operands(g, g.nodes[ai]);
+    if (!o || !ropes_at(g, o->q, o->pos) || !ropes_at(g, o->k, o->pos)) continue;
+    const Projection q = projection(g, o->q, true), k = projection(g, o->k, true);
+    const Projection v = projection(g, o->v, false);
     if (q.matmul == nullptr || k.matmul == nullptr || v.matmul == nullptr || v.norm != nullptr ||
-        q.x != k.x || q.x != v.x || (q.norm == nullptr) != (k.norm == nullptr)) {
+        q.x != k.x || q.x != v.x || (q.norm == nullptr) != (k.norm == nullptr) ||
+        q.matmul->batch_invariant != k.matmul->batch_invariant ||
+        q.matmul->batch_invariant != v.matmul->batch_invariant) {
       continue;
     }
     const bool with_norm = q.norm != nullptr;
     if (with_norm ? no_norm : no_qkv) continue;
     const Op op = with_norm ? Op::kFusedQkvNorm : Op::kFusedQKV;
     backend::Backend* b =
-        common_backend(g, {qn, kn, vn, store, static_cast<NodeId>(ai)}, op, backends);
+        common_backend(g, {o->q, o->k, o->v, o->store, static_cast<NodeId>(ai)}, op, backends);
     if (b == nullptr) continue;
+    const Node& attn = g.nodes[ai];
+    const Node& st = g.at(o->store);
     const auto& am = std::get<AttentionMeta>(attn.meta);
     FusedQkvMeta m;
     m.q_weight = q.matmul->weight;
@@ -170,18 +200,21 @@ int fuse_qkv(Graph& g, std::span<backend::Backend* const> backends, const Option
     m.rope = *q.rope;
     m.kv = std::get<KvMeta>(st.meta);
     m.n_head = am.n_head;
+    m.batch_invariant = q.matmul->batch_invariant;
     Node fq = st;  // takes the store's place: after every node it replaces
     fq.op = op;
     fq.dtype = DType::kF32;
-    fq.shape = {{q.matmul->out_dim + k.matmul->out_dim + v.matmul->out_dim, g.at(qn).shape.ne[1]}};
-    fq.inputs = {q.x, pos};
+    fq.shape = {{q.matmul->out_dim + k.matmul->out_dim + v.matmul->out_dim, g.at(o->q).shape.ne[1]}};
+    fq.inputs = {q.x, o->pos};
+    if (o->paged) fq.inputs.push_back(st.inputs[2]);  // the cells
     fq.meta = m;
     fq.name = attn.name + ".qkv";
     Node fa = attn;
-    fa.inputs = {store, pos};
+    fa.inputs = {o->store, o->pos};
+    if (o->paged) fa.inputs.insert(fa.inputs.end(), {attn.inputs[3], attn.inputs[4]});
     std::get<AttentionMeta>(fa.meta).packed_qkv = true;
     if (!b->supports_op(fq) || !b->supports_op(fa)) continue;
-    g.at(store) = std::move(fq);
+    g.at(o->store) = std::move(fq);
     g.nodes[ai] = std::move(fa);
     ++fused;
   }

@@ -11,8 +11,9 @@
 //     matmuls used only there -> FusedFFN(x) (MINFER_NO_FUSE_FFN=1: off).
 //   - Attention over Rope(MatMul(x, Wq) [-> per-head RmsNorm]), the same for
 //     k, MatMul(x, Wv) and their KvStore -> FusedQKV(x, positions) (or
-//     FusedQkvNorm with the norms) in the store's place, producing packed
-//     [q | k | v] rows, and Attention(packed, positions)
+//     FusedQkvNorm with the norms; paged: FusedQKV(x, positions, cells)) in
+//     the store's place, producing packed [q | k | v] rows, and
+//     Attention(packed, positions[, seq_slots, page_table])
 //     (MINFER_NO_FUSE_QKV=1: off; MINFER_NO_FUSE_QKV_NORM=1: only the norm
 //     variant off).
 //   - Add(r, MatMul(x)) with the matmul used only there -> MatMulAdd(x, r)
@@ -22,8 +23,8 @@
 //     where the backend claims supports_fused(kRmsNorm) -> each of them over
 //     x with the norm in its InputNorm (MINFER_NO_FUSE_NORM=1: off). A
 //     layer's q, k and v matmuls share their norm this way.
-// Backends gate by shape too (the CUDA backend takes FusedQKV for one token
-// and FusedFFN up to four: decode). The graph keeps execution order; dead
+// Backends gate by shape too (the CUDA backend takes FusedQKV for one token,
+// and for a paged batch whose projections take its int8 tensor-core path). The graph keeps execution order; dead
 // nodes are removed and ids renumbered.
 #pragma once
 

@@ -166,7 +166,8 @@ struct AttentionMeta {
   quant::TensorType k_type = quant::TensorType::F32;
   quant::TensorType v_type = quant::TensorType::F32;
   // Input 0 holds packed rows [q | k | v] (the output of a FusedQKV node;
-  // inputs: packed, positions) instead of q (inputs: q, store, positions, k, v).
+  // inputs: packed, positions, and paged: seq_slots, page_table) instead of
+  // q (inputs: q, store, positions, k, v).
   bool packed_qkv = false;
   // page_size > 0: a paged pool of many sequences. Inputs are (q, store,
   // positions, seq_slots, page_table): token t attends the positions of its
@@ -180,9 +181,9 @@ struct AttentionMeta {
 // The q, k and v projections of one layer fused with what follows them up to
 // the KV store. Output: rows [q (n_head*head_dim) | k | v (n_head_kv*head_dim
 // each)] with biases added, q/k normalized per head (q_norm/k_norm non-empty)
-// and rotated; k and v are also written to the layer's cache at the positions.
-// Inputs: the normalized hidden state (or the hidden state, with in_norm),
-// positions.
+// and rotated; k and v are also written to the layer's cache at the positions
+// (paged, kv.page_size > 0: at the cells). Inputs: the normalized hidden
+// state (or the hidden state, with in_norm), positions, and paged: cells.
 struct FusedQkvMeta {
   std::string q_weight, k_weight, v_weight;
   std::string q_bias, k_bias, v_bias;  // optional
@@ -193,6 +194,7 @@ struct FusedQkvMeta {
   KvMeta kv;
   int64_t n_head = 0;
   InputNorm in_norm;
+  bool batch_invariant = false;  // as the projections' MatMulMeta
 };
 
 // act(x Wg^T) * (x Wu^T), act = SiLU or GELU. Input: the normalized hidden

@@ -318,15 +318,27 @@ TEST(CudaForward, DecodeGraphIsFused) {
     ASSERT_TRUE(gpu.is_ok()) << gpu.message();
     cpu::CpuBackend cpu((*model)->weights(), 1);
     std::vector<backend::Backend*> backends = {gpu->get(), &cpu};
-    auto count = [&](int64_t n_tokens, graph::Op op) {
-      GraphParams p;
-      p.n_tokens = n_tokens;
+    auto count_in = [&](GraphParams p, graph::Op op) {
       p.backends = 0b11;  // CUDA and the CPU take part
       auto g = build_graph((*model)->hparams(), (*model)->weights(), p);
       EXPECT_TRUE(g.is_ok()) << g.message();
       graph::fuse(*g, backends, cuda::testing::env_options());
       return std::count_if(g->nodes.begin(), g->nodes.end(),
                            [&](const graph::Node& n) { return n.op == op; });
+    };
+    auto count = [&](int64_t n_tokens, graph::Op op) {
+      GraphParams p;
+      p.n_tokens = n_tokens;
+      return count_in(p, op);
+    };
+    auto count_paged = [&](int64_t n_tokens, bool invariant, graph::Op op) {
+      GraphParams p;
+      p.n_tokens = n_tokens;
+      p.page_size = 8;
+      p.n_slots = 4;
+      p.max_pages = 32;
+      p.batch_invariant = invariant;
+      return count_in(p, op);
     };
     const int64_t n_layer = (*model)->hparams().n_layer;
     const bool norm = (*model)->hparams().qk_norm;
@@ -338,6 +350,17 @@ TEST(CudaForward, DecodeGraphIsFused) {
     const bool gemma = std::string(shape) == "tiny-gemma3";
     EXPECT_EQ(count(1, graph::Op::kMatMulAdd), gemma ? 0 : 2 * n_layer) << shape;
     EXPECT_EQ(count(40, qkv_op), 0) << shape;
+    // A paged batch (the engine's): the one-token GEMV, the tensor cores
+    // below their GEMM size, and every size when batch-invariant.
+    EXPECT_EQ(count_paged(1, false, qkv_op), n_layer) << shape;
+    EXPECT_EQ(count_paged(40, false, qkv_op), n_layer) << shape;
+    EXPECT_EQ(count_paged(200, false, qkv_op), 0) << shape;
+    EXPECT_EQ(count_paged(200, false, graph::Op::kRope), 2 * n_layer) << shape;
+    for (int64_t n : {1, 40, 200}) {
+      EXPECT_EQ(count_paged(n, true, qkv_op), n_layer) << shape << " " << n;
+      EXPECT_EQ(count_paged(n, true, graph::Op::kRope), 0) << shape << " " << n;
+      EXPECT_EQ(count_paged(n, true, graph::Op::kKvStore), 0) << shape << " " << n;
+    }
     // FusedFFN up to the tensor-core size (the int8 kernels), not past it.
     EXPECT_EQ(count(40, graph::Op::kFusedFFN), n_layer) << shape;
     EXPECT_EQ(count(200, graph::Op::kFusedFFN), 0) << shape;

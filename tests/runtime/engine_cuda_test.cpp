@@ -4,11 +4,15 @@
 //     tensor-core size) or decode token, for its prefill and its next decode
 //     step; with MINFER_BATCH_INVARIANT=0 the same check finds differences
 //     (the check can fail).
+//   - Paged rows on the GPU follow the CPU's (the fused q|k|v node's cells).
 //   - Engine level: twelve staggered sequences of different prompt lengths,
 //     greedy, give their solo tokens, with f16 and q8_0 caches, on Q8_0 and
 //     Q4_K_M (Q6_K rows and types the int8 GEMVs lack) models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -39,6 +43,48 @@ TEST(CudaEngine, LogitsRowsAreBatchInvariantBitForBit) {
     // The same check with the batch-dependent kernels allowed finds the
     // difference (a tensor-core GEMM for the 156-token batch).
     EXPECT_GT(testing::differences(m, false, true), 0);
+  }
+}
+
+// max_i |a_i - b_i| / (max b - min b), worst over the rows.
+double worst_rel(const std::vector<std::vector<float>>& a,
+                 const std::vector<std::vector<float>>& b) {
+  double worst = a.size() == b.size() ? 0.0 : 1e9;
+  for (size_t r = 0; r < a.size() && r < b.size(); ++r) {
+    const auto [lo, hi] = std::minmax_element(b[r].begin(), b[r].end());
+    double d = 0.0;
+    for (size_t i = 0; i < b[r].size(); ++i) d = std::max(d, std::fabs(double(a[r][i]) - b[r][i]));
+    worst = std::max(worst, d / std::max(1e-6, double(*hi - *lo)));
+  }
+  return worst;
+}
+
+// The GPU's paged rows (its fused q|k|v node storing at the cells: the
+// one-token GEMV, or the tensor-core projections for a batch and for every
+// batch-invariant step) follow the CPU's unfused paged pass: a prompt chunk
+// beside another sequence's, both decoding, then one alone. Both quantize
+// activations to int8 (rel < 5e-2, the bound of the int8 GEMV against the
+// reference); a wrong cell or rotation moves a row by far more.
+TEST(CudaEngine, PagedRowsFollowTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<std::vector<testing::Part>> steps = {
+      {{1, 40, testing::prompt_tokens(150, 2), 0}, {0, 5, testing::prompt_tokens(6, 1), 0}},
+      {{1, 40, {23}, 150}, {0, 5, {17}, 6}},
+      {{0, 5, {29}, 7}},
+      {{0, 5, {31}, 8}, {1, 40, {37}, 151}}};
+  for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-gemma3"}) {
+    const model::Model& m = testing::tiny_model(shape, 9);
+    for (bool invariant : {true, false}) {
+      SCOPED_TRACE(std::string(shape) + (invariant ? " invariant" : " batch-dependent"));
+      testing::PagedRunner cpu(m, true, false), gpu(m, invariant, true);
+      ASSERT_TRUE(gpu.gpu()) << "the GPU did not take part";
+      for (size_t i = 0; i < steps.size(); ++i) {
+        const double rel = worst_rel(gpu.run(steps[i]), cpu.run(steps[i]));
+        std::printf("  %s %s step %zu rel %.2e\n", shape, invariant ? "invariant" : "dependent", i,
+                    rel);
+        EXPECT_LT(rel, 5e-2) << "step " << i;
+      }
+    }
   }
 }
 

@@ -78,6 +78,11 @@ __device__ bool batch_kv_usable(const AttentionArgs& a, int* s_consecutive) {
   return *s_consecutive != 0 && a.batch_k != nullptr && a.batch_v != nullptr;
 }
 
+// Floats from one token's query row to the next.
+__device__ __forceinline__ int64_t q_row(const AttentionArgs& a) {
+  return a.q_stride > 0 ? a.q_stride : a.n_head * a.head_dim;
+}
+
 // The keys [*j_begin, *j_end) a query at `pos` sees (empty when j_end <= j_begin).
 __device__ __forceinline__ void key_range(const AttentionArgs& a, int64_t pos, int64_t* j_begin,
                                           int64_t* j_end) {
@@ -227,7 +232,7 @@ template <int kDpl>
 __device__ __forceinline__ void load_query(const AttentionArgs& a, int64_t t, int64_t h,
                                            float (&q)[kDpl]) {
   const int lane = threadIdx.x & 31;
-  const float* qh = a.q + (t * a.n_head + h) * (kDpl * 32);
+  const float* qh = a.q + t * q_row(a) + h * (kDpl * 32);
 #pragma unroll
   for (int i = 0; i < kDpl; ++i) q[i] = qh[lane + 32 * i];
 }
@@ -479,7 +484,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (r < n_rows) {
       const int64_t t = r / group, h = kvh * group + r % group;
-      v = *reinterpret_cast<const float4*>(a.q + (t * a.n_head + h) * D + 4 * d4);
+      v = *reinterpret_cast<const float4*>(a.q + t * q_row(a) + h * D + 4 * d4);
       v.x *= a.scale;
       v.y *= a.scale;
       v.z *= a.scale;

@@ -86,7 +86,18 @@ bool CudaBackend::supports_op(const Node& node) const {
       return false;
     }
   }
+  const auto* qkv = std::get_if<graph::FusedQkvMeta>(&node.meta);
+  if (qkv != nullptr && !fused_qkv_path(*qkv, node.shape.ne[1])) return false;
   return entry(node.op).supports(node, *weights_);
+}
+
+bool CudaBackend::fused_qkv_path(const graph::FusedQkvMeta& m, int64_t n_tokens) const {
+  if (n_tokens == 1 && !m.batch_invariant) return true;  // the one-token GEMV
+  for (const std::string* name : {&m.q_weight, &m.k_weight, &m.v_weight}) {
+    const DeviceWeight* w = weights_->find(*name);
+    if (w == nullptr || !use_mmq(w->type, w->row_len, n_tokens, m.batch_invariant)) return false;
+  }
+  return true;
 }
 
 Result<BufferId> CudaBackend::alloc_buffer(size_t bytes) {

@@ -143,6 +143,10 @@ class CudaBackend final : public backend::Backend {
   Status run_mmq(const Call& c, const DeviceWeight& w, const graph::InputNorm& norm,
                  const float* bias, const float* residual, float* y);
   static size_t quantized_bytes(int64_t dim, int64_t n_tokens);
+  // Whether FusedQKV of n_tokens has a path here: the one-token GEMV (not
+  // batch-invariant), else the three projections on the int8 tensor cores
+  // (one arithmetic for every batch size) and the per-head kernel.
+  bool fused_qkv_path(const graph::FusedQkvMeta& m, int64_t n_tokens) const;
   // Whether a GEMV over `type` rows of in_dim for n_tokens takes the int8 path.
   // The int8 GEMVs take batches below the tensor-core size, and every batch
   // that must be batch-invariant (their per-token results never depend on
@@ -157,6 +161,15 @@ class CudaBackend final : public backend::Backend {
   bool use_mmq(quant::TensorType type, int64_t in_dim, int64_t n_tokens, bool invariant) const {
     return q8_gemv_ && has_mmq(type, in_dim) &&
            (invariant || (n_tokens >= 2 && n_tokens < kMmaMinTokens));
+  }
+  // FusedQKV of several tokens (or batch-invariant): the int8 tensor-core path.
+  Status run_qkv_mmq(const Call& c, const graph::FusedQkvMeta& m, FusedQkvArgs& a);
+  // FusedQkvArgs' per-head part (RoPE, norms, positions/cells, the caches).
+  void set_qkv_post_args(const Call& c, const graph::FusedQkvMeta& m, FusedQkvArgs& a) const;
+  // A named f32 vector on the device (a bias, a norm), or null for "".
+  const float* device_vector(const std::string& name) const {
+    if (name.empty()) return nullptr;
+    return reinterpret_cast<const float*>(weights_->find(name)->data);
   }
   // The norm's f32 weight on the device, or null (no weight, or norm off).
   const float* norm_weight(const graph::InputNorm& norm) const {

@@ -5,7 +5,8 @@
 //     weight and bias; one launch per projection when their types differ),
 //     writing the packed row [q | k | v]; then one block per head applies the
 //     per-head RMSNorm (q/k, when given), RoPE (q/k) and stores k and v into
-//     the cache at the token's position.
+//     the cache at the token's position (or its cell). That second kernel
+//     also serves many tokens whose projections the tensor cores computed.
 //   - FusedFFN, up to 4 tokens: each warp computes gate row r and
 //     up row r and writes act(gate) * up, so neither intermediate reaches
 //     memory.
@@ -49,6 +50,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (valid && lane == 0) y[out_row] = acc + (s.bias[seg] != nullptr ? s.bias[seg][row] : 0.0f);
 }
 
+// Where head h of token t comes from: out's packed row, or (proj) the
+// projection's own rows.
+__device__ __forceinline__ const float* qkv_source(const FusedQkvArgs& a, int64_t t, int64_t h) {
+  const int64_t D = a.head_dim, q_dim = a.n_head * D, kv_dim = a.n_head_kv * D;
+  if (a.proj == nullptr) return a.out + t * (q_dim + 2 * kv_dim) + h * D;
+  if (h < a.n_head) return a.proj + t * q_dim + h * D;
+  const float* k = a.proj + a.n_tokens * q_dim;
+  if (h < a.n_head + a.n_head_kv) return k + t * kv_dim + (h - a.n_head) * D;
+  return k + a.n_tokens * kv_dim + t * kv_dim + (h - a.n_head - a.n_head_kv) * D;
+}
+
+// One block per (head of q|k|v, token) = (blockIdx.x, blockIdx.y).
 // Launched with PDL (pdl.cuh): waits for the projection before reading it.
 __global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(FusedQkvArgs a) {
   __shared__ float buf[kMaxHeadDim];
@@ -56,11 +69,13 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(FusedQkvArgs a) 
   pdl_launch_dependents();
   pdl_wait();
   const int64_t D = a.head_dim;
-  const int64_t h = blockIdx.x;
+  const int64_t h = blockIdx.x, t = blockIdx.y;
   const int kind = h < a.n_head ? 0 : (h < a.n_head + a.n_head_kv ? 1 : 2);  // q, k, v
-  float* v = a.out + h * D;
-  const int32_t pos = a.positions[0];
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) buf[d] = v[d];
+  const float* src = qkv_source(a, t, h);
+  float* v = a.out + t * (a.n_head + 2 * a.n_head_kv) * D + h * D;
+  const int32_t pos = a.positions[t];
+  const int32_t row = a.cells != nullptr ? a.cells[t] : pos;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) buf[d] = src[d];
   const float* norm = kind == 0 ? a.q_norm : (kind == 1 ? a.k_norm : nullptr);
   if (norm != nullptr) {  // uniform per block: no thread skips the barriers
     float sum = 0.0f;
@@ -88,10 +103,10 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(FusedQkvArgs a) 
   }
   __syncthreads();
   const bool store = kind > 0;
-  const bool ok = pos >= 0 && pos < a.n_ctx;
+  const bool ok = row >= 0 && row < a.n_ctx;
   if (store && !ok && threadIdx.x == 0 &&
       atomicCAS(a.err, kErrNone, kErrPositionRange) == kErrNone) {
-    a.err[1] = pos;
+    a.err[1] = row;
     a.err[2] = static_cast<int>(a.n_ctx);
   }
   const int64_t kv_row = a.n_head_kv * D;
@@ -106,13 +121,13 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(FusedQkvArgs a) 
     const int64_t i = head * D + d;
     switch (type) {
       case TensorType::F32:
-        kv_store_element<TensorType::F32>(cache, pos, kv_row, i, buf[d], a.err);
+        kv_store_element<TensorType::F32>(cache, row, kv_row, i, buf[d], a.err);
         break;
       case TensorType::F16:
-        kv_store_element<TensorType::F16>(cache, pos, kv_row, i, buf[d], a.err);
+        kv_store_element<TensorType::F16>(cache, row, kv_row, i, buf[d], a.err);
         break;
       case TensorType::Q8_0:
-        kv_store_element<TensorType::Q8_0>(cache, pos, kv_row, i, buf[d], a.err);
+        kv_store_element<TensorType::Q8_0>(cache, row, kv_row, i, buf[d], a.err);
         break;
       default:  // refused by the backend before the launch
         break;
@@ -186,11 +201,17 @@ cudaError_t launch_fused_qkv(const FusedQkvArgs& a, cudaStream_t stream) {
     offset += rows;
     first = last;
   }
-  const cudaError_t e = launch_kernel(kPdlBetweenGemvs, qkv_post_kernel,
-                                      dim3(static_cast<unsigned>(a.n_head + 2 * a.n_head_kv)),
-                                      dim3(kPostThreads), 0, stream, a);
   const cudaError_t earlier = cudaGetLastError();  // the f32 GEMV launches'
+  const cudaError_t e = launch_qkv_post(a, stream);
   return e != cudaSuccess ? e : earlier;
+}
+
+cudaError_t launch_qkv_post(const FusedQkvArgs& a, cudaStream_t stream) {
+  if (a.n_tokens <= 0) return cudaSuccess;
+  if (a.proj == nullptr && a.n_tokens != 1) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(a.n_head + 2 * a.n_head_kv),
+                  static_cast<unsigned>(a.n_tokens));
+  return launch_kernel(kPdlBetweenGemvs, qkv_post_kernel, grid, dim3(kPostThreads), 0, stream, a);
 }
 
 cudaError_t launch_fused_ffn(TensorType type, const void* gate, const void* up, size_t row_bytes,

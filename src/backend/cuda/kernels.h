@@ -100,6 +100,7 @@ struct AttentionArgs {
   const int32_t* positions = nullptr;  // [n_tokens]
   const float* batch_k = nullptr;      // [n_tokens][n_head_kv * head_dim] or null
   const float* batch_v = nullptr;
+  int64_t q_stride = 0;  // floats from one token's q to the next; 0: n_head * head_dim
   int64_t n_tokens = 0, n_ctx = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
   float scale = 1.0f;
   int64_t sliding_window = 0;
@@ -194,7 +195,9 @@ cudaError_t launch_stacked_q8(quant::TensorType qk_type, quant::TensorType v_typ
 // --- fused.cu (decode fusions) ----------------------------------------------
 // FusedQKV / FusedQkvNorm for one token: out = [q | k | v] = x W^T + bias for
 // the three weights, then per head: RMSNorm (q/k, when q_norm/k_norm are set),
-// RoPE (q/k), and k, v written into the caches at positions[0].
+// RoPE (q/k), and k, v written into the caches at positions[0] (or cells[0]).
+// launch_qkv_post runs the per-head part alone, for n_tokens rows whose
+// projections another kernel wrote to `proj`.
 struct FusedQkvArgs {
   quant::TensorType type[3] = {};
   const void* w[3] = {};
@@ -211,7 +214,15 @@ struct FusedQkvArgs {
   const float* q_norm = nullptr;  // [head_dim] or null
   const float* k_norm = nullptr;
   float eps = 1e-6f;
-  const int32_t* positions = nullptr;  // [1]
+  const int32_t* positions = nullptr;  // [n_tokens]
+  // [n_tokens] cache rows (a paged pool); null: the rows are the positions.
+  const int32_t* cells = nullptr;
+  int64_t n_tokens = 1;
+  // launch_qkv_post: the projections, [n_tokens][q rows] then
+  // [n_tokens][k rows] then [n_tokens][v rows], biases added; out gets the
+  // packed rows [n_tokens][q | k | v]. Null: out holds them already (one
+  // token, written by launch_fused_qkv's GEMV).
+  const float* proj = nullptr;
   int64_t n_ctx = 0;
   // Cache row types, F32, F16 or Q8_0 each (Q8_0: head_dim % 32 == 0).
   quant::TensorType k_type = quant::TensorType::F32;
@@ -227,6 +238,7 @@ struct FusedQkvArgs {
 // Head dims the fused post-processing kernel handles (even, <= 256).
 bool fused_head_dim_ok(int64_t head_dim);
 cudaError_t launch_fused_qkv(const FusedQkvArgs& a, cudaStream_t stream);
+cudaError_t launch_qkv_post(const FusedQkvArgs& a, cudaStream_t stream);
 // y[t][r] = act(x[t] . gate[r]) * (x[t] . up[r]), act = gelu or silu; gate and
 // up of one type and row size; y must not overlap x.
 cudaError_t launch_fused_ffn(quant::TensorType type, const void* gate, const void* up,

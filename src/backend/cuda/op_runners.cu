@@ -247,25 +247,29 @@ Status CudaBackend::run_attention(const Call& c) {
   a.v_cache = c.v_cache;
   a.k_type = c.kv->k_type;
   a.v_type = c.kv->v_type;
-  if (m->packed_qkv) {  // one token's [q | k | v] row (a FusedQKV output)
+  const int64_t q_dim = m->n_head * m->head_dim, kv_dim = m->n_head_kv * m->head_dim;
+  if (m->packed_qkv && m->page_size == 0) {  // one token's [q | k | v] row (a FusedQKV output)
     if (c.n_in != 2 || c.node.shape.ne[1] != 1) {
       return fail(c.node, "packed q|k|v attention takes (packed, positions) for one token");
     }
-    const int64_t q_dim = m->n_head * m->head_dim, kv_dim = m->n_head_kv * m->head_dim;
     a.positions = c.i32_in(1);
     a.batch_k = c.f32_in(0) + q_dim;
     a.batch_v = c.f32_in(0) + q_dim + kv_dim;
-  } else if (m->page_size > 0) {  // (q, store, positions, seq_slots, page_table)
-    if (c.n_in != 5 || m->max_pages <= 0 || c.kv->n_ctx % m->page_size != 0) {
+  } else if (m->page_size > 0) {
+    // (q, store, positions, seq_slots, page_table), or (packed, positions,
+    // seq_slots, page_table) whose rows hold each token's q first.
+    const size_t first = m->packed_qkv ? 1 : 2;
+    if (c.n_in != first + 3 || m->max_pages <= 0 || c.kv->n_ctx % m->page_size != 0) {
       return fail(c.node,
-                  "paged attention takes (q, store, positions, seq_slots, page_table) "
-                  "over a cache of whole pages");
+                  "paged attention takes (q, store, positions, seq_slots, page_table) or "
+                  "(packed, positions, seq_slots, page_table) over a cache of whole pages");
     }
-    a.positions = c.i32_in(2);
-    a.seq_slots = c.i32_in(3);
-    a.page_table = c.i32_in(4);
+    a.positions = c.i32_in(first);
+    a.seq_slots = c.i32_in(first + 1);
+    a.page_table = c.i32_in(first + 2);
     a.page_size = m->page_size;
     a.max_pages = m->max_pages;
+    if (m->packed_qkv) a.q_stride = q_dim + 2 * kv_dim;
   } else {
     a.positions = c.i32_in(2);
     if (c.n_in >= 5) {
@@ -388,10 +392,6 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
   }
   MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->kv.head_dim));
   if (c.out == c.in[0]) return fail(c.node, "output aliases the input");
-  auto vec = [&](const std::string& name) -> const float* {
-    if (name.empty()) return nullptr;
-    return reinterpret_cast<const float*>(weights_->find(name)->data);
-  };
   FusedQkvArgs a;
   const std::string* names[3] = {&m->q_weight, &m->k_weight, &m->v_weight};
   const std::string* biases[3] = {&m->q_bias, &m->k_bias, &m->v_bias};
@@ -401,38 +401,77 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
     a.w[i] = w->data;
     a.row_bytes[i] = w->row_bytes;
     a.rows[i] = w->rows;
-    a.bias[i] = vec(*biases[i]);
+    a.bias[i] = device_vector(*biases[i]);
   }
   a.in_dim = m->in_dim;
+  a.n_tokens = c.node.shape.ne[1];
+  a.out = c.f32_out();
+  set_qkv_post_args(c, *m, a);
+  if (a.n_tokens > 1 || m->batch_invariant) return run_qkv_mmq(c, *m, a);
   a.q8_gemv = a.type[0] == a.type[1] && has_stacked_q8(a.type[0], a.type[2], m->in_dim) &&
-              c.node.shape.ne[1] == 1 && use_q8(a.type[0], m->in_dim, 1, false) &&
-              use_q8(a.type[2], m->in_dim, 1, false);
+              use_q8(a.type[0], m->in_dim, 1, false) && use_q8(a.type[2], m->in_dim, 1, false);
   if (a.q8_gemv) {
     a.q8 = q8_input(c, m->in_norm, m->in_dim, 1);
     a.x = a.q8.x;
   } else {
     MINFER_ASSIGN_OR_RETURN(a.x, normalized_input(c, m->in_norm, m->in_dim));
   }
-  a.out = c.f32_out();
-  a.n_head = m->n_head;
-  a.n_head_kv = m->kv.n_head_kv;
-  a.head_dim = m->rope.head_dim;
-  a.n_rot = m->rope.n_rot;
-  a.neox = m->rope.mode == graph::RopeMode::kNeox;
-  a.freq_base = m->rope.freq_base;
-  a.freq_scale = m->rope.freq_scale;
-  a.freq_factors = vec(m->rope.freq_factors);
-  a.q_norm = vec(m->q_norm);
-  a.k_norm = vec(m->k_norm);
-  a.eps = m->norm_eps;
+  return launched(c.node, "fused_qkv", launch_fused_qkv(a, stream_.get()));
+}
+
+// The three projections on the int8 tensor cores (one quantization of the
+// shared input) into scratch, then the per-head kernel packs, rotates and
+// stores them.
+Status CudaBackend::run_qkv_mmq(const Call& c, const graph::FusedQkvMeta& m, FusedQkvArgs& a) {
+  if (!fused_qkv_path(m, a.n_tokens)) {
+    return fail(c.node, "q|k|v weights the int8 tensor-core path refuses for " +
+                            std::to_string(a.n_tokens) + " tokens");
+  }
+  const size_t q_bytes = quantized_bytes(m.in_dim, a.n_tokens);
+  const int64_t width = a.rows[0] + a.rows[1] + a.rows[2];
+  MINFER_ASSIGN_OR_RETURN(
+      float* s, scratch(c.node, q_bytes + static_cast<size_t>(width * a.n_tokens) * sizeof(float)));
+  auto* quantized = reinterpret_cast<int8_t*>(s);
+  auto* proj = reinterpret_cast<float*>(quantized + q_bytes);
+  Q8Input in = q8_input(c, m.in_norm, m.in_dim, a.n_tokens);
+  if (!quantized_.same(in, events_)) {
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "quantize_q8", launch_quantize_q8(in, quantized, stream_.get())));
+  }
+  quantized_ = {true, events_, in.x, in.norm_weight, in.rms_norm, in.eps, in.in_dim, in.n_tokens};
+  float* y = proj;
+  for (int i = 0; i < 3; ++i) {
+    MINFER_RETURN_IF_ERROR(launched(
+        c.node, "mmq",
+        launch_mmq(a.type[i], a.w[i], a.row_bytes[i], a.rows[i], m.in_dim, quantized, a.n_tokens,
+                   a.bias[i], nullptr, y, stream_.get())));
+    y += a.rows[i] * a.n_tokens;
+  }
+  a.proj = proj;
+  return launched(c.node, "qkv_post", launch_qkv_post(a, stream_.get()));
+}
+
+void CudaBackend::set_qkv_post_args(const Call& c, const graph::FusedQkvMeta& m,
+                                    FusedQkvArgs& a) const {
+  a.n_head = m.n_head;
+  a.n_head_kv = m.kv.n_head_kv;
+  a.head_dim = m.rope.head_dim;
+  a.n_rot = m.rope.n_rot;
+  a.neox = m.rope.mode == graph::RopeMode::kNeox;
+  a.freq_base = m.rope.freq_base;
+  a.freq_scale = m.rope.freq_scale;
+  a.freq_factors = device_vector(m.rope.freq_factors);
+  a.q_norm = device_vector(m.q_norm);
+  a.k_norm = device_vector(m.k_norm);
+  a.eps = m.norm_eps;
   a.positions = c.i32_in(1);
+  a.cells = m.kv.page_size > 0 ? c.i32_in(2) : nullptr;
   a.n_ctx = c.kv->n_ctx;
   a.k_type = c.kv->k_type;
   a.v_type = c.kv->v_type;
   a.k_cache = c.k_cache;
   a.v_cache = c.v_cache;
   a.err = static_cast<int*>(err_.data());
-  return launched(c.node, "fused_qkv", launch_fused_qkv(a, stream_.get()));
 }
 
 Status CudaBackend::run_fused_ffn(const Call& c) {

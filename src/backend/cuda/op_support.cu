@@ -30,6 +30,14 @@ bool f32_vector(const DeviceWeights& w, const std::string& name, int64_t len) {
   return v != nullptr && v->type == quant::TensorType::F32 && v->rows * v->row_len == len;
 }
 
+// A FusedQKV node or an attention node over its packed rows: (x or packed,
+// positions) for one token, or paged (.., cells) / (.., seq_slots,
+// page_table) for any number.
+bool packed_inputs_ok(const Node& n, int64_t page_size) {
+  if (page_size > 0) return n.inputs.size() == (n.op == Op::kAttention ? 4u : 3u);
+  return n.inputs.size() == 2 && n.shape.ne[1] == 1;
+}
+
 }  // namespace
 
 bool f32_out(const Node& n, const DeviceWeights&) {
@@ -99,12 +107,14 @@ bool attention_ok(const Node& n, const DeviceWeights&) {
   return m != nullptr && n.dtype == DType::kF32 && attention_head_dim_ok(m->head_dim) &&
          m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 &&
          cache_types_ok(m->k_type, m->v_type, m->head_dim) &&
-         (!m->packed_qkv || n.shape.ne[1] == 1);  // packed rows: one token (decode)
+         (!m->packed_qkv || packed_inputs_ok(n, m->page_size));
 }
 
 bool fused_qkv_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::FusedQkvMeta>(&n.meta);
-  if (m == nullptr || n.dtype != DType::kF32 || n.shape.ne[1] != 1) return false;
+  if (m == nullptr || n.dtype != DType::kF32 || !packed_inputs_ok(n, m->kv.page_size)) {
+    return false;
+  }
   const int64_t D = m->rope.head_dim, q_dim = m->n_head * D, kv_dim = m->kv.n_head_kv * D;
   const DeviceWeight* q = gemv_weight(w, m->q_weight, m->in_dim);
   const DeviceWeight* k = gemv_weight(w, m->k_weight, m->in_dim);

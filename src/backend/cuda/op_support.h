@@ -31,7 +31,9 @@ std::string cache_types_problem(quant::TensorType k, quant::TensorType v, int64_
 bool cache_types_ok(quant::TensorType k, quant::TensorType v, int64_t head_dim);
 bool kv_store_ok(const graph::Node& n, const DeviceWeights& w);
 bool attention_ok(const graph::Node& n, const DeviceWeights& w);
-// FusedQKV / FusedQkvNorm for one token.
+// FusedQKV / FusedQkvNorm for one token, or (paged) for any number; the
+// backend takes more than one only where its projections run on the int8
+// tensor cores, and a batch-invariant one only there (CudaBackend::supports_op).
 bool fused_qkv_ok(const graph::Node& n, const DeviceWeights& w);
 // FusedFFN for the GEMVs' batches, gate and up of one type.
 bool fused_ffn_ok(const graph::Node& n, const DeviceWeights& w);
