@@ -204,7 +204,8 @@ int fuse_qkv(Graph& g, std::span<backend::Backend* const> backends, const Option
     Node fq = st;  // takes the store's place: after every node it replaces
     fq.op = op;
     fq.dtype = DType::kF32;
-    fq.shape = {{q.matmul->out_dim + k.matmul->out_dim + v.matmul->out_dim, g.at(o->q).shape.ne[1]}};
+    fq.shape = {
+        {q.matmul->out_dim + k.matmul->out_dim + v.matmul->out_dim, g.at(o->q).shape.ne[1]}};
     fq.inputs = {q.x, o->pos};
     if (o->paged) fq.inputs.push_back(st.inputs[2]);  // the cells
     fq.meta = m;

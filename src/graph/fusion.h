@@ -24,8 +24,8 @@
 //     x with the norm in its InputNorm (MINFER_NO_FUSE_NORM=1: off). A
 //     layer's q, k and v matmuls share their norm this way.
 // Backends gate by shape too (the CUDA backend takes FusedQKV for one token,
-// and for a paged batch whose projections take its int8 tensor-core path). The graph keeps execution order; dead
-// nodes are removed and ids renumbered.
+// and for a paged batch whose projections take its int8 tensor-core path). The graph keeps
+// execution order; dead nodes are removed and ids renumbered.
 #pragma once
 
 #include <span>

@@ -441,10 +441,10 @@ Status CudaBackend::run_qkv_mmq(const Call& c, const graph::FusedQkvMeta& m, Fus
   quantized_ = {true, events_, in.x, in.norm_weight, in.rms_norm, in.eps, in.in_dim, in.n_tokens};
   float* y = proj;
   for (int i = 0; i < 3; ++i) {
-    MINFER_RETURN_IF_ERROR(launched(
-        c.node, "mmq",
-        launch_mmq(a.type[i], a.w[i], a.row_bytes[i], a.rows[i], m.in_dim, quantized, a.n_tokens,
-                   a.bias[i], nullptr, y, stream_.get())));
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "mmq",
+                 launch_mmq(a.type[i], a.w[i], a.row_bytes[i], a.rows[i], m.in_dim, quantized,
+                            a.n_tokens, a.bias[i], nullptr, y, stream_.get())));
     y += a.rows[i] * a.n_tokens;
   }
   a.proj = proj;
