@@ -1,6 +1,7 @@
 // `minfer run`: generate text from a prompt, streaming tokens to stdout and
 // timings to stderr.
 #include <cstdio>
+#include <utility>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -15,7 +16,7 @@ Status run(const ArgParser& p, bool& interrupted) {
   MINFER_ASSIGN_OR_RETURN(std::string prompt, read_prompt(p));
   MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 128, 1, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(runtime::SamplerParams sp, sampler_params(p));
-  MINFER_ASSIGN_OR_RETURN(runtime::Sampler sampler, runtime::Sampler::create(sp));
+  MINFER_RETURN_IF_ERROR(runtime::Sampler::create(sp).status());  // bad settings first
   MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096));
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p));
   so.n_ctx = std::min<int64_t>(so.n_ctx, model->hparams().n_ctx_train);
@@ -27,7 +28,14 @@ Status run(const ArgParser& p, bool& interrupted) {
                                 " tokens, more than the context of " + std::to_string(so.n_ctx) +
                                 " allows (raise it with -c)");
   }
-  MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
+  // One sequence on an engine of its own: nothing shares its batches, so
+  // the kernels need not be batch-invariant (the fastest ones run).
+  runtime::EngineOptions eo;
+  eo.n_slots = 1;
+  eo.n_ctx = so.n_ctx;
+  engine_settings(so, eo);
+  eo.options.batch_invariant = false;
+  MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, eo));
   // Ctrl-C ends the generation and the summary still follows; installed
   // before the "seed:" line, so that a caller who waits for it can signal.
   Interrupts interrupts;
@@ -39,7 +47,8 @@ Status run(const ArgParser& p, bool& interrupted) {
   const int64_t budget =
       std::min<int64_t>(n_predict, so.n_ctx - static_cast<int64_t>(tokens->size()));
   Status written;  // the first failed write stops generation: nobody reads the rest
-  auto stats = runtime::generate(*session, sampler, *tokens, budget, [&](int32_t t) {
+  runtime::Request request(*tokens, sp, budget);
+  auto stats = runtime::generate(*engine, std::move(request), [&](int32_t t) {
     written = write_stdout(detok.push(t));
     return written.is_ok() && !interrupts.requested();
   });
@@ -61,8 +70,8 @@ Status run(const ArgParser& p, bool& interrupted) {
                interrupted        ? " (interrupted)"
                : at_context_limit ? " (stopped at the context limit)"
                                   : "");
-  if (!session->op_profile().empty()) {
-    std::fprintf(stderr, "%s", session->op_profile().table().c_str());
+  if (!engine->op_profile().empty()) {
+    std::fprintf(stderr, "%s", engine->op_profile().table().c_str());
   }
   return Status::ok();
 }

@@ -1,16 +1,23 @@
-// The decode loop: prefill a prompt as one graph, then generate token by
-// token (each step reuses the cached decode graph), sampling with a Sampler.
+// The decode loop of one sequence: prefill a prompt, then generate token by
+// token, sampling each.
 //
 // Contract: stops after n_predict tokens, at an end-of-generation token (not
 // emitted), when on_token returns false, or at the context limit (an error
-// naming the limit). Timings cover prefill and generation separately.
-// Threading: uses the Session and Sampler exclusively.
+// naming the limit). Timings cover prefill (up to the first sampled token's
+// logits) and generation separately.
+//   - The Session form prefills the prompt as one graph and samples with the
+//     caller's Sampler.
+//   - The Engine form adds the request to an engine with no other work and
+//     steps it until the request ends: the tokens a server's sequence with
+//     the same request gets (runtime/engine.h), sampled by the engine.
+// Threading: uses the Session and Sampler (or the Engine) exclusively.
 #pragma once
 
 #include <functional>
 #include <span>
 
 #include "base/status.h"
+#include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
@@ -30,5 +37,8 @@ using TokenSink = std::function<bool(int32_t)>;
 Result<GenerationStats> generate(Session& session, Sampler& sampler,
                                  std::span<const int32_t> prompt, int64_t n_predict,
                                  const TokenSink& on_token);
+
+// The engine must be idle; a request it refuses is that error.
+Result<GenerationStats> generate(Engine& engine, Request request, const TokenSink& on_token);
 
 }  // namespace minfer::runtime

@@ -151,6 +151,40 @@ TEST(Engine, OneSequenceMatchesTheSession) {
   }
 }
 
+// generate() on an engine (what `minfer run` does): the Session's tokens,
+// its counts, an early stop by the sink that leaves the engine idle, and a
+// busy engine refused.
+TEST(Engine, GenerateOnAnEngineMatchesTheSession) {
+  const model::Model& m = tiny("tiny-qwen2");
+  auto e = Engine::create(m, engine_options());
+  ASSERT_TRUE(e.is_ok()) << e.message();
+  const auto prompt = prompt_of(17, 3);
+  std::vector<int32_t> got;
+  auto st = generate(**e, {prompt, greedy(), 10}, [&](int32_t t) {
+    got.push_back(t);
+    return true;
+  });
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_EQ(got, session_greedy(m, prompt, 10));
+  EXPECT_EQ(st->prompt_tokens, 17);
+  EXPECT_EQ(st->generated, static_cast<int64_t>(got.size()));
+  EXPECT_EQ(st->stopped_at_eog, got.size() < 10);
+  EXPECT_GT(st->prompt_seconds, 0.0);
+
+  int calls = 0;
+  st = generate(**e, {prompt, greedy(), 10}, [&](int32_t) { return ++calls < 3; });
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(st->generated, 3);
+  EXPECT_TRUE((*e)->idle());
+  EXPECT_EQ((*e)->stats().running, 0);
+
+  ASSERT_TRUE((*e)->add({prompt, greedy(), 4}).is_ok());
+  st = generate(**e, {prompt, greedy(), 4}, nullptr);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
+}
+
 // Bit for bit on the CPU: a sequence's logits rows alone equal its rows
 // beside another sequence's 150-token chunk and decode token (the tiled
 // kernels at every batch size). Without batch invariance the big batch takes
