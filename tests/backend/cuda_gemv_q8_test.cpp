@@ -19,10 +19,12 @@
 // the second (bound) check applies, the bound computed from the normalized x.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -298,6 +300,79 @@ TEST(cuda_GemvQ8, StackedQkvOfOneOrTwoTypesMatchesEmulation) {
                 std::string(quant::type_name(qk)).c_str(), std::string(quant::type_name(v)).c_str(),
                 worst);
     EXPECT_LE(worst, 1.0) << quant::type_name(qk) << " / " << quant::type_name(v);
+  }
+}
+
+// FusedQKV over paged cells, batch-invariant: the three projections share
+// tensor-core launches (one per run of one type: q|k|v, or q|k and a Q6_K
+// v), each bit for bit what its own invariant MatMul gives, for one token
+// (the one-token kernel) and for batches. At position 0 RoPE is the
+// identity, so the packed rows are the products themselves.
+TEST(cuda_GemvQ8, StackedTensorCoreQkvEqualsItsMatMulsBitForBit) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  GemvF32Off q8_on;
+  const int64_t in = 1024, n_head = 8, n_head_kv = 2, head_dim = 64;
+  const int64_t q_dim = n_head * head_dim, kv_row = n_head_kv * head_dim;
+  const int64_t width = q_dim + 2 * kv_row, max_tokens = 40;
+  for (auto [qk, v] : {std::pair{TensorType::Q4_0, TensorType::Q4_0},
+                       std::pair{TensorType::Q4_K, TensorType::Q6_K},
+                       std::pair{TensorType::Q4_K, TensorType::Q4_K}}) {
+    model::Weights weights;
+    add_weight(weights, "wq", qk, q_dim, in, random_floats(q_dim * in, 91));
+    add_weight(weights, "wk", qk, kv_row, in, random_floats(kv_row * in, 92));
+    add_weight(weights, "wv", v, kv_row, in, random_floats(kv_row * in, 93));
+    add_weight(weights, "bv", TensorType::F32, 1, kv_row, random_floats(kv_row, 94));
+    auto gpu = create_backend(weights, env_options());
+    ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+    const auto x = random_floats(in * max_tokens, 95, 1.0f / std::sqrt(float(in)));
+    std::vector<float> expected(static_cast<size_t>(width * max_tokens));
+    int64_t col = 0;
+    for (auto [name, bias, type, rows] :
+         {std::tuple{"wq", "", qk, q_dim}, std::tuple{"wk", "", qk, kv_row},
+          std::tuple{"wv", "bv", v, kv_row}}) {
+      Node mm = make_node(Op::kMatMul, rows, max_tokens,
+                          graph::MatMulMeta{name, bias, type, in, rows, true});
+      mm.inputs = {0};
+      auto y = run_node(**gpu, mm, {bytes_of(x)});
+      ASSERT_TRUE(y.is_ok()) << y.message();
+      for (int64_t t = 0; t < max_tokens; ++t) {
+        std::copy_n(y->begin() + t * rows, rows, expected.begin() + t * width + col);
+      }
+      col += rows;
+    }
+    for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{40}}) {
+      graph::FusedQkvMeta m;
+      m.q_weight = "wq";
+      m.k_weight = "wk";
+      m.v_weight = "wv";
+      m.v_bias = "bv";
+      m.in_dim = in;
+      m.n_head = n_head;
+      m.rope.n_heads = n_head;
+      m.rope.head_dim = head_dim;
+      m.rope.n_rot = head_dim;
+      m.rope.freq_base = 1e4f;
+      m.batch_invariant = true;
+      m.kv = graph::KvMeta{0, n_head_kv, head_dim, n, TensorType::F32, TensorType::F32, 16};
+      Node node = make_node(Op::kFusedQKV, width, n, m);
+      node.inputs = {0, 1, 2};
+      ASSERT_TRUE((*gpu)->supports_op(node)) << n << " tokens";
+      const std::vector<float> zeros(static_cast<size_t>(max_tokens * kv_row));
+      KvRegions kv;
+      make_kv(**gpu, graph::DType::kF32, max_tokens, kv_row, bytes_of(zeros), bytes_of(zeros), kv);
+      const std::vector<float> xs(x.begin(), x.begin() + n * in);
+      auto got = run_node(
+          **gpu, node,
+          {bytes_of(xs), bytes_of(std::vector<int32_t>(n, 0)), bytes_of(iota_positions(n, 0))},
+          &kv.pair);
+      ASSERT_TRUE(got.is_ok()) << got.message();
+      int64_t differing = 0;
+      for (int64_t i = 0; i < n * width; ++i) {
+        differing += std::memcmp(&(*got)[i], &expected[i], sizeof(float)) != 0;
+      }
+      EXPECT_EQ(differing, 0) << quant::type_name(qk) << " / " << quant::type_name(v) << ", " << n
+                              << " tokens: " << differing << " of " << n * width << " differ";
+    }
   }
 }
 

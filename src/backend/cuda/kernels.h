@@ -159,6 +159,20 @@ bool has_mmq(quant::TensorType type, int64_t in_dim);
 cudaError_t launch_mmq(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
                        int64_t in_dim, const int8_t* quantized, int64_t n_tokens, const float* bias,
                        const float* residual, float* y, cudaStream_t stream);
+// Up to three products of one type on the same quantized activations in
+// one launch: y[i] = W[i] x (+ bias[i]), each bit for bit what launch_mmq
+// gives alone (a layer's q, k and v).
+struct MmqStack {
+  static constexpr int kMax = 3;
+  int n = 0;
+  const void* w[kMax] = {};
+  size_t row_bytes[kMax] = {};
+  int64_t rows[kMax] = {};
+  const float* bias[kMax] = {};
+  float* y[kMax] = {};
+};
+cudaError_t launch_mmq_stack(quant::TensorType type, const MmqStack& stack, int64_t in_dim,
+                             const int8_t* quantized, int64_t n_tokens, cudaStream_t stream);
 
 // Bytes of one token's quantized activation (16-byte multiple).
 size_t q8_activation_bytes(int64_t in_dim);

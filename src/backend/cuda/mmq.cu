@@ -34,6 +34,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mmq_formats.cuh"
 #include "backend/cuda/mmq_one.cuh"
+#include "backend/cuda/mmq_segments.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -69,15 +70,19 @@ struct MmqArgs {
 template <quant::TensorType T>
 constexpr int kMinBlocks = FormatOf<T>::F::kUnits == 1 ? 3 : 2;
 
+// Each segment as its own launch would compute it (mmq_segments.cuh).
 template <quant::TensorType T, int NJ>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T>) mmq_kernel(MmqArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T>)
+    mmq_kernel(const __grid_constant__ mmq::Segments<MmqArgs> segs) {
+  unsigned bx = blockIdx.x;
+  const MmqArgs& a = segs.pick(bx);
   using F = typename FormatOf<T>::F;
   __shared__ float part[kWarps][NJ * 4][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
   const int S = a.slices;
   const int tile = warp / S, slice = warp % S;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / S) + tile) * 16;
+  const int64_t row0 = (static_cast<int64_t>(bx) * (kWarps / S) + tile) * 16;
   const int64_t tok0 = static_cast<int64_t>(blockIdx.y) * 8 * NJ;
   const int64_t per = (a.n_blocks + S - 1) / S;
   const int64_t b_begin = mini(a.n_blocks, slice * per);
@@ -245,31 +250,81 @@ int64_t block_values(quant::TensorType t) {
 
 // One token: a group of lanes per (row, slice), the same slices as mmq_kernel.
 template <quant::TensorType T>
-cudaError_t launch_one(const mmq_one::OneArgs& a, cudaStream_t stream) {
-  const int64_t rows_per_block = mmq_one::groups_per_block<T>() / a.slices;
-  const auto grid = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
-  mmq_one::one_token_kernel<T><<<grid, mmq_one::kOneWarps * 32, 0, stream>>>(a);
+cudaError_t launch_one(const mmq::Segments<MmqArgs>& m, cudaStream_t stream) {
+  mmq::Segments<mmq_one::OneArgs> s;
+  s.n = m.n;
+  unsigned blocks = 0;
+  for (int i = 0; i < m.n; ++i) {
+    const MmqArgs& g = m.seg[i];
+    s.seg[i] = {g.w,       g.row_bytes, g.rows, g.n_blocks, g.xq,
+                g.n_units, g.slices,    g.bias, g.residual, g.y};
+    const int64_t rows_per_block = mmq_one::groups_per_block<T>() / g.slices;
+    blocks += static_cast<unsigned>((g.rows + rows_per_block - 1) / rows_per_block);
+    s.end[i] = blocks;
+  }
+  mmq_one::one_token_kernel<T><<<blocks, mmq_one::kOneWarps * 32, 0, stream>>>(s);
   return cudaGetLastError();
 }
 
-cudaError_t launch_one_token(quant::TensorType type, const MmqArgs& m, cudaStream_t stream) {
-  const mmq_one::OneArgs a{m.w,       m.row_bytes, m.rows, m.n_blocks, m.xq,
-                           m.n_units, m.slices,    m.bias, m.residual, m.y};
-  using quant::TensorType;
-  switch (type) {
-    case TensorType::Q4_K:
-      return launch_one<TensorType::Q4_K>(a, stream);
-    case TensorType::Q5_K:
-      return launch_one<TensorType::Q5_K>(a, stream);
-    case TensorType::Q6_K:
-      return launch_one<TensorType::Q6_K>(a, stream);
-    case TensorType::Q4_0:
-      return launch_one<TensorType::Q4_0>(a, stream);
-    case TensorType::Q8_0:
-      return launch_one<TensorType::Q8_0>(a, stream);
-    default:
-      return cudaErrorInvalidValue;
+// The segments' arguments for `type`: shape checks, slices.
+cudaError_t segment_args(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
+                         int64_t in_dim, const int8_t* quantized, int64_t n_tokens,
+                         const float* bias, const float* residual, float* y, MmqArgs& a) {
+  const bool aligned16 = reinterpret_cast<uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0;
+  const bool needs16 = type == quant::TensorType::Q4_K || type == quant::TensorType::Q5_K;
+  if (!has_mmq(type, in_dim) || quantized == nullptr || n_tokens < 1 || rows < 1 ||
+      (needs16 && !aligned16)) {
+    return cudaErrorInvalidValue;
   }
+  const int64_t n_blocks = in_dim / block_values(type);
+  int resident = 0;
+  (void)dispatch_mmq(type, [&](auto tag) { resident = kWarps * kMinBlocks<decltype(tag)::value>; });
+  const bool k_quant = quant::type_traits(type).block_size == 256;
+  a = MmqArgs{static_cast<const uint8_t*>(w),
+              row_bytes,
+              rows,
+              n_blocks,
+              quantized,
+              static_cast<int64_t>(q8_activation_bytes(in_dim)),
+              n_tokens,
+              in_dim / 32,
+              slices_for(rows, n_blocks, k_quant, resident),
+              bias,
+              residual,
+              y};
+  return cudaSuccess;
+}
+
+cudaError_t launch_segments(quant::TensorType type, mmq::Segments<MmqArgs>& s, int64_t n_tokens,
+                            cudaStream_t stream) {
+  // One token takes the same sums without the tensor cores (mmq_one.cuh;
+  // Q4_K / Q5_K read 16-byte words, Q6_K aligned words around its 2-byte
+  // aligned runs, Q4_0 / Q8_0 16-bit halves).
+  const bool k4 = type == quant::TensorType::Q4_K || type == quant::TensorType::Q5_K;
+  bool one = n_tokens == 1;
+  for (int i = 0; i < s.n; ++i)
+    one = one && reinterpret_cast<uintptr_t>(s.seg[i].w) % (k4 ? 16 : 4) == 0;
+  cudaError_t err = cudaErrorInvalidValue;
+  (void)dispatch_mmq(type, [&](auto tag) {
+    constexpr quant::TensorType T = decltype(tag)::value;
+    if (one) {
+      err = launch_one<T>(s, stream);
+      return;
+    }
+    unsigned blocks = 0;
+    for (int i = 0; i < s.n; ++i) {
+      const int64_t rows_per_block = 16 * (kWarps / s.seg[i].slices);
+      blocks += static_cast<unsigned>((s.seg[i].rows + rows_per_block - 1) / rows_per_block);
+      s.end[i] = blocks;
+    }
+    choose_nj(n_tokens, [&](auto nj) {
+      constexpr int NJ = decltype(nj)::value;
+      const auto grid_y = static_cast<unsigned>((n_tokens + 8 * NJ - 1) / (8 * NJ));
+      mmq_kernel<T, NJ><<<dim3(blocks, grid_y), kWarps * 32, 0, stream>>>(s);
+    });
+    err = cudaGetLastError();
+  });
+  return err;
 }
 
 }  // namespace
@@ -282,47 +337,25 @@ bool has_mmq(quant::TensorType type, int64_t in_dim) {
 cudaError_t launch_mmq(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
                        int64_t in_dim, const int8_t* quantized, int64_t n_tokens, const float* bias,
                        const float* residual, float* y, cudaStream_t stream) {
-  const bool aligned16 = reinterpret_cast<uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0;
-  const bool needs16 = type == quant::TensorType::Q4_K || type == quant::TensorType::Q5_K;
-  if (!has_mmq(type, in_dim) || quantized == nullptr || n_tokens < 1 || rows < 1 ||
-      (needs16 && !aligned16)) {
-    return cudaErrorInvalidValue;
+  mmq::Segments<MmqArgs> s;
+  s.n = 1;
+  const cudaError_t err = segment_args(type, w, row_bytes, rows, in_dim, quantized, n_tokens, bias,
+                                       residual, y, s.seg[0]);
+  return err != cudaSuccess ? err : launch_segments(type, s, n_tokens, stream);
+}
+
+cudaError_t launch_mmq_stack(quant::TensorType type, const MmqStack& stack, int64_t in_dim,
+                             const int8_t* quantized, int64_t n_tokens, cudaStream_t stream) {
+  if (stack.n < 1 || stack.n > MmqStack::kMax) return cudaErrorInvalidValue;
+  mmq::Segments<MmqArgs> s;
+  s.n = stack.n;
+  for (int i = 0; i < stack.n; ++i) {
+    const cudaError_t err =
+        segment_args(type, stack.w[i], stack.row_bytes[i], stack.rows[i], in_dim, quantized,
+                     n_tokens, stack.bias[i], nullptr, stack.y[i], s.seg[i]);
+    if (err != cudaSuccess) return err;
   }
-  const int64_t n_blocks = in_dim / block_values(type);
-  int resident = 0;
-  (void)dispatch_mmq(type, [&](auto tag) { resident = kWarps * kMinBlocks<decltype(tag)::value>; });
-  const bool k_quant = quant::type_traits(type).block_size == 256;
-  MmqArgs a{static_cast<const uint8_t*>(w),
-            row_bytes,
-            rows,
-            n_blocks,
-            quantized,
-            static_cast<int64_t>(q8_activation_bytes(in_dim)),
-            n_tokens,
-            in_dim / 32,
-            slices_for(rows, n_blocks, k_quant, resident),
-            bias,
-            residual,
-            y};
-  // One token takes the same sums without the tensor cores (mmq_one.cuh;
-  // Q4_K / Q5_K read 16-byte words, Q6_K aligned words around its 2-byte
-  // aligned runs, Q4_0 / Q8_0 16-bit halves).
-  const bool k4 = type == quant::TensorType::Q4_K || type == quant::TensorType::Q5_K;
-  if (n_tokens == 1 && reinterpret_cast<uintptr_t>(w) % (k4 ? 16 : 4) == 0) {
-    return launch_one_token(type, a, stream);
-  }
-  const int64_t tiles_per_block = kWarps / a.slices;
-  const auto grid_x =
-      static_cast<unsigned>((rows + 16 * tiles_per_block - 1) / (16 * tiles_per_block));
-  (void)dispatch_mmq(type, [&](auto tag) {
-    constexpr quant::TensorType T = decltype(tag)::value;
-    choose_nj(n_tokens, [&](auto nj) {
-      constexpr int NJ = decltype(nj)::value;
-      const auto grid_y = static_cast<unsigned>((n_tokens + 8 * NJ - 1) / (8 * NJ));
-      mmq_kernel<T, NJ><<<dim3(grid_x, grid_y), kWarps * 32, 0, stream>>>(a);
-    });
-  });
-  return cudaGetLastError();
+  return launch_segments(type, s, n_tokens, stream);
 }
 
 }  // namespace minfer::cuda

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "backend/cuda/mmq_formats.cuh"
+#include "backend/cuda/mmq_segments.cuh"
 
 namespace minfer::cuda::mmq_one {
 
@@ -236,8 +237,12 @@ __host__ __device__ constexpr int groups_per_block() {
   return kOneWarps * 32 / OneFormatOf<T>::F::kGroup;
 }
 
+// Each segment as its own launch of the kernel would compute it.
 template <quant::TensorType T>
-__global__ void __launch_bounds__(kOneWarps * 32) one_token_kernel(OneArgs a) {
+__global__ void __launch_bounds__(kOneWarps * 32)
+    one_token_kernel(const __grid_constant__ mmq::Segments<OneArgs> segs) {
+  unsigned bx = blockIdx.x;
+  const OneArgs& a = segs.pick(bx);
   using F = typename OneFormatOf<T>::F;
   constexpr int G = F::kGroup;
   constexpr int kGroups = groups_per_block<T>();
@@ -246,7 +251,7 @@ __global__ void __launch_bounds__(kOneWarps * 32) one_token_kernel(OneArgs a) {
   const int gi = threadIdx.x / G;  // the group in the block
   const unsigned mask = ((1u << G) - 1u) << (lane - j);
   const int S = a.slices;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kGroups / S) + gi / S;
+  const int64_t row = static_cast<int64_t>(bx) * (kGroups / S) + gi / S;
   const int s = gi % S;
   const int64_t per = (a.n_blocks + S - 1) / S;
   const int64_t b_begin = s * per < a.n_blocks ? s * per : a.n_blocks;

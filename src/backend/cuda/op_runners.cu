@@ -439,13 +439,22 @@ Status CudaBackend::run_qkv_mmq(const Call& c, const graph::FusedQkvMeta& m, Fus
         launched(c.node, "quantize_q8", launch_quantize_q8(in, quantized, stream_.get())));
   }
   quantized_ = {true, events_, in.x, in.norm_weight, in.rms_norm, in.eps, in.in_dim, in.n_tokens};
+  // Consecutive projections of one type share a launch (all three on most
+  // files; q|k and v where a K-quant mix gives v another type).
   float* y = proj;
-  for (int i = 0; i < 3; ++i) {
-    MINFER_RETURN_IF_ERROR(
-        launched(c.node, "mmq",
-                 launch_mmq(a.type[i], a.w[i], a.row_bytes[i], a.rows[i], m.in_dim, quantized,
-                            a.n_tokens, a.bias[i], nullptr, y, stream_.get())));
-    y += a.rows[i] * a.n_tokens;
+  for (int i = 0; i < 3;) {
+    MmqStack stack;
+    for (; i < 3 && (stack.n == 0 || a.type[i] == a.type[i - 1]); ++i, ++stack.n) {
+      stack.w[stack.n] = a.w[i];
+      stack.row_bytes[stack.n] = a.row_bytes[i];
+      stack.rows[stack.n] = a.rows[i];
+      stack.bias[stack.n] = a.bias[i];
+      stack.y[stack.n] = y;
+      y += a.rows[i] * a.n_tokens;
+    }
+    MINFER_RETURN_IF_ERROR(launched(
+        c.node, "mmq",
+        launch_mmq_stack(a.type[i - 1], stack, m.in_dim, quantized, a.n_tokens, stream_.get())));
   }
   a.proj = proj;
   return launched(c.node, "qkv_post", launch_qkv_post(a, stream_.get()));
