@@ -127,8 +127,20 @@ Status CudaBackend::run_mmq(const Call& c, const DeviceWeight& w, const graph::I
   const DeviceWeight* up = weights_->find(m->up_weight);
   float* gate_rows = rows_out;
   float* up_rows = rows_out + w.rows * n_tokens;
-  MINFER_RETURN_IF_ERROR(mmq(w, gate_rows));
-  MINFER_RETURN_IF_ERROR(mmq(*up, up_rows));
+  if (up->type == w.type && up->row_len == w.row_len) {  // one launch for both
+    const MmqStack stack{2,
+                         {w.data, up->data},
+                         {w.row_bytes, up->row_bytes},
+                         {w.rows, up->rows},
+                         {nullptr, nullptr},
+                         {gate_rows, up_rows}};
+    MINFER_RETURN_IF_ERROR(launched(
+        c.node, "mmq",
+        launch_mmq_stack(w.type, stack, w.row_len, in.quantized, n_tokens, stream_.get())));
+  } else {
+    MINFER_RETURN_IF_ERROR(mmq(w, gate_rows));
+    MINFER_RETURN_IF_ERROR(mmq(*up, up_rows));
+  }
   return launched(c.node, "glu",
                   launch_elementwise(m->gelu ? Ew::kGeGLU : Ew::kSwiGLU, gate_rows, up_rows, 1.0f,
                                      w.rows * n_tokens, y, stream_.get()));
