@@ -262,17 +262,7 @@ TEST(cuda_GemvQ8, StackedQkvOfOneOrTwoTypesMatchesEmulation) {
     add_weight(weights, "bv", TensorType::F32, 1, kv_row, random_floats(kv_row, 84));
     auto gpu = create_backend(weights, env_options());
     ASSERT_TRUE(gpu.is_ok()) << gpu.message();
-    graph::FusedQkvMeta m;
-    m.q_weight = "wq";
-    m.k_weight = "wk";
-    m.v_weight = "wv";
-    m.v_bias = "bv";
-    m.in_dim = in;
-    m.n_head = n_head;
-    m.rope.n_heads = n_head;
-    m.rope.head_dim = head_dim;
-    m.rope.n_rot = head_dim;
-    m.rope.freq_base = 1e4f;
+    graph::FusedQkvMeta m = qkv_meta(in, n_head, head_dim, "bv");
     m.kv = graph::KvMeta{0, n_head_kv, head_dim, 1, TensorType::F32, TensorType::F32};
     const Node n = make_node(Op::kFusedQKV, q_dim + 2 * kv_row, 1, m);
     ASSERT_TRUE((*gpu)->supports_op(n));
@@ -341,17 +331,7 @@ TEST(cuda_GemvQ8, StackedTensorCoreQkvEqualsItsMatMulsBitForBit) {
       col += rows;
     }
     for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{40}}) {
-      graph::FusedQkvMeta m;
-      m.q_weight = "wq";
-      m.k_weight = "wk";
-      m.v_weight = "wv";
-      m.v_bias = "bv";
-      m.in_dim = in;
-      m.n_head = n_head;
-      m.rope.n_heads = n_head;
-      m.rope.head_dim = head_dim;
-      m.rope.n_rot = head_dim;
-      m.rope.freq_base = 1e4f;
+      graph::FusedQkvMeta m = qkv_meta(in, n_head, head_dim, "bv");
       m.batch_invariant = true;
       m.kv = graph::KvMeta{0, n_head_kv, head_dim, n, TensorType::F32, TensorType::F32, 16};
       Node node = make_node(Op::kFusedQKV, width, n, m);

@@ -304,16 +304,7 @@ TEST(cuda_Ops, FusedQkvStoresTheCpuQuantizersBytes) {
     add_weight(b.weights, "wk", kF32, kv_row, in_dim, random_floats(kv_row * in_dim, 32, 0.1f));
     add_weight(b.weights, "wv", kF32, kv_row, in_dim, random_floats(kv_row * in_dim, 33, 0.1f));
     b.start();
-    graph::FusedQkvMeta m;
-    m.q_weight = "wq";
-    m.k_weight = "wk";
-    m.v_weight = "wv";
-    m.in_dim = in_dim;
-    m.n_head = n_head;
-    m.rope.n_heads = n_head;
-    m.rope.head_dim = head_dim;
-    m.rope.n_rot = head_dim;
-    m.rope.freq_base = 1e4f;
+    graph::FusedQkvMeta m = qkv_meta(in_dim, n_head, head_dim);
     const auto x = random_floats(in_dim, 34, 3.0f);
     const std::vector<int32_t> pos = {5};
     for (auto [kt, vt] : {std::pair{kQ8, kQ8}, {kF16, kQ8}, {kQ8, kF32}}) {

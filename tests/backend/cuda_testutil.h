@@ -67,6 +67,24 @@ inline graph::Node make_node(graph::Op op, int64_t ne0, int64_t ne1, graph::Node
   return n;
 }
 
+// A FusedQKV meta over weights "wq", "wk", "wv" (and v bias `v_bias`):
+// n_head query heads of head_dim, full RoPE of base 1e4; the caller sets kv.
+inline graph::FusedQkvMeta qkv_meta(int64_t in_dim, int64_t n_head, int64_t head_dim,
+                                    std::string v_bias = "") {
+  graph::FusedQkvMeta m;
+  m.q_weight = "wq";
+  m.k_weight = "wk";
+  m.v_weight = "wv";
+  m.v_bias = std::move(v_bias);
+  m.in_dim = in_dim;
+  m.n_head = n_head;
+  m.rope.n_heads = n_head;
+  m.rope.head_dim = head_dim;
+  m.rope.n_rot = head_dim;
+  m.rope.freq_base = 1e4f;
+  return m;
+}
+
 // Positions first, first + 1, ..., first + n - 1.
 inline std::vector<int32_t> iota_positions(int64_t n, int32_t first) {
   std::vector<int32_t> p(static_cast<size_t>(n));
