@@ -6,11 +6,15 @@
 // -p, -n, -d, -t and -b take lists and ranges (cli/value_list.h); the tests
 // are every combination, in llama-bench's order: for each n_batch, each
 // n_threads, each depth, the pp tests, then the tg tests, then the pg test.
-// Each test gets a fresh session whose context holds depth + n_prompt + n_gen
+// Each test gets a fresh one-slot engine (runtime/engine.h, batch invariance
+// and step-shape buckets off) whose sequences hold depth + n_prompt + n_gen
 // tokens (llama-bench's n_ctx; -c overrides), a context of `depth` tokens
 // evaluated untimed, one untimed warm-up run (--no-warmup skips it), then -r
-// timed runs, each started from that depth (the cache is cut back to it, as
-// llama-bench restores its saved state). Results stream as each test ends.
+// timed runs. A run is one request: the context, whose cached pages it reuses
+// (as llama-bench restores its saved state; the KV pages are made small
+// enough to divide the depth), then the prompt, which
+// it never reuses, then greedy tokens to the count whatever they are (end-
+// of-generation tokens do not stop it). Results stream as each test ends.
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -30,6 +34,7 @@
 #include "cli/common.h"
 #include "cli/value_list.h"
 #include "model/file_type.h"
+#include "runtime/generate.h"
 
 namespace minfer::cli {
 namespace {
@@ -138,9 +143,9 @@ class BenchRunner {
   Status run(const TestSpec& t);
 
  private:
-  Result<std::unique_ptr<runtime::Session>> open_session(const TestSpec& t);
-  Status run_once(const TestSpec& t, std::span<const int32_t> tokens);
-  Result<Bandwidth> bandwidth(runtime::Session& s, int n_threads);
+  Result<std::unique_ptr<runtime::Engine>> open_engine(const TestSpec& t);
+  Status run_once(const TestSpec& t, std::span<const int32_t> all);
+  Result<Bandwidth> bandwidth(runtime::Engine& e, int n_threads);
 
   const model::Model& model_;
   const BenchOptions& o_;
@@ -148,7 +153,7 @@ class BenchRunner {
   bool ctx_given_;
   BenchPrinter& out_;
   BenchRecord common_;  // the fields every test shares
-  std::unique_ptr<runtime::Session> session_;
+  std::unique_ptr<runtime::Engine> engine_;
   std::map<int, Bandwidth> host_bandwidth_;  // by thread count
   std::optional<Bandwidth> device_bandwidth_;
 };
@@ -183,33 +188,54 @@ Result<int64_t> context_size(const TestSpec& t, const runtime::SessionOptions& b
   return ctx_given ? base.n_ctx : need;
 }
 
-Result<std::unique_ptr<runtime::Session>> BenchRunner::open_session(const TestSpec& t) {
+Result<std::unique_ptr<runtime::Engine>> BenchRunner::open_engine(const TestSpec& t) {
   runtime::SessionOptions so = base_;
   so.n_threads = t.n_threads;
   so.max_batch = t.n_batch;
   MINFER_ASSIGN_OR_RETURN(so.n_ctx, context_size(t, base_, ctx_given_));
-  return runtime::Session::create(model_, so);
+  runtime::EngineOptions eo = solo_engine_options(so);
+  eo.n_ctx += 1;         // the request's last drawn token is never evaluated
+  eo.graph_buckets = 0;  // exact step shapes, as llama-bench's
+  // Pages that divide the depth: each run reuses the whole context.
+  while (t.n_depth % eo.page_size != 0) eo.page_size /= 2;
+  return runtime::Engine::create(model_, eo);
 }
 
-// One run of the test from the session's depth: the prompt as one eval, then
-// the generated tokens one at a time.
-Status BenchRunner::run_once(const TestSpec& t, std::span<const int32_t> tokens) {
-  session_->truncate(t.n_depth);
-  const auto n_prompt = static_cast<size_t>(t.n_prompt), n_gen = static_cast<size_t>(t.n_gen);
-  if (n_prompt > 0) MINFER_RETURN_IF_ERROR(session_->eval(tokens.first(n_prompt), 1).status());
-  for (int32_t id : tokens.first(n_gen)) {
-    MINFER_RETURN_IF_ERROR(session_->eval(std::span<const int32_t>(&id, 1), 1).status());
+// A greedy request that evaluates `prompt` and then n_eval more tokens.
+runtime::Request bench_request(std::span<const int32_t> prompt, int64_t n_eval,
+                               int64_t max_reused) {
+  runtime::SamplerParams greedy;
+  greedy.temperature = 0.0f;
+  runtime::Request r({prompt.begin(), prompt.end()}, greedy, n_eval + 1);
+  r.max_reused = max_reused;
+  r.ignore_eog = true;
+  return r;
+}
+
+// One run of the test: a request of the context and the prompt (a tg test's
+// first token when it has none), then greedy tokens until n_prompt + n_gen
+// tokens past the context are evaluated.
+Status BenchRunner::run_once(const TestSpec& t, std::span<const int32_t> all) {
+  const int64_t prompt = t.n_depth + std::max<int64_t>(t.n_prompt, 1);
+  const int64_t after = t.n_depth + t.n_prompt + t.n_gen - prompt;
+  auto st = runtime::generate(
+      *engine_, bench_request(all.first(static_cast<size_t>(prompt)), after, t.n_depth), nullptr);
+  if (!st) return st.status();
+  if (st->generated != after + 1) {
+    return Status::internal("the run generated " + std::to_string(st->generated) + " tokens, not " +
+                            std::to_string(after + 1));
   }
   return Status::ok();
 }
 
-Result<Bandwidth> BenchRunner::bandwidth(runtime::Session& s, int n_threads) {
+Result<Bandwidth> BenchRunner::bandwidth(runtime::Engine& e, int n_threads) {
   if (o_.bandwidth_gbs > 0) return Bandwidth{o_.bandwidth_gbs, "given (--bandwidth)"};
-  if (s.gpu() && !device_bandwidth_) {
-    MINFER_ASSIGN_OR_RETURN(std::optional<double> gbs, s.device_bandwidth_gbs());
+  const bool gpu = e.runner().gpu();
+  if (gpu && !device_bandwidth_) {
+    MINFER_ASSIGN_OR_RETURN(std::optional<double> gbs, e.device_bandwidth_gbs());
     if (gbs) device_bandwidth_ = Bandwidth{*gbs, "measured on the GPU (device copy, best of 5)"};
   }
-  if (s.gpu() && device_bandwidth_) return *device_bandwidth_;
+  if (gpu && device_bandwidth_) return *device_bandwidth_;
   if (auto it = host_bandwidth_.find(n_threads); it != host_bandwidth_.end()) return it->second;
   MINFER_ASSIGN_OR_RETURN(auto pool, cpu::ThreadPool::create(n_threads));
   double best = 0;
@@ -227,29 +253,30 @@ Result<Bandwidth> BenchRunner::bandwidth(runtime::Session& s, int n_threads) {
 
 Status BenchRunner::run(const TestSpec& t) {
   if (o_.delay_s > 0) std::this_thread::sleep_for(std::chrono::seconds(o_.delay_s));
-  // The old session lives until the new one exists, so GPU weights stay uploaded.
-  MINFER_ASSIGN_OR_RETURN(session_, open_session(t));
+  // The old engine lives until the new one exists, so GPU weights stay uploaded.
+  MINFER_ASSIGN_OR_RETURN(engine_, open_engine(t));
   const auto all = bench_tokens(t.n_depth + t.n_prompt + t.n_gen, model_.hparams().n_vocab);
   const std::span<const int32_t> context(all.data(), static_cast<size_t>(t.n_depth));
-  const std::span<const int32_t> tokens = std::span<const int32_t>(all).subspan(context.size());
   BenchRecord r = common_;
   r.n_prompt = t.n_prompt, r.n_gen = t.n_gen, r.n_depth = t.n_depth;
   r.n_batch = t.n_batch, r.n_threads = t.n_threads;
-  r.backends = session_->gpu() ? std::string(session_->gpu_name()) : "CPU";
+  r.backends = engine_->runner().gpu() ? std::string(engine_->runner().gpu_name()) : "CPU";
   r.test_time = utc_now();
   const std::string what = "test " + t.name();
-  if (!context.empty()) {
-    MINFER_RETURN_IF_ERROR(session_->eval(context, 1).status().with_context(what + ", depth"));
+  if (!context.empty()) {  // its pages stay cached for the runs
+    MINFER_RETURN_IF_ERROR(runtime::generate(*engine_, bench_request(context, 0, -1), nullptr)
+                               .status()
+                               .with_context(what + ", depth"));
   }
-  if (o_.warmup) MINFER_RETURN_IF_ERROR(run_once(t, tokens).with_context(what + ", warm-up"));
+  if (o_.warmup) MINFER_RETURN_IF_ERROR(run_once(t, all).with_context(what + ", warm-up"));
   for (int64_t rep = 0; rep < o_.reps; ++rep) {
     const auto t0 = Clock::now();
-    MINFER_RETURN_IF_ERROR(run_once(t, tokens).with_context(what));
+    MINFER_RETURN_IF_ERROR(run_once(t, all).with_context(what));
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0);
     r.samples_ns.push_back(static_cast<uint64_t>(std::max<int64_t>(1, ns.count())));
   }
   if (t.n_prompt == 0) {  // a tg test: its roofline
-    MINFER_ASSIGN_OR_RETURN(r.bandwidth, bandwidth(*session_, t.n_threads));
+    MINFER_ASSIGN_OR_RETURN(r.bandwidth, bandwidth(*engine_, t.n_threads));
     const std::vector<double> ts = r.samples_ts();
     double avg = 0;
     for (double x : ts) avg += x / static_cast<double>(ts.size());

@@ -172,6 +172,20 @@ void engine_settings(const runtime::SessionOptions& so, runtime::EngineOptions& 
   e.options = so.options;
 }
 
+runtime::EngineOptions solo_engine_options(const runtime::SessionOptions& so) {
+  runtime::EngineOptions eo;
+  eo.n_slots = 1;
+  eo.n_ctx = so.n_ctx;
+  engine_settings(so, eo);
+  eo.options.batch_invariant = false;
+  return eo;
+}
+
+Result<std::unique_ptr<runtime::Engine>> solo_engine(const model::Model& model,
+                                                     const runtime::SessionOptions& so) {
+  return runtime::Engine::create(model, solo_engine_options(so));
+}
+
 Result<std::string> read_text_file(const std::string& path, std::string_view what) {
   // A directory opens as a stream that reads nothing: it would pass for empty text.
   std::error_code ec;

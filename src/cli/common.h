@@ -61,6 +61,12 @@ Result<std::string> read_prompt(const ArgParser& p);
 // The engine's share of the command-line settings: batch size, threads,
 // cache types and the MINFER_* options.
 void engine_settings(const runtime::SessionOptions& so, runtime::EngineOptions& e);
+// An engine for one sequence at a time (run, chat, perplexity), of context
+// so.n_ctx: nothing shares its batches, so batch invariance is off (the
+// fastest kernels run).
+runtime::EngineOptions solo_engine_options(const runtime::SessionOptions& so);
+Result<std::unique_ptr<runtime::Engine>> solo_engine(const model::Model& model,
+                                                     const runtime::SessionOptions& so);
 // A whole file as text; errors name `what` ("prompt file") and the path.
 Result<std::string> read_text_file(const std::string& path, std::string_view what);
 

@@ -30,13 +30,13 @@ Status run(const ArgParser& p) {
   if (!tokens) return tokens.status().with_context("text");
   const int64_t n_ctx = so.n_ctx;
   const auto n_tokens = static_cast<int64_t>(tokens->size());
-  // Checked before the session allocates a cache for n_ctx tokens.
+  // Checked before the engine allocates a cache for n_ctx tokens.
   if (n_tokens < n_ctx) {
     return Status::invalid_argument("the text has " + std::to_string(n_tokens) +
                                     " tokens, fewer than one chunk of " + std::to_string(n_ctx) +
                                     " (lower it with -c)");
   }
-  MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(*model, so));
+  MINFER_ASSIGN_OR_RETURN(auto engine, solo_engine(*model, so));
   const int64_t chunks =
       n_chunks == kAllChunks ? n_tokens / n_ctx : std::min(n_chunks, n_tokens / n_ctx);
   std::fprintf(stderr, "perplexity: %lld tokens, context %lld, %lld chunks\n",
@@ -50,17 +50,20 @@ Status run(const ArgParser& p) {
       return Status::io_error("cannot write '" + *logits_path + "': " + std::strerror(errno));
     }
   }
-  auto r = runtime::perplexity(
-      *session, *tokens, n_ctx, n_chunks,
-      [&](int64_t c, double ppl, std::span<const float> logits) -> Status {
-        char line[64];
-        std::snprintf(line, sizeof(line), "[%lld]%.4f,", static_cast<long long>(c + 1), ppl);
-        MINFER_RETURN_IF_ERROR(write_stdout(line));
-        if (dump && std::fwrite(logits.data(), 4, logits.size(), dump) != logits.size()) {
-          return Status::io_error("cannot write '" + *logits_path + "': " + std::strerror(errno));
-        }
-        return Status::ok();
-      });
+  runtime::PerplexityOptions po;
+  po.n_ctx = n_ctx;
+  po.n_chunks = n_chunks;
+  po.with_logits = dump != nullptr;
+  po.progress = [&](int64_t c, double ppl, std::span<const float> logits) -> Status {
+    char line[64];
+    std::snprintf(line, sizeof(line), "[%lld]%.4f,", static_cast<long long>(c + 1), ppl);
+    MINFER_RETURN_IF_ERROR(write_stdout(line));
+    if (dump && std::fwrite(logits.data(), 4, logits.size(), dump) != logits.size()) {
+      return Status::io_error("cannot write '" + *logits_path + "': " + std::strerror(errno));
+    }
+    return Status::ok();
+  };
+  auto r = runtime::perplexity(*engine, *tokens, po);
   if (dump && std::fclose(dump) != 0 && r) {
     return Status::io_error("cannot write '" + *logits_path + "': " + std::strerror(errno));
   }

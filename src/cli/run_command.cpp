@@ -28,14 +28,7 @@ Status run(const ArgParser& p, bool& interrupted) {
                                 " tokens, more than the context of " + std::to_string(so.n_ctx) +
                                 " allows (raise it with -c)");
   }
-  // One sequence on an engine of its own: nothing shares its batches, so
-  // the kernels need not be batch-invariant (the fastest ones run).
-  runtime::EngineOptions eo;
-  eo.n_slots = 1;
-  eo.n_ctx = so.n_ctx;
-  engine_settings(so, eo);
-  eo.options.batch_invariant = false;
-  MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, eo));
+  MINFER_ASSIGN_OR_RETURN(auto engine, solo_engine(*model, so));
   // Ctrl-C ends the generation and the summary still follows; installed
   // before the "seed:" line, so that a caller who waits for it can signal.
   Interrupts interrupts;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <string>
 
 namespace minfer::runtime {
@@ -22,6 +23,16 @@ struct Engine::Sequence {
 
   int64_t prompt_size() const { return static_cast<int64_t>(request.prompt.size()); }
   bool prefilling() const { return computed < prompt_size(); }
+  bool scores_prompt() const { return static_cast<bool>(request.on_prompt_logits); }
+  // How many prompt tokens cached pages may stand for: not the last (a
+  // step computes at least one), none from the first position whose logits
+  // the request wants, at most max_reused.
+  int64_t reuse_limit() const {
+    int64_t n = prompt_size() - 1;
+    if (scores_prompt()) n = std::min(n, request.prompt_logits_from);
+    if (request.max_reused >= 0) n = std::min(n, request.max_reused);
+    return n;
+  }
   SequenceEvent event(FinishReason reason) const {
     SequenceEvent e;
     e.id = id;
@@ -35,10 +46,19 @@ struct Engine::Sequence {
 
 // One step's tokens, and which of them need logits (and for whom).
 struct Engine::Batch {
+  // Consecutive output rows of one sequence's prompt positions, for its
+  // prompt-logits sink.
+  struct PromptRows {
+    Sequence* seq;
+    size_t first_row;
+    int64_t first_position, n;
+  };
   std::vector<int32_t> tokens, positions, cells, slots, output_rows;
   std::vector<Sequence*> owner;   // per token
   std::vector<Sequence*> output;  // per output row
-  int64_t prompt_tokens = 0;      // tokens of prompt chunks
+  std::vector<bool> sampled;      // per output row: a token is drawn from it
+  std::vector<PromptRows> prompt_rows;
+  int64_t prompt_tokens = 0;  // tokens of prompt chunks
 };
 
 const char* finish_reason_name(FinishReason r) {
@@ -149,11 +169,17 @@ int64_t Engine::pages_for(const Sequence& s) const {
 Result<SequenceId> Engine::add(Request request) {
   const auto n = static_cast<int64_t>(request.prompt.size());
   if (n == 0) return Status::invalid_argument("the prompt has no tokens");
-  if (request.max_tokens < 1) {
+  const bool score_only = request.on_prompt_logits && request.max_tokens == 0;
+  if (request.max_tokens < 1 && !score_only) {
     return Status::invalid_argument("max_tokens " + std::to_string(request.max_tokens) +
-                                    " must be positive");
+                                    " must be positive (0 only with a prompt-logits sink)");
   }
-  if (n >= options_.n_ctx) {
+  if (request.prompt_logits_from < 0) {
+    return Status::invalid_argument("prompt_logits_from " +
+                                    std::to_string(request.prompt_logits_from) +
+                                    " must not be negative");
+  }
+  if (score_only ? n > options_.n_ctx : n >= options_.n_ctx) {
     return Status::out_of_range("the prompt has " + std::to_string(n) +
                                 " tokens, the context of a sequence " +
                                 std::to_string(options_.n_ctx) + " (no room to generate)");
@@ -190,12 +216,12 @@ Result<SequenceId> Engine::add(Request request) {
 bool Engine::awaits_shared_prefill(const Sequence& s) const {
   const int64_t ps = options_.page_size;
   const std::vector<int32_t>& p = s.request.prompt;
-  if (p.empty()) return false;
+  const int64_t limit = s.reuse_limit();
+  if (limit <= 0) return false;
   for (const auto& r : running_) {
     if (!r->prefilling()) continue;  // its prompt's pages are published already
     const std::vector<int32_t>& q = r->request.prompt;
-    const auto n = static_cast<size_t>(
-        std::min<int64_t>({static_cast<int64_t>(p.size()) - 1, static_cast<int64_t>(q.size())}));
+    const auto n = static_cast<size_t>(std::min(limit, static_cast<int64_t>(q.size())));
     const auto common =
         static_cast<int64_t>(std::mismatch(p.begin(), p.begin() + n, q.begin()).first - p.begin());
     if (common / ps * ps > s.reused) return true;
@@ -210,7 +236,7 @@ void Engine::admit() {
     Sequence& s = *waiting_.front();
     auto free_slot = std::find(slot_used_.begin(), slot_used_.end(), false);
     if (free_slot == slot_used_.end()) return;
-    s.reused = s.pages.adopt_prefix(*pool_, s.request.prompt);
+    s.reused = s.pages.adopt_prefix(*pool_, s.request.prompt, s.reuse_limit());
     const int64_t need = pages_for(s) - s.pages.n_pages();
     if ((options_.await_shared_prefill && awaits_shared_prefill(s)) ||
         need > pool_->available() - reserved_pages_) {
@@ -232,10 +258,16 @@ void Engine::admit() {
 // prompt chunks in admission order while the step has room.
 Status Engine::build_batch(Batch& b) {
   const int64_t ps = options_.page_size;
-  auto add_tokens = [&](Sequence& s, int64_t n, bool wants_logits) -> Status {
+  // n tokens of s; output rows for the prompt positions from `scored` on
+  // (its sink's) and for the last token when `sample_last`.
+  auto add_tokens = [&](Sequence& s, int64_t n, int64_t scored, bool sample_last) -> Status {
     const int64_t before = s.pages.n_pages();
     MINFER_RETURN_IF_ERROR(s.pages.extend(*pool_, s.computed + n - s.pages.size()));
     reserved_pages_ -= s.pages.n_pages() - before;  // promised at admission, now held
+    const int64_t first_scored = std::max(scored, s.computed);
+    if (first_scored < s.computed + n) {
+      b.prompt_rows.push_back({&s, b.output.size(), first_scored, s.computed + n - first_scored});
+    }
     for (int64_t i = 0; i < n; ++i) {
       const int64_t pos = s.computed + i;
       b.tokens.push_back(s.tokens[static_cast<size_t>(pos)]);
@@ -243,33 +275,41 @@ Status Engine::build_batch(Batch& b) {
       b.cells.push_back(s.pages.cell(pos, ps));
       b.slots.push_back(static_cast<int32_t>(s.slot));
       b.owner.push_back(&s);
-    }
-    if (wants_logits) {
-      b.output_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1));
-      b.output.push_back(&s);
+      const bool last = i + 1 == n;
+      if (pos >= first_scored || (last && sample_last)) {
+        b.output_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1));
+        b.output.push_back(&s);
+        b.sampled.push_back(last && sample_last);
+      }
     }
     return Status::ok();
   };
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();  // no prompt rows
   auto add_prompt_chunks = [&](int64_t limit) -> Status {
     for (auto& s : running_) {
       const auto room = limit - static_cast<int64_t>(b.tokens.size());
       if (!s->prefilling() || room <= 0) continue;
       const int64_t chunk = std::min(room, s->prompt_size() - s->computed);
       b.prompt_tokens += chunk;
-      MINFER_RETURN_IF_ERROR(add_tokens(*s, chunk, s->computed + chunk == s->prompt_size()));
+      const bool completes = s->computed + chunk == s->prompt_size();
+      MINFER_RETURN_IF_ERROR(add_tokens(*s, chunk,
+                                        s->scores_prompt() ? s->request.prompt_logits_from : kNone,
+                                        completes && s->request.max_tokens > 0));
     }
     return Status::ok();
   };
   if (options_.decode_per_step <= 0) {
     for (auto& s : running_) {
-      if (!s->prefilling()) MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, true));
+      if (!s->prefilling()) MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, kNone, true));
     }
     MINFER_RETURN_IF_ERROR(add_prompt_chunks(options_.max_batch));
   } else {
     // Decoders that waited a step keep their room: prompts get the rest.
     const int64_t reserved = decoders_waited_ ? options_.decode_per_step : 0;
     MINFER_RETURN_IF_ERROR(add_prompt_chunks(options_.max_batch - reserved));
-    for (Sequence* s : decoders(b.prompt_tokens)) MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, true));
+    for (Sequence* s : decoders(b.prompt_tokens)) {
+      MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, kNone, true));
+    }
   }
   // Page tables of every slot (a free slot's row is never read).
   for (auto& s : running_) {
@@ -341,9 +381,10 @@ Result<std::vector<SequenceEvent>> Engine::step() {
   const auto n_tokens = static_cast<int64_t>(b.tokens.size());
   const model::GraphParams p = graph_params(n_tokens, static_cast<int64_t>(b.output_rows.size()));
   // Every wanted row greedy: only the tokens come back from the device.
-  const bool argmax = std::all_of(b.output.begin(), b.output.end(), [](const Sequence* s) {
-    return s->sampler.is_argmax() && !s->request.constraint && s->request.top_logprobs < 0;
-  });
+  const bool argmax =
+      b.prompt_rows.empty() && std::all_of(b.output.begin(), b.output.end(), [](const Sequence* s) {
+        return s->sampler.is_argmax() && !s->request.constraint && s->request.top_logprobs < 0;
+      });
   std::span<const float> logits;
   std::span<const int32_t> ids;
   const auto t0 = std::chrono::steady_clock::now();
@@ -363,9 +404,33 @@ Result<std::vector<SequenceEvent>> Engine::step() {
     }
   }
   totals_.prompt_tokens += b.prompt_tokens;
+  deliver_prompt_logits(b, logits, events);
   if (!no_output) MINFER_RETURN_IF_ERROR(sample(b, logits, ids, events));
+  for (auto& s : running_) {  // scored prompts without a budget to generate end here
+    if (s->finished == FinishReason::kNone && !s->prefilling() && s->request.max_tokens == 0) {
+      finish(*s, FinishReason::kLength, events);
+    }
+  }
   std::erase_if(running_, [](const auto& s) { return s->finished != FinishReason::kNone; });
   return events;
+}
+
+// Hands each scoring sequence its rows of this step; a sink's error ends
+// that sequence alone.
+void Engine::deliver_prompt_logits(const Batch& b, std::span<const float> logits,
+                                   std::vector<SequenceEvent>& events) {
+  const auto n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
+  for (const Batch::PromptRows& r : b.prompt_rows) {
+    Sequence& s = *r.seq;
+    if (s.finished != FinishReason::kNone) continue;
+    const Status st = s.request.on_prompt_logits(
+        r.first_position,
+        logits.subspan(r.first_row * n_vocab, static_cast<size_t>(r.n) * n_vocab));
+    if (!st) {
+      finish(s, FinishReason::kError, events);
+      events.back().error = "sequence " + std::to_string(s.id) + ": " + st.message();
+    }
+  }
 }
 
 // Draws each output row's token: ids[r] when the step computed the greedy
@@ -387,6 +452,7 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
     sampling_pool_->parallel_for(static_cast<int64_t>(rows), [&](int64_t lo, int64_t hi, int t) {
       for (auto r = static_cast<size_t>(lo); r < static_cast<size_t>(hi); ++r) {
         Sequence& s = *b.output[r];
+        if (!b.sampled[r] || s.finished != FinishReason::kNone) continue;
         drawn_events[r] = s.event(FinishReason::kNone);
         drawn[r] = draw(s, logits.subspan(r * n_vocab, n_vocab), drawn_events[r],
                         scratch_[static_cast<size_t>(t)]);
@@ -395,6 +461,7 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
   }
   for (size_t r = 0; r < rows; ++r) {
     Sequence& s = *b.output[r];
+    if (!b.sampled[r] || s.finished != FinishReason::kNone) continue;
     s.pages.publish_full(*pool_, s.tokens);  // whole pages now computed can serve later prompts
     SequenceEvent e = ids.empty() ? std::move(drawn_events[r]) : s.event(FinishReason::kNone);
     e.has_token = true;
@@ -409,7 +476,7 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
     }
     const int32_t next = *next_or;
     s.sampler.accept(next);
-    if (tok.is_eog(next)) {
+    if (tok.is_eog(next) && !s.request.ignore_eog) {
       finish(s, FinishReason::kStop, events);
       continue;
     }

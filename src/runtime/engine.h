@@ -30,6 +30,8 @@
 //     by cancel() (kCancelled), or when its own draw fails (kError, e.g. a
 //     constraint that allows nothing); its cells go back to the pool, its
 //     full pages stay cached for later prompts.
+//   - A request with a prompt-logits sink gets the logits of its prompt's
+//     positions as they are computed (Request::on_prompt_logits).
 //   - A request's constraint masks the logits before each of its draws and
 //     is told the token drawn; requests with a constraint or log-probs take
 //     the logits back from the device (the others may take only argmaxes).
@@ -46,6 +48,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -113,6 +116,22 @@ struct Request {
   // drawn token's log-probability and that many most likely alternatives.
   int top_logprobs = -1;
   static constexpr int kMaxTopLogprobs = 20;
+  // Scoring a prompt (perplexity): with a sink, the logits of every prompt
+  // position from prompt_logits_from on are handed to it during step(), in
+  // position order, a step's rows at once: (first position, rows
+  // [n][n_vocab]); row p predicts token p + 1. Those positions are computed
+  // (no cached page covers them); an error from the sink ends the sequence
+  // (kError). max_tokens 0 then scores the prompt only: the sequence ends
+  // (kLength) when its prompt is computed, and may fill the whole context.
+  using PromptLogitsSink = std::function<Status(int64_t, std::span<const float>)>;
+  PromptLogitsSink on_prompt_logits;
+  int64_t prompt_logits_from = 0;
+  // Cached pages stand for at most this many prompt tokens (-1: as many as
+  // match). A benchmark keeps its measured prompt from being reused.
+  int64_t max_reused = -1;
+  // End-of-generation tokens are emitted like any other and do not end the
+  // sequence (a benchmark's fixed token count).
+  bool ignore_eog = false;
 };
 
 // kError: this sequence's draw failed (its constraint allowed no token, or
@@ -171,6 +190,8 @@ class Engine {
   // As given to create(), decode_per_step and graph_buckets resolved.
   const EngineOptions& options() const { return options_; }
   const ForwardRunner& runner() const { return *runner_; }
+  // The GPU's memory bandwidth (ForwardRunner::device_bandwidth_gbs).
+  Result<std::optional<double>> device_bandwidth_gbs() { return runner_->device_bandwidth_gbs(); }
 
  private:
   struct Sequence;
@@ -184,6 +205,8 @@ class Engine {
   void pad_to_bucket(Batch& batch);
   // The sequences past their prompt that this step decodes.
   std::vector<Sequence*> decoders(int64_t prompt_tokens);
+  void deliver_prompt_logits(const Batch& batch, std::span<const float> logits,
+                             std::vector<SequenceEvent>& events);
   Status sample(const Batch& batch, std::span<const float> logits, std::span<const int32_t> ids,
                 std::vector<SequenceEvent>& events);
   // One row's token for `s` (its constraint and sampler), and its logprobs;

@@ -51,6 +51,7 @@ Result<GenerationStats> generate(Engine& engine, Request request, const TokenSin
     MINFER_ASSIGN_OR_RETURN(std::vector<SequenceEvent> events, engine.step());
     for (const SequenceEvent& e : events) {
       if (e.id != id) continue;
+      st.reused_tokens = e.reused_tokens;
       if (!first && (e.has_token || e.finished != FinishReason::kNone)) first = Clock::now();
       if (e.has_token) {
         st.generated++;

@@ -25,6 +25,7 @@ namespace minfer::runtime {
 
 struct GenerationStats {
   int64_t prompt_tokens = 0;
+  int64_t reused_tokens = 0;  // the engine form: prompt tokens taken from cached pages
   int64_t generated = 0;
   double prompt_seconds = 0;
   double generation_seconds = 0;  // from the first sampled token to the last eval

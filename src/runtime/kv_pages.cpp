@@ -146,10 +146,13 @@ Status SequencePages::extend(PagePool& pool, int64_t n) {
   return Status::ok();
 }
 
-int64_t SequencePages::adopt_prefix(PagePool& pool, std::span<const int32_t> prompt) {
+int64_t SequencePages::adopt_prefix(PagePool& pool, std::span<const int32_t> prompt,
+                                    int64_t max_positions) {
   if (n_positions_ != 0 || prompt.empty()) return 0;
   const int64_t ps = pool.page_size();
-  const int64_t max_pages = (static_cast<int64_t>(prompt.size()) - 1) / ps;
+  int64_t positions = static_cast<int64_t>(prompt.size()) - 1;
+  if (max_positions >= 0) positions = std::min(positions, max_positions);
+  const int64_t max_pages = positions / ps;
   PageId parent = kNoPage;
   for (int64_t k = 0; k < max_pages; ++k) {
     auto page =

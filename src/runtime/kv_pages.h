@@ -110,9 +110,10 @@ class SequencePages {
   // keeps what it had.
   Status extend(PagePool& pool, int64_t n);
   // On an empty sequence: takes the cached pages of the longest cached prefix
-  // of `prompt` (whole pages, at most (prompt.size() - 1) / page_size of
-  // them) and returns how many prompt tokens they hold.
-  int64_t adopt_prefix(PagePool& pool, std::span<const int32_t> prompt);
+  // of `prompt` (whole pages, at most min(prompt.size() - 1, max_positions) /
+  // page_size of them; max_positions < 0: no such limit) and returns how many
+  // prompt tokens they hold.
+  int64_t adopt_prefix(PagePool& pool, std::span<const int32_t> prompt, int64_t max_positions = -1);
   // Publishes every page that `tokens` (the sequence's tokens from position
   // 0, at least size() of them) fills completely and that is not yet.
   void publish_full(PagePool& pool, std::span<const int32_t> tokens);

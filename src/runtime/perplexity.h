@@ -5,8 +5,13 @@
 // logits at positions n_ctx/2 .. n_ctx-2 predict the next token. Negative log
 // likelihoods are accumulated in double.
 //
-// Errors: fewer than 2*n_ctx... (too few tokens for one chunk), bad n_ctx.
-// Threading: uses the given Session exclusively.
+// Each chunk is one score-only request on the engine (Request::
+// on_prompt_logits): its prefill runs as the engine's steps, with no other
+// work, and no cached page stands for a scored position.
+//
+// Errors: too few tokens for one chunk, bad n_ctx, an engine that is busy or
+// whose per-sequence context is shorter than a chunk.
+// Threading: uses the given Engine exclusively.
 #pragma once
 
 #include <functional>
@@ -14,7 +19,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "runtime/session.h"
+#include "runtime/engine.h"
 
 namespace minfer::runtime {
 
@@ -28,13 +33,18 @@ struct PerplexityResult {
 };
 
 // Called after each chunk with (chunk index, running PPL, the chunk's scored
-// logits [n_ctx/2 - 1][n_vocab]). An error stops the scoring and is returned
-// (e.g. the reader of the results has gone).
+// logits [n_ctx/2 - 1][n_vocab], empty unless asked for). An error stops the
+// scoring and is returned (e.g. the reader of the results has gone).
 using PerplexityProgress = std::function<Status(int64_t, double, std::span<const float>)>;
 
-// n_chunks <= 0: as many as the tokens allow.
-Result<PerplexityResult> perplexity(Session& session, std::span<const int32_t> tokens,
-                                    int64_t n_ctx, int64_t n_chunks,
-                                    const PerplexityProgress& progress = {});
+struct PerplexityOptions {
+  int64_t n_ctx = 512;
+  int64_t n_chunks = 0;  // <= 0: as many as the tokens allow
+  PerplexityProgress progress;
+  bool with_logits = false;  // hand progress each chunk's scored logits
+};
+
+Result<PerplexityResult> perplexity(Engine& engine, std::span<const int32_t> tokens,
+                                    const PerplexityOptions& options);
 
 }  // namespace minfer::runtime

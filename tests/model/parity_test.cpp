@@ -67,13 +67,16 @@ void check_perplexity(const std::string& name) {
   ASSERT_TRUE(tokens.is_ok()) << tokens.message();
   EXPECT_EQ(static_cast<int64_t>(tokens->size()), entry->find("n_tokens")->as_int())
       << "tokenization differs from llama.cpp's";
-  runtime::SessionOptions so;
-  so.n_ctx = 512;
-  so.k_type = so.v_type = quant::TensorType::F16;
-  so.gpu = false;  // llama.cpp's CPU numerics
-  auto session = runtime::Session::create(**model, so);
-  ASSERT_TRUE(session.is_ok()) << session.message();
-  auto r = runtime::perplexity(**session, *tokens, 512, -1);
+  runtime::EngineOptions eo;
+  eo.n_slots = 1;
+  eo.n_ctx = 512;
+  eo.k_type = eo.v_type = quant::TensorType::F16;
+  eo.gpu = false;  // llama.cpp's CPU numerics
+  auto engine = runtime::Engine::create(**model, eo);
+  ASSERT_TRUE(engine.is_ok()) << engine.message();
+  runtime::PerplexityOptions po;
+  po.n_ctx = 512;
+  auto r = runtime::perplexity(**engine, *tokens, po);
   ASSERT_TRUE(r.is_ok()) << r.message();
   const double want = entry->find("ln_ppl")->as_double();
   std::printf(

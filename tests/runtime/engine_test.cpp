@@ -185,6 +185,39 @@ TEST(Engine, GenerateOnAnEngineMatchesTheSession) {
   EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
 }
 
+// A conversation on one engine (what `minfer chat` does): each turn is the
+// whole conversation again; the next turn reuses the pages the last one left
+// (its prompt and reply), and gets the tokens a fresh engine gives it.
+TEST(Engine, AConversationReusesItsLastTurn) {
+  const model::Model& m = tiny("tiny-qwen2");
+  EngineOptions o = engine_options();
+  o.n_slots = 1;
+  auto e = Engine::create(m, o);
+  ASSERT_TRUE(e.is_ok()) << e.message();
+  auto collect = [](std::vector<int32_t>& out) {
+    return [&out](int32_t t) {
+      out.push_back(t);
+      return true;
+    };
+  };
+  std::vector<int32_t> turn = prompt_of(19, 4), reply;
+  auto st = generate(**e, {turn, greedy(), 9}, collect(reply));
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_EQ(st->reused_tokens, 0);
+  ASSERT_FALSE(reply.empty());
+  turn.insert(turn.end(), reply.begin(), reply.end());
+  for (int32_t t : prompt_of(6, 5)) turn.push_back(t);
+  std::vector<int32_t> second, fresh;
+  st = generate(**e, {turn, greedy(), 9}, collect(second));
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  // Every whole page of the first turn's 19 + reply - 1 computed tokens.
+  EXPECT_EQ(st->reused_tokens, (19 + static_cast<int64_t>(reply.size()) - 1) / 8 * 8);
+  auto other = Engine::create(m, o);
+  ASSERT_TRUE(other.is_ok());
+  ASSERT_TRUE(generate(**other, {turn, greedy(), 9}, collect(fresh)).is_ok());
+  EXPECT_EQ(second, fresh);
+}
+
 // Bit for bit on the CPU: a sequence's logits rows alone equal its rows
 // beside another sequence's 150-token chunk and decode token (the tiled
 // kernels at every batch size). Without batch invariance the big batch takes
