@@ -175,6 +175,10 @@ struct AttentionMeta {
   // page_table[s][j / page_size] * page_size + j % page_size.
   int64_t page_size = 0;
   int64_t max_pages = 0;  // page-table row length
+  // Paged: the batch's tokens are token 0's sequence's but padding ones at
+  // the end, whose results nobody reads (GraphParams::one_sequence). A
+  // backend may then share key/value tiles across all query rows.
+  bool one_sequence = false;
   bool batch_invariant = false;
 };
 

@@ -26,6 +26,9 @@ struct GraphParams {
   int64_t page_size = 0;
   int64_t n_slots = 0;    // page-table rows (sequences the engine may hold)
   int64_t max_pages = 0;  // pages per sequence
+  // The pool serves one sequence (a one-slot engine): every token of a batch
+  // but padding ones (after them, in a slot of their own) is that one's.
+  bool one_sequence = false;
   // Every token computed independently of the rest of the batch, bit for
   // bit (the engine, Options::batch_invariant): into MatMulMeta/AttentionMeta.
   bool batch_invariant = false;

@@ -4,7 +4,8 @@
 //     tensor-core size) or decode token, for its prefill and its next decode
 //     step; with MINFER_BATCH_INVARIANT=0 the same check finds differences
 //     (the check can fail).
-//   - Paged rows on the GPU follow the CPU's (the fused q|k|v node's cells).
+//   - Paged rows on the GPU follow the CPU's (the fused q|k|v node's cells),
+//     and a one-slot engine's prompt rows do (the tiled kernel over pages).
 //   - Engine level: twelve staggered sequences of different prompt lengths,
 //     greedy, give their solo tokens, with f16 and q8_0 caches, on Q8_0 and
 //     Q4_K_M (Q6_K rows and types the int8 GEMVs lack) models.
@@ -106,6 +107,55 @@ std::map<SequenceId, std::vector<int32_t>> run_all(Engine& e,
   }
   EXPECT_TRUE(e.idle());
   return out;
+}
+
+// A one-slot engine's prompt on the GPU (the tiled attention kernel over
+// its pages: GraphParams::one_sequence, batch invariance off) follows the
+// CPU's rows at every position: chunks of 64 tokens, the later ones reading
+// the earlier ones' pages, the last one padded up to its step bucket; f16 and
+// q8_0 caches, a sliding window (Gemma 3).
+std::vector<std::vector<float>> prompt_rows(const model::Model& m, bool gpu, quant::TensorType kv,
+                                            const std::vector<int32_t>& prompt) {
+  EngineOptions o;
+  o.n_slots = 1;
+  o.n_ctx = 256;
+  o.page_size = 16;
+  o.max_batch = 64;
+  o.gpu = gpu;
+  o.k_type = o.v_type = kv;
+  o.options.batch_invariant = false;
+  std::vector<std::vector<float>> rows;
+  auto e = Engine::create(m, o);
+  EXPECT_TRUE(e.is_ok()) << e.message();
+  if (!e) return rows;
+  EXPECT_EQ((*e)->runner().gpu(), gpu);
+  Request r(prompt, greedy(), 0);
+  const auto n_vocab = static_cast<size_t>(m.hparams().n_vocab);
+  r.on_prompt_logits = [&](int64_t pos, std::span<const float> got) {
+    EXPECT_EQ(pos, static_cast<int64_t>(rows.size()));
+    for (size_t i = 0; i < got.size(); i += n_vocab) rows.emplace_back(&got[i], &got[i] + n_vocab);
+    return Status::ok();
+  };
+  EXPECT_TRUE((*e)->add(std::move(r)).is_ok());
+  run_all(**e, {});
+  return rows;
+}
+
+TEST(CudaEngine, OneSequencePromptRowsFollowTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<int32_t> prompt = testing::prompt_tokens(150, 4);
+  for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-gemma3"}) {
+    const model::Model& m = testing::tiny_model(shape, 9);
+    for (quant::TensorType kv : {quant::TensorType::F16, quant::TensorType::Q8_0}) {
+      SCOPED_TRACE(std::string(shape) + " cache " + std::string(quant::type_name(kv)));
+      const auto gpu = prompt_rows(m, true, kv, prompt);
+      const auto cpu = prompt_rows(m, false, kv, prompt);
+      ASSERT_EQ(gpu.size(), prompt.size());
+      const double rel = worst_rel(gpu, cpu);
+      std::printf("  %s %s rel %.2e\n", shape, std::string(quant::type_name(kv)).c_str(), rel);
+      EXPECT_LT(rel, 5e-2);
+    }
+  }
 }
 
 TEST(CudaEngine, StaggeredSequencesGiveTheirTokensAlone) {

@@ -33,7 +33,9 @@
 // blocks (flash decoding) whose partial (max, sum, output) states a second
 // kernel merges; the partials live in stream-ordered scratch (scratch_alloc),
 // and without it the kernel runs unsplit. All f32: the same numbers as the
-// per-token kernel up to summation order.
+// per-token kernel up to summation order. A paged batch takes it only when
+// it is one sequence's (AttentionArgs::one_sequence): keys then come through
+// token 0's page-table row for every query row.
 //
 // All three: a query sees key j iff j <= position and (no window or position - j <
 // window) and j < n_ctx. Keys at positions >= the batch's first position come
@@ -494,6 +496,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
   }
   __syncthreads();
   const bool use_batch = s_consecutive != 0 && a.batch_k != nullptr && a.batch_v != nullptr;
+  const int32_t* pages = pages_of(a, 0);  // paged: one sequence's (AttentionArgs::one_sequence)
   int64_t j_lo = s_lo, j_hi = s_hi;
   if (gridDim.z > 1 && j_hi > j_lo) {
     const int64_t tiles = (j_hi - j_lo + kKeys - 1) / kKeys;
@@ -526,8 +529,9 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
           kv4 = *reinterpret_cast<const float4*>(a.batch_k + (j - first) * kv_row + e);
           vv4 = *reinterpret_cast<const float4*>(a.batch_v + (j - first) * kv_row + e);
         } else {
-          kv4 = kv_load4<KT>(a.k_cache, j, kv_row, e);
-          vv4 = kv_load4<VT>(a.v_cache, j, kv_row, e);
+          const int64_t row = cache_row(a, pages, j);
+          kv4 = kv_load4<KT>(a.k_cache, row, kv_row, e);
+          vv4 = kv_load4<VT>(a.v_cache, row, kv_row, e);
         }
       }
       *reinterpret_cast<float4*>(ks + jj * kPitch + 4 * d4) = kv4;
@@ -731,7 +735,8 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   const bool q8 = a.k_type == TensorType::Q8_0 || a.v_type == TensorType::Q8_0;
   if (q8 && a.head_dim % kKvQ8Elems != 0) return cudaErrorInvalidValue;
   if (a.n_tokens <= 0) return cudaSuccess;
-  if (a.n_tokens >= kFlashMinTokens && a.page_table == nullptr && !a.batch_invariant) {
+  const bool shared_tiles = a.page_table == nullptr || a.one_sequence;
+  if (a.n_tokens >= kFlashMinTokens && shared_tiles && !a.batch_invariant) {
     cudaError_t e = cudaErrorInvalidValue;
     switch (a.head_dim) {
       case 32:

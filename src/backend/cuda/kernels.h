@@ -114,10 +114,13 @@ struct AttentionArgs {
   // reads position j of its sequence from cache row
   // page_table[seq_slots[t] * max_pages + j / page_size] * page_size + j % page_size.
   // Paged batches take the per-token kernels at every size (a flash tile
-  // shares K/V rows across query rows, which may belong to other sequences).
+  // shares K/V rows across query rows, which may belong to other sequences),
+  // unless one_sequence (AttentionMeta): the tiled kernel then reads every
+  // row's keys through token 0's page-table row.
   const int32_t* seq_slots = nullptr;   // [n_tokens]
   const int32_t* page_table = nullptr;  // [n_slots][max_pages]
   int64_t page_size = 0, max_pages = 0;
+  bool one_sequence = false;
 };
 // Head dims the attention kernel is built for.
 bool attention_head_dim_ok(int64_t head_dim);

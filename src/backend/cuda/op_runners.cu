@@ -281,6 +281,7 @@ Status CudaBackend::run_attention(const Call& c) {
     a.page_table = c.i32_in(first + 2);
     a.page_size = m->page_size;
     a.max_pages = m->max_pages;
+    a.one_sequence = m->one_sequence;
     if (m->packed_qkv) a.q_stride = q_dim + 2 * kv_dim;
   } else {
     a.positions = c.i32_in(2);

@@ -126,6 +126,7 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   m.v_type = p_.v_type;
   m.page_size = p_.page_size;
   m.max_pages = p_.max_pages;
+  m.one_sequence = p_.one_sequence;
   m.batch_invariant = p_.batch_invariant;
   attn.meta = m;
   return add(std::move(attn));
