@@ -31,11 +31,7 @@ EngineOptions options() {
   return o;
 }
 
-SamplerParams greedy() {
-  SamplerParams s;
-  s.temperature = 0.0f;
-  return s;
-}
+using testing::greedy;
 
 std::map<SequenceId, std::vector<SequenceEvent>> run_all(Engine& e) {
   std::map<SequenceId, std::vector<SequenceEvent>> out;

@@ -33,11 +33,7 @@ EngineOptions options(int64_t max_batch) {
   return o;
 }
 
-SamplerParams greedy() {
-  SamplerParams s;
-  s.temperature = 0.0f;
-  return s;
-}
+using testing::greedy;
 
 // What a scoring request got: rows by position (from `from` on), its end.
 struct Scored {

@@ -34,11 +34,7 @@ std::vector<std::vector<int32_t>> prompts_of(int count, int first, int step, int
   return prompts;
 }
 
-SamplerParams greedy() {
-  SamplerParams s;
-  s.temperature = 0.0f;
-  return s;
-}
+using testing::greedy;
 
 EngineOptions engine_options() {
   EngineOptions o;

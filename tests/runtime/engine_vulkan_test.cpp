@@ -45,11 +45,7 @@ TEST(VulkanEngine, LogitsRowsAreBatchInvariantBitForBit) {
   }
 }
 
-SamplerParams greedy() {
-  SamplerParams s;
-  s.temperature = 0.0f;
-  return s;
-}
+using testing::greedy;
 
 std::map<SequenceId, std::vector<int32_t>> run_all(Engine& e,
                                                    std::map<SequenceId, std::vector<int32_t>> out) {

@@ -15,6 +15,7 @@
 
 #include "model/model.h"
 #include "model/synth.h"
+#include "runtime/sampler.h"
 
 namespace minfer::runtime::testing {
 
@@ -27,6 +28,13 @@ inline std::vector<int32_t> prompt_tokens(int n, int32_t seed) {
     p.push_back(static_cast<int32_t>(3 + (x >> 8) % 250));
   }
   return p;
+}
+
+// Greedy sampling (temperature 0): the tokens the engine tests pin.
+inline SamplerParams greedy() {
+  SamplerParams s;
+  s.temperature = 0.0f;
+  return s;
 }
 
 inline const model::Model& tiny_model(const std::string& shape, uint64_t seed = 5,
