@@ -71,7 +71,8 @@ void check_perplexity(const std::string& name) {
   eo.n_slots = 1;
   eo.n_ctx = 512;
   eo.k_type = eo.v_type = quant::TensorType::F16;
-  eo.gpu = false;  // llama.cpp's CPU numerics
+  eo.gpu = false;                      // llama.cpp's CPU numerics
+  eo.options.batch_invariant = false;  // as `minfer perplexity` runs it
   auto engine = runtime::Engine::create(**model, eo);
   ASSERT_TRUE(engine.is_ok()) << engine.message();
   runtime::PerplexityOptions po;

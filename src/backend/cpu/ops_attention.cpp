@@ -57,6 +57,11 @@ void mad_into_f16_scalar(int64_t n, uint16_t* y, const uint16_t* x, float v) {
   for (int64_t i = np; i < n; ++i) y[i] = f32_to_f16(f16_to_f32(y[i]) + f16_to_f32(x[i]) * v);
 }
 
+// f16 -> f32 is exact: every version gives the same floats.
+void widen_f16_scalar(int64_t n, float* y, const uint16_t* x) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quant::f16_to_f32(x[i]);
+}
+
 void scale_f16_scalar(int64_t n, uint16_t* y, float v) {
   for (int64_t i = 0; i < n; ++i) y[i] = quant::f32_to_f16(quant::f16_to_f32(y[i]) * v);
 }
@@ -96,6 +101,12 @@ MINFER_AVX2 void scale_f16_avx2(int64_t n, uint16_t* y, float v) {
   for (int64_t i = np; i < n; ++i) y[i] = quant::f32_to_f16(quant::f16_to_f32(y[i]) * v);
 }
 
+MINFER_AVX2 void widen_f16_avx2(int64_t n, float* y, const uint16_t* x) {
+  const int64_t np = n & ~int64_t{7};
+  for (int64_t i = 0; i < np; i += 8) _mm256_storeu_ps(y + i, load_f16(x + i));
+  for (int64_t i = np; i < n; ++i) y[i] = quant::f16_to_f32(x[i]);
+}
+
 MINFER_AVX2 void mad_f16_avx2(int64_t n, float* y, const uint16_t* x, float v) {
   const int64_t np = n & ~(kStep - 1);
   const __m256 vv = _mm256_set1_ps(v);
@@ -115,6 +126,7 @@ struct Kernels {
   void (*mad_f16)(int64_t, float*, const uint16_t*, float);
   void (*mad_into_f16)(int64_t, uint16_t*, const uint16_t*, float);
   void (*scale_f16)(int64_t, uint16_t*, float);
+  void (*widen_f16)(int64_t, float*, const uint16_t*);
 };
 
 Kernels pick_kernels() {
@@ -126,13 +138,15 @@ Kernels pick_kernels() {
             mad_f32_scalar,
             mad_f16_scalar,
             mad_into_f16_scalar,
-            scale_f16_scalar};
+            scale_f16_scalar,
+            widen_f16_scalar};
 #if defined(MINFER_AVX2)
   if (isa == Isa::kAvx2) {
     k.mad_f32 = mad_f32_avx2;
     k.mad_f16 = mad_f16_avx2;
     k.mad_into_f16 = mad_into_f16_avx2;
     k.scale_f16 = scale_f16_avx2;
+    k.widen_f16 = widen_f16_avx2;
   }
 #endif
   return k;
@@ -271,8 +285,7 @@ void attend_tiled(const HeadJob& job, const AttentionShape& s, bool f16, const K
     } else if (f16) {
       // Widen, then the f32 kernel: exactly the result an f32 cache holding
       // the same (rounded) values gives.
-      const auto* kh = reinterpret_cast<const uint16_t*>(k_row);
-      for (int64_t i = 0; i < d; ++i) scratch.k32[i] = quant::f16_to_f32(kh[i]);
+      k.widen_f16(d, scratch.k32.data(), reinterpret_cast<const uint16_t*>(k_row));
       sc = k.kq_dot_f32(d, scratch.k32.data(), q_vec);
     } else {
       sc = k.kq_dot(d, k_row, q_vec);

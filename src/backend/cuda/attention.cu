@@ -442,6 +442,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
   float* vs = ks + kKeys * kPitch;
   float* ps = vs + kKeys * D;
   __shared__ int s_pos[kFlashRows], s_begin[kFlashRows];
+  __shared__ int64_t s_row[kKeys];  // paged: the tile's cache rows
   __shared__ int s_consecutive;
   __shared__ int64_t s_lo, s_hi;
 
@@ -518,7 +519,11 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
   float* pw = ps + warp * kRowsPerWarp * kKeys;
 
   for (int64_t j0 = j_lo; j0 < j_hi; j0 += kKeys) {
-    __syncthreads();  // the previous tile is consumed
+    __syncthreads();         // the previous tile is consumed
+    if (pages != nullptr) {  // one page-table read per key, not per load
+      if (tid < kKeys) s_row[tid] = cache_row(a, pages, j0 + tid < j_hi ? j0 + tid : j_lo);
+      __syncthreads();
+    }
     for (int idx = tid; idx < kKeys * (D / 4); idx += blockDim.x) {
       const int jj = idx / (D / 4), d4 = idx % (D / 4);
       const int64_t j = j0 + jj;
@@ -529,7 +534,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
           kv4 = *reinterpret_cast<const float4*>(a.batch_k + (j - first) * kv_row + e);
           vv4 = *reinterpret_cast<const float4*>(a.batch_v + (j - first) * kv_row + e);
         } else {
-          const int64_t row = cache_row(a, pages, j);
+          const int64_t row = pages != nullptr ? s_row[jj] : j;
           kv4 = kv_load4<KT>(a.k_cache, row, kv_row, e);
           vv4 = kv_load4<VT>(a.v_cache, row, kv_row, e);
         }
