@@ -176,5 +176,41 @@ TEST(EngineConstraint, MasksEachDrawAndAFailureEndsOnlyItsSequence) {
   EXPECT_EQ(tokens_of(done[*c]), tokens_of(run_all(**solo)[*s]));
 }
 
+// A request that ignores end-of-generation tokens (a benchmark's) goes on
+// past them to its budget; one that does not stops at the first. A cap on
+// reuse keeps later prompt pages from being taken from the cache.
+TEST(EngineRequest, IgnoreEogGoesOnAndMaxReusedCapsTheReuse) {
+  const model::Model& m = tiny();
+  const int32_t eos = m.tokenizer().eos();
+  ASSERT_GE(eos, 0);
+  ASSERT_TRUE(m.tokenizer().is_eog(eos));
+  auto e = Engine::create(m, options());
+  ASSERT_TRUE(e.is_ok()) << e.message();
+  const auto prompt = testing::prompt_tokens(33, 4);
+  Request stops(prompt, greedy(), 5), goes_on(prompt, greedy(), 5);
+  stops.constraint = std::make_shared<OnlyThese>(std::set<int32_t>{eos});
+  goes_on.constraint = std::make_shared<OnlyThese>(std::set<int32_t>{eos});
+  goes_on.ignore_eog = true;
+  auto a = (*e)->add(stops);
+  auto b = (*e)->add(goes_on);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  auto done = run_all(**e);
+  EXPECT_TRUE(tokens_of(done[*a]).empty());
+  EXPECT_EQ(done[*a].back().finished, FinishReason::kStop);
+  EXPECT_EQ(tokens_of(done[*b]), std::vector<int32_t>(5, eos));
+  EXPECT_EQ(done[*b].back().finished, FinishReason::kLength);
+
+  // The prompt's 4 whole pages (8 tokens each) are cached now: a cap of 20
+  // tokens takes 2 of them, no cap 4.
+  Request capped(prompt, greedy(), 2);
+  capped.max_reused = 20;
+  auto c = (*e)->add(capped);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(run_all(**e)[*c].back().reused_tokens, 16);
+  auto d = (*e)->add(Request(prompt, greedy(), 2));
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(run_all(**e)[*d].back().reused_tokens, 32);
+}
+
 }  // namespace
 }  // namespace minfer::runtime
