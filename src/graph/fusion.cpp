@@ -134,7 +134,7 @@ struct AttentionOperands {
 };
 
 std::optional<AttentionOperands> attention_operands(const Graph& g, const Node& attn) {
-  if (attn.op != Op::kAttention || attn.inputs.size() != 5) return std::nullopt;
+  if (attn.op != Op::kAttention || attn.inputs.size() < 5) return std::nullopt;
   AttentionOperands o;
   o.q = attn.inputs[0];
   o.store = attn.inputs[1];
@@ -144,7 +144,13 @@ std::optional<AttentionOperands> attention_operands(const Graph& g, const Node& 
   if (st.op != Op::kKvStore || st.inputs.size() != 3) return std::nullopt;
   o.k = st.inputs[0];
   o.v = st.inputs[1];
-  if (!o.paged && (attn.inputs[3] != o.k || attn.inputs[4] != o.v || st.inputs[2] != o.pos)) {
+  if (!o.paged && (attn.inputs.size() != 5 || attn.inputs[3] != o.k || attn.inputs[4] != o.v ||
+                   st.inputs[2] != o.pos)) {
+    return std::nullopt;
+  }
+  // A paged one-sequence batch's own k and v (inputs 5 and 6) are the store's.
+  if (o.paged && attn.inputs.size() != 5 &&
+      (attn.inputs.size() != 7 || attn.inputs[5] != o.k || attn.inputs[6] != o.v)) {
     return std::nullopt;
   }
   return o;

@@ -198,7 +198,7 @@ Status CpuBackend::execute_node(const Node& node, std::span<const BufferId> inpu
   if (node.op >= Op::kCount || entry(node.op).run == nullptr || !supports_op(node)) {
     return Status::internal(node_error(node, "not supported by the CPU backend"));
   }
-  std::array<const void*, 6> in{};
+  std::array<const void*, 8> in{};
   if (inputs.size() > in.size()) return Status::internal(node_error(node, "too many inputs"));
   std::array<size_t, 8> in_bytes{};
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -286,17 +286,21 @@ Status CpuBackend::run_attention(const Call& c) {
   // batch's own keys/values (inputs 3 and 4) at full precision when the
   // positions are consecutive (attention() ignores them for q8_0 caches).
   constexpr int64_t kTiledFromQueries = 64;
-  // Paged batches mix sequences: one path for every batch, so that a token's
-  // result never depends on what it was batched with.
-  shape.per_row = shape.n_tokens < kTiledFromQueries || m->page_size > 0;
+  // Paged batches mix sequences: one path (per row) for every batch, so that
+  // a token's result never depends on what it was batched with; unless the
+  // graph gives the batch's own k and v (one sequence, not batch-invariant:
+  // inputs 5 and 6), and the batch then switches like an unpaged one.
   bool consecutive = shape.n_tokens >= kTiledFromQueries;
   for (int64_t t = 1; t < shape.n_tokens && consecutive; ++t) consecutive = pos[t] == pos[0] + t;
-  if (consecutive && m->page_size == 0 && c.in.size() >= 5 && c.in[3] != nullptr &&
-      c.in[4] != nullptr) {
-    shape.batch_k = f32(c.in[3]);
-    shape.batch_v = f32(c.in[4]);
+  const size_t kv_in = m->page_size > 0 ? 5 : 3;
+  if (consecutive && c.in.size() >= kv_in + 2 && c.in[kv_in] != nullptr &&
+      c.in[kv_in + 1] != nullptr) {
+    shape.batch_k = f32(c.in[kv_in]);
+    shape.batch_v = f32(c.in[kv_in + 1]);
     shape.batch_first = pos[0];
   }
+  shape.per_row =
+      shape.n_tokens < kTiledFromQueries || (m->page_size > 0 && shape.batch_k == nullptr);
   if (c.out == c.in[0]) return fail(c.node, "output aliases the query buffer");
   Status s = attention(f32(c.in[0]), c.k_cache, *k_type, c.v_cache, *v_type, pos, shape, f32(c.out),
                        pool_);
