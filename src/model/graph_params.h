@@ -29,6 +29,11 @@ struct GraphParams {
   // The pool serves one sequence (a one-slot engine): every token of a batch
   // but padding ones (after them, in a slot of their own) is that one's.
   bool one_sequence = false;
+  // With one_sequence: paged attention also reads the batch's own k and v
+  // (inputs 5 and 6) and takes them at full precision for the batch's
+  // positions, as unpaged attention does. A one-slot engine without a GPU
+  // sets it (the CUDA kernels read the fused q|k|v rows instead).
+  bool paged_batch_kv = false;
   // Every token computed independently of the rest of the batch, bit for
   // bit (the engine, Options::batch_invariant): into MatMulMeta/AttentionMeta.
   bool batch_invariant = false;

@@ -157,8 +157,10 @@ model::GraphParams Engine::graph_params(int64_t n_tokens, int64_t n_outputs) con
   p.page_size = options_.page_size;
   p.n_slots = page_table_rows();
   p.max_pages = max_pages_;
-  p.one_sequence = options_.n_slots == 1;
   p.batch_invariant = options_.options.batch_invariant;
+  p.one_sequence = options_.n_slots == 1;
+  // (Known once the runner exists: the graph built to create it goes without.)
+  p.paged_batch_kv = p.one_sequence && !p.batch_invariant && runner_ != nullptr && !runner_->gpu();
   return p;
 }
 

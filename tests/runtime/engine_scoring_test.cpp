@@ -137,6 +137,34 @@ TEST(EngineScoring, PromptRowsAreTheSessionsWhateverTheStepSize) {
   EXPECT_EQ(generating.tokens.size(), 5u);
 }
 
+// Past 64 queries a one-slot engine that need not be batch-invariant hands
+// attention the batch's own k and v (GraphParams::paged_batch_kv): its
+// prompt rows are then the Session's bit for bit, the same tiled path.
+TEST(EngineScoring, LongPromptRowsAreTheSessionsBitForBit) {
+  const auto prompt = testing::prompt_tokens(100, 12);
+  EngineOptions o = options(512);
+  o.n_slots = 1;
+  o.n_ctx = 128;
+  o.options.batch_invariant = false;
+  auto e = Engine::create(tiny(), o);
+  ASSERT_TRUE(e.is_ok()) << e.message();
+  Scored got;
+  auto id = (*e)->add(scoring(prompt, 30, 0, got));
+  ASSERT_TRUE(id.is_ok()) << id.message();
+  run(**e, {{*id, &got}});
+  SessionOptions so;
+  so.n_ctx = 128;
+  so.n_threads = 2;
+  so.gpu = false;
+  so.k_type = so.v_type = quant::TensorType::F16;
+  so.options.batch_invariant = false;
+  auto s = Session::create(tiny(), so);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  auto rows = (*s)->eval(prompt, 70);
+  ASSERT_TRUE(rows.is_ok()) << rows.message();
+  EXPECT_EQ(got.rows, std::vector<float>(rows->begin(), rows->end()));
+}
+
 TEST(EngineScoring, CachedPagesNeverStandForScoredPositions) {
   const auto prompt = testing::prompt_tokens(40, 6);
   auto e = Engine::create(tiny(), options(512));

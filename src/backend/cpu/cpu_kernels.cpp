@@ -288,8 +288,8 @@ Status CpuBackend::run_attention(const Call& c) {
   constexpr int64_t kTiledFromQueries = 64;
   // Paged batches mix sequences: one path (per row) for every batch, so that
   // a token's result never depends on what it was batched with; unless the
-  // graph gives the batch's own k and v (one sequence, not batch-invariant:
-  // inputs 5 and 6), and the batch then switches like an unpaged one.
+  // graph gives the batch's own k and v (GraphParams::paged_batch_kv: inputs
+  // 5 and 6), and the batch then switches like an unpaged one.
   bool consecutive = shape.n_tokens >= kTiledFromQueries;
   for (int64_t t = 1; t < shape.n_tokens && consecutive; ++t) consecutive = pos[t] == pos[0] + t;
   const size_t kv_in = m->page_size > 0 ? 5 : 3;

@@ -59,7 +59,7 @@ Result<const M*> meta(const Node& n) {
 // without a value), of the output and of the layer's KV regions.
 struct Call {
   const Node& node;
-  std::array<void*, 8> in;
+  std::array<void*, 6> in;
   size_t n_in;
   void* out;
   void* k_cache;

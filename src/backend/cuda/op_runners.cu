@@ -268,11 +268,10 @@ Status CudaBackend::run_attention(const Call& c) {
     a.batch_k = c.f32_in(0) + q_dim;
     a.batch_v = c.f32_in(0) + q_dim + kv_dim;
   } else if (m->page_size > 0) {
-    // (q, store, positions, seq_slots, page_table[, k, v]), or (packed,
-    // positions, seq_slots, page_table) whose rows hold each token's q first.
+    // (q, store, positions, seq_slots, page_table), or (packed, positions,
+    // seq_slots, page_table) whose rows hold each token's q first.
     const size_t first = m->packed_qkv ? 1 : 2;
-    const bool inputs_ok = c.n_in == first + 3 || (!m->packed_qkv && c.n_in == first + 5);
-    if (!inputs_ok || m->max_pages <= 0 || c.kv->n_ctx % m->page_size != 0) {
+    if (c.n_in != first + 3 || m->max_pages <= 0 || c.kv->n_ctx % m->page_size != 0) {
       return fail(c.node,
                   "paged attention takes (q, store, positions, seq_slots, page_table) or "
                   "(packed, positions, seq_slots, page_table) over a cache of whole pages");

@@ -56,7 +56,7 @@ Result<const M*> meta(const Node& n) {
 // an input without a value), of the output and of the layer's KV regions.
 struct Call {
   const Node& node;
-  std::array<BufferRange, 8> in{};
+  std::array<BufferRange, 6> in{};
   size_t n_in = 0;
   BufferRange out{};
   BufferRange k_cache{}, v_cache{};

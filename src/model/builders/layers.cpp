@@ -104,8 +104,8 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   // which it uses at full precision for the batch's positions.
   // Paged: rows go to the tokens' cells, and attention reads each token's own
   // sequence through the page tables (not the batch's k and v, which mix
-  // sequences, unless the pool holds one sequence and the batch need not be
-  // batch-invariant: then they follow as inputs 5 and 6).
+  // sequences, unless GraphParams::paged_batch_kv: then they follow as
+  // inputs 5 and 6).
   const bool paged = p_.page_size > 0;
   Node store = make(Op::kKvStore, {{0, 0}}, {k, v, paged ? g_.cells : g_.positions},
                     layer_name(layer, "kv_store"), layer);
@@ -114,8 +114,7 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   const NodeId stored = add(std::move(store));
   std::vector<NodeId> attn_inputs = {q, stored, g_.positions, k, v};
   if (paged) attn_inputs = {q, stored, g_.positions, g_.seq_slots, g_.page_table};
-  if (paged && p_.one_sequence && !p_.batch_invariant)
-    attn_inputs.insert(attn_inputs.end(), {k, v});
+  if (paged && p_.paged_batch_kv) attn_inputs.insert(attn_inputs.end(), {k, v});
   Node attn = make(Op::kAttention, node(q).shape, std::move(attn_inputs),
                    layer_name(layer, "attention"), layer);
   graph::AttentionMeta m;
