@@ -461,6 +461,8 @@ TEST(cuda_GemvQ8, TensorCoreBatchesMatchEmulationAndBound) {
 // (16500 rows), the shared-memory caps (in 4864 and 18944) and, for Q4_K /
 // Q5_K, the one-token kernel of mmq_one.cuh (36000 rows: one slice on the
 // H200, so one token takes that kernel and every batch the tensor cores).
+// The 16500- and 36000-row matrices are large launches (mmq.cu: blocks in
+// token-group order, and 32 tokens a warp for Q4_0 / Q8_0 past 16 tokens).
 TEST(cuda_GemvQ8, TokensAreBatchInvariant) {
   MINFER_SKIP_WITHOUT_CUDA();
   GemvF32Off q8_on;
@@ -497,7 +499,7 @@ TEST(cuda_GemvQ8, TokensAreBatchInvariant) {
           }
           return n;
         };
-        const int64_t max_tokens = sh.out > 10000 ? 13 : 130;
+        const int64_t max_tokens = sh.out > 10000 ? 20 : 130;
         const auto x = random_floats(sh.in * max_tokens, 74, 1.0f / std::sqrt(float(sh.in)));
         const auto res = random_floats(sh.out * max_tokens, 75);
         const auto rows_of = [&](const std::vector<float>& v, int64_t width, int64_t first,
@@ -517,8 +519,8 @@ TEST(cuda_GemvQ8, TokensAreBatchInvariant) {
           ASSERT_TRUE(one.is_ok()) << one.message();
           alone.push_back(*one);
         }
-        for (int64_t n : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{8}, int64_t{13}, int64_t{64},
-                          int64_t{130}}) {
+        for (int64_t n : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{8}, int64_t{13}, int64_t{20},
+                          int64_t{64}, int64_t{130}}) {
           if (n > max_tokens) continue;
           auto got = run(max_tokens - n, n);  // the batch's last n tokens
           ASSERT_TRUE(got.is_ok()) << got.message();

@@ -8,7 +8,10 @@
 // each of the query, of the running output and of every key/value row they
 // read (coalesced rows). Each warp keeps its own online softmax (running max
 // m, sum s, output acc); the warps' states are merged through shared memory at
-// the end.
+// the end. Where the batch has (token, KV head) pairs for half the SMs, the
+// 16-warp form takes a block per (token, KV head) instead, the group's query
+// heads sharing each key's K/V loads, each head's numbers bit for bit the
+// per-head block's (attention_decode.cuh holds these kernels).
 //
 // Split-KV (cluster) kernel, for the same batches when their (token, head)
 // pairs would leave SMs idle and the cache holds at least kSplitMinCtx rows
@@ -41,7 +44,8 @@
 // window) and j < n_ctx. Keys at positions >= the batch's first position come
 // from the batch's own f32 k/v (AttentionArgs::batch_k/v) when the batch's
 // positions are consecutive, so a prompt attends to itself at full precision
-// whatever the cache type; earlier keys come from the cache, K and V each
+// whatever the cache type (a one-sequence paged batch's are in its packed
+// q|k|v rows, unless it must be batch-invariant); earlier keys come from the cache, K and V each
 // f32, f16 or q8_0 (every kernel is templated on the two types) and widened
 // or dequantized to f32 as they are loaded (kv_cache.cuh). The query stays
 // f32. Scores and sums are f32.
@@ -52,7 +56,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
+#include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_cache.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -60,280 +66,7 @@
 namespace minfer::cuda {
 namespace {
 
-constexpr int kFewWarps = 4, kManyWarps = 16;
-constexpr int64_t kFewBlocks = 256;    // below this many (token, head) pairs: kManyWarps
-constexpr int kSplitWarps = 8;         // warps per block of the split (cluster) kernel
-constexpr int kMaxClusterSplit = 8;    // blocks per cluster: the portable cluster size
-constexpr int64_t kSplitMinCtx = 512;  // cache capacity below which decode never splits
-
-// Whether the batch's positions are consecutive and its own k/v are given
-// (then keys at positions >= positions[0] come from them). Every thread of
-// the block must call it (two barriers).
-__device__ bool batch_kv_usable(const AttentionArgs& a, int* s_consecutive) {
-  if (threadIdx.x == 0) *s_consecutive = 1;
-  __syncthreads();
-  const int32_t first = a.positions[0];
-  for (int64_t i = threadIdx.x; i < a.n_tokens; i += blockDim.x) {
-    if (a.positions[i] != first + i) *s_consecutive = 0;
-  }
-  __syncthreads();
-  return *s_consecutive != 0 && a.batch_k != nullptr && a.batch_v != nullptr;
-}
-
-// Floats from one token's query row to the next.
-__device__ __forceinline__ int64_t q_row(const AttentionArgs& a) {
-  return a.q_stride > 0 ? a.q_stride : a.n_head * a.head_dim;
-}
-
-// The keys [*j_begin, *j_end) a query at `pos` sees (empty when j_end <= j_begin).
-__device__ __forceinline__ void key_range(const AttentionArgs& a, int64_t pos, int64_t* j_begin,
-                                          int64_t* j_end) {
-  *j_begin = 0;
-  if (a.sliding_window > 0 && pos - a.sliding_window + 1 > 0) *j_begin = pos - a.sliding_window + 1;
-  *j_end = pos + 1 < a.n_ctx ? pos + 1 : a.n_ctx;
-}
-
-// Position j's dims lane + 32 i of KV head kvh, from the batch's own f32
-// rows (batch, when from_batch: row j - first) or from cache row `row` (type T).
-template <TensorType T, int kDpl>
-__device__ __forceinline__ void load_kv_row(const float* batch, const void* cache, bool from_batch,
-                                            int64_t j, int64_t row, int64_t first, int64_t kv_row,
-                                            int64_t kvh, float (&out)[kDpl]) {
-  const int lane = threadIdx.x & 31;
-  constexpr int64_t D = kDpl * 32;
-  if (from_batch) {
-    const float* r = batch + (j - first) * kv_row + kvh * D;
-#pragma unroll
-    for (int i = 0; i < kDpl; ++i) out[i] = r[lane + 32 * i];
-  } else {
-#pragma unroll
-    for (int i = 0; i < kDpl; ++i) out[i] = kv_load<T>(cache, row, kv_row, kvh * D + lane + 32 * i);
-  }
-}
-
-// One warp's online softmax over keys j_lo + warp, j_lo + warp + kWarps, ...
-// below j_hi of KV head kvh, for the query whose dims lane + 32 i the lanes
-// hold in q; updates (m, s, acc) (m = -inf, s = 0, acc = 0 before the first
-// key; unchanged when the warp has no key). Keys go kKeys at a time: all their
-// K and V rows are loaded before the first dot product (bytes in flight), the
-// kKeys scores share one rescale of (s, acc). No barrier: the bounds may
-// differ between warps, not within one.
-// The cache row of position j for a query whose page-table row is `pages`
-// (null: the cache rows are the positions).
-__device__ __forceinline__ int64_t cache_row(const AttentionArgs& a, const int32_t* pages,
-                                             int64_t j) {
-  if (pages == nullptr) return j;
-  return static_cast<int64_t>(pages[j / a.page_size]) * a.page_size + j % a.page_size;
-}
-
-// The page-table row of query token t (null when the cache is not paged).
-__device__ __forceinline__ const int32_t* pages_of(const AttentionArgs& a, int64_t t) {
-  return a.page_table == nullptr ? nullptr : a.page_table + a.seq_slots[t] * a.max_pages;
-}
-
-template <int kDpl, TensorType KT, TensorType VT, int kWarps>
-__device__ __forceinline__ void warp_attend(const AttentionArgs& a, const float (&q)[kDpl],
-                                            int64_t kvh, int64_t j_lo, int64_t j_hi, bool use_batch,
-                                            const int32_t* pages, float& m, float& s,
-                                            float (&acc)[kDpl]) {
-  constexpr int kKeys = kDpl >= 8 ? 2 : 4;
-  const int64_t kv_row = a.n_head_kv * (kDpl * 32);
-  const int32_t first = a.positions[0];
-  for (int64_t j0 = j_lo + (threadIdx.x >> 5); j0 < j_hi; j0 += kWarps * kKeys) {
-    float kr[kKeys][kDpl], vr[kKeys][kDpl];
-    bool valid[kKeys];
-#pragma unroll
-    for (int c = 0; c < kKeys; ++c) {
-      valid[c] = j0 + c * kWarps < j_hi;
-      const int64_t j = valid[c] ? j0 + c * kWarps : j0;  // a past-the-end key re-reads j0
-      const bool from_batch = use_batch && j >= first;
-      const int64_t row = cache_row(a, pages, j);
-      load_kv_row<KT>(a.batch_k, a.k_cache, from_batch, j, row, first, kv_row, kvh, kr[c]);
-      load_kv_row<VT>(a.batch_v, a.v_cache, from_batch, j, row, first, kv_row, kvh, vr[c]);
-    }
-    float sc[kKeys];
-#pragma unroll
-    for (int c = 0; c < kKeys; ++c) {
-      sc[c] = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kDpl; ++i) sc[c] += q[i] * kr[c][i];
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-      for (int c = 0; c < kKeys; ++c) sc[c] += __shfl_xor_sync(0xffffffffu, sc[c], o);
-    }
-    float m_new = m;
-#pragma unroll
-    for (int c = 0; c < kKeys; ++c) {
-      sc[c] = valid[c] ? sc[c] * a.scale : -INFINITY;
-      m_new = fmaxf(m_new, sc[c]);  // finite: key j0 is valid
-    }
-    const float ms = expf(m - m_new);  // 0 on the first keys (m = -inf)
-    s *= ms;
-#pragma unroll
-    for (int i = 0; i < kDpl; ++i) acc[i] *= ms;
-#pragma unroll
-    for (int c = 0; c < kKeys; ++c) {
-      const float p = expf(sc[c] - m_new);  // 0 for a past-the-end key
-      s += p;
-#pragma unroll
-      for (int i = 0; i < kDpl; ++i) acc[i] += p * vr[c][i];
-    }
-    m = m_new;
-  }
-}
-
-// Shared memory of a block's in-block merge: each warp's (m, s, acc).
-template <int kDpl, int kWarps>
-struct WarpStates {
-  float m[kWarps], s[kWarps];
-  float acc[kWarps][kDpl * 32];
-};
-
-// Merges the block's kWarps warp states (each thread passes its warp's) into
-// the block's: returns its max m_all and writes its sum to *s_all (every
-// thread gets both), and dst[d] = sum_w acc_w[d] exp(m_w - m_all), times
-// 1 / s_all when `normalize` (0 when the block saw no key). dst may be
-// st.acc[0]: thread x reads and writes only the dims d = x, x + blockDim.x, ...
-// Every thread must call it (one barrier).
-template <int kDpl, int kWarps>
-__device__ float merge_warps(WarpStates<kDpl, kWarps>& st, float m, float s,
-                             const float (&acc)[kDpl], bool normalize, float* dst, float* s_all) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) {
-    st.m[warp] = m;
-    st.s[warp] = s;
-  }
-#pragma unroll
-  for (int i = 0; i < kDpl; ++i) st.acc[warp][lane + 32 * i] = acc[i];
-  __syncthreads();
-  float m_all = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, st.m[w]);
-  float sum = 0.0f;
-  float f[kWarps];
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    f[w] = st.m[w] == -INFINITY ? 0.0f : expf(st.m[w] - m_all);
-    sum += st.s[w] * f[w];
-  }
-  const float inv = !normalize ? 1.0f : (sum > 0.0f ? 1.0f / sum : 0.0f);
-  for (int d = threadIdx.x; d < kDpl * 32; d += blockDim.x) {
-    float o = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) o += st.acc[w][d] * f[w];
-    dst[d] = o * inv;
-  }
-  *s_all = sum;
-  return m_all;
-}
-
-// The lanes' query dims lane + 32 i of (token t, head h).
-template <int kDpl>
-__device__ __forceinline__ void load_query(const AttentionArgs& a, int64_t t, int64_t h,
-                                           float (&q)[kDpl]) {
-  const int lane = threadIdx.x & 31;
-  const float* qh = a.q + t * q_row(a) + h * (kDpl * 32);
-#pragma unroll
-  for (int i = 0; i < kDpl; ++i) q[i] = qh[lane + 32 * i];
-}
-
-// kDpl: dims per lane (head_dim / 32); KT, VT: the cache row types.
-// One block per (token, head) = blockIdx.x.
-// Launched with PDL (pdl.cuh) for decode: waits before reading anything.
-template <int kDpl, TensorType KT, TensorType VT, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
-  __shared__ WarpStates<kDpl, kWarps> st;
-  __shared__ int s_consecutive;
-  pdl_launch_dependents();
-  pdl_wait();
-  const int64_t t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
-  const int64_t kvh = h / (a.n_head / a.n_head_kv);
-  const bool use_batch = batch_kv_usable(a, &s_consecutive);
-  int64_t j_begin = 0, j_end = 0;
-  key_range(a, a.positions[t], &j_begin, &j_end);
-  float q[kDpl], acc[kDpl] = {};
-  load_query(a, t, h, q);
-  float m = -INFINITY, s = 0.0f;
-  warp_attend<kDpl, KT, VT, kWarps>(a, q, kvh, j_begin, j_end, use_batch, pages_of(a, t), m, s,
-                                    acc);
-  float s_all = 0.0f;
-  merge_warps(st, m, s, acc, true, a.out + (t * a.n_head + h) * (kDpl * 32), &s_all);
-}
-
-// Split-KV decode: a cluster of gridDim.x blocks per (token, head) =
-// blockIdx.y. Block r (its rank in the cluster) takes the r-th of gridDim.x
-// equal chunks of the key range (empty chunks at short contexts: m = -inf,
-// s = 0), merges its warps into its own shared memory, and after a cluster
-// barrier rank 0 merges the blocks' states through distributed shared memory
-// and writes the output; the second cluster barrier keeps every block's
-// shared memory alive until rank 0 has read it. Every thread of every block
-// reaches both barriers. sm_90 only (the host launches it nowhere else).
-template <int kDpl, TensorType KT, TensorType VT>
-__global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(AttentionArgs a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  constexpr int D = kDpl * 32;
-  __shared__ WarpStates<kDpl, kSplitWarps> st;
-  __shared__ float s_block_m, s_block_s;
-  __shared__ int s_consecutive;
-  pdl_launch_dependents();  // launched with PDL too: nothing is read before the wait
-  pdl_wait();
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int n_split = static_cast<int>(cluster.num_blocks());
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int64_t t = blockIdx.y / a.n_head, h = blockIdx.y % a.n_head;
-  const int64_t kvh = h / (a.n_head / a.n_head_kv);
-  const bool use_batch = batch_kv_usable(a, &s_consecutive);
-  int64_t j_begin = 0, j_end = 0;
-  key_range(a, a.positions[t], &j_begin, &j_end);
-  const int64_t len = j_end > j_begin ? j_end - j_begin : 0;
-  const int64_t per = (len + n_split - 1) / n_split;
-  const int64_t lo = j_begin + rank * per;
-  const int64_t hi = lo + per < j_end ? lo + per : j_end;
-  float q[kDpl], acc[kDpl] = {};
-  load_query(a, t, h, q);
-  float m = -INFINITY, s = 0.0f;
-  warp_attend<kDpl, KT, VT, kSplitWarps>(a, q, kvh, lo, hi, use_batch, pages_of(a, t), m, s, acc);
-  float s_all = 0.0f;
-  const float m_all = merge_warps(st, m, s, acc, false, st.acc[0], &s_all);
-  if (threadIdx.x == 0) {
-    s_block_m = m_all;
-    s_block_s = s_all;
-  }
-  cluster.sync();  // every block's (s_block_m, s_block_s, st.acc[0]) is written
-  if (rank == 0) {
-    float mr[kMaxClusterSplit], f[kMaxClusterSplit];
-    const float* accr[kMaxClusterSplit];
-    float m_max = -INFINITY, sum = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kMaxClusterSplit; ++r) {
-      mr[r] = r < n_split ? *cluster.map_shared_rank(&s_block_m, r) : -INFINITY;
-      accr[r] = r < n_split ? cluster.map_shared_rank(&st.acc[0][0], r) : nullptr;
-      m_max = fmaxf(m_max, mr[r]);
-    }
-#pragma unroll
-    for (int r = 0; r < kMaxClusterSplit; ++r) {
-      f[r] = mr[r] == -INFINITY ? 0.0f : expf(mr[r] - m_max);
-      if (r < n_split) sum += *cluster.map_shared_rank(&s_block_s, r) * f[r];
-    }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    float* oh = a.out + (t * a.n_head + h) * D;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-      float o = 0.0f;
-#pragma unroll
-      for (int r = 0; r < kMaxClusterSplit; ++r) {
-        if (r < n_split) o += accr[r][d] * f[r];
-      }
-      oh[d] = o * inv;
-    }
-  }
-  cluster.sync();  // no block exits while rank 0 reads its shared memory
-#else
-  (void)a;
-#endif
-}
+using namespace attn;  // NOLINT: the decode kernels and their helpers
 
 // The device's compute capability (major) and SM count, queried once (the
 // backend drives one device per process); zeros when the query fails.
@@ -394,6 +127,43 @@ bool launch_split(const AttentionArgs& a, int64_t n_split, cudaStream_t stream) 
   return false;
 }
 
+// attention_group_kernel (kManyWarps) for kG heads a KV head, where it is
+// built (head_dim 64 or 128, K and V of one type, 2, 4, 7 or 8 heads a
+// group) and the batch has (token, KV head) pairs for at least half the
+// SMs; false where it is not launched.
+template <int kDpl, TensorType KT, TensorType VT>
+bool launch_grouped(const AttentionArgs& a, cudaStream_t stream, cudaError_t* err) {
+  const int64_t group = a.n_head / a.n_head_kv;
+  const int64_t blocks = a.n_tokens * a.n_head_kv;
+  if constexpr ((kDpl == 2 || kDpl == 4) && KT == VT) {
+    if (2 * blocks < decode_device().sms) return false;
+    const auto launch = [&](auto g) {
+      *err = launch_kernel(kPdlBetweenGemvs,
+                           attention_group_kernel<kDpl, KT, VT, kManyWarps, decltype(g)::value>,
+                           dim3(static_cast<unsigned>(blocks)), dim3(kManyWarps * 32), 0, stream,
+                           a);
+      return true;
+    };
+    switch (group) {
+      case 2:
+        return launch(std::integral_constant<int, 2>{});
+      case 4:
+        return launch(std::integral_constant<int, 4>{});
+      case 7:
+        return launch(std::integral_constant<int, 7>{});
+      case 8:
+        return launch(std::integral_constant<int, 8>{});
+      default:
+        return false;
+    }
+  }
+  (void)group;
+  (void)blocks;
+  (void)stream;
+  (void)err;
+  return false;
+}
+
 template <int kDpl, TensorType KT, TensorType VT>
 cudaError_t launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
   if (const int64_t n_split = decode_split(a);
@@ -402,6 +172,9 @@ cudaError_t launch_dpl(const AttentionArgs& a, cudaStream_t stream) {
   }
   const dim3 grid(static_cast<unsigned>(a.n_tokens * a.n_head));
   if (a.n_tokens * a.n_head < kFewBlocks || a.batch_invariant) {  // one shape for every batch
+    // The heads of a KV head together where the batch fills the SMs: the
+    // same numbers as one block a head.
+    if (cudaError_t e = cudaSuccess; launch_grouped<kDpl, KT, VT>(a, stream, &e)) return e;
     return launch_kernel(kPdlBetweenGemvs, attention_kernel<kDpl, KT, VT, kManyWarps>, grid,
                          dim3(kManyWarps * 32), 0, stream, a);
   }
@@ -451,7 +224,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
   const int64_t kvh = blockIdx.y;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kFlashRows;
   const int64_t n_rows = a.n_tokens * group;
-  const int64_t kv_row = a.n_head_kv * D;
+  const int64_t kv_row = a.n_head_kv * D, b_row = batch_row(a);
 
   if (tid == 0) s_consecutive = 1;
   __syncthreads();
@@ -531,8 +304,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
       if (j < j_hi) {
         const int64_t e = kvh * D + 4 * d4;  // element of the K/V row
         if (use_batch && j >= first) {
-          kv4 = *reinterpret_cast<const float4*>(a.batch_k + (j - first) * kv_row + e);
-          vv4 = *reinterpret_cast<const float4*>(a.batch_v + (j - first) * kv_row + e);
+          kv4 = *reinterpret_cast<const float4*>(a.batch_k + (j - first) * b_row + e);
+          vv4 = *reinterpret_cast<const float4*>(a.batch_v + (j - first) * b_row + e);
         } else {
           const int64_t row = pages != nullptr ? s_row[jj] : j;
           kv4 = kv_load4<KT>(a.k_cache, row, kv_row, e);

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -131,6 +132,19 @@ class CudaBackend final : public backend::Backend {
   // Input 0 of a node with an InputNorm, for a kernel that does not normalize
   // itself: the rows normalized into scratch (or input 0 as is when off).
   Result<const float*> normalized_input(const Call& c, const graph::InputNorm& norm, int64_t dim);
+  // An mmq launch's weights: their type, device address and size in bytes.
+  struct MmqWeight {
+    quant::TensorType type;
+    const void* data;
+    size_t bytes;
+  };
+  // Readies `in` for mmq launches over `weights`: in.quantized = `quantized`
+  // (scratch of quantized_bytes), quantized there unless the node before
+  // left the same bytes (quantized_); or, one token the one-token kernel
+  // quantizes itself (mmq_quantizes_itself over all the weights' bytes; a
+  // weight named twice counts once), left null with no launch.
+  Status quantize_for_mmq(const Call& c, Q8Input& in, int8_t* quantized,
+                          std::initializer_list<MmqWeight> weights);
   // The int8 GEMV's input for input 0 (one token) with the node's InputNorm.
   Q8Input q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim,
                    int64_t n_tokens) const;

@@ -37,13 +37,18 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q8_quantize.cuh"
 #include "backend/cuda/q8_units.cuh"
 
 namespace minfer::cuda {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
+using q8act::emit_q8;
+using q8act::q8_at;
+using q8act::quantize_activation;
+
+constexpr int kWarps = q8act::kQuantWarps;
+constexpr int kThreads = q8act::kQuantThreads;
 constexpr int kMaxBlocksPerSm = 4;
 
 // Every kernel here is launched with PDL (pdl.cuh): it lets its own
@@ -68,114 +73,6 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* w, size_t row_bytes
   }
 }
 
-__device__ __forceinline__ float4 scale4(float4 v, float s) {
-  return make_float4(v.x * s, v.y * s, v.z * s, v.w * s);
-}
-
-// Up to kCached float4s of x (and of the norm weight) per thread stay in
-// registers between the sum-of-squares pass and the quantizing pass, and are
-// all loaded before either pass uses them (fewer dependent round trips).
-constexpr int kCached = 4;
-
-// Every thread of the block calls it (it holds barriers).
-__device__ void quantize_activation(const Q8Input& in, Q8Smem xs) {
-  const float* __restrict__ x = in.x;
-  const int64_t in_dim = in.in_dim;
-  __shared__ float red[kWarps];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const auto* x4 = reinterpret_cast<const float4*>(x);
-  const auto* w4 = reinterpret_cast<const float4*>(in.norm_weight);
-  const int64_t n4 = in_dim / 4;
-  const int64_t iters = (n4 + kThreads - 1) / kThreads;
-  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  float4 xc[kCached], gc[kCached];
-#pragma unroll
-  for (int k = 0; k < kCached; ++k) {
-    const int64_t i = k * kThreads + threadIdx.x;
-    xc[k] = i < n4 ? x4[i] : zero;
-    gc[k] = in.rms_norm && w4 != nullptr && i < n4 ? w4[i] : zero;
-  }
-  float s = 1.0f;
-  if (in.rms_norm) {
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kCached; ++k) {
-      ss += xc[k].x * xc[k].x + xc[k].y * xc[k].y + xc[k].z * xc[k].z + xc[k].w * xc[k].w;
-    }
-    for (int64_t i = kCached * kThreads + threadIdx.x; i < n4; i += kThreads) {
-      const float4 v = x4[i];
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-    ss = warp_sum(ss);
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    float total = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) total += red[w];
-    s = rsqrtf(total / static_cast<float>(in_dim) + in.eps);
-  }
-  // Quantizes the float4 at index i (held by every lane; a uniform call: the
-  // shuffles see whole warps).
-  const auto emit = [&](int64_t i, float4 v, float4 g) {
-    const bool ok = i < n4;
-    if (in.rms_norm) {
-      v = scale4(v, s);
-      if (w4 != nullptr) v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
-    }
-    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
-    const float d = amax / 127.0f;
-    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id);
-    const int q2 = __float2int_rn(v.z * id), q3 = __float2int_rn(v.w * id);
-    const int s8 = q0 + q1 + q2 + q3 + __shfl_xor_sync(0xffffffffu, q0 + q1 + q2 + q3, 1);
-    int s32 = s8 + __shfl_xor_sync(0xffffffffu, s8, 2);
-    s32 += __shfl_xor_sync(0xffffffffu, s32, 4);
-    if (ok) {
-      reinterpret_cast<char4*>(xs.q)[i] =
-          make_char4(static_cast<signed char>(q0), static_cast<signed char>(q1),
-                     static_cast<signed char>(q2), static_cast<signed char>(q3));
-      if ((lane & 1) == 0) xs.sum8[i / 2] = static_cast<int16_t>(s8);
-      if ((lane & 7) == 0) {
-        xs.d[i / 8] = d;
-        xs.sum32[i / 8] = s32;
-      }
-    }
-  };
-#pragma unroll
-  for (int k = 0; k < kCached; ++k) {
-    if (k < iters) emit(k * kThreads + threadIdx.x, xc[k], gc[k]);
-  }
-  // Past the cached ones, kCached float4s at a time: all loaded before the
-  // first is quantized (the down projection's 18944 values: 4 round trips
-  // to L2 after the cached ones instead of 15).
-  for (int64_t k0 = kCached; k0 < iters; k0 += kCached) {
-#pragma unroll
-    for (int k = 0; k < kCached; ++k) {
-      const int64_t i = (k0 + k) * kThreads + threadIdx.x;
-      const bool ok = k0 + k < iters && i < n4;
-      xc[k] = ok ? x4[i] : zero;
-      gc[k] = in.rms_norm && w4 != nullptr && ok ? w4[i] : zero;
-    }
-#pragma unroll
-    for (int k = 0; k < kCached; ++k) {
-      if (k0 + k < iters) emit((k0 + k) * kThreads + threadIdx.x, xc[k], gc[k]);
-    }
-  }
-  __syncthreads();
-}
-
-// A quantized activation's parts laid out from `base` (shared or global).
-__device__ __forceinline__ Q8Smem q8_at(int8_t* base, int64_t in_dim) {
-  Q8Smem xs;
-  xs.q = base;
-  xs.d = reinterpret_cast<float*>(xs.q + in_dim);
-  xs.sum32 = reinterpret_cast<int*>(xs.d + in_dim / 32);
-  xs.sum8 = reinterpret_cast<int16_t*>(xs.sum32 + in_dim / 32);
-  return xs;
-}
 
 // Token t's quantized activation (of the block's NT) in dynamic shared memory.
 __device__ __forceinline__ Q8Smem q8_smem(int64_t in_dim, int t) {
@@ -496,6 +393,26 @@ __global__ void __launch_bounds__(kThreads) quantize_q8_kernel(Q8Input in, int8_
       token, q8_at(out + static_cast<int64_t>(blockIdx.x) * (in.in_dim * 3 / 2), in.in_dim));
 }
 
+// The GLU's rows and their int8 form in one pass (Q8Input::glu_up): thread
+// (block x, thread) of token blockIdx.y takes float4 i of the row, writes
+// act(gate) * up (the elementwise GLU's numbers, device_math.cuh) to
+// glu_out and quantizes it with emit_q8, as quantize_q8_kernel would
+// quantize glu_out's row (a 32-value block is 8 lanes of one warp).
+__global__ void __launch_bounds__(kThreads) glu_quantize_q8_kernel(Q8Input in, int8_t* out) {
+  const int64_t t = blockIdx.y, n4 = in.in_dim / 4;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const int64_t row = t * n4;
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (i < n4) {
+    const float4 g = reinterpret_cast<const float4*>(in.x)[row + i];
+    const float4 u = reinterpret_cast<const float4*>(in.glu_up)[row + i];
+    const auto act = [&](float x) { return in.glu_gelu ? gelu_f(x) : silu_f(x); };
+    v = make_float4(act(g.x) * u.x, act(g.y) * u.y, act(g.z) * u.z, act(g.w) * u.w);
+    reinterpret_cast<float4*>(in.glu_out)[row + i] = v;
+  }
+  emit_q8(i, n4, v, q8_at(out + t * (in.in_dim * 3 / 2), in.in_dim));
+}
+
 // Launches a kernel of this file (kThreads per block) with PDL, over
 // `token_groups` groups of tokens (grid y).
 template <typename... Params, typename... Args>
@@ -580,10 +497,11 @@ unsigned grid_for(Kernel kernel, size_t smem, int64_t groups) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
 }
 
-bool input_ok(const Q8Input& in) {
-  return in.x != nullptr && in.in_dim > 0 && in.in_dim % 32 == 0 && in.n_tokens >= 1 &&
-         in.n_tokens <= 65535 * int64_t{8};
+bool shape_ok(int64_t in_dim, int64_t n_tokens) {
+  return in_dim > 0 && in_dim % 32 == 0 && n_tokens >= 1 && n_tokens <= 65535 * int64_t{8};
 }
+
+bool input_ok(const Q8Input& in) { return in.x != nullptr && shape_ok(in.in_dim, in.n_tokens); }
 
 }  // namespace
 
@@ -598,18 +516,32 @@ size_t q8_activation_bytes(int64_t in_dim) {
   return smem_bytes(in_dim);
 }
 
+bool quantize_q8_takes(int64_t in_dim, int64_t n_tokens) {
+  return shape_ok(in_dim, n_tokens) && smem_bytes(in_dim) % 16 == 0;
+}
+
 cudaError_t launch_quantize_q8(const Q8Input& in, int8_t* out, cudaStream_t stream) {
-  if (!input_ok(in) || in.quantized != nullptr || smem_bytes(in.in_dim) % 16 != 0) {
+  if (!input_ok(in) || in.quantized != nullptr || smem_bytes(in.in_dim) % 16 != 0 ||
+      (in.glu_up != nullptr && (in.rms_norm || in.glu_out == nullptr))) {
     return cudaErrorInvalidValue;
   }
-  quantize_q8_kernel<<<static_cast<unsigned>(in.n_tokens), kThreads, 0, stream>>>(in, out);
+  if (in.glu_up != nullptr) {  // a float4 a thread: (blocks of a row, token) = (grid x, grid y)
+    const int64_t n4 = in.in_dim / 4;
+    const dim3 grid(static_cast<unsigned>((n4 + kThreads - 1) / kThreads),
+                    static_cast<unsigned>(in.n_tokens));
+    glu_quantize_q8_kernel<<<grid, kThreads, 0, stream>>>(in, out);
+  } else {
+    quantize_q8_kernel<<<static_cast<unsigned>(in.n_tokens), kThreads, 0, stream>>>(in, out);
+  }
   return cudaGetLastError();
 }
 
 cudaError_t launch_gemv_q8(TensorType type, const void* w, size_t row_bytes, int64_t rows,
                            const Q8Input& in, const float* bias, const float* residual, float* y,
                            cudaStream_t stream) {
-  if (!has_q8_gemv(type, in.in_dim) || !input_ok(in)) return cudaErrorInvalidValue;
+  if (!has_q8_gemv(type, in.in_dim) || !input_ok(in) || in.glu_up != nullptr) {
+    return cudaErrorInvalidValue;
+  }
   const auto* wb = static_cast<const uint8_t*>(w);
   cudaError_t e = cudaSuccess;
   dispatch_q8(type, [&](auto tag) {
@@ -645,7 +577,9 @@ cudaError_t launch_gemv_q8(TensorType type, const void* w, size_t row_bytes, int
 cudaError_t launch_ffn_q8(TensorType type, const void* gate, const void* up, size_t row_bytes,
                           int64_t n_ff, const Q8Input& in, bool gelu, float* y,
                           cudaStream_t stream) {
-  if (!has_q8_gemv(type, in.in_dim) || !input_ok(in)) return cudaErrorInvalidValue;
+  if (!has_q8_gemv(type, in.in_dim) || !input_ok(in) || in.glu_up != nullptr) {
+    return cudaErrorInvalidValue;
+  }
   const auto* g = static_cast<const uint8_t*>(gate);
   const auto* u = static_cast<const uint8_t*>(up);
   cudaError_t e = cudaSuccess;

@@ -98,8 +98,12 @@ struct AttentionArgs {
   quant::TensorType k_type = quant::TensorType::F32;
   quant::TensorType v_type = quant::TensorType::F32;
   const int32_t* positions = nullptr;  // [n_tokens]
-  const float* batch_k = nullptr;      // [n_tokens][n_head_kv * head_dim] or null
+  const float* batch_k = nullptr;      // [n_tokens] rows of n_head_kv * head_dim, or null
   const float* batch_v = nullptr;
+  // Floats from one token's batch_k (batch_v) row to the next; 0:
+  // n_head_kv * head_dim. A one-sequence paged batch's k and v are the
+  // packed q|k|v rows' (stride n_head * head_dim + 2 n_head_kv * head_dim).
+  int64_t batch_stride = 0;
   int64_t q_stride = 0;  // floats from one token's q to the next; 0: n_head * head_dim
   int64_t n_tokens = 0, n_ctx = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
   float scale = 1.0f;
@@ -146,6 +150,13 @@ struct Q8Input {
   bool rms_norm = false;
   const float* norm_weight = nullptr;
   float eps = 1e-6f;
+  // launch_quantize_q8 only, without rms_norm: x is a FusedFFN's gate rows,
+  // glu_up its up rows; the activation quantized is act(gate) * up (silu, or
+  // gelu when glu_gelu: the elementwise GLU's numbers), also written to
+  // glu_out ([n_tokens][in_dim], overlapping neither).
+  const float* glu_up = nullptr;
+  float* glu_out = nullptr;
+  bool glu_gelu = false;
 };
 // Whether the int8 GEMVs take `type` with rows of in_dim elements (Q4_0,
 // Q8_0, Q4_K, Q5_K, Q6_K; K-quants need in_dim a multiple of 256).
@@ -155,13 +166,17 @@ bool has_q8_gemv(quant::TensorType type, int64_t in_dim);
 // multiple of 32; Q4_K, Q5_K, Q6_K: of 256).
 bool has_mmq(quant::TensorType type, int64_t in_dim);
 // y[t][r] = (W[r] . x[t] + bias[r]) + residual[t][r] (bias, residual
-// nullable; y may alias residual) for n_tokens activations quantized by
-// launch_quantize_q8; each token's result independent of the batch, bit for
-// bit, for any n_tokens >= 1. Q4_K and Q5_K weights and rows 16-byte aligned
-// (cudaErrorInvalidValue otherwise), the others 2-byte.
+// nullable; y may alias residual) for in.n_tokens activations of in.in_dim
+// quantized by launch_quantize_q8 (in.quantized); each token's result
+// independent of the batch, bit for bit, for any n_tokens >= 1. Without
+// in.quantized, one token is quantized by the kernel itself from in.x (and
+// its norm: the same bytes); cudaErrorNotSupported where that kernel cannot
+// take it (several tokens, unaligned weights): quantize, then call again.
+// Q4_K and Q5_K weights and rows 16-byte aligned (cudaErrorInvalidValue
+// otherwise), the others 2-byte.
 cudaError_t launch_mmq(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
-                       int64_t in_dim, const int8_t* quantized, int64_t n_tokens, const float* bias,
-                       const float* residual, float* y, cudaStream_t stream);
+                       const Q8Input& in, const float* bias, const float* residual, float* y,
+                       cudaStream_t stream);
 // Up to three products of one type on the same quantized activations in
 // one launch: y[i] = W[i] x (+ bias[i]), each bit for bit what launch_mmq
 // gives alone (a layer's q, k and v).
@@ -174,8 +189,15 @@ struct MmqStack {
   const float* bias[kMax] = {};
   float* y[kMax] = {};
 };
-cudaError_t launch_mmq_stack(quant::TensorType type, const MmqStack& stack, int64_t in_dim,
-                             const int8_t* quantized, int64_t n_tokens, cudaStream_t stream);
+cudaError_t launch_mmq_stack(quant::TensorType type, const MmqStack& stack, const Q8Input& in,
+                             cudaStream_t stream);
+// Whether launch_mmq can take `in` unquantized (in.quantized null) for
+// weights of `type` at w: one token, of a shape the one-token kernel takes,
+// which then quantizes it itself in every block.
+bool mmq_takes_unquantized(quant::TensorType type, const void* w, const Q8Input& in);
+// Whether that pays for launches over `weight_bytes` in all: the blocks'
+// repeated quantizing outweighs the saved launch on large matrices.
+bool mmq_quantizes_itself(size_t weight_bytes);
 
 // Bytes of one token's quantized activation (16-byte multiple).
 size_t q8_activation_bytes(int64_t in_dim);
@@ -183,6 +205,8 @@ size_t q8_activation_bytes(int64_t in_dim);
 // `out` once, exactly as each GEMV block would (bit for bit), so that a
 // multi-token GEMV's blocks copy instead of each quantizing all its tokens.
 cudaError_t launch_quantize_q8(const Q8Input& in, int8_t* out, cudaStream_t stream);
+// Whether launch_quantize_q8 takes n_tokens activations of in_dim.
+bool quantize_q8_takes(int64_t in_dim, int64_t n_tokens);
 // y[t][r] = (W[r] . x[t] + bias[r]) + residual[t][r] (bias, residual
 // nullable); y may alias residual, not x. Weight rows 16-byte aligned for Q4_K and Q5_K, 2-byte
 // otherwise; Q6_K weights (one token) start 16-byte aligned and are readable to their end rounded

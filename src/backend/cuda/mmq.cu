@@ -18,7 +18,8 @@
 //
 // A block has 8 warps: 8 / S tiles of 16 weight rows, each tile's S warps
 // taking one slice each. A warp holds 8 * NJ tokens (NJ n8-tiles of the
-// mma, NJ 1 or 2; grid y covers the batch) and, per step of blocks, loads
+// mma, NJ 1, 2 or 4; one grid dimension walks the batch's token groups,
+// the other the row blocks) and, per step of blocks, loads
 // its A fragments straight from the GGUF rows, its B fragments (8 bytes of
 // its token a lane) and the tokens' d_x and sums (four units a load, handed
 // round by warp shuffles) from the quantized activations, which stay in L1.
@@ -67,14 +68,26 @@ struct MmqArgs {
 // 0.5B batched decode unchanged); resident warps are what makes these fast.
 // The K-quants hold a whole block per row (up to 15 registers each) and get
 // two blocks per SM.
-template <quant::TensorType T>
-constexpr int kMinBlocks = FormatOf<T>::F::kUnits == 1 ? 3 : 2;
+// Q4_0 / Q8_0 at 32 tokens a warp (NJ = 4, large matrices only) get two.
+template <quant::TensorType T, int NJ = 2>
+constexpr int kMinBlocks = FormatOf<T>::F::kUnits == 1 && NJ <= 2 ? 3 : 2;
+
+// A launch whose weights take at least this many bytes is "large": far more
+// than its share of L2 between two reads of a row, so the blocks of one row
+// block (its token groups) run side by side and the rows come from DRAM once
+// (Segments::tokens_fastest). On an H100, `minfer batched-bench -npp 128
+// -ntg 32`: 7B Q4_K_M S_TG at B = 32 2990-3025 -> 3034-3113 t/s, S_PP 4.2k
+// -> 4.3k; with 32 tokens a warp for large Q4_0 / Q8_0 as well (the 0.5B's
+// 145 MB output matrix) the 0.5B Q4_0 at B = 64 18.5k-19.0k -> 19.4k-19.5k.
+// 32 tokens a warp for every type / size was slower (7B 2.84k-2.94k).
+constexpr int64_t kLargeBytes = int64_t{8} << 20;
 
 // Each segment as its own launch would compute it (mmq_segments.cuh).
 template <quant::TensorType T, int NJ>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T>)
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NJ>)
     mmq_kernel(const __grid_constant__ mmq::Segments<MmqArgs> segs) {
-  unsigned bx = blockIdx.x;
+  unsigned bx = segs.tokens_fastest ? blockIdx.y : blockIdx.x;
+  const unsigned by = segs.tokens_fastest ? blockIdx.x : blockIdx.y;
   const MmqArgs& a = segs.pick(bx);
   using F = typename FormatOf<T>::F;
   __shared__ float part[kWarps][NJ * 4][32];
@@ -83,7 +96,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T>)
   const int S = a.slices;
   const int tile = warp / S, slice = warp % S;
   const int64_t row0 = (static_cast<int64_t>(bx) * (kWarps / S) + tile) * 16;
-  const int64_t tok0 = static_cast<int64_t>(blockIdx.y) * 8 * NJ;
+  const int64_t tok0 = static_cast<int64_t>(by) * 8 * NJ;
   const int64_t per = (a.n_blocks + S - 1) / S;
   const int64_t b_begin = mini(a.n_blocks, slice * per);
   const int64_t b_end = mini(a.n_blocks, b_begin + per);
@@ -206,9 +219,16 @@ int slices_for(int64_t rows, int64_t n_blocks, bool k_quant, int resident_warps)
 }
 
 // Tokens per warp: 8 or 16 (more tokens go to more blocks, which keeps
-// many warps busy on a decode batch; each re-reads its rows from L2).
-template <class F>
-void choose_nj(int64_t n_tokens, F&& f) {
+// many warps busy on a decode batch; each re-reads its rows from L2), 32 for
+// a large Q4_0 / Q8_0 matrix (its rows read by half as many blocks).
+template <quant::TensorType T, class F>
+void choose_nj(int64_t n_tokens, bool large, F&& f) {
+  if constexpr (FormatOf<T>::F::kUnits == 1) {
+    if (n_tokens > 16 && large) {
+      f(std::integral_constant<int, 4>{});
+      return;
+    }
+  }
   if (n_tokens > 8) {
     f(std::integral_constant<int, 2>{});
   } else {
@@ -249,31 +269,38 @@ int64_t block_values(quant::TensorType t) {
 }
 
 // One token: a group of lanes per (row, slice), the same slices as mmq_kernel.
+// Without in.quantized, each block quantizes the token itself first.
 template <quant::TensorType T>
-cudaError_t launch_one(const mmq::Segments<MmqArgs>& m, cudaStream_t stream) {
+cudaError_t launch_one(const mmq::Segments<MmqArgs>& m, const Q8Input& in, cudaStream_t stream) {
   mmq::Segments<mmq_one::OneArgs> s;
   s.n = m.n;
   unsigned blocks = 0;
   for (int i = 0; i < m.n; ++i) {
     const MmqArgs& g = m.seg[i];
     s.seg[i] = {g.w,       g.row_bytes, g.rows, g.n_blocks, g.xq,
-                g.n_units, g.slices,    g.bias, g.residual, g.y};
+                g.n_units, g.slices,    g.bias, g.residual, g.y, in};
     const int64_t rows_per_block = mmq_one::groups_per_block<T>() / g.slices;
     blocks += static_cast<unsigned>((g.rows + rows_per_block - 1) / rows_per_block);
     s.end[i] = blocks;
   }
-  mmq_one::one_token_kernel<T><<<blocks, mmq_one::kOneWarps * 32, 0, stream>>>(s);
+  if (in.quantized != nullptr) {
+    mmq_one::one_token_kernel<T, false><<<blocks, mmq_one::kOneWarps * 32, 0, stream>>>(s);
+  } else {
+    const size_t smem = q8_activation_bytes(in.in_dim);
+    mmq_one::one_token_kernel<T, true><<<blocks, mmq_one::kOneWarps * 32, smem, stream>>>(s);
+  }
   return cudaGetLastError();
 }
 
 // The segments' arguments for `type`: shape checks, slices.
 cudaError_t segment_args(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
-                         int64_t in_dim, const int8_t* quantized, int64_t n_tokens,
-                         const float* bias, const float* residual, float* y, MmqArgs& a) {
+                         const Q8Input& in, const float* bias, const float* residual, float* y,
+                         MmqArgs& a) {
+  const int64_t in_dim = in.in_dim, n_tokens = in.n_tokens;
   const bool aligned16 = reinterpret_cast<uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0;
   const bool needs16 = type == quant::TensorType::Q4_K || type == quant::TensorType::Q5_K;
-  if (!has_mmq(type, in_dim) || quantized == nullptr || n_tokens < 1 || rows < 1 ||
-      (needs16 && !aligned16)) {
+  if (!has_mmq(type, in_dim) || (in.quantized == nullptr && in.x == nullptr) || n_tokens < 1 ||
+      rows < 1 || (needs16 && !aligned16)) {
     return cudaErrorInvalidValue;
   }
   const int64_t n_blocks = in_dim / block_values(type);
@@ -284,7 +311,7 @@ cudaError_t segment_args(quant::TensorType type, const void* w, size_t row_bytes
               row_bytes,
               rows,
               n_blocks,
-              quantized,
+              in.quantized,
               static_cast<int64_t>(q8_activation_bytes(in_dim)),
               n_tokens,
               in_dim / 32,
@@ -295,32 +322,45 @@ cudaError_t segment_args(quant::TensorType type, const void* w, size_t row_bytes
   return cudaSuccess;
 }
 
-cudaError_t launch_segments(quant::TensorType type, mmq::Segments<MmqArgs>& s, int64_t n_tokens,
-                            cudaStream_t stream) {
-  // One token takes the same sums without the tensor cores (mmq_one.cuh;
-  // Q4_K / Q5_K read 16-byte words, Q6_K aligned words around its 2-byte
-  // aligned runs, Q4_0 / Q8_0 16-bit halves).
+// Whether one token of `type` over weights at w takes the one-token kernel
+// (mmq_one.cuh; Q4_K / Q5_K read 16-byte words, Q6_K aligned words around
+// its 2-byte aligned runs, Q4_0 / Q8_0 16-bit halves).
+bool one_token_kernel_takes(quant::TensorType type, const void* w) {
   const bool k4 = type == quant::TensorType::Q4_K || type == quant::TensorType::Q5_K;
+  return reinterpret_cast<uintptr_t>(w) % (k4 ? 16 : 4) == 0;
+}
+
+cudaError_t launch_segments(quant::TensorType type, mmq::Segments<MmqArgs>& s, const Q8Input& in,
+                            cudaStream_t stream) {
+  const int64_t n_tokens = in.n_tokens;
+  // One token takes the same sums without the tensor cores.
   bool one = n_tokens == 1;
-  for (int i = 0; i < s.n; ++i)
-    one = one && reinterpret_cast<uintptr_t>(s.seg[i].w) % (k4 ? 16 : 4) == 0;
+  for (int i = 0; i < s.n; ++i) one = one && one_token_kernel_takes(type, s.seg[i].w);
+  if (in.quantized == nullptr && !(one && mmq_takes_unquantized(type, s.seg[0].w, in))) {
+    return cudaErrorNotSupported;  // the caller quantizes the activations first
+  }
   cudaError_t err = cudaErrorInvalidValue;
   (void)dispatch_mmq(type, [&](auto tag) {
     constexpr quant::TensorType T = decltype(tag)::value;
     if (one) {
-      err = launch_one<T>(s, stream);
+      err = launch_one<T>(s, in, stream);
       return;
     }
     unsigned blocks = 0;
+    int64_t bytes = 0;
     for (int i = 0; i < s.n; ++i) {
+      bytes += s.seg[i].rows * static_cast<int64_t>(s.seg[i].row_bytes);
       const int64_t rows_per_block = 16 * (kWarps / s.seg[i].slices);
       blocks += static_cast<unsigned>((s.seg[i].rows + rows_per_block - 1) / rows_per_block);
       s.end[i] = blocks;
     }
-    choose_nj(n_tokens, [&](auto nj) {
+    const bool large = bytes >= kLargeBytes;
+    s.tokens_fastest = large && blocks <= 65535;  // grid y's limit
+    choose_nj<T>(n_tokens, large, [&](auto nj) {
       constexpr int NJ = decltype(nj)::value;
       const auto grid_y = static_cast<unsigned>((n_tokens + 8 * NJ - 1) / (8 * NJ));
-      mmq_kernel<T, NJ><<<dim3(blocks, grid_y), kWarps * 32, 0, stream>>>(s);
+      const dim3 grid = s.tokens_fastest ? dim3(grid_y, blocks) : dim3(blocks, grid_y);
+      mmq_kernel<T, NJ><<<grid, kWarps * 32, 0, stream>>>(s);
     });
     err = cudaGetLastError();
   });
@@ -329,33 +369,43 @@ cudaError_t launch_segments(quant::TensorType type, mmq::Segments<MmqArgs>& s, i
 
 }  // namespace
 
+bool mmq_takes_unquantized(quant::TensorType type, const void* w, const Q8Input& in) {
+  return in.n_tokens == 1 && in.x != nullptr && in.glu_up == nullptr && has_mmq(type, in.in_dim) &&
+         one_token_kernel_takes(type, w) && q8_activation_bytes(in.in_dim) <= 48 * 1024;
+}
+
+// Measured on an H100 (docs/PERFORMANCE.md, "CUDA batched decode"): one
+// token through Qwen2.5-0.5B's launches (0.5-4.9 MB of weights each) gains
+// 2-4% from the saved launches; through 7B's (7-38 MB) it lost 7%, each of
+// the many blocks re-reading and quantizing the whole activation. The
+// bound lies between the two, untested nearer to it.
+bool mmq_quantizes_itself(size_t weight_bytes) { return weight_bytes <= (size_t{6} << 20); }
+
 bool has_mmq(quant::TensorType type, int64_t in_dim) {
   const bool k_quant = quant::type_traits(type).block_size == 256;
   return block_values(type) > 0 && in_dim > 0 && in_dim % (k_quant ? 256 : 32) == 0;
 }
 
 cudaError_t launch_mmq(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
-                       int64_t in_dim, const int8_t* quantized, int64_t n_tokens, const float* bias,
-                       const float* residual, float* y, cudaStream_t stream) {
+                       const Q8Input& in, const float* bias, const float* residual, float* y,
+                       cudaStream_t stream) {
   mmq::Segments<MmqArgs> s;
   s.n = 1;
-  const cudaError_t err = segment_args(type, w, row_bytes, rows, in_dim, quantized, n_tokens, bias,
-                                       residual, y, s.seg[0]);
-  return err != cudaSuccess ? err : launch_segments(type, s, n_tokens, stream);
+  const cudaError_t err = segment_args(type, w, row_bytes, rows, in, bias, residual, y, s.seg[0]);
+  return err != cudaSuccess ? err : launch_segments(type, s, in, stream);
 }
 
-cudaError_t launch_mmq_stack(quant::TensorType type, const MmqStack& stack, int64_t in_dim,
-                             const int8_t* quantized, int64_t n_tokens, cudaStream_t stream) {
+cudaError_t launch_mmq_stack(quant::TensorType type, const MmqStack& stack, const Q8Input& in,
+                             cudaStream_t stream) {
   if (stack.n < 1 || stack.n > MmqStack::kMax) return cudaErrorInvalidValue;
   mmq::Segments<MmqArgs> s;
   s.n = stack.n;
   for (int i = 0; i < stack.n; ++i) {
-    const cudaError_t err =
-        segment_args(type, stack.w[i], stack.row_bytes[i], stack.rows[i], in_dim, quantized,
-                     n_tokens, stack.bias[i], nullptr, stack.y[i], s.seg[i]);
+    const cudaError_t err = segment_args(type, stack.w[i], stack.row_bytes[i], stack.rows[i], in,
+                                         stack.bias[i], nullptr, stack.y[i], s.seg[i]);
     if (err != cudaSuccess) return err;
   }
-  return launch_segments(type, s, n_tokens, stream);
+  return launch_segments(type, s, in, stream);
 }
 
 }  // namespace minfer::cuda

@@ -24,6 +24,7 @@
 
 #include "backend/cuda/mmq_formats.cuh"
 #include "backend/cuda/mmq_segments.cuh"
+#include "backend/cuda/q8_quantize.cuh"
 
 namespace minfer::cuda::mmq_one {
 
@@ -34,29 +35,34 @@ struct OneArgs {
   const uint8_t* w;
   size_t row_bytes;
   int64_t rows, n_blocks;  // weight rows, blocks (of the format) per row
-  const int8_t* xq;        // the token, in launch_quantize_q8's layout
+  const int8_t* xq;        // the token, in launch_quantize_q8's layout (or null: `in`)
   int64_t n_units;
   int slices;  // S, as mmq_kernel cuts the same matrix
   const float* bias;
   const float* residual;
   float* y;
+  // The token in f32 (with its input norm) when xq is null: each block
+  // quantizes it into shared memory first (q8_quantize.cuh, the same bytes
+  // as launch_quantize_q8's), which saves that launch.
+  Q8Input in;
 };
 
-// The token's unit u: its 32 values as 8 words, d_x and sum_x as floats.
+// The token's unit u (of the quantized token at xq, in global or shared
+// memory): its 32 values as 8 words, d_x and sum_x as floats.
 struct XUnit {
   int q[8];
   float d, s;
 };
 
-__device__ __forceinline__ XUnit x_unit(const OneArgs& a, int64_t u, bool sums) {
+__device__ __forceinline__ XUnit x_unit(const OneArgs& a, const int8_t* xq, int64_t u, bool sums) {
   XUnit o;
-  const auto* p = reinterpret_cast<const int4*>(a.xq + 32 * u);
-  const int4 lo = __ldg(p), hi = __ldg(p + 1);
+  const auto* p = reinterpret_cast<const int4*>(xq + 32 * u);
+  const int4 lo = p[0], hi = p[1];
   o.q[0] = lo.x, o.q[1] = lo.y, o.q[2] = lo.z, o.q[3] = lo.w;
   o.q[4] = hi.x, o.q[5] = hi.y, o.q[6] = hi.z, o.q[7] = hi.w;
-  const auto* d = reinterpret_cast<const float*>(a.xq + 32 * a.n_units);
-  o.d = __ldg(d + u);
-  o.s = sums ? exact_float(__ldg(reinterpret_cast<const int*>(d + a.n_units) + u)) : 0.0f;
+  const auto* d = reinterpret_cast<const float*>(xq + 32 * a.n_units);
+  o.d = d[u];
+  o.s = sums ? exact_float(reinterpret_cast<const int*>(d + a.n_units)[u]) : 0.0f;
   return o;
 }
 
@@ -91,8 +97,9 @@ struct KQuant4 {
       k.h[1] = __ldg(p + 2);
     }
   }
-  __device__ static Term term(const OneArgs& a, const Bytes& k, int64_t b, int j) {
-    const XUnit x = x_unit(a, b * kGroup + j, true);
+  __device__ static Term term(const OneArgs& a, const int8_t* xq, const Bytes& k, int64_t b,
+                              int j) {
+    const XUnit x = x_unit(a, xq, b * kGroup + j, true);
     uint32_t q[8], h[8] = {};
     words8(k.q[0], k.q[1], q);
     if constexpr (kFifth) words8(k.h[0], k.h[1], h);
@@ -144,8 +151,9 @@ struct Q6K {
     k.sc[1] = mmq::u32_2aligned(sb + 196 + 8 * h) ^ 0x80808080u;
     k.d = mmq::half_at(sb + 208);
   }
-  __device__ static Term term(const OneArgs& a, const Bytes& k, int64_t b, int t) {
-    const XUnit x = x_unit(a, b * kGroup + t, false);
+  __device__ static Term term(const OneArgs& a, const int8_t* xq, const Bytes& k, int64_t b,
+                              int t) {
+    const XUnit x = x_unit(a, xq, b * kGroup + t, false);
     int ca = 0, cb = 0;  // the unit's two 16-value sub-blocks
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -187,9 +195,10 @@ struct Legacy {
 #pragma unroll
     for (int i = 0; i < kWords; ++i) k.q[i] = mmq::u32_2aligned(p + 2 + 4 * i);
   }
-  __device__ static Term term(const OneArgs& a, const Bytes& k, int64_t b0, int j) {
+  __device__ static Term term(const OneArgs& a, const int8_t* xq, const Bytes& k, int64_t b0,
+                              int j) {
     const int64_t u = b0 + j < a.n_units ? b0 + j : a.n_units - 1;
-    const XUnit x = x_unit(a, u, false);
+    const XUnit x = x_unit(a, xq, u, false);
     int c = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -237,12 +246,23 @@ __host__ __device__ constexpr int groups_per_block() {
   return kOneWarps * 32 / OneFormatOf<T>::F::kGroup;
 }
 
-// Each segment as its own launch of the kernel would compute it.
-template <quant::TensorType T>
+// Each segment as its own launch of the kernel would compute it. kPrologue:
+// the segments' token comes in f32 (OneArgs::in, the same for every
+// segment) and each block quantizes it into its dynamic shared memory
+// (q8_activation_bytes(in_dim)) before anything else.
+template <quant::TensorType T, bool kPrologue>
 __global__ void __launch_bounds__(kOneWarps * 32)
     one_token_kernel(const __grid_constant__ mmq::Segments<OneArgs> segs) {
+  static_assert(kOneWarps * 32 == q8act::kQuantThreads, "the quantizer's block size");
   unsigned bx = blockIdx.x;
   const OneArgs& a = segs.pick(bx);
+  const int8_t* xq = a.xq;
+  if constexpr (kPrologue) {
+    extern __shared__ int4 one_smem[];
+    auto* base = reinterpret_cast<int8_t*>(one_smem);
+    q8act::quantize_activation(a.in, q8act::q8_at(base, a.in.in_dim));  // ends in a barrier
+    xq = base;
+  }
   using F = typename OneFormatOf<T>::F;
   constexpr int G = F::kGroup;
   constexpr int kGroups = groups_per_block<T>();
@@ -264,7 +284,7 @@ __global__ void __launch_bounds__(kOneWarps * 32)
   for (int64_t b = b_begin; b < b_end; b += kStep) {
     typename F::Bytes next;
     if (b + kStep < b_end) F::load(w, b + kStep, b_end, j, next);  // in flight meanwhile
-    const Term t = F::term(a, cur, b, j);
+    const Term t = F::term(a, xq, cur, b, j);
     // The step's units in order, as mmq_kernel adds them (Q4_0 / Q8_0: the
     // slice's last step may hold fewer than G blocks).
     const int n = kStep == 1 || b + G <= b_end ? G : static_cast<int>(b_end - b);

@@ -14,8 +14,11 @@ template <class Args>
 struct Segments {
   static constexpr int kMax = 3;
   Args seg[kMax];
-  unsigned end[kMax] = {};  // cumulative grid-x blocks
+  unsigned end[kMax] = {};  // cumulative row blocks
   int n = 0;
+  // Grid x walks the token groups and grid y the blocks above (else the
+  // other way round); a block computes the same either way.
+  bool tokens_fastest = false;
 
   // This block's segment; `bx` becomes its block index within it.
   __device__ __forceinline__ const Args& pick(unsigned& bx) const {

@@ -3,6 +3,7 @@
 // shapes, naming what does not fit, and enqueueing its kernels (kernels.h).
 // Includes the decode fusions (FusedQKV, FusedFFN, MatMulAdd in run_matmul)
 // and the input-norm helpers they share.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -95,25 +96,28 @@ Status CudaBackend::run_mmq(const Call& c, const DeviceWeight& w, const graph::I
   const int64_t n_tokens = c.node.shape.ne[1];
   const bool ffn = c.node.op == Op::kFusedFFN;
   const bool aliased = c.out == c.in[0];
-  const size_t q_bytes = quantized_bytes(w.row_len, n_tokens);
+  // FusedFFN: room at the start for the GLU's quantized rows too (below).
+  const size_t q_bytes = std::max(quantized_bytes(w.row_len, n_tokens),
+                                  ffn ? quantized_bytes(w.rows, n_tokens) : size_t{0});
   const size_t rows_bytes = static_cast<size_t>(w.rows * n_tokens) * sizeof(float);
   const size_t extra = ffn ? 2 * rows_bytes : (aliased ? c.node.bytes() : 0);
   MINFER_ASSIGN_OR_RETURN(float* s, scratch(c.node, q_bytes + extra));
   auto* quantized = reinterpret_cast<int8_t*>(s);
   auto* rows_out = reinterpret_cast<float*>(quantized + q_bytes);
+  const auto* m = ffn ? std::get_if<graph::FusedFfnMeta>(&c.node.meta) : nullptr;
+  const DeviceWeight* up = m != nullptr ? weights_->find(m->up_weight) : nullptr;
   Q8Input in = q8_input(c, norm, w.row_len, n_tokens);
-  if (!quantized_.same(in, events_)) {
-    MINFER_RETURN_IF_ERROR(
-        launched(c.node, "quantize_q8", launch_quantize_q8(in, quantized, stream_.get())));
-  }
-  in.quantized = quantized;
+  const DeviceWeight& second = up != nullptr ? *up : w;
+  const auto weight = [](const DeviceWeight& d) {
+    return MmqWeight{d.type, d.data, d.row_bytes * static_cast<size_t>(d.rows)};
+  };
+  MINFER_RETURN_IF_ERROR(quantize_for_mmq(c, in, quantized, {weight(w), weight(second)}));
   // Kept for the next node unless this one's output overwrites its input.
-  quantized_ = {c.out != c.in[0], events_, in.x,      in.norm_weight,
-                in.rms_norm,      in.eps,  in.in_dim, in.n_tokens};
-  const auto mmq = [&](const DeviceWeight& m, float* out) {
+  if (in.quantized != nullptr) quantized_.valid = c.out != c.in[0];
+  const auto mmq = [&](const DeviceWeight& d, float* out) {
     return launched(c.node, "mmq",
-                    launch_mmq(m.type, m.data, m.row_bytes, m.rows, m.row_len, in.quantized,
-                               n_tokens, bias, residual, out, stream_.get()));
+                    launch_mmq(d.type, d.data, d.row_bytes, d.rows, in, bias, residual, out,
+                               stream_.get()));
   };
   if (!ffn) {
     MINFER_RETURN_IF_ERROR(mmq(w, aliased ? rows_out : y));
@@ -123,8 +127,6 @@ Status CudaBackend::run_mmq(const Call& c, const DeviceWeight& w, const graph::I
     }
     return Status::ok();
   }
-  const auto* m = std::get_if<graph::FusedFfnMeta>(&c.node.meta);
-  const DeviceWeight* up = weights_->find(m->up_weight);
   float* gate_rows = rows_out;
   float* up_rows = rows_out + w.rows * n_tokens;
   if (up->type == w.type && up->row_len == w.row_len) {  // one launch for both
@@ -136,10 +138,27 @@ Status CudaBackend::run_mmq(const Call& c, const DeviceWeight& w, const graph::I
                          {gate_rows, up_rows}};
     MINFER_RETURN_IF_ERROR(launched(
         c.node, "mmq",
-        launch_mmq_stack(w.type, stack, w.row_len, in.quantized, n_tokens, stream_.get())));
+        launch_mmq_stack(w.type, stack, in, stream_.get())));
   } else {
     MINFER_RETURN_IF_ERROR(mmq(w, gate_rows));
     MINFER_RETURN_IF_ERROR(mmq(*up, up_rows));
+  }
+  // The GLU and the next projection's quantization in one pass: the q8
+  // rows of y go to the start of the scratch (x's, consumed by now), where
+  // the next node's run_mmq finds them (quantized_: the same bytes
+  // launch_quantize_q8 would make of y).
+  Q8Input glu;
+  glu.x = gate_rows;
+  glu.in_dim = w.rows;
+  glu.n_tokens = n_tokens;
+  glu.glu_up = up_rows;
+  glu.glu_out = y;
+  glu.glu_gelu = m->gelu;
+  if (quantize_q8_takes(glu.in_dim, n_tokens)) {
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "glu_quantize_q8", launch_quantize_q8(glu, quantized, stream_.get())));
+    quantized_ = {true, events_, y, nullptr, false, graph::InputNorm{}.eps, w.rows, n_tokens};
+    return Status::ok();
   }
   return launched(c.node, "glu",
                   launch_elementwise(m->gelu ? Ew::kGeGLU : Ew::kSwiGLU, gate_rows, up_rows, 1.0f,
@@ -283,6 +302,15 @@ Status CudaBackend::run_attention(const Call& c) {
     a.max_pages = m->max_pages;
     a.one_sequence = m->one_sequence;
     if (m->packed_qkv) a.q_stride = q_dim + 2 * kv_dim;
+    // One sequence, not batch-invariant (a CLI command's engine): its
+    // batch's own k and v in f32, as a Session reads them (the cache's
+    // rows are f16 or q8_0); a batch-invariant one reads only the cache,
+    // as every engine with more slots does.
+    if (m->packed_qkv && m->one_sequence && !m->batch_invariant) {
+      a.batch_k = c.f32_in(0) + q_dim;
+      a.batch_v = c.f32_in(0) + q_dim + kv_dim;
+      a.batch_stride = q_dim + 2 * kv_dim;
+    }
   } else {
     a.positions = c.i32_in(2);
     if (c.n_in >= 5) {
@@ -381,6 +409,29 @@ Result<Q8Input> CudaBackend::q8_batch_input(const Call& c, const graph::InputNor
   return in;
 }
 
+Status CudaBackend::quantize_for_mmq(const Call& c, Q8Input& in, int8_t* quantized,
+                                     std::initializer_list<MmqWeight> weights) {
+  if (!quantized_.same(in, events_)) {
+    bool itself = true;  // one token: the one-token kernel's prologue
+    size_t bytes = 0;
+    const void* last = nullptr;
+    for (const MmqWeight& w : weights) {
+      itself = itself && mmq_takes_unquantized(w.type, w.data, in);
+      if (w.data != last) bytes += w.bytes;
+      last = w.data;
+    }
+    if (itself && mmq_quantizes_itself(bytes)) {
+      quantized_.valid = false;  // nothing written for the next node
+      return Status::ok();
+    }
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "quantize_q8", launch_quantize_q8(in, quantized, stream_.get())));
+  }
+  in.quantized = quantized;
+  quantized_ = {true, events_, in.x, in.norm_weight, in.rms_norm, in.eps, in.in_dim, in.n_tokens};
+  return Status::ok();
+}
+
 Q8Input CudaBackend::q8_input(const Call& c, const graph::InputNorm& norm, int64_t dim,
                               int64_t n_tokens) const {
   Q8Input in;
@@ -447,11 +498,10 @@ Status CudaBackend::run_qkv_mmq(const Call& c, const graph::FusedQkvMeta& m, Fus
   auto* quantized = reinterpret_cast<int8_t*>(s);
   auto* proj = reinterpret_cast<float*>(quantized + q_bytes);
   Q8Input in = q8_input(c, m.in_norm, m.in_dim, a.n_tokens);
-  if (!quantized_.same(in, events_)) {
-    MINFER_RETURN_IF_ERROR(
-        launched(c.node, "quantize_q8", launch_quantize_q8(in, quantized, stream_.get())));
-  }
-  quantized_ = {true, events_, in.x, in.norm_weight, in.rms_norm, in.eps, in.in_dim, in.n_tokens};
+  const auto weight = [&](int i) {
+    return MmqWeight{a.type[i], a.w[i], a.row_bytes[i] * static_cast<size_t>(a.rows[i])};
+  };
+  MINFER_RETURN_IF_ERROR(quantize_for_mmq(c, in, quantized, {weight(0), weight(1), weight(2)}));
   // Consecutive projections of one type share a launch (all three on most
   // files; q|k and v where a K-quant mix gives v another type).
   float* y = proj;
@@ -467,7 +517,7 @@ Status CudaBackend::run_qkv_mmq(const Call& c, const graph::FusedQkvMeta& m, Fus
     }
     MINFER_RETURN_IF_ERROR(launched(
         c.node, "mmq",
-        launch_mmq_stack(a.type[i - 1], stack, m.in_dim, quantized, a.n_tokens, stream_.get())));
+        launch_mmq_stack(a.type[i - 1], stack, in, stream_.get())));
   }
   a.proj = proj;
   return launched(c.node, "qkv_post", launch_qkv_post(a, stream_.get()));
