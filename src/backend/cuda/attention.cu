@@ -138,10 +138,9 @@ bool launch_grouped(const AttentionArgs& a, cudaStream_t stream, cudaError_t* er
   if constexpr ((kDpl == 2 || kDpl == 4) && KT == VT) {
     if (2 * blocks < decode_device().sms) return false;
     const auto launch = [&](auto g) {
-      *err = launch_kernel(kPdlBetweenGemvs,
-                           attention_group_kernel<kDpl, KT, VT, kManyWarps, decltype(g)::value>,
-                           dim3(static_cast<unsigned>(blocks)), dim3(kManyWarps * 32), 0, stream,
-                           a);
+      *err = launch_kernel(
+          kPdlBetweenGemvs, attention_group_kernel<kDpl, KT, VT, kManyWarps, decltype(g)::value>,
+          dim3(static_cast<unsigned>(blocks)), dim3(kManyWarps * 32), 0, stream, a);
       return true;
     };
     switch (group) {

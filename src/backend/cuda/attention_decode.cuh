@@ -95,8 +95,8 @@ __device__ __forceinline__ const int32_t* pages_of(const AttentionArgs& a, int64
 }
 
 template <int kDpl, TensorType KT, TensorType VT, int kWarps, int kG, class Query>
-__device__ __forceinline__ void warp_attend(const AttentionArgs& a, const Query& q,
-                                            int64_t kvh, int64_t j_lo, int64_t j_hi, bool use_batch,
+__device__ __forceinline__ void warp_attend(const AttentionArgs& a, const Query& q, int64_t kvh,
+                                            int64_t j_lo, int64_t j_hi, bool use_batch,
                                             const int32_t* pages, float (&m)[kG], float (&s)[kG],
                                             float (&acc)[kG][kDpl]) {
   constexpr int kKeys = kDpl >= 8 ? 2 : 4;
@@ -265,8 +265,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionA
   for (int g = 0; g < kG; ++g) {
     if (g > 0) __syncthreads();  // the previous head's merge has read st
     float s_all = 0.0f;
-    merge_warps(st, m[g], s[g], acc[g], true,
-                a.out + (t * a.n_head + kvh * kG + g) * (kDpl * 32), &s_all);
+    merge_warps(st, m[g], s[g], acc[g], true, a.out + (t * a.n_head + kvh * kG + g) * (kDpl * 32),
+                &s_all);
   }
 }
 

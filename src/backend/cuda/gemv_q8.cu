@@ -73,7 +73,6 @@ __device__ __forceinline__ void prefetch_rows(const uint8_t* w, size_t row_bytes
   }
 }
 
-
 // Token t's quantized activation (of the block's NT) in dynamic shared memory.
 __device__ __forceinline__ Q8Smem q8_smem(int64_t in_dim, int t) {
   extern __shared__ int4 smem[];
@@ -501,7 +500,9 @@ bool shape_ok(int64_t in_dim, int64_t n_tokens) {
   return in_dim > 0 && in_dim % 32 == 0 && n_tokens >= 1 && n_tokens <= 65535 * int64_t{8};
 }
 
-bool input_ok(const Q8Input& in) { return in.x != nullptr && shape_ok(in.in_dim, in.n_tokens); }
+bool input_ok(const Q8Input& in) {
+  return in.x != nullptr && shape_ok(in.in_dim, in.n_tokens);
+}
 
 }  // namespace
 

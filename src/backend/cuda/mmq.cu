@@ -277,8 +277,8 @@ cudaError_t launch_one(const mmq::Segments<MmqArgs>& m, const Q8Input& in, cudaS
   unsigned blocks = 0;
   for (int i = 0; i < m.n; ++i) {
     const MmqArgs& g = m.seg[i];
-    s.seg[i] = {g.w,       g.row_bytes, g.rows, g.n_blocks, g.xq,
-                g.n_units, g.slices,    g.bias, g.residual, g.y, in};
+    s.seg[i] = {g.w,      g.row_bytes, g.rows,     g.n_blocks, g.xq, g.n_units,
+                g.slices, g.bias,      g.residual, g.y,        in};
     const int64_t rows_per_block = mmq_one::groups_per_block<T>() / g.slices;
     blocks += static_cast<unsigned>((g.rows + rows_per_block - 1) / rows_per_block);
     s.end[i] = blocks;
@@ -379,7 +379,9 @@ bool mmq_takes_unquantized(quant::TensorType type, const void* w, const Q8Input&
 // 2-4% from the saved launches; through 7B's (7-38 MB) it lost 7%, each of
 // the many blocks re-reading and quantizing the whole activation. The
 // bound lies between the two, untested nearer to it.
-bool mmq_quantizes_itself(size_t weight_bytes) { return weight_bytes <= (size_t{6} << 20); }
+bool mmq_quantizes_itself(size_t weight_bytes) {
+  return weight_bytes <= (size_t{6} << 20);
+}
 
 bool has_mmq(quant::TensorType type, int64_t in_dim) {
   const bool k_quant = quant::type_traits(type).block_size == 256;

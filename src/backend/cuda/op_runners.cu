@@ -115,9 +115,9 @@ Status CudaBackend::run_mmq(const Call& c, const DeviceWeight& w, const graph::I
   // Kept for the next node unless this one's output overwrites its input.
   if (in.quantized != nullptr) quantized_.valid = c.out != c.in[0];
   const auto mmq = [&](const DeviceWeight& d, float* out) {
-    return launched(c.node, "mmq",
-                    launch_mmq(d.type, d.data, d.row_bytes, d.rows, in, bias, residual, out,
-                               stream_.get()));
+    return launched(
+        c.node, "mmq",
+        launch_mmq(d.type, d.data, d.row_bytes, d.rows, in, bias, residual, out, stream_.get()));
   };
   if (!ffn) {
     MINFER_RETURN_IF_ERROR(mmq(w, aliased ? rows_out : y));
@@ -136,9 +136,8 @@ Status CudaBackend::run_mmq(const Call& c, const DeviceWeight& w, const graph::I
                          {w.rows, up->rows},
                          {nullptr, nullptr},
                          {gate_rows, up_rows}};
-    MINFER_RETURN_IF_ERROR(launched(
-        c.node, "mmq",
-        launch_mmq_stack(w.type, stack, in, stream_.get())));
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "mmq", launch_mmq_stack(w.type, stack, in, stream_.get())));
   } else {
     MINFER_RETURN_IF_ERROR(mmq(w, gate_rows));
     MINFER_RETURN_IF_ERROR(mmq(*up, up_rows));
@@ -515,9 +514,8 @@ Status CudaBackend::run_qkv_mmq(const Call& c, const graph::FusedQkvMeta& m, Fus
       stack.y[stack.n] = y;
       y += a.rows[i] * a.n_tokens;
     }
-    MINFER_RETURN_IF_ERROR(launched(
-        c.node, "mmq",
-        launch_mmq_stack(a.type[i - 1], stack, in, stream_.get())));
+    MINFER_RETURN_IF_ERROR(
+        launched(c.node, "mmq", launch_mmq_stack(a.type[i - 1], stack, in, stream_.get())));
   }
   a.proj = proj;
   return launched(c.node, "qkv_post", launch_qkv_post(a, stream_.get()));
