@@ -23,6 +23,7 @@
 #include "runtime/forward.h"
 #include "runtime/paged_testutil.h"
 #include "runtime/runtime_testutil.h"
+#include "runtime/staggered_testutil.h"
 
 namespace minfer::runtime {
 namespace {
@@ -91,20 +92,6 @@ TEST(CudaEngine, PagedRowsFollowTheCpu) {
 
 using testing::greedy;
 
-std::map<SequenceId, std::vector<int32_t>> run_all(Engine& e,
-                                                   std::map<SequenceId, std::vector<int32_t>> out) {
-  for (int i = 0; i < 10000 && !e.idle(); ++i) {
-    auto events = e.step();
-    EXPECT_TRUE(events.is_ok()) << events.message();
-    if (!events) break;
-    for (const SequenceEvent& ev : *events) {
-      if (ev.has_token) out[ev.id].push_back(ev.token);
-    }
-  }
-  EXPECT_TRUE(e.idle());
-  return out;
-}
-
 // A one-slot engine's prompt on the GPU (the tiled attention kernel over
 // its pages: GraphParams::one_sequence, batch invariance off) follows the
 // CPU's rows at every position: chunks of 64 tokens, the later ones reading
@@ -133,7 +120,7 @@ std::vector<std::vector<float>> prompt_rows(const model::Model& m, bool gpu, qua
     return Status::ok();
   };
   EXPECT_TRUE((*e)->add(std::move(r)).is_ok());
-  run_all(**e, {});
+  testing::run_to_idle(**e);
   return rows;
 }
 
@@ -171,34 +158,7 @@ TEST(CudaEngine, StaggeredSequencesGiveTheirTokensAlone) {
       o.page_size = 8;
       o.max_batch = 160;  // a batch may hold a whole long prompt beside the decoders
       o.k_type = o.v_type = kv;
-      std::vector<std::vector<int32_t>> prompts;
-      for (int i = 0; i < 12; ++i) prompts.push_back(testing::prompt_tokens(3 + 13 * i, 30 + i));
-      std::vector<std::vector<int32_t>> alone;
-      for (const auto& p : prompts) {
-        auto e = Engine::create(m, o);
-        ASSERT_TRUE(e.is_ok()) << e.message();
-        const SequenceId id = *(*e)->add({p, greedy(), 12});
-        alone.push_back(run_all(**e, {})[id]);
-      }
-      auto e = Engine::create(m, o);
-      ASSERT_TRUE(e.is_ok());
-      std::map<SequenceId, std::vector<int32_t>> got;
-      std::vector<SequenceId> ids;
-      for (size_t i = 0; i < prompts.size(); ++i) {  // one new sequence every other step
-        ids.push_back(*(*e)->add({prompts[i], greedy(), 12}));
-        for (int k = 0; k < 2; ++k) {
-          auto events = (*e)->step();
-          ASSERT_TRUE(events.is_ok()) << events.message();
-          for (const SequenceEvent& ev : *events) {
-            if (ev.has_token) got[ev.id].push_back(ev.token);
-          }
-        }
-      }
-      got = run_all(**e, got);
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        EXPECT_EQ(got[ids[i]], alone[i]) << "sequence " << i;
-        EXPECT_EQ(got[ids[i]].size(), 12u) << "sequence " << i;
-      }
+      testing::expect_staggered_tokens_equal_alone(m, o, 12, 12);
     }
   }
 }

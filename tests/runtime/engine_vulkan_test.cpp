@@ -18,6 +18,7 @@
 #include "runtime/forward.h"
 #include "runtime/paged_testutil.h"
 #include "runtime/runtime_testutil.h"
+#include "runtime/staggered_testutil.h"
 
 #if MINFER_HAS_VULKAN
 #include "backend/vulkan/vulkan_backend.h"
@@ -45,22 +46,6 @@ TEST(VulkanEngine, LogitsRowsAreBatchInvariantBitForBit) {
   }
 }
 
-using testing::greedy;
-
-std::map<SequenceId, std::vector<int32_t>> run_all(Engine& e,
-                                                   std::map<SequenceId, std::vector<int32_t>> out) {
-  for (int i = 0; i < 10000 && !e.idle(); ++i) {
-    auto events = e.step();
-    EXPECT_TRUE(events.is_ok()) << events.message();
-    if (!events) break;
-    for (const SequenceEvent& ev : *events) {
-      if (ev.has_token) out[ev.id].push_back(ev.token);
-    }
-  }
-  EXPECT_TRUE(e.idle());
-  return out;
-}
-
 TEST(VulkanEngine, StaggeredSequencesGiveTheirTokensAlone) {
   MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
   const model::Model& m = testing::tiny_model("tiny-gemma3", 9, "Q4_K_M");
@@ -73,34 +58,7 @@ TEST(VulkanEngine, StaggeredSequencesGiveTheirTokensAlone) {
     o.max_batch = 64;
     o.k_type = o.v_type = kv;
     o.options = vulkan_options();
-    std::vector<std::vector<int32_t>> prompts;
-    for (int i = 0; i < 6; ++i) prompts.push_back(testing::prompt_tokens(3 + 13 * i, 30 + i));
-    std::vector<std::vector<int32_t>> alone;
-    for (const auto& p : prompts) {
-      auto e = Engine::create(m, o);
-      ASSERT_TRUE(e.is_ok()) << e.message();
-      const SequenceId id = *(*e)->add({p, greedy(), 10});
-      alone.push_back(run_all(**e, {})[id]);
-    }
-    auto e = Engine::create(m, o);
-    ASSERT_TRUE(e.is_ok());
-    std::map<SequenceId, std::vector<int32_t>> got;
-    std::vector<SequenceId> ids;
-    for (size_t i = 0; i < prompts.size(); ++i) {  // one new sequence every other step
-      ids.push_back(*(*e)->add({prompts[i], greedy(), 10}));
-      for (int k = 0; k < 2; ++k) {
-        auto events = (*e)->step();
-        ASSERT_TRUE(events.is_ok()) << events.message();
-        for (const SequenceEvent& ev : *events) {
-          if (ev.has_token) got[ev.id].push_back(ev.token);
-        }
-      }
-    }
-    got = run_all(**e, got);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ(got[ids[i]], alone[i]) << "sequence " << i;
-      EXPECT_EQ(got[ids[i]].size(), 10u) << "sequence " << i;
-    }
+    testing::expect_staggered_tokens_equal_alone(m, o, 6, 10);
   }
 }
 
