@@ -39,6 +39,7 @@
 #include "backend/cuda_testutil.h"
 #include "graph/fusion.h"
 #include "model/builder.h"
+#include "model/forward_testutil.h"
 #include "model/model.h"
 #include "model/reference_forward_testutil.h"
 #include "model/synth.h"
@@ -66,25 +67,6 @@ struct GpuCase {
   double rel;
 };
 
-Result<const Model*> tiny_model(const std::string& shape, const std::string& quant) {
-  static std::map<std::string, std::unique_ptr<Model>> models;
-  const std::string key = shape + "-" + quant;
-  if (auto it = models.find(key); it != models.end()) return it->second.get();
-  const fs::path dir = fs::temp_directory_path() / ("minfer_cuda_test_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  SynthOptions o;
-  o.shape = shape;
-  o.quant = quant;
-  o.seed = 11;
-  o.n_threads = 4;
-  o.output_path = (dir / (key + ".gguf")).string();
-  Status s = synthesize(o);
-  auto model = s.is_ok() ? Model::load(o.output_path) : Result<std::unique_ptr<Model>>(s);
-  fs::remove_all(dir);
-  MINFER_RETURN_IF_ERROR(model.status());
-  return (models[key] = std::move(model).value()).get();
-}
-
 // The logits of every position: n_first tokens in one eval, then one at a time.
 Result<std::vector<float>> run_session(const Model& model, quant::TensorType k_type,
                                        quant::TensorType v_type, bool gpu, int64_t max_batch,
@@ -99,40 +81,12 @@ Result<std::vector<float>> run_session(const Model& model, quant::TensorType k_t
   o.options = cuda::testing::env_options();
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(model, o));
   if (session->gpu() != gpu) return Status::error("the session did not take the GPU");
-  std::vector<float> logits;
-  const std::span<const int32_t> all(tokens);
-  MINFER_ASSIGN_OR_RETURN(auto first, session->eval(all.first(n_first), int64_t(n_first)));
-  logits.insert(logits.end(), first.begin(), first.end());
-  for (size_t i = n_first; i < tokens.size(); ++i) {
-    MINFER_ASSIGN_OR_RETURN(auto next, session->eval(all.subspan(i, 1), 1));
-    logits.insert(logits.end(), next.begin(), next.end());
-  }
-  return logits;
+  return eval_positions(*session, tokens, n_first);
 }
 
 Result<std::vector<float>> run_gpu(const Model& model, quant::TensorType kv, int64_t max_batch,
                                    const std::vector<int32_t>& tokens, size_t n_first) {
   return run_session(model, kv, kv, true, max_batch, tokens, n_first);
-}
-
-// rel (max |a - b| over a row / range of a's row, worst row) and top1 (the
-// fraction of rows whose argmax agrees) of two [rows][n_vocab] logit sets.
-std::pair<double, double> compare_logits(const std::vector<float>& a, const std::vector<float>& b,
-                                         int64_t n_vocab) {
-  const size_t rows = a.size() / static_cast<size_t>(n_vocab);
-  EXPECT_EQ(a.size(), b.size());
-  double rel = 0;
-  size_t agree = 0;
-  for (size_t r = 0; r < rows && a.size() == b.size(); ++r) {
-    const float* x = a.data() + r * n_vocab;
-    const float* y = b.data() + r * n_vocab;
-    const auto [lo, hi] = std::minmax_element(x, x + n_vocab);
-    double d = 0;
-    for (int64_t i = 0; i < n_vocab; ++i) d = std::max(d, std::fabs(double(x[i]) - y[i]));
-    rel = std::max(rel, d / (double(*hi) - *lo));
-    agree += (std::max_element(x, x + n_vocab) - x) == (std::max_element(y, y + n_vocab) - y);
-  }
-  return {rel, rows > 0 ? double(agree) / double(rows) : 0.0};
 }
 
 class CudaForward : public ::testing::TestWithParam<GpuCase> {};
@@ -141,7 +95,7 @@ TEST_P(CudaForward, MatchesReference) {
   SKIP_WITHOUT_CUDA();
   ScopedEnv f32_path("MINFER_GEMV_F32", "1");
   const GpuCase& c = GetParam();
-  auto model = tiny_model(c.shape, c.quant);
+  auto model = synth_model(c.shape, c.quant);
   ASSERT_TRUE(model.is_ok()) << model.message();
   const int64_t n_vocab = (*model)->hparams().n_vocab;
   auto weights = load_reference_weights(**model);
@@ -213,7 +167,7 @@ TEST(CudaForward, Int8GemvMatchesReference) {
        {Case{"tiny-qwen2", "Q4_0", 50, 5e-2}, Case{"tiny-qwen2", "Q8_0", 50, 5e-2},
         Case{"tiny-qwen3", "Q4_K_M", 50, 8e-2}, Case{"tiny-llama", "Q6_K", 50, 8e-2},
         Case{"tiny-gemma3", "Q4_K_M", 80, 8e-2}}) {
-    auto model = tiny_model(c.shape, c.quant);
+    auto model = synth_model(c.shape, c.quant);
     ASSERT_TRUE(model.is_ok()) << model.message();
     const int64_t n_vocab = (*model)->hparams().n_vocab;
     auto weights = load_reference_weights(**model);
@@ -261,7 +215,7 @@ TEST(CudaForward, QuantizedKvCacheMatchesTheCpuSession) {
                         Case{"tiny-llama", "F32", TensorType::F16, TensorType::Q8_0, 50},
                         Case{"tiny-gemma3", "F32", TensorType::Q8_0, TensorType::Q8_0, 80}}) {
     SCOPED_TRACE(c.shape + " " + c.quant);
-    auto model = tiny_model(c.shape, c.quant);
+    auto model = synth_model(c.shape, c.quant);
     ASSERT_TRUE(model.is_ok()) << model.message();
     const auto& hp = (*model)->hparams();
     // The session's probe: the GPU takes attention over such a cache.
@@ -312,7 +266,7 @@ TEST(CudaForward, QuantizedKvCacheMatchesTheCpuSession) {
 TEST(CudaForward, DecodeGraphIsFused) {
   SKIP_WITHOUT_CUDA();
   for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-gemma3"}) {
-    auto model = tiny_model(shape, "Q4_0");
+    auto model = synth_model(shape, "Q4_0");
     ASSERT_TRUE(model.is_ok()) << model.message();
     auto gpu = cuda::create_backend((*model)->weights(), cuda::testing::env_options());
     ASSERT_TRUE(gpu.is_ok()) << gpu.message();

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "model/forward_testutil.h"
 #include "model/model.h"
 #include "model/reference_forward_testutil.h"
 #include "model/synth.h"
@@ -98,30 +99,6 @@ const char* kv_name(quant::TensorType t) {
   return t == quant::TensorType::F16 ? "f16" : t == quant::TensorType::Q8_0 ? "q8_0" : "f32";
 }
 
-// Synthesizes (once per process) and loads a tiny model. The file is removed
-// as soon as it is mapped; the mapping keeps the data alive.
-Result<const Model*> model_for(const std::string& shape, const std::string& quant, int n_layer) {
-  static std::map<std::string, std::unique_ptr<Model>> models;
-  const std::string key = shape + "-" + quant + "-" + std::to_string(n_layer);
-  auto it = models.find(key);
-  if (it != models.end()) return it->second.get();
-  const fs::path dir =
-      fs::temp_directory_path() / ("minfer_reference_test_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  SynthOptions o;
-  o.shape = shape;
-  o.quant = quant;
-  o.n_layer = n_layer;
-  o.seed = 11;
-  o.n_threads = 2;
-  o.output_path = (dir / (key + ".gguf")).string();
-  Status s = synthesize(o);
-  auto model = s.is_ok() ? Model::load(o.output_path) : Result<std::unique_ptr<Model>>(s);
-  fs::remove_all(dir);
-  MINFER_RETURN_IF_ERROR(model.status());
-  return (models[key] = std::move(model).value()).get();
-}
-
 runtime::SessionOptions session_options(const Case& c, int64_t max_batch = 512) {
   runtime::SessionOptions o;
   o.n_ctx = 128;
@@ -137,14 +114,7 @@ runtime::SessionOptions session_options(const Case& c, int64_t max_batch = 512) 
 Result<std::vector<float>> run_session(const Model& model, const runtime::SessionOptions& options,
                                        const std::vector<int32_t>& tokens, size_t n_first) {
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(model, options));
-  std::vector<float> logits;
-  const std::span<const int32_t> all(tokens);
-  MINFER_ASSIGN_OR_RETURN(auto first, session->eval(all.first(n_first), int64_t(n_first)));
-  logits.insert(logits.end(), first.begin(), first.end());
-  for (size_t i = n_first; i < tokens.size(); ++i) {
-    MINFER_ASSIGN_OR_RETURN(auto next, session->eval(all.subspan(i, 1), 1));
-    logits.insert(logits.end(), next.begin(), next.end());
-  }
+  MINFER_ASSIGN_OR_RETURN(auto logits, eval_positions(*session, tokens, n_first));
   // Graph reuse: the single-token graph (built at creation to place the KV
   // cache, reused by every decode step) and one more for a first batch of
   // several tokens. (A split first batch builds one graph per chunk length;
@@ -163,7 +133,7 @@ class ReferenceForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReferenceForward, MatchesSession) {
   const Case& c = GetParam();
-  auto model = model_for(c.shape, c.quant, c.n_layer);
+  auto model = synth_model(c.shape, c.quant, c.n_layer);
   ASSERT_TRUE(model.is_ok()) << model.message();
   const HParams& hp = (*model)->hparams();
   auto weights = load_reference_weights(**model);
@@ -279,7 +249,7 @@ INSTANTIATE_TEST_SUITE_P(Reference, ReferenceForward, ::testing::ValuesIn(cases(
 // with it switched off (kept as a local layer, so the RoPE base stays the same)
 // the reference is unchanged before position 64 and far off after it.
 TEST(ReferenceWindow, SlidingWindowChangesLogitsPastTheWindow) {
-  auto model = model_for("tiny-gemma3", "F32", 0);
+  auto model = synth_model("tiny-gemma3", "F32", 0);
   ASSERT_TRUE(model.is_ok()) << model.message();
   auto weights = load_reference_weights(**model);
   ASSERT_TRUE(weights.is_ok()) << weights.message();

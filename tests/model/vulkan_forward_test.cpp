@@ -35,6 +35,7 @@
 #include "graph/fusion.h"
 #include "graph/plan.h"
 #include "model/builder.h"
+#include "model/forward_testutil.h"
 #include "model/model.h"
 #include "model/reference_forward_testutil.h"
 #include "model/synth.h"
@@ -56,26 +57,6 @@ using quant::TensorType;
 
 using ::minfer::testing::vulkan_options;
 
-Result<const Model*> tiny_model(const std::string& shape, const std::string& quant) {
-  static std::map<std::string, std::unique_ptr<Model>> models;
-  const std::string key = shape + "-" + quant;
-  if (auto it = models.find(key); it != models.end()) return it->second.get();
-  const fs::path dir =
-      fs::temp_directory_path() / ("minfer_vulkan_test_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  SynthOptions o;
-  o.shape = shape;
-  o.quant = quant;
-  o.seed = 11;
-  o.n_threads = 2;
-  o.output_path = (dir / (key + ".gguf")).string();
-  Status s = synthesize(o);
-  auto model = s.is_ok() ? Model::load(o.output_path) : Result<std::unique_ptr<Model>>(s);
-  fs::remove_all(dir);
-  MINFER_RETURN_IF_ERROR(model.status());
-  return (models[key] = std::move(model).value()).get();
-}
-
 // The logits of every position: n_first tokens in one eval, then one at a time.
 Result<std::vector<float>> run_session(const Model& model, TensorType k_type, TensorType v_type,
                                        bool gpu, const std::vector<int32_t>& tokens,
@@ -90,34 +71,7 @@ Result<std::vector<float>> run_session(const Model& model, TensorType k_type, Te
   o.options = vulkan_options();
   MINFER_ASSIGN_OR_RETURN(auto session, runtime::Session::create(model, o));
   if (session->gpu() != gpu) return Status::error("the session did not take the GPU");
-  std::vector<float> logits;
-  const std::span<const int32_t> all(tokens);
-  MINFER_ASSIGN_OR_RETURN(auto first, session->eval(all.first(n_first), int64_t(n_first)));
-  logits.insert(logits.end(), first.begin(), first.end());
-  for (size_t i = n_first; i < tokens.size(); ++i) {
-    MINFER_ASSIGN_OR_RETURN(auto next, session->eval(all.subspan(i, 1), 1));
-    logits.insert(logits.end(), next.begin(), next.end());
-  }
-  return logits;
-}
-
-// rel and top1 (see the top of the file) of two [rows][n_vocab] logit sets.
-std::pair<double, double> compare_logits(const std::vector<float>& a, const std::vector<float>& b,
-                                         int64_t n_vocab) {
-  const size_t rows = a.size() / static_cast<size_t>(n_vocab);
-  EXPECT_EQ(a.size(), b.size());
-  double rel = 0;
-  size_t agree = 0;
-  for (size_t r = 0; r < rows && a.size() == b.size(); ++r) {
-    const float* x = a.data() + r * n_vocab;
-    const float* y = b.data() + r * n_vocab;
-    const auto [lo, hi] = std::minmax_element(x, x + n_vocab);
-    double d = 0;
-    for (int64_t i = 0; i < n_vocab; ++i) d = std::max(d, std::fabs(double(x[i]) - y[i]));
-    rel = std::max(rel, d / (double(*hi) - *lo));
-    agree += (std::max_element(x, x + n_vocab) - x) == (std::max_element(y, y + n_vocab) - y);
-  }
-  return {rel, rows > 0 ? double(agree) / double(rows) : 0.0};
+  return eval_positions(*session, tokens, n_first);
 }
 
 struct VulkanCase {
@@ -132,7 +86,7 @@ class VulkanForward : public ::testing::TestWithParam<VulkanCase> {};
 TEST_P(VulkanForward, MatchesReference) {
   MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
   const VulkanCase& c = GetParam();
-  auto model = tiny_model(c.shape, c.quant);
+  auto model = synth_model(c.shape, c.quant);
   ASSERT_TRUE(model.is_ok()) << model.message();
   const int64_t n_vocab = (*model)->hparams().n_vocab;
   auto weights = load_reference_weights(**model);
@@ -194,7 +148,7 @@ TEST(VulkanForward, EveryNodeRunsOnVulkan) {
   for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-gemma3"}) {
     for (const char* quant : {"Q4_K_M", "Q8_0"}) {
       SCOPED_TRACE(std::string(shape) + " " + quant);
-      auto model = tiny_model(shape, quant);
+      auto model = synth_model(shape, quant);
       ASSERT_TRUE(model.is_ok()) << model.message();
       auto gpu = vulkan::create_backend((*model)->weights(), vulkan_options());
       ASSERT_TRUE(gpu.is_ok()) << gpu.message();
@@ -233,7 +187,7 @@ TEST(VulkanForward, EveryNodeRunsOnVulkan) {
 // is fixed by the shapes), with and without split replay.
 TEST(VulkanForward, GreedyIsDeterministic) {
   MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
-  auto model = tiny_model("tiny-qwen2", "Q4_0");
+  auto model = synth_model("tiny-qwen2", "Q4_0");
   ASSERT_TRUE(model.is_ok()) << model.message();
   const auto tokens = make_tokens(12, (*model)->hparams().n_vocab, 7);
   auto a = run_session(**model, kF32, kF32, true, tokens, 4);
