@@ -5,7 +5,6 @@
 // bandwidth it divides by. Tiny model and counts; timings are never asserted.
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -47,15 +46,7 @@ class BenchTest : public CliTest {
 
   // Runs a Python 3 program on `file`; returns what it printed (stderr too).
   static std::string python(const std::string& program, const fs::path& file) {
-    const std::string cmd = "python3 -c " + q(program) + " " + q(file.string()) + " 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (pipe == nullptr) return "popen failed";
-    std::array<char, 4096> buf{};
-    std::string text;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) text.append(buf.data(), n);
-    pclose(pipe);
-    return text;
+    return minfer_shell("python3 -c " + q(program) + " " + q(file.string()) + " 2>&1").out;
   }
 
   // Runs bench with `args`, its stdout into `name`; asserts success.

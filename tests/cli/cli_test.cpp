@@ -189,14 +189,9 @@ TEST_F(CliTest, InspectJsonParses) {
         "assert m[\"general.architecture\"] == \"qwen2\", m; "
         "assert d[\"totals\"][\"tensors\"] == len(d[\"tensors\"]); print(\"ok\")' <" +
         q(json.string()) + " 2>&1";
-    FILE* pipe = popen(check.c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    std::array<char, 4096> buf{};
-    std::string text;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) text.append(buf.data(), n);
-    const int status = pclose(pipe);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+    const Outcome py = minfer_shell(check);
+    const std::string& text = py.out;
+    EXPECT_EQ(py.code, 0) << text;
     EXPECT_EQ(text, "ok\n") << "inspect --json" << extra;
   }
 }
@@ -220,14 +215,9 @@ TEST_F(CliTest, InspectJsonEscapesOddStrings) {
       "m={x[\"key\"]: x[\"value\"] for x in d[\"metadata\"]}; "
       "print(m[\"general.description\"]); print(json.dumps(m[\"general.name\"]))' <" +
       q(json.string()) + " 2>&1";
-  FILE* pipe = popen(check.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::array<char, 4096> buf{};
-  std::string text;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) text.append(buf.data(), n);
-  const int status = pclose(pipe);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text << read_file(json);
+  const Outcome py = minfer_shell(check);
+  const std::string& text = py.out;
+  EXPECT_EQ(py.code, 0) << text << read_file(json);
   EXPECT_EQ(text,
             "quote \" backslash \\ newline \n é ✓\n"
             "\"tab\\there \\u0001 del\\u007f bad\\ufffd\\ufffd end\"\n");
