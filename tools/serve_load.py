@@ -15,8 +15,9 @@ tokens/s and time-to-first-token percentiles, as text and one JSON line.
 Tokens are counted from the server's usage chunk (stream_options.include_usage)
 when it sends one, else as content chunks. A request that gets a non-200
 status (a 503 when the queue is full) counts as refused; one that breaks
-mid-stream without [DONE] as broken (with --hangup, the client's own hang-ups
-are counted apart).
+mid-stream without [DONE], or whose connection fails, as broken, with the
+reason in why_broken (with --hangup, the client's own hang-ups are counted
+apart).
 """
 import argparse
 import asyncio
@@ -37,6 +38,11 @@ class Stats:
         self.tokens = 0
         self.ttft = []
         self.statuses = {}
+        self.why_broken = {}  # "ended without [DONE]" or the exception's name: count
+
+    def broke(self, why):
+        self.broken += 1
+        self.why_broken[why] = self.why_broken.get(why, 0) + 1
 
 
 async def one_request(host, port, path, body, hangup_after, stats, key):
@@ -94,7 +100,7 @@ async def one_request(host, port, path, body, hangup_after, stats, key):
             stats.done += 1
             stats.tokens += usage if usage is not None else chunks
         else:
-            stats.broken += 1
+            stats.broke("ended without [DONE]")
     finally:
         writer.close()
 
@@ -115,8 +121,8 @@ async def client(i, args, host, port, deadline, stats):
             hangup = rng.randrange(1, max(2, args.max_tokens))
         try:
             await one_request(host, port, path, body, hangup, stats, args.api_key)
-        except (ConnectionError, OSError, ValueError):
-            stats.broken += 1
+        except (ConnectionError, OSError, ValueError) as e:
+            stats.broke(type(e).__name__)
             await asyncio.sleep(0.05)
         if args.once:
             return
@@ -151,7 +157,8 @@ async def main_async(args):
               "refused": stats.refused, "broken": stats.broken, "hung_up": stats.hungup,
               "tokens": stats.tokens, "tokens_per_s": round(stats.tokens / elapsed, 1),
               "ttft_p50_s": round(statistics.median(ttft), 3) if ttft else None,
-              "ttft_p90_s": round(pct(0.9), 3) if ttft else None, "statuses": stats.statuses}
+              "ttft_p90_s": round(pct(0.9), 3) if ttft else None, "statuses": stats.statuses,
+              "why_broken": stats.why_broken}
     print(f"{args.clients} clients, {elapsed:.1f} s: {stats.done} done, {stats.refused} refused, "
           f"{stats.broken} broken, {stats.hungup} hung up; {stats.tokens} tokens = "
           f"{result['tokens_per_s']} t/s; TTFT p50 {result['ttft_p50_s']} s, "

@@ -4,7 +4,9 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
@@ -26,6 +28,7 @@ using nlohmann::json;
 struct Server::Impl {
   ServeOptions options;
   httplib::Server http;
+  int listen_socket = -1;  // the socket httplib last configured: the bound one
   std::atomic<bool> ready{false};
   std::atomic<bool> serving{false};         // in serve()
   std::atomic<bool> stop_requested{false};  // stop() was called
@@ -263,9 +266,10 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->routes();
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a
   // second server binds a port already in use instead of failing.
-  impl_->http.set_socket_options([](socket_t sock) {
+  impl_->http.set_socket_options([impl = impl_.get()](socket_t sock) {
     int yes = 1;
     (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    impl->listen_socket = sock;
   });
   const auto threads = static_cast<size_t>(std::max(4, impl_->options.http_threads));
   impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -285,13 +289,22 @@ Status Server::bind() {
   const ServeOptions& o = impl_->options;
   if (o.port == 0) {
     port_ = impl_->http.bind_to_any_port(o.host);
-    if (port_ > 0) return Status::ok();
   } else if (impl_->http.bind_to_port(o.host, o.port)) {
     port_ = o.port;
-    return Status::ok();
   }
-  return Status::unavailable("cannot listen on " + o.host + ":" + std::to_string(o.port) +
-                             " (in use, or not an address of this machine)");
+  if (port_ <= 0) {
+    return Status::unavailable("cannot listen on " + o.host + ":" + std::to_string(o.port) +
+                               " (in use, or not an address of this machine)");
+  }
+  // httplib listens with a backlog of 5: a burst of clients connecting at
+  // once overflows it, and the kernel drops their handshakes (they retry
+  // after 1, 3, 7... s, and on a busy machine some give up). Listening again
+  // on the bound socket raises the backlog to the system's limit.
+  if (::listen(impl_->listen_socket, SOMAXCONN) != 0) {
+    return Status::unavailable("cannot listen on " + o.host + ":" + std::to_string(port_) + ": " +
+                               std::strerror(errno));
+  }
+  return Status::ok();
 }
 
 Status Server::serve() {

@@ -12,8 +12,9 @@
    of SECONDS / 2 until it has run SECONDS and the RSS has levelled off, or
    until 4 x SECONDS: a slow machine warms up (graphs of new batch shapes)
    for longer, a leak never levels off.
-2. Then 200 clients that hang up at random points of their streams: no
-   crash, and within a few seconds the metrics are idle again (nothing
+2. Then 200 clients that connect at once and hang up at random points of
+   their streams: every connection is answered (none fails: the listen
+   backlog holds the burst), no crash, and within a few seconds the metrics are idle again (nothing
    running or waiting, no KV page held by a sequence: no leaked cells).
 """
 import os
@@ -103,7 +104,7 @@ def main():
         h = serve_load.run(["--url", srv.url, "-c", "200", "-d", "1", "--max-tokens", "64",
                             "--hangup", "1.0", "--once"])
         check(srv.proc.poll() is None, "the server died under hang-ups")
-        check(h["broken"] == 0 or h["statuses"], f"hang-up run {h}")
+        check(h["broken"] == 0, f"connections broke in the hang-up run: {h}")
         idle = {}
         for _ in range(200):
             idle = metrics(srv)
