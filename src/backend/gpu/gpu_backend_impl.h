@@ -129,6 +129,13 @@ class GpuBackend final : public backend::Backend {
   uint64_t binding_alignment() const {
     return device_->info().limits.min_storage_buffer_offset_alignment;
   }
+  // Whether one binding can see the whole weight (its bytes within the
+  // device's maxStorageBufferRange; 0 there means no limit). The kernels bind
+  // a weight whole: a larger one's nodes are left to the next backend.
+  bool binds_whole(const DeviceWeight& w) const {
+    const uint64_t max = device_->info().limits.max_storage_buffer_range;
+    return max == 0 || w.bytes <= max;
+  }
   const Device& device() const { return *device_; }
 
   // Op runners (op_runners.cpp).

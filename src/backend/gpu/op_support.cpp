@@ -31,10 +31,12 @@ bool f32_vector(const GpuBackend& b, const std::string& name, int64_t len = 0) {
   return len == 0 || n == len;
 }
 
-// A weight of [rows][row_len] whose type the matmul kernels decode here.
+// A weight of [rows][row_len] whose type the matmul kernels decode here, in
+// one binding.
 bool matmul_weight(const GpuBackend& b, const std::string& name, int64_t row_len, int64_t rows) {
   const DeviceWeight* w = b.weight(name);
-  if (w == nullptr || w->shape.empty() || w->shape[0] != row_len || !b.has_matmul(w->type)) {
+  if (w == nullptr || w->shape.empty() || w->shape[0] != row_len || !b.has_matmul(w->type) ||
+      !b.binds_whole(*w)) {
     return false;
   }
   int64_t r = 1;
@@ -55,7 +57,8 @@ bool get_rows_ok(const GpuBackend& b, const Node& n) {
   if (m->weight.empty()) return !m->rows.empty() || n.inputs.size() == 2;
   const DeviceWeight* w = b.weight(m->weight);
   return w != nullptr && !w->shape.empty() && w->shape[0] == n.shape.ne[0] &&
-         b.has_get_rows(w->type) && w->shape[0] % quant::type_traits(w->type).block_size == 0;
+         b.has_get_rows(w->type) && b.binds_whole(*w) &&
+         w->shape[0] % quant::type_traits(w->type).block_size == 0;
 }
 
 bool rms_norm_ok(const GpuBackend& b, const Node& n) {

@@ -9,7 +9,8 @@
 //     256 bytes), opening a new chunk of max(chunk_bytes, the tensor) when it
 //     does not fit. Chunks are capped at maxStorageBufferRange, so one binding
 //     sees a whole tensor; a tensor larger than that gets a buffer of its own
-//     (binding it in row ranges is the encoders' business; they refuse it today).
+//     (the kernels bind weights whole, so op support leaves its nodes to the
+//     next backend: GpuBackend::binds_whole).
 //   - The copy goes through Device::write_buffer (staging copies where memory
 //     is not host visible, a plain copy on unified memory), in pieces of at
 //     most kPieceBytes; `progress(done, total)` is called after each piece with

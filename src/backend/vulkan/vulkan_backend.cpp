@@ -61,4 +61,10 @@ Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& w
   return gpu::create_backend(kVulkan, weights, options);
 }
 
+Result<gpu::DeviceInfo> device_info(const Options& options) {
+  MINFER_RETURN_IF_ERROR(device_status(options));
+  MINFER_ASSIGN_OR_RETURN(std::shared_ptr<gpu::Device> d, shared_device(options));
+  return d->info();
+}
+
 }  // namespace minfer::vulkan

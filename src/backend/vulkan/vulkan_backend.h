@@ -11,7 +11,7 @@
 //     choice and shared by every backend made from it; it stays open until
 //     the process ends.
 //   - create_backend() makes the GPU backend "Vulkan" over that device,
-//     uploading every weight.
+//     uploading every weight; device_info() describes the device.
 // Threading: unavailable_reason and create_backend may be called from any
 // thread; the device cache is locked.
 #pragma once
@@ -20,6 +20,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/gpu/device.h"
 #include "base/options.h"
 #include "base/status.h"
 #include "model/weights.h"
@@ -36,5 +37,9 @@ Status device_status(const Options& options);
 
 Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& weights,
                                                          const Options& options);
+
+// The shared device's description (its limits among them), or why it cannot
+// be opened.
+Result<gpu::DeviceInfo> device_info(const Options& options);
 
 }  // namespace minfer::vulkan
