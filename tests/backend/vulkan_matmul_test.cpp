@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend_testutil.h"
@@ -445,6 +446,66 @@ TEST(VulkanMatmulTypes, BiasAndResidualEqualSeparateAdds) {
   // A short bias is refused.
   EXPECT_FALSE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(fused),
                                   shape, "", {gpu::BufferRange{gb.get(), 0, 8}, {}, std::nullopt})
+                   .is_ok());
+}
+
+// A weight bound in two ranges of rows (as GpuBackend binds one past
+// maxStorageBufferRange): each dispatch writes its columns of a wider y
+// (y_stride = all the rows), bias and residual read at the same columns. The
+// two give the bits of the one whole product; a lone range leaves the other
+// columns as they were.
+TEST(VulkanMatmulTypes, RangesOfRowsWriteTheirColumnsOfAWiderOutput) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  gpu::Device& d = device();
+  const int64_t rows = 100, r0 = 64, in_dim = 896, tokens = 5;  // r0 * 4 bytes: 256
+  const Weights w = encode_weights(TensorType::Q8_0, rows, in_dim, 31);
+  const uint64_t rb = quant::row_bytes(TensorType::Q8_0, in_dim).value();
+  const auto x = random_floats(in_dim * tokens, 32, 0.05f);
+  const auto bias = random_floats(rows, 33);
+  const auto res = random_floats(rows * tokens, 34);
+  auto gw = upload(d, std::as_bytes(std::span(w.bytes)));
+  auto gx = upload_floats(d, x);
+  auto gb = upload_floats(d, bias);
+  auto gr = upload_floats(d, res);
+  auto whole_y = zeros(d, rows * tokens * 4);
+  auto halves = zeros(d, rows * tokens * 4);
+  const std::vector<float> sentinel(rows * tokens, -7.0f);
+  auto lone = upload_floats(d, sentinel);
+  const auto kernel = gpu::matmul_kernel(d, TensorType::Q8_0);
+  ASSERT_TRUE(kernel.is_ok()) << kernel.message();
+  const auto cols = [&](const std::unique_ptr<gpu::Buffer>& b, int64_t from) {
+    return gpu::BufferRange{b.get(), uint64_t(from) * 4, uint64_t(rows * tokens - from) * 4};
+  };
+  gpu::Recorder rec(d);
+  const gpu::BufferRange wr{gw.get(), 0, w.bytes.size()};
+  ASSERT_TRUE(gpu::encode_matmul(rec, *kernel, TensorType::Q8_0, wr, whole(gx), whole(whole_y),
+                                 gpu::MatmulShape{in_dim, rows, tokens}, "whole",
+                                 {whole(gb), whole(gr), std::nullopt})
+                  .is_ok());
+  for (const auto& [y, from, n] :
+       {std::tuple{&halves, int64_t{0}, r0}, std::tuple{&halves, r0, rows - r0},
+        std::tuple{&lone, r0, rows - r0}}) {
+    const gpu::BufferRange range{gw.get(), from * rb, n * rb};
+    const gpu::MatmulEpilogue e{gpu::BufferRange{gb.get(), uint64_t(from) * 4, uint64_t(n) * 4},
+                                cols(gr, from), std::nullopt};
+    const Status st =
+        gpu::encode_matmul(rec, *kernel, TensorType::Q8_0, range, whole(gx), cols(*y, from),
+                           gpu::MatmulShape{in_dim, n, tokens, rows}, "part", e);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+  }
+  ASSERT_TRUE(rec.submit_and_wait().is_ok());
+  const auto want = download_floats(d, *whole_y, rows * tokens);
+  EXPECT_EQ(download_floats(d, *halves, rows * tokens), want);
+  const auto got = download_floats(d, *lone, rows * tokens);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t i = t * rows + r;
+      ASSERT_EQ(got[i], r < r0 ? -7.0f : want[i]) << "token " << t << " row " << r;
+    }
+  }
+  // A stride below out_dim is refused.
+  EXPECT_FALSE(gpu::encode_matmul(rec, *kernel, TensorType::Q8_0, wr, whole(gx), whole(halves),
+                                  gpu::MatmulShape{in_dim, rows, tokens, rows - 1})
                    .is_ok());
 }
 

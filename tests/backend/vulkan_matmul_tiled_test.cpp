@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend_testutil.h"
@@ -118,6 +119,43 @@ INSTANTIATE_TEST_SUITE_P(VulkanTypes, VulkanMatmulTiled, ::testing::ValuesIn(kWe
                          [](const auto& info) {
                            return std::string(quant::type_name(info.param));
                          });
+
+// Two ranges of a weight's rows, each writing its columns of a wider y
+// (y_stride = all the rows), match the dequantized reference; the columns a
+// range does not own keep what they held.
+TEST(VulkanMatmulTiledTypes, RangesOfRowsWriteTheirColumnsOfAWiderOutput) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  gpu::Device& d = device();
+  const int64_t rows = 200, r0 = 128, in_dim = 896, tokens = 70;  // r0 * 4 bytes: 512
+  const Weights w = encode_weights(TensorType::Q4_0, rows, in_dim, 41, rows);
+  const uint64_t rb = quant::row_bytes(TensorType::Q4_0, in_dim).value();
+  const auto x = random_floats(in_dim * tokens, 42, 1.0f / std::sqrt(float(in_dim)));
+  const auto want = reference(w, x, rows, in_dim, tokens);
+  auto gw = upload(d, std::as_bytes(std::span(w.bytes)));
+  auto gx = upload_floats(d, x);
+  auto halves = zeros(d, rows * tokens * 4);
+  auto lone = upload_floats(d, std::vector<float>(rows * tokens, -7.0f));
+  const uint32_t k = gpu::matmul_tiled_kernel(d, TensorType::Q4_0).value();
+  gpu::Recorder rec(d);
+  for (const auto& [y, from, n] :
+       {std::tuple{&halves, int64_t{0}, r0}, std::tuple{&halves, r0, rows - r0},
+        std::tuple{&lone, r0, rows - r0}}) {
+    const gpu::BufferRange yr{y->get(), uint64_t(from) * 4, uint64_t(rows * tokens - from) * 4};
+    const Status st = gpu::encode_matmul_tiled(rec, k, TensorType::Q4_0,
+                                               gpu::BufferRange{gw.get(), from * rb, n * rb},
+                                               whole(gx), yr, {in_dim, n, tokens, rows});
+    ASSERT_TRUE(st.is_ok()) << st.message();
+  }
+  ASSERT_TRUE(rec.submit_and_wait().is_ok());
+  EXPECT_LT(max_abs_diff(download_floats(d, *halves, rows * tokens), want), 1e-3);
+  const auto got = download_floats(d, *lone, rows * tokens);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = 0; r < r0; ++r) ASSERT_EQ(got[t * rows + r], -7.0f) << t << " " << r;
+    for (int64_t r = r0; r < rows; ++r) {
+      ASSERT_NEAR(got[t * rows + r], want[t * rows + r], 1e-3) << t << " " << r;
+    }
+  }
+}
 
 TEST(VulkanMatmulTiledTypes, EveryWeightTypeHasAKernel) {
   MINFER_SKIP_WITHOUT_VULKAN();

@@ -185,17 +185,21 @@ TEST(VulkanForward, EveryNodeRunsOnVulkan) {
 }
 
 // A weight larger than one binding can see (maxStorageBufferRange: 128 MiB
-// on lavapipe and on many mobile GPUs) leaves its nodes to the CPU instead of
-// failing the run: the real Gemma 3 270M's tied embedding (262144 x 640
-// Q8_0, 170 MiB) is its lookup and its output product. Where the device binds
-// it whole, every node stays on Vulkan. Either way the logits follow the CPU
-// session's (whose parity with llama.cpp tests/model/parity_test.cpp holds):
-// the CPU quantizes activations to 8 bits in its products (Q8_K for Q4_K_M),
-// the Vulkan kernels do not, so they agree within the CPU path's own bound
-// against exact arithmetic (rel 8e-2, reference_forward_test.cpp; measured
-// here 3.0e-2), and an argmax that differs is a near-tie (measured: 2 of
-// 12 positions, 0.02 and 0.09 apart in a range of about 40).
-TEST(VulkanForward, WeightPastTheBindingRangeRunsOnTheCpu) {
+// on lavapipe and on many mobile GPUs): the real Gemma 3 270M's tied
+// embedding (262144 x 640 Q8_0, 170 MiB). Its lookup, which binds the table
+// whole, is left to the CPU; its output product binds the weight in ranges
+// of rows (two dispatches on lavapipe, each writing its columns of the
+// logits). Where the device binds it whole, every node stays on Vulkan.
+// Either way the logits follow the CPU session's (whose parity with
+// llama.cpp tests/model/parity_test.cpp holds): the CPU quantizes
+// activations to 8 bits in its products (Q8_K for Q4_K_M), the Vulkan
+// kernels do not, so they agree within the CPU path's own bound against
+// exact arithmetic (rel 8e-2, reference_forward_test.cpp), and an argmax
+// that differs is a near-tie.
+TEST(VulkanForward, WeightPastTheBindingRange) {
+  // lavapipe takes seconds a step for this model on a busy 2-core machine
+  // (the deadline is read when the process first opens the device).
+  minfer::testing::ScopedEnv patient("MINFER_GPU_TIMEOUT", "600");
   MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
   const std::string path = ::minfer::testing::gemma3_model_path();
   ASSERT_FALSE(path.empty()) << ::minfer::testing::kMissingGemma3;
@@ -228,21 +232,19 @@ TEST(VulkanForward, WeightPastTheBindingRangeRunsOnTheCpu) {
     const graph::Node& n = g->nodes[i];
     if (n.op == graph::Op::kInput) continue;
     const auto* rows = std::get_if<graph::GetRowsMeta>(&n.meta);
-    const auto* mm = std::get_if<graph::MatMulMeta>(&n.meta);
-    const bool embd_node = (rows != nullptr && rows->weight == "token_embd.weight") ||
-                           (mm != nullptr && mm->weight == "token_embd.weight");
-    EXPECT_EQ(plan->node_backend[i], past && embd_node ? 1 : 0)
+    const bool lookup = rows != nullptr && rows->weight == "token_embd.weight";
+    EXPECT_EQ(plan->node_backend[i], past && lookup ? 1 : 0)
         << n.name << " (" << graph::op_name(n.op) << ")";
     on_cpu += plan->node_backend[i] == 1;
   }
-  EXPECT_EQ(on_cpu, past ? 2 : 0);
+  EXPECT_EQ(on_cpu, past ? 1 : 0);
   graph::release_plan(*plan, backends);
 
-  auto tokens = (*model)->tokenizer().encode("The capital of France is Paris, and the capital of",
+  auto tokens = (*model)->tokenizer().encode("The capital of France is Paris",
                                              /*add_special=*/true, /*parse_special=*/false);
   ASSERT_TRUE(tokens.is_ok()) << tokens.message();
-  auto want = run_session(**model, kF32, kF32, false, *tokens, 8);
-  auto got = run_session(**model, kF32, kF32, true, *tokens, 8);
+  auto want = run_session(**model, kF32, kF32, false, *tokens, 4);
+  auto got = run_session(**model, kF32, kF32, true, *tokens, 4);
   ASSERT_TRUE(want.is_ok()) << want.message();
   ASSERT_TRUE(got.is_ok()) << got.message();
   const auto [rel, top1] = compare_logits(*want, *got, (*model)->hparams().n_vocab);

@@ -118,7 +118,7 @@ Status check_shape(quant::TensorType type, const BufferRange& w, const BufferRan
   MINFER_RETURN_IF_ERROR(positive("out_dim", s.out_dim));
   MINFER_RETURN_IF_ERROR(positive("n_tokens", s.n_tokens));
   if (uint64_t(s.in_dim) * s.out_dim > kMaxIndex || uint64_t(s.in_dim) * s.n_tokens > kMaxIndex ||
-      uint64_t(s.out_dim) * s.n_tokens > kMaxIndex) {
+      s.y_floats() > kMaxIndex) {
     return Status::invalid_argument("matmul_tiled: shape " + std::to_string(s.out_dim) + " x " +
                                     std::to_string(s.in_dim) + " x " + std::to_string(s.n_tokens) +
                                     " exceeds 32-bit indices");
@@ -132,7 +132,11 @@ Status check_shape(quant::TensorType type, const BufferRange& w, const BufferRan
   }
   MINFER_RETURN_IF_ERROR(needs("W", w, *row * uint64_t(s.out_dim)));
   MINFER_RETURN_IF_ERROR(needs("x", x, uint64_t(s.in_dim) * s.n_tokens * 4));
-  return needs("y", y, uint64_t(s.out_dim) * s.n_tokens * 4);
+  if (s.stride() < s.out_dim) {
+    return Status::invalid_argument("matmul_tiled: y_stride = " + std::to_string(s.y_stride) +
+                                    " is less than out_dim = " + std::to_string(s.out_dim));
+  }
+  return needs("y", y, s.y_floats() * 4);
 }
 
 }  // namespace
@@ -175,9 +179,9 @@ Status encode_matmul_tiled(Recorder& rec, uint32_t kernel, quant::TensorType typ
   MINFER_ASSIGN_OR_RETURN(Groups groups, fold_groups(row_tiles, rec.device().info().limits));
   // Checked against maxComputeWorkGroupCount[2] by the recorder.
   groups.z = static_cast<uint32_t>((uint64_t(shape.n_tokens) + p.tile.tokens - 1) / p.tile.tokens);
-  const args::MatmulTiledArgs args{static_cast<uint32_t>(shape.in_dim),
-                                   static_cast<uint32_t>(shape.out_dim),
-                                   static_cast<uint32_t>(shape.n_tokens), 0};
+  const args::MatmulTiledArgs args{
+      static_cast<uint32_t>(shape.in_dim), static_cast<uint32_t>(shape.out_dim),
+      static_cast<uint32_t>(shape.n_tokens), static_cast<uint32_t>(shape.stride())};
   const BufferRange bindings[] = {whole_words(w), x, y};
   return rec.dispatch_args(p.kernel, bindings, args, groups, note);
 }

@@ -216,8 +216,7 @@ Status check_matmul(quant::TensorType type, const BufferRange& w, const BufferRa
   MINFER_RETURN_IF_ERROR(positive("matmul", "n_tokens", s.n_tokens));
   const uint64_t w_rows = uint64_t(s.out_dim) * (e.glu ? 2 : 1);
   if (uint64_t(s.in_dim) * w_rows > uint64_t(kMaxIndex) ||
-      uint64_t(s.in_dim) * s.n_tokens > uint64_t(kMaxIndex) ||
-      uint64_t(s.out_dim) * s.n_tokens > uint64_t(kMaxIndex)) {
+      uint64_t(s.in_dim) * s.n_tokens > uint64_t(kMaxIndex) || s.y_floats() > uint64_t(kMaxIndex)) {
     return Status::invalid_argument("matmul: shape " + std::to_string(w_rows) + " x " +
                                     std::to_string(s.in_dim) + " x " + std::to_string(s.n_tokens) +
                                     " exceeds 32-bit indices");
@@ -230,7 +229,11 @@ Status check_matmul(quant::TensorType type, const BufferRange& w, const BufferRa
   }
   MINFER_RETURN_IF_ERROR(needs("matmul", "W", w, *row * w_rows));
   MINFER_RETURN_IF_ERROR(needs("matmul", "x", x, uint64_t(s.in_dim) * s.n_tokens * 4));
-  MINFER_RETURN_IF_ERROR(needs("matmul", "y", y, uint64_t(s.out_dim) * s.n_tokens * 4));
+  if (s.stride() < s.out_dim) {
+    return Status::invalid_argument("matmul: y_stride = " + std::to_string(s.y_stride) +
+                                    " is less than out_dim = " + std::to_string(s.out_dim));
+  }
+  MINFER_RETURN_IF_ERROR(needs("matmul", "y", y, s.y_floats() * 4));
   if (e.glu && (e.bias.buffer != nullptr || e.residual.buffer != nullptr)) {
     return Status::invalid_argument("matmul: a GLU epilogue takes no bias or residual");
   }
@@ -238,8 +241,7 @@ Status check_matmul(quant::TensorType type, const BufferRange& w, const BufferRa
     MINFER_RETURN_IF_ERROR(needs("matmul", "bias", e.bias, uint64_t(s.out_dim) * 4));
   }
   if (e.residual.buffer != nullptr) {
-    MINFER_RETURN_IF_ERROR(
-        needs("matmul", "residual", e.residual, uint64_t(s.out_dim) * s.n_tokens * 4));
+    MINFER_RETURN_IF_ERROR(needs("matmul", "residual", e.residual, s.y_floats() * 4));
   }
   if (p.norm && p.weight.buffer != nullptr) {
     MINFER_RETURN_IF_ERROR(needs("matmul", "norm weight", p.weight, uint64_t(s.in_dim) * 4));
@@ -290,7 +292,7 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
                               norm,
                               prologue.eps,
                               glu_code(epilogue),
-                              0u};
+                              static_cast<uint32_t>(s.stride())};
   // Bindings a call does not use are x again: bound, never read.
   const BufferRange bindings[] = {whole_words(w),
                                   x,

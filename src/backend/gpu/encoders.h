@@ -45,6 +45,14 @@ struct MatmulShape {
   int64_t in_dim = 0;    // elements of a weight row and of an activation row
   int64_t out_dim = 0;   // weight rows
   int64_t n_tokens = 0;  // activation rows
+  // Floats from one token's row of y (and of a residual) to the next; 0:
+  // out_dim. More where y's rows are a column range of a wider output (a
+  // weight bound in row ranges).
+  int64_t y_stride = 0;
+
+  int64_t stride() const { return y_stride > 0 ? y_stride : out_dim; }
+  // The floats y spans: (n_tokens - 1) * stride() + out_dim.
+  uint64_t y_floats() const { return uint64_t(n_tokens - 1) * stride() + out_dim; }
 };
 
 // The matmul kernel for weights of `type` on the recorder's device: the
@@ -56,7 +64,9 @@ Result<uint32_t> matmul_kernel(const Device& device, quant::TensorType type);
 // y[t][r] = dot(W[r], x[t]): W [out_dim][in_dim] of `type` (F32, F16, BF16,
 // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: every weight
 // type of quant::is_weight_type; K-quant rows are whole 256-element blocks),
-// x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32. `kernel` is
+// x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32 (rows shape.stride()
+// floats apart, stride >= out_dim; the floats between are not written).
+// `kernel` is
 // matmul_kernel(type) or (tests) another available variant of the same type.
 // `epilogue` adds, in this order and in f32 as separate element-wise adds
 // would: a bias row (f32 [out_dim]) and a residual (f32 [n_tokens][out_dim],

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,6 +120,21 @@ Status GpuBackend::init(const model::Weights& weights) {
 const DeviceWeight* GpuBackend::weight(std::string_view name) const {
   auto w = weights_.lookup(name);
   return w.is_ok() ? *w : nullptr;
+}
+
+int64_t GpuBackend::rows_per_binding(const DeviceWeight& w) const {
+  if (w.shape.empty()) return 0;
+  int64_t rows = 1;
+  for (size_t i = 1; i < w.shape.size(); ++i) rows *= w.shape[i];
+  if (binds_whole(w)) return rows;
+  auto row = quant::row_bytes(w.type, w.shape[0]);
+  if (!row.is_ok() || *row == 0) return 0;
+  const uint64_t align = std::max<uint64_t>(binding_alignment(), 1);
+  const uint64_t step =
+      std::lcm(align / std::gcd(align, uint64_t{4}), align / std::gcd(align, *row));
+  // Less a word: a weight's binding is rounded up to whole 32-bit words.
+  const uint64_t max = device_->info().limits.max_storage_buffer_range - 4;
+  return static_cast<int64_t>(std::min<uint64_t>(max / *row / step * step, uint64_t(rows)));
 }
 
 bool GpuBackend::has_matmul(quant::TensorType type) const {

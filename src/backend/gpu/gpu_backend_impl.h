@@ -130,12 +130,19 @@ class GpuBackend final : public backend::Backend {
     return device_->info().limits.min_storage_buffer_offset_alignment;
   }
   // Whether one binding can see the whole weight (its bytes within the
-  // device's maxStorageBufferRange; 0 there means no limit). The kernels bind
-  // a weight whole: a larger one's nodes are left to the next backend.
+  // device's maxStorageBufferRange; 0 there means no limit). The fused
+  // kernels and get_rows bind a weight whole: a larger one's nodes are left to
+  // the next backend.
   bool binds_whole(const DeviceWeight& w) const {
     const uint64_t max = device_->info().limits.max_storage_buffer_range;
     return max == 0 || w.bytes <= max;
   }
+  // The rows of [rows][row_len] weight `w` that one binding of a plain matmul
+  // takes: all of them where it binds whole; else the most that fit in
+  // maxStorageBufferRange, a multiple of what keeps each range's start (in
+  // the weight and as y's column offset) where a binding may start; 0 where
+  // none fit.
+  int64_t rows_per_binding(const DeviceWeight& w) const;
   const Device& device() const { return *device_; }
 
   // Op runners (op_runners.cpp).
@@ -164,6 +171,8 @@ class GpuBackend final : public backend::Backend {
   Result<BufferRange> weight_range(const Node& n, const std::string& name) const;
   // y = x W^T (+ bias) (+ residual) for the node's MatMulMeta-like shape:
   // the tiled GEMM where use_tiled(), else the row kernel (matmul.comp).
+  // A weight past one binding goes in ranges of rows_per_binding() rows, each
+  // dispatch writing its columns of y.
   Status matmul(const Node& n, const std::string& weight, const std::string& bias,
                 const BufferRange& x, const BufferRange* residual, const BufferRange& y,
                 int64_t in_dim, int64_t out_dim, int64_t n_tokens, bool invariant);

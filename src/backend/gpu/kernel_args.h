@@ -51,7 +51,8 @@ struct RmsNormArgs {
 // from the type and in_dim alone) computes lane_rows consecutive rows (1..
 // MINFER_MATMUL_MAX_LANE_ROWS). Grid: one workgroup per workgroup-size /
 // 2^lanes_log2 * lane_rows rows (folded over x and y) and per
-// MINFER_MATMUL_TOKENS_PER_GROUP tokens (z). x_vec4: 1 when x's binding
+// MINFER_MATMUL_TOKENS_PER_GROUP tokens (z). y[t][r] lies at t * y_stride
+// + r (y_stride >= out_dim), as does residual[t][r]. x_vec4: 1 when x's binding
 // offset and in_dim are multiples of 16 bytes and 4 elements (x read as
 // vec4), else 0.
 #define MINFER_MATMUL_TOKENS_PER_GROUP 8
@@ -72,7 +73,9 @@ struct MatmulArgs {
   // GLU: 0 none; 1 SwiGLU, 2 GeGLU: W holds 2 * out_dim rows (gate rows, then
   // up rows) and y[t][r] = act(gate_r . x[t]) * (up_r . x[t]) (glu.comp's bits).
   u32 glu;
-  u32 pad;
+  // Floats from one token's row of y (and of the residual) to the next:
+  // out_dim, or more where y's rows are a column range of a wider output.
+  u32 y_stride;
 };
 #define MINFER_MATMUL_NORM_WEIGHTED 2u
 #define MINFER_MATMUL_GLU_SWIGLU 1u
@@ -111,7 +114,7 @@ static_assert(offsetof(MatmulArgs, out_dim) == 4 && offsetof(MatmulArgs, n_token
               offsetof(MatmulArgs, x_vec4) == 20 && offsetof(MatmulArgs, has_bias) == 24 &&
               offsetof(MatmulArgs, has_residual) == 28 && offsetof(MatmulArgs, norm) == 32 &&
               offsetof(MatmulArgs, norm_eps) == 36 && offsetof(MatmulArgs, glu) == 40 &&
-              sizeof(MatmulArgs) == 48);
+              offsetof(MatmulArgs, y_stride) == 44 && sizeof(MatmulArgs) == 48);
 static_assert(sizeof(SpinArgs) == 4);
 }  // namespace minfer::gpu::args
 #else

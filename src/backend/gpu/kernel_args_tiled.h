@@ -16,12 +16,12 @@ struct MatmulTiledArgs {
   u32 in_dim;
   u32 out_dim;
   u32 n_tokens;
-  u32 pad0;
+  u32 y_stride;  // y[t][r] lies at t * y_stride + r (y_stride >= out_dim)
 };
 
 #ifdef __cplusplus
 static_assert(offsetof(MatmulTiledArgs, out_dim) == 4 && offsetof(MatmulTiledArgs, n_tokens) == 8 &&
-              offsetof(MatmulTiledArgs, pad0) == 12 && sizeof(MatmulTiledArgs) == 16);
+              offsetof(MatmulTiledArgs, y_stride) == 12 && sizeof(MatmulTiledArgs) == 16);
 #endif
 
 #endif  // MINFER_BACKEND_GPU_KERNEL_ARGS_TILED_H_

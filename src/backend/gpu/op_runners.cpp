@@ -100,23 +100,41 @@ Status GpuBackend::matmul(const Node& n, const std::string& weight_name, const s
                           int64_t in_dim, int64_t out_dim, int64_t n_tokens, bool invariant) {
   const DeviceWeight* w = weight(weight_name);
   if (w == nullptr) return fail(n, "weight '" + weight_name + "' is not on the device");
-  const MatmulShape shape{in_dim, out_dim, n_tokens};
-  MatmulEpilogue epilogue;
+  BufferRange b;
   if (!bias.empty()) {
-    MINFER_ASSIGN_OR_RETURN(epilogue.bias, weight_range(n, bias));
+    MINFER_ASSIGN_OR_RETURN(b, weight_range(n, bias));
   }
-  if (residual != nullptr) epilogue.residual = *residual;
-  if (!use_tiled(w->type, out_dim, n_tokens, invariant)) {  // the row kernel adds them itself
-    MINFER_ASSIGN_OR_RETURN(uint32_t kernel, matmul_kernel(*device_, w->type));
-    return encode_matmul(rec_, kernel, w->type, w->range(), x, y, shape, n.name, epilogue);
-  }
-  MINFER_ASSIGN_OR_RETURN(uint32_t tiled, matmul_tiled_kernel(*device_, w->type));
-  MINFER_RETURN_IF_ERROR(
-      encode_matmul_tiled(rec_, tiled, w->type, w->range(), x, y, shape, n.name));
-  const int64_t n_out = out_dim * n_tokens;
-  if (epilogue.bias.buffer != nullptr) {
+  const bool tiled = use_tiled(w->type, out_dim, n_tokens, invariant);
+  MINFER_ASSIGN_OR_RETURN(const uint32_t kernel, tiled ? matmul_tiled_kernel(*device_, w->type)
+                                                       : matmul_kernel(*device_, w->type));
+  const int64_t per = rows_per_binding(*w);
+  if (per <= 0) return fail(n, "weight '" + weight_name + "' has rows past one binding");
+  MINFER_ASSIGN_OR_RETURN(const uint64_t row, quant::row_bytes(w->type, in_dim));
+  // Columns [r0, r0 + rows) of y (and of the residual) start r0 floats in.
+  const auto from = [](const BufferRange& r, int64_t r0) {
+    return BufferRange{r.buffer, r.offset + uint64_t(r0) * 4, r.size - uint64_t(r0) * 4};
+  };
+  for (int64_t r0 = 0; r0 < out_dim; r0 += per) {
+    const int64_t rows = std::min(per, out_dim - r0);
+    const BufferRange wr{w->buffer, w->offset + uint64_t(r0) * row, uint64_t(rows) * row};
+    const MatmulShape shape{in_dim, rows, n_tokens, out_dim};
+    if (tiled) {
+      MINFER_RETURN_IF_ERROR(
+          encode_matmul_tiled(rec_, kernel, w->type, wr, x, from(y, r0), shape, n.name));
+      continue;
+    }
+    MatmulEpilogue e;  // the row kernel adds them itself
+    if (b.buffer != nullptr)
+      e.bias = BufferRange{b.buffer, b.offset + uint64_t(r0) * 4, uint64_t(rows) * 4};
+    if (residual != nullptr) e.residual = from(*residual, r0);
     MINFER_RETURN_IF_ERROR(
-        encode_elementwise(rec_, ElementwiseOp::kAdd, y, epilogue.bias, y, n_out, out_dim, n.name));
+        encode_matmul(rec_, kernel, w->type, wr, x, from(y, r0), shape, n.name, e));
+  }
+  if (!tiled) return Status::ok();
+  const int64_t n_out = out_dim * n_tokens;
+  if (b.buffer != nullptr) {
+    MINFER_RETURN_IF_ERROR(
+        encode_elementwise(rec_, ElementwiseOp::kAdd, y, b, y, n_out, out_dim, n.name));
   }
   if (residual != nullptr) {
     MINFER_RETURN_IF_ERROR(

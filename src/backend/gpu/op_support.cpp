@@ -32,11 +32,12 @@ bool f32_vector(const GpuBackend& b, const std::string& name, int64_t len = 0) {
 }
 
 // A weight of [rows][row_len] whose type the matmul kernels decode here, in
-// one binding.
-bool matmul_weight(const GpuBackend& b, const std::string& name, int64_t row_len, int64_t rows) {
+// one binding (in_ranges: or in ranges of rows, as a plain matmul binds it).
+bool matmul_weight(const GpuBackend& b, const std::string& name, int64_t row_len, int64_t rows,
+                   bool in_ranges = false) {
   const DeviceWeight* w = b.weight(name);
   if (w == nullptr || w->shape.empty() || w->shape[0] != row_len || !b.has_matmul(w->type) ||
-      !b.binds_whole(*w)) {
+      !(b.binds_whole(*w) || (in_ranges && b.rows_per_binding(*w) > 0))) {
     return false;
   }
   int64_t r = 1;
@@ -47,8 +48,8 @@ bool matmul_weight(const GpuBackend& b, const std::string& name, int64_t row_len
 bool matmul_ok(const GpuBackend& b, const Node& n) {
   const auto* m = std::get_if<graph::MatMulMeta>(&n.meta);
   return m != nullptr && !m->in_norm.on && n.dtype == DType::kF32 && n.shape.ne[0] == m->out_dim &&
-         matmul_weight(b, m->weight, m->in_dim, m->out_dim) && f32_vector(b, m->bias, m->out_dim) &&
-         (n.op != Op::kMatMulAdd || n.inputs.size() == 2);
+         matmul_weight(b, m->weight, m->in_dim, m->out_dim, true) &&
+         f32_vector(b, m->bias, m->out_dim) && (n.op != Op::kMatMulAdd || n.inputs.size() == 2);
 }
 
 bool get_rows_ok(const GpuBackend& b, const Node& n) {

@@ -1,5 +1,6 @@
 // y[t][r] = dot(W[r], x[t]): W [out_dim][in_dim] in the variant's weight type
-// (matmul_units.glsl), x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32.
+// (matmul_units.glsl), x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32
+// (token t's row at t * args.y_stride).
 //
 // A set of 2^args.lanes_log2 lanes (the host picks the count from the type
 // and in_dim alone) computes args.lane_rows consecutive rows (1..
@@ -56,7 +57,7 @@ float gate_sums[kRows][kTokens];  // GLU: a set's gate sums, kept by the lane th
 // y[t][row] = s (+ bias[row]) (+ residual[t][row]) for the tokens of this
 // group: the adds in the order of separate element-wise kernels.
 void store_y(uint row, uint t, float s) {
-  const uint i = (gl_WorkGroupID.z * kTokens + t) * args.out_dim + row;
+  const uint i = (gl_WorkGroupID.z * kTokens + t) * args.y_stride + row;
   if (args.has_bias != 0u) s = s + bias[row];
   if (args.has_residual != 0u) s = s + residual[i];
   y[i] = s;
@@ -86,7 +87,7 @@ void finish(uint r, uint t, float s) {
   const float g = gate_sums[r - args.lane_rows][t];
   const float a = args.glu == MINFER_MATMUL_GLU_SWIGLU ? silu_f32(g) : gelu_f32(g);
   precise float v = a * s;
-  y[(gl_WorkGroupID.z * kTokens + t) * args.out_dim + row] = v;
+  y[(gl_WorkGroupID.z * kTokens + t) * args.y_stride + row] = v;
 }
 
 void main() {

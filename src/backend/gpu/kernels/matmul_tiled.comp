@@ -168,7 +168,7 @@ void main() {
       [[unroll]] for (uint m = 0; m < kRowVecs; ++m) {
         [[unroll]] for (uint i = 0; i < 4u; ++i) {
           const uint r = r0 + 4u * (tr + kGroups * m) + i;
-          if (t < args.n_tokens && r < args.out_dim) y[t * args.out_dim + r] = acc[n * 4u + c][m][i];
+          if (t < args.n_tokens && r < args.out_dim) y[t * args.y_stride + r] = acc[n * 4u + c][m][i];
         }
       }
     }
