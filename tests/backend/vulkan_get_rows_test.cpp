@@ -17,6 +17,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend_testutil.h"
@@ -97,9 +98,10 @@ struct Gathered {
   std::vector<uint32_t> err;
 };
 
-// Runs kernel `k` over `ids` and returns out and the error words.
+// Runs kernel `k` over `ids` and returns out and the error words; with
+// split > 0, as two dispatches binding rows [0, split) and [split, n_rows).
 Gathered gather(uint32_t k, TensorType type, const Table& t, int64_t n_rows, int64_t row_len,
-                const std::vector<int32_t>& ids, float scale) {
+                const std::vector<int32_t>& ids, float scale, int64_t split = 0) {
   gpu::Device& d = device();
   const int64_t n_ids = static_cast<int64_t>(ids.size());
   auto gw = upload(d, std::as_bytes(std::span(t.bytes)));
@@ -107,10 +109,15 @@ Gathered gather(uint32_t k, TensorType type, const Table& t, int64_t n_rows, int
   auto gout = upload_floats(d, std::vector<float>(n_ids * row_len, kUntouched));
   auto gerr = zeros(d, MINFER_ERR_WORDS * 4);
   gpu::Recorder rec(d);
-  const Status enc =
-      gpu::encode_get_rows(rec, k, type, gpu::BufferRange{gw.get(), 0, t.bytes.size()}, whole(gids),
-                           whole(gout), whole(gerr), n_rows, row_len, n_ids, scale);
-  EXPECT_TRUE(enc.is_ok()) << enc.message();
+  const uint64_t rb = t.bytes.size() / n_rows;
+  for (const auto& [first, rows] :
+       split > 0 ? std::vector<std::pair<int64_t, int64_t>>{{0, split}, {split, n_rows - split}}
+                 : std::vector<std::pair<int64_t, int64_t>>{{0, n_rows}}) {
+    const Status enc = gpu::encode_get_rows(
+        rec, k, type, gpu::BufferRange{gw.get(), first * rb, rows * rb}, whole(gids), whole(gout),
+        whole(gerr), n_rows, row_len, n_ids, scale, "", {first, rows});
+    EXPECT_TRUE(enc.is_ok()) << enc.message();
+  }
   const Status s = rec.submit_and_wait();
   EXPECT_TRUE(s.is_ok()) << s.message();
   Gathered g;
@@ -269,6 +276,34 @@ TEST(VulkanGetRowsGrid, SeventyThousandIdsFoldTheGrid) {
   const Gathered g = gather(k, TensorType::Q8_0, t, n_rows, row_len, ids, 3.0f);
   EXPECT_EQ(mismatches(g, t, n_rows, row_len, ids, 3.0f), 0);
   EXPECT_EQ(g.err[0], 0u);
+}
+
+// A table past one binding is gathered in two ranges of rows (as GpuBackend
+// does for one past maxStorageBufferRange): each dispatch writes the rows its
+// range holds, bit-exact; an id outside the table is still skipped and
+// reported (by the dispatch whose range starts the table).
+TEST(VulkanGetRowsGrid, ATableInTwoRangesOfRows) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  const int64_t n_rows = 40, row_len = 640, split = 32;  // 32 rows of 680 bytes: 85 x 256
+  const Table t = make_table(TensorType::Q8_0, n_rows, row_len, 51);
+  auto ids = random_ids(64, n_rows, 52);
+  ids[5] = 0;
+  ids[6] = split - 1;
+  ids[7] = split;
+  ids[8] = n_rows - 1;
+  ids[9] = n_rows + 5;
+  const uint32_t k = gpu::get_rows_kernel(device(), TensorType::Q8_0).value();
+  const Gathered g = gather(k, TensorType::Q8_0, t, n_rows, row_len, ids, 0.5f, split);
+  EXPECT_EQ(mismatches(g, t, n_rows, row_len, ids, 0.5f), 0);
+  EXPECT_EQ(g.err[0], MINFER_ERR_ROW_ID);
+  EXPECT_EQ(static_cast<int32_t>(g.err[1]), n_rows + 5);
+  EXPECT_EQ(g.err[2], uint32_t(n_rows));
+  // A range past the table is refused.
+  gpu::Recorder rec(device());
+  auto buf = zeros(device(), 1 << 16);
+  EXPECT_FALSE(gpu::encode_get_rows(rec, k, TensorType::Q8_0, whole(buf), whole(buf), whole(buf),
+                                    whole(buf), n_rows, row_len, 1, 1.0f, "", {split, 9})
+                   .is_ok());
 }
 
 TEST(VulkanGetRowsTypes, TheFeatureProbePicksAVariantPerType) {

@@ -316,8 +316,14 @@ Result<uint32_t> get_rows_kernel(const Device& device, quant::TensorType type) {
 Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
                        const BufferRange& ids, const BufferRange& out, const BufferRange& err,
                        int64_t n_rows, int64_t row_len, int64_t n_ids, float scale,
-                       std::string_view note) {
+                       std::string_view note, RowRange range) {
   MINFER_RETURN_IF_ERROR(check_weight_kernel("get_rows", kernel, type));
+  const int64_t range_rows = range.rows > 0 ? range.rows : n_rows - range.first;
+  if (range.first < 0 || range_rows <= 0 || range.first + range_rows > n_rows) {
+    return Status::invalid_argument("get_rows: rows [" + std::to_string(range.first) + ", " +
+                                    std::to_string(range.first + range_rows) + ") of a table of " +
+                                    std::to_string(n_rows));
+  }
   MINFER_RETURN_IF_ERROR(positive("get_rows", "n_rows", n_rows));
   MINFER_RETURN_IF_ERROR(positive("get_rows", "row_len", row_len));
   MINFER_RETURN_IF_ERROR(positive("get_rows", "n_ids", n_ids));
@@ -334,7 +340,7 @@ Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type, c
                                     std::to_string(n_ids) + " ids) of " + std::to_string(row_len) +
                                     " exceed 32-bit indices");
   }
-  MINFER_RETURN_IF_ERROR(needs("get_rows", "W", w, *row * uint64_t(n_rows)));
+  MINFER_RETURN_IF_ERROR(needs("get_rows", "W", w, *row * uint64_t(range_rows)));
   MINFER_RETURN_IF_ERROR(needs("get_rows", "ids", ids, uint64_t(n_ids) * 4));
   MINFER_RETURN_IF_ERROR(needs("get_rows", "out", out, uint64_t(n_ids) * row_len * 4));
   MINFER_RETURN_IF_ERROR(needs("get_rows", "err", err, MINFER_ERR_WORDS * 4));
@@ -344,8 +350,10 @@ Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type, c
   const uint64_t groups_per_row = (units + per_group - 1) / per_group;
   MINFER_ASSIGN_OR_RETURN(const Groups groups, fold_groups(uint64_t(n_ids) * groups_per_row,
                                                            rec.device().info().limits));
-  const args::GetRowsArgs args{static_cast<uint32_t>(n_rows), static_cast<uint32_t>(row_len),
-                               static_cast<uint32_t>(n_ids), scale};
+  const args::GetRowsArgs args{
+      static_cast<uint32_t>(n_rows),      static_cast<uint32_t>(row_len),
+      static_cast<uint32_t>(n_ids),       scale,
+      static_cast<uint32_t>(range.first), static_cast<uint32_t>(range_rows)};
   const BufferRange bindings[] = {whole_words(w), ids, out, err};
   return rec.dispatch_args(kernel, bindings, args, groups, note);
 }

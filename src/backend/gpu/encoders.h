@@ -116,9 +116,16 @@ Result<uint32_t> get_rows_kernel(const Device& device, quant::TensorType type);
 // words of kernel_args.h (at least MINFER_ERR_WORDS u32, zeroed by the
 // caller; the first error is kept). `kernel` is get_rows_kernel(type) or
 // (tests) another available variant of the same type.
+// `range` (a table past one binding): `w` holds rows [first, first + rows)
+// of the n_rows, and only the ids among them are written; the call whose
+// range starts at row 0 reports the ids outside the table. Default: all.
+struct RowRange {
+  int64_t first = 0;
+  int64_t rows = 0;  // 0: n_rows - first
+};
 Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type, const BufferRange& w,
                        const BufferRange& ids, const BufferRange& out, const BufferRange& err,
                        int64_t n_rows, int64_t row_len, int64_t n_ids, float scale,
-                       std::string_view note = {});
+                       std::string_view note = {}, RowRange range = {});
 
 }  // namespace minfer::gpu

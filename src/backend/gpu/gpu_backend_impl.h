@@ -131,14 +131,14 @@ class GpuBackend final : public backend::Backend {
   }
   // Whether one binding can see the whole weight (its bytes within the
   // device's maxStorageBufferRange; 0 there means no limit). The fused
-  // kernels and get_rows bind a weight whole: a larger one's nodes are left to
-  // the next backend.
+  // kernels bind their weights whole: a larger one's nodes are left to the
+  // next backend.
   bool binds_whole(const DeviceWeight& w) const {
     const uint64_t max = device_->info().limits.max_storage_buffer_range;
     return max == 0 || w.bytes <= max;
   }
   // The rows of [rows][row_len] weight `w` that one binding of a plain matmul
-  // takes: all of them where it binds whole; else the most that fit in
+  // or a lookup (get_rows) takes: all of them where it binds whole; else the most that fit in
   // maxStorageBufferRange, a multiple of what keeps each range's start (in
   // the weight and as y's column offset) where a binding may start; 0 where
   // none fit.

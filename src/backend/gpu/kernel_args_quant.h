@@ -13,11 +13,16 @@ struct GetRowsArgs {
   u32 row_len;
   u32 n_ids;
   f32 scale;
+  // W's binding holds rows [first_row, first_row + range_rows) of the table:
+  // ids outside it are another dispatch's (0 and n_rows: the whole table).
+  u32 first_row;
+  u32 range_rows;
 };
 
 #ifdef __cplusplus
 static_assert(offsetof(GetRowsArgs, row_len) == 4 && offsetof(GetRowsArgs, n_ids) == 8 &&
-              offsetof(GetRowsArgs, scale) == 12 && sizeof(GetRowsArgs) == 16);
+              offsetof(GetRowsArgs, scale) == 12 && offsetof(GetRowsArgs, first_row) == 16 &&
+              offsetof(GetRowsArgs, range_rows) == 20 && sizeof(GetRowsArgs) == 24);
 #endif
 
 #endif  // MINFER_BACKEND_GPU_KERNEL_ARGS_QUANT_H_

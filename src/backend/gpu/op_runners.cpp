@@ -80,8 +80,17 @@ Status GpuBackend::run_get_rows(const Call& c) {
   MINFER_ASSIGN_OR_RETURN(uint32_t kernel, get_rows_kernel(*device_, w->type));
   int64_t n_rows = 1;
   for (size_t i = 1; i < w->shape.size(); ++i) n_rows *= w->shape[i];
-  return encode_get_rows(rec_, kernel, w->type, w->range(), c.in[0], c.out, err, n_rows, width,
-                         n_out, m->scale, c.node.name);
+  // A table past one binding: a dispatch per range of rows (rows_per_binding).
+  const int64_t per = rows_per_binding(*w);
+  if (per <= 0) return fail(c.node, "weight '" + m->weight + "' has rows past one binding");
+  MINFER_ASSIGN_OR_RETURN(const uint64_t row, quant::row_bytes(w->type, width));
+  for (int64_t r0 = 0; r0 < n_rows; r0 += per) {
+    const int64_t rows = std::min(per, n_rows - r0);
+    const BufferRange wr{w->buffer, w->offset + uint64_t(r0) * row, uint64_t(rows) * row};
+    MINFER_RETURN_IF_ERROR(encode_get_rows(rec_, kernel, w->type, wr, c.in[0], c.out, err, n_rows,
+                                           width, n_out, m->scale, c.node.name, {r0, rows}));
+  }
+  return Status::ok();
 }
 
 Status GpuBackend::run_rms_norm(const Call& c) {

@@ -58,7 +58,7 @@ bool get_rows_ok(const GpuBackend& b, const Node& n) {
   if (m->weight.empty()) return !m->rows.empty() || n.inputs.size() == 2;
   const DeviceWeight* w = b.weight(m->weight);
   return w != nullptr && !w->shape.empty() && w->shape[0] == n.shape.ne[0] &&
-         b.has_get_rows(w->type) && b.binds_whole(*w) &&
+         b.has_get_rows(w->type) && b.rows_per_binding(*w) > 0 &&
          w->shape[0] % quant::type_traits(w->type).block_size == 0;
 }
 

@@ -5,8 +5,11 @@
 // row g / groups_per_row, its units from (g % groups_per_row) * WG on, so no
 // invocation loops however long the rows or the table. An id outside
 // [0, n_rows) writes nothing for its row and is reported through the error
-// words (MINFER_ERR_ROW_ID, value = the id, bound = n_rows). No barrier: an
-// invocation with nothing to do returns.
+// words (MINFER_ERR_ROW_ID, value = the id, bound = n_rows) by the dispatch
+// whose range starts the table. W's binding may hold only rows [first_row,
+// first_row + range_rows) of a table past one binding: a row outside them
+// is another dispatch's. No barrier: an invocation with nothing to do
+// returns.
 #version 450
 #include "common.glsl"
 #include "kernel_args.h"
@@ -27,12 +30,13 @@ void main() {
   if (i >= args.n_ids || u >= units) return;
   const int id = ids[i];
   if (id < 0 || uint(id) >= args.n_rows) {
-    if (u == 0u) report_error(MINFER_ERR_ROW_ID, uint(id), args.n_rows);
+    if (u == 0u && args.first_row == 0u) report_error(MINFER_ERR_ROW_ID, uint(id), args.n_rows);
     return;
   }
+  if (uint(id) < args.first_row || uint(id) - args.first_row >= args.range_rows) return;
   float wv[kUnitElements];
   uint k[kUnitElements];
-  decode_unit(uint(id), u, args.row_len, wv, k);
+  decode_unit(uint(id) - args.first_row, u, args.row_len, wv, k);
   for (uint j = 0; j < kUnitElements; ++j) {
     if (k[j] < args.row_len) {
       precise float v = wv[j] * args.scale;
