@@ -318,23 +318,24 @@ Status encode_get_rows(Recorder& rec, uint32_t kernel, quant::TensorType type, c
                        int64_t n_rows, int64_t row_len, int64_t n_ids, float scale,
                        std::string_view note, RowRange range) {
   MINFER_RETURN_IF_ERROR(check_weight_kernel("get_rows", kernel, type));
+  MINFER_RETURN_IF_ERROR(positive("get_rows", "n_rows", n_rows));
+  MINFER_RETURN_IF_ERROR(positive("get_rows", "row_len", row_len));
+  MINFER_RETURN_IF_ERROR(positive("get_rows", "n_ids", n_ids));
   const int64_t range_rows = range.rows > 0 ? range.rows : n_rows - range.first;
   if (range.first < 0 || range_rows <= 0 || range.first + range_rows > n_rows) {
     return Status::invalid_argument("get_rows: rows [" + std::to_string(range.first) + ", " +
                                     std::to_string(range.first + range_rows) + ") of a table of " +
                                     std::to_string(n_rows));
   }
-  MINFER_RETURN_IF_ERROR(positive("get_rows", "n_rows", n_rows));
-  MINFER_RETURN_IF_ERROR(positive("get_rows", "row_len", row_len));
-  MINFER_RETURN_IF_ERROR(positive("get_rows", "n_ids", n_ids));
   if (n_rows > std::numeric_limits<int32_t>::max()) {
     return Status::invalid_argument("get_rows: n_rows = " + std::to_string(n_rows) +
                                     " exceeds the i32 ids");
   }
   auto row = quant::row_bytes(type, row_len);  // refuses rows of partial blocks
   if (!row.is_ok()) return row.status().with_context("get_rows");
-  if (uint64_t(n_rows) * row_len > uint64_t(kMaxIndex) ||
-      *row * uint64_t(n_rows) > uint64_t(kMaxIndex) ||
+  // Offsets within W's binding: its range of rows.
+  if (uint64_t(range_rows) * row_len > uint64_t(kMaxIndex) ||
+      *row * uint64_t(range_rows) > uint64_t(kMaxIndex) ||
       uint64_t(n_ids) * row_len > uint64_t(kMaxIndex)) {
     return Status::invalid_argument("get_rows: " + std::to_string(n_rows) + " rows (" +
                                     std::to_string(n_ids) + " ids) of " + std::to_string(row_len) +

@@ -66,8 +66,8 @@ Result<uint32_t> matmul_kernel(const Device& device, quant::TensorType type);
 // type of quant::is_weight_type; K-quant rows are whole 256-element blocks),
 // x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32 (rows shape.stride()
 // floats apart, stride >= out_dim; the floats between are not written).
-// `kernel` is
-// matmul_kernel(type) or (tests) another available variant of the same type.
+// `kernel` is matmul_kernel(type) or (tests) another available variant of
+// the same type.
 // `epilogue` adds, in this order and in f32 as separate element-wise adds
 // would: a bias row (f32 [out_dim]) and a residual (f32 [n_tokens][out_dim],
 // the same range as y or disjoint from it); a null buffer: none.

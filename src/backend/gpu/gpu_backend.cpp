@@ -133,7 +133,9 @@ int64_t GpuBackend::rows_per_binding(const DeviceWeight& w) const {
   const uint64_t step =
       std::lcm(align / std::gcd(align, uint64_t{4}), align / std::gcd(align, *row));
   // Less a word: a weight's binding is rounded up to whole 32-bit words.
-  const uint64_t max = device_->info().limits.max_storage_buffer_range - 4;
+  const uint64_t range = device_->info().limits.max_storage_buffer_range;
+  if (range <= 4) return 0;
+  const uint64_t max = range - 4;
   return static_cast<int64_t>(std::min<uint64_t>(max / *row / step * step, uint64_t(rows)));
 }
 

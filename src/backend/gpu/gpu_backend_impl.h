@@ -137,11 +137,11 @@ class GpuBackend final : public backend::Backend {
     const uint64_t max = device_->info().limits.max_storage_buffer_range;
     return max == 0 || w.bytes <= max;
   }
-  // The rows of [rows][row_len] weight `w` that one binding of a plain matmul
-  // or a lookup (get_rows) takes: all of them where it binds whole; else the most that fit in
-  // maxStorageBufferRange, a multiple of what keeps each range's start (in
-  // the weight and as y's column offset) where a binding may start; 0 where
-  // none fit.
+  // The rows of [rows][row_len] weight `w` that one binding of a plain
+  // matmul or of a lookup (get_rows) takes: all of them where it binds
+  // whole; else the most that fit in maxStorageBufferRange, a multiple of
+  // what keeps each range's start (in the weight, and as y's column offset)
+  // where a binding may start; 0 where none fit.
   int64_t rows_per_binding(const DeviceWeight& w) const;
   const Device& device() const { return *device_; }
 
