@@ -151,6 +151,9 @@ bool GpuBackend::has_get_rows(quant::TensorType type) const {
 
 bool GpuBackend::supports_op(const Node& node) const {
   if (node.op >= Op::kCount) return false;
+  // An output one binding cannot hold (the logits of many rows of a large
+  // vocabulary under a 128 MiB maxStorageBufferRange) is the next backend's.
+  if (node.bytes() > pool_.max_allocation()) return false;
   return op_entry(node.op).supports(*this, node);
 }
 

@@ -11,7 +11,7 @@
 //     all-or-nothing (requires_all_weights(): the all-weights gate).
 //   - supports_op() says yes only to nodes its kernels run on this device
 //     (the weight type's variant exists, the shapes are whole blocks, the
-//     cache types are readable); execute_node() only records (through one
+//     cache types are readable, the output fits one binding); execute_node() only records (through one
 //     gpu::Recorder) and synchronize() submits the split once and waits with
 //     the MINFER_GPU_TIMEOUT deadline. An index a kernel found outside its
 //     table (a token id, a cache row, a position) is reported by the error
