@@ -142,6 +142,31 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
+// Where each node of the model's graph for `p` runs (its index in
+// `backends`: Vulkan then the CPU), fused and planned as a Session does.
+struct Placed {
+  std::string node;  // "name (op)"
+  std::string name;
+  int backend = 0;
+};
+Result<std::vector<Placed>> placement(const Model& model,
+                                      const std::vector<backend::Backend*>& backends,
+                                      GraphParams p) {
+  p.backends = 0b11;
+  MINFER_ASSIGN_OR_RETURN(auto g, build_graph(model.hparams(), model.weights(), p));
+  graph::fuse(g, backends, vulkan_options());
+  MINFER_ASSIGN_OR_RETURN(auto plan, graph::build_plan(g, backends));
+  std::vector<Placed> out;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const graph::Node& n = g.nodes[i];
+    if (n.op == graph::Op::kInput) continue;
+    out.push_back(
+        {n.name + " (" + std::string(graph::op_name(n.op)) + ")", n.name, plan.node_backend[i]});
+  }
+  graph::release_plan(plan, backends);
+  return out;
+}
+
 // Every node of the tiny models' graphs (one token, a prompt, a paged batch
 // of the engine) runs on the Vulkan backend: nothing falls to the CPU.
 TEST(VulkanForward, EveryNodeRunsOnVulkan) {
@@ -160,24 +185,17 @@ TEST(VulkanForward, EveryNodeRunsOnVulkan) {
           GraphParams p;
           p.n_tokens = n_tokens;
           p.n_outputs = n_tokens;
-          p.backends = 0b11;
           if (page_size > 0) {
             p.page_size = page_size;
             p.n_slots = 4;
             p.max_pages = 8;
           }
-          auto g = build_graph((*model)->hparams(), (*model)->weights(), p);
-          ASSERT_TRUE(g.is_ok()) << g.message();
-          graph::fuse(*g, backends, vulkan_options());
-          auto plan = graph::build_plan(*g, backends);
-          ASSERT_TRUE(plan.is_ok()) << plan.message();
-          for (size_t i = 0; i < g->nodes.size(); ++i) {
-            if (g->nodes[i].op == graph::Op::kInput) continue;
-            EXPECT_EQ(plan->node_backend[i], 0)
-                << g->nodes[i].name << " (" << graph::op_name(g->nodes[i].op) << "), " << n_tokens
-                << " tokens, page size " << page_size;
+          auto placed = placement(**model, backends, p);
+          ASSERT_TRUE(placed.is_ok()) << placed.message();
+          for (const Placed& n : *placed) {
+            EXPECT_EQ(n.backend, 0)
+                << n.node << ", " << n_tokens << " tokens, page size " << page_size;
           }
-          graph::release_plan(*plan, backends);
         }
       }
     }
@@ -198,8 +216,7 @@ TEST(VulkanForward, EveryNodeRunsOnVulkan) {
 // 8e-2, reference_forward_test.cpp), and an argmax that differs is a
 // near-tie.
 TEST(VulkanForward, WeightPastTheBindingRange) {
-  // lavapipe takes seconds a step for this model on a busy 2-core machine
-  // (the deadline is read when the process first opens the device).
+  // lavapipe takes seconds a step for this model on a busy 2-core machine.
   minfer::testing::ScopedEnv patient("MINFER_GPU_TIMEOUT", "600");
   MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
   const std::string path = ::minfer::testing::gemma3_model_path();
@@ -220,36 +237,20 @@ TEST(VulkanForward, WeightPastTheBindingRange) {
   cpu::CpuBackend cpu((*model)->weights(), 1);
   std::vector<backend::Backend*> backends = {gpu->get(), &cpu};
   GraphParams p;
-  p.n_tokens = 1;
-  p.n_outputs = 1;
-  p.backends = 0b11;
-  auto g = build_graph((*model)->hparams(), (*model)->weights(), p);
-  ASSERT_TRUE(g.is_ok()) << g.message();
-  graph::fuse(*g, backends, vulkan_options());
-  auto plan = graph::build_plan(*g, backends);
-  ASSERT_TRUE(plan.is_ok()) << plan.message();
-  for (size_t i = 0; i < g->nodes.size(); ++i) {
-    if (g->nodes[i].op == graph::Op::kInput) continue;
-    EXPECT_EQ(plan->node_backend[i], 0)
-        << g->nodes[i].name << " (" << graph::op_name(g->nodes[i].op) << ")";
-  }
-  graph::release_plan(*plan, backends);
+  p.n_tokens = p.n_outputs = 1;
+  auto placed = placement(**model, backends, p);
+  ASSERT_TRUE(placed.is_ok()) << placed.message();
+  for (const Placed& n : *placed) EXPECT_EQ(n.backend, 0) << n.node;
   // The logits of 130 rows (130 MiB: perplexity scores hundreds) are more
   // than one binding holds there: that node is the CPU's, the rest Vulkan's.
   const int64_t n_vocab = (*model)->hparams().n_vocab;
   const bool logits_past = range != 0 && uint64_t(130 * n_vocab * 4) > range;
   p.n_tokens = p.n_outputs = 130;
-  g = build_graph((*model)->hparams(), (*model)->weights(), p);
-  ASSERT_TRUE(g.is_ok()) << g.message();
-  graph::fuse(*g, backends, vulkan_options());
-  plan = graph::build_plan(*g, backends);
-  ASSERT_TRUE(plan.is_ok()) << plan.message();
-  for (size_t i = 0; i < g->nodes.size(); ++i) {
-    if (g->nodes[i].op == graph::Op::kInput) continue;
-    EXPECT_EQ(plan->node_backend[i], logits_past && g->nodes[i].name == "logits" ? 1 : 0)
-        << g->nodes[i].name << " (" << graph::op_name(g->nodes[i].op) << "), 130 outputs";
+  placed = placement(**model, backends, p);
+  ASSERT_TRUE(placed.is_ok()) << placed.message();
+  for (const Placed& n : *placed) {
+    EXPECT_EQ(n.backend, logits_past && n.name == "logits" ? 1 : 0) << n.node << ", 130 outputs";
   }
-  graph::release_plan(*plan, backends);
 
   auto tokens = (*model)->tokenizer().encode("The capital of France is Paris",
                                              /*add_special=*/true, /*parse_special=*/false);

@@ -73,7 +73,7 @@ GpuBackend::GpuBackend(std::string name, std::shared_ptr<Device> device, const O
       device_(std::move(device)),
       weights_(*device_),
       pool_(*device_),
-      rec_(*device_),
+      rec_(*device_, options.gpu_timeout_s),
       profiling_(options.op_profile && device_->info().timestamp_period_ns > 0),
       replay_enabled_(!options.no_gpu_replay),
       map_weights_(device_->info().host_wrap_alignment > 0 && !options.weight_copy) {

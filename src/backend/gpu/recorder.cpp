@@ -103,7 +103,7 @@ Status Recorder::replay(CommandList& list, const std::string& trail) {
 }
 
 Status Recorder::wait_for(CommandList& list, const std::string& trail) {
-  const double timeout_s = device_.timeout_s();
+  const double timeout_s = timeout_s_;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeout_s));
   Result<bool> done = list.wait(deadline);

@@ -15,7 +15,8 @@
 //     dispatches. The barrier itself covers the whole buffers involved. `note` (a node's name, say)
 //     goes into the trail beside the kernel's label.
 //   - submit_and_wait() submits everything recorded since the last call as
-//     one submission and waits at most device.timeout_s() seconds; with
+//     one submission and waits at most timeout_s (device.timeout_s() unless
+//     the constructor was given one) seconds; with
 //     nothing recorded it returns at once. On timeout the error is
 //     unavailable and names the deadline, MINFER_GPU_TIMEOUT and the last 16
 //     kernels; the work keeps running on the device, which frees its
@@ -43,7 +44,11 @@ namespace minfer::gpu {
 
 class Recorder {
  public:
-  explicit Recorder(Device& device) : device_(device) {}
+  explicit Recorder(Device& device) : Recorder(device, device.timeout_s()) {}
+  // timeout_s: the deadline of each wait, where it is not the device's (a
+  // backend's own Options::gpu_timeout_s: a device shared by several
+  // backends keeps the options it was opened with).
+  Recorder(Device& device, double timeout_s) : device_(device), timeout_s_(timeout_s) {}
 
   Status dispatch(uint32_t kernel, std::span<const BufferRange> bindings,
                   std::span<const std::byte> push, Groups groups, std::string_view note = {});
@@ -100,6 +105,7 @@ class Recorder {
                                      std::span<const BufferRange> bindings) const;
 
   Device& device_;
+  double timeout_s_;
   std::unique_ptr<CommandList> list_;
   size_t pending_ = 0;
   uint64_t barriers_ = 0;
