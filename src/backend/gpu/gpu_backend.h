@@ -11,11 +11,12 @@
 //     all-or-nothing (requires_all_weights(): the all-weights gate).
 //   - supports_op() says yes only to nodes its kernels run on this device
 //     (the weight type's variant exists, the shapes are whole blocks, the
-//     cache types are readable, the output fits one binding); execute_node() only records (through one
-//     gpu::Recorder) and synchronize() submits the split once and waits with
-//     the MINFER_GPU_TIMEOUT deadline. An index a kernel found outside its
-//     table (a token id, a cache row, a position) is reported by the error
-//     words after that wait as an error naming what and the kernel trail.
+//     cache types are readable, the output fits one binding);
+//     execute_node() only records (through one gpu::Recorder) and
+//     synchronize() submits the split once and waits with the
+//     MINFER_GPU_TIMEOUT deadline. An index a kernel found outside its table
+//     (a token id, a cache row, a position) is reported by the error words
+//     after that wait as an error naming what and the kernel trail.
 //   - Buffers come from a gpu::BufferPool (alloc_fresh space is held until
 //     the split's wait), weights from the registry; read_host / write_host
 //     first finish any recorded work.
