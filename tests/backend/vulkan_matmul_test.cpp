@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -396,20 +397,32 @@ INSTANTIATE_TEST_SUITE_P(VulkanTypes, VulkanMatmul, ::testing::ValuesIn(kWeightT
                            return std::string(quant::type_name(info.param));
                          });
 
+// A matmul with a bias and a residual: random weights of `type` (seed),
+// activations, bias row and residual, on the host and uploaded.
+struct EpilogueCase {
+  EpilogueCase(gpu::Device& d, TensorType type, int64_t rows, int64_t in_dim, int64_t tokens,
+               uint32_t seed)
+      : w(encode_weights(type, rows, in_dim, seed)),
+        x(random_floats(in_dim * tokens, seed + 1, 0.05f)),
+        bias(random_floats(rows, seed + 2)),
+        res(random_floats(rows * tokens, seed + 3)),
+        gw(upload(d, std::as_bytes(std::span(w.bytes)))),
+        gx(upload_floats(d, x)),
+        gb(upload_floats(d, bias)),
+        gr(upload_floats(d, res)) {}
+  Weights w;
+  std::vector<float> x, bias, res;
+  std::unique_ptr<gpu::Buffer> gw, gx, gb, gr;
+};
+
 // The epilogue (bias row, then residual) gives the bits of the plain matmul
 // followed by the two element-wise adds, in place or into a separate y.
 TEST(VulkanMatmulTypes, BiasAndResidualEqualSeparateAdds) {
   MINFER_SKIP_WITHOUT_VULKAN();
   gpu::Device& d = device();
   const int64_t rows = 67, in_dim = 896, tokens = 5;
-  const Weights w = encode_weights(TensorType::Q4_0, rows, in_dim, 21);
-  const auto x = random_floats(in_dim * tokens, 22, 0.05f);
-  const auto bias = random_floats(rows, 23);
-  const auto res = random_floats(rows * tokens, 24);
-  auto gw = upload(d, std::as_bytes(std::span(w.bytes)));
-  auto gx = upload_floats(d, x);
-  auto gb = upload_floats(d, bias);
-  auto gr = upload_floats(d, res);
+  const EpilogueCase c(d, TensorType::Q4_0, rows, in_dim, tokens, 21);
+  const auto& [w, x, bias, res, gw, gx, gb, gr] = c;
   auto plain = zeros(d, rows * tokens * 4);
   auto fused = zeros(d, rows * tokens * 4);
   auto in_place = upload_floats(d, res);  // y is the residual itself
@@ -458,15 +471,9 @@ TEST(VulkanMatmulTypes, RangesOfRowsWriteTheirColumnsOfAWiderOutput) {
   MINFER_SKIP_WITHOUT_VULKAN();
   gpu::Device& d = device();
   const int64_t rows = 100, r0 = 64, in_dim = 896, tokens = 5;  // r0 * 4 bytes: 256
-  const Weights w = encode_weights(TensorType::Q8_0, rows, in_dim, 31);
+  const EpilogueCase c(d, TensorType::Q8_0, rows, in_dim, tokens, 31);
+  const auto& [w, x, bias, res, gw, gx, gb, gr] = c;
   const uint64_t rb = quant::row_bytes(TensorType::Q8_0, in_dim).value();
-  const auto x = random_floats(in_dim * tokens, 32, 0.05f);
-  const auto bias = random_floats(rows, 33);
-  const auto res = random_floats(rows * tokens, 34);
-  auto gw = upload(d, std::as_bytes(std::span(w.bytes)));
-  auto gx = upload_floats(d, x);
-  auto gb = upload_floats(d, bias);
-  auto gr = upload_floats(d, res);
   auto whole_y = zeros(d, rows * tokens * 4);
   auto halves = zeros(d, rows * tokens * 4);
   const std::vector<float> sentinel(rows * tokens, -7.0f);
