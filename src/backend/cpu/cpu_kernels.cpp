@@ -9,6 +9,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/quantize_acts.h"
+#include "graph/node_status.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/reference.h"
@@ -20,16 +21,8 @@ using graph::DType;
 using graph::Node;
 using graph::Op;
 
-Status fail(const Node& n, const std::string& what) {
-  return Status::internal("node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what);
-}
-
-template <typename M>
-Result<const M*> meta(const Node& n) {
-  const M* m = std::get_if<M>(&n.meta);
-  if (m == nullptr) return fail(n, "missing metadata");
-  return m;
-}
+using graph::node_error;
+using graph::node_meta;
 
 const float* f32(const void* p) {
   return static_cast<const float*>(p);
@@ -90,13 +83,13 @@ Result<const PackedWeight*> CpuBackend::packed(const std::string& name, const Ma
 }
 
 Status CpuBackend::run_matmul(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, meta<graph::MatMulMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, node_meta<graph::MatMulMeta>(c.node));
   const model::WeightView* w = weights_.find(m->weight);
-  if (w == nullptr) return fail(c.node, "weight '" + m->weight + "' not found");
+  if (w == nullptr) return node_error(c.node, "weight '" + m->weight + "' not found");
   const int64_t n_tokens = c.node.shape.ne[1];
   MatmulWeight mw{w->type, w->rows(), w->row_length(), w->data, 0};
   if (mw.row_len != m->in_dim || mw.rows != m->out_dim) {
-    return fail(c.node, "weight '" + m->weight + "' shape differs from the node's metadata");
+    return node_error(c.node, "weight '" + m->weight + "' shape differs from the node's metadata");
   }
   // The kernel must not write over its input: stage through scratch when the
   // planner gave the output the input's buffer.
@@ -110,15 +103,15 @@ Status CpuBackend::run_matmul(const Call& c) {
   const PackedWeight* pw = nullptr;
   if (!takes_vnni(mw.type, n_tokens, mode)) {
     Result<const PackedWeight*> p = packed(m->weight, mw);
-    if (!p) return fail(c.node, p.message());
+    if (!p) return node_error(c.node, p.message());
     pw = *p;
   }
   Status s = pw != nullptr ? packed_matmul(*pw, f32(c.in[0]), n_tokens, y, pool_, scratch_)
                            : matmul(mw, f32(c.in[0]), n_tokens, y, pool_, scratch_, mode);
-  if (!s) return fail(c.node, s.message());
+  if (!s) return node_error(c.node, s.message());
   if (!m->bias.empty()) {
     const model::WeightView* b = weights_.find(m->bias);
-    if (b == nullptr) return fail(c.node, "bias '" + m->bias + "' not found");
+    if (b == nullptr) return node_error(c.node, "bias '" + m->bias + "' not found");
     for (int64_t t = 0; t < n_tokens; ++t)
       add(y + t * m->out_dim, f32(b->data), m->out_dim, y + t * m->out_dim);
   }
@@ -127,7 +120,7 @@ Status CpuBackend::run_matmul(const Call& c) {
 }
 
 Status CpuBackend::run_get_rows(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::GetRowsMeta* m, meta<graph::GetRowsMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::GetRowsMeta* m, node_meta<graph::GetRowsMeta>(c.node));
   const int64_t width = c.node.shape.ne[0], n_rows = c.node.shape.ne[1];
   float* out = f32(c.out);
   if (m->weight.empty()) {  // gather rows of an activation (may be in place: rows ascend)
@@ -138,8 +131,8 @@ Status CpuBackend::run_get_rows(const Call& c) {
         static_cast<int64_t>(c.in_bytes[0] / (static_cast<size_t>(width) * sizeof(float)));
     for (int64_t r = 0; r < n_rows; ++r) {
       if (ids[r] < 0 || ids[r] >= n_in) {
-        return fail(c.node, "row " + std::to_string(ids[r]) + " outside the input's " +
-                                std::to_string(n_in) + " rows");
+        return node_error(c.node, "row " + std::to_string(ids[r]) + " outside the input's " +
+                                      std::to_string(n_in) + " rows");
       }
       std::memmove(out + r * width, x + static_cast<int64_t>(ids[r]) * width,
                    static_cast<size_t>(width) * sizeof(float));
@@ -147,12 +140,12 @@ Status CpuBackend::run_get_rows(const Call& c) {
     return Status::ok();
   }
   const model::WeightView* w = weights_.find(m->weight);
-  if (w == nullptr) return fail(c.node, "weight '" + m->weight + "' not found");
+  if (w == nullptr) return node_error(c.node, "weight '" + m->weight + "' not found");
   const auto* ids = static_cast<const int32_t*>(c.in[0]);
   for (int64_t r = 0; r < n_rows; ++r) {
     if (ids[r] < 0 || ids[r] >= w->rows()) {
-      return fail(c.node, "token id " + std::to_string(ids[r]) + " outside [0, " +
-                              std::to_string(w->rows()) + ")");
+      return node_error(c.node, "token id " + std::to_string(ids[r]) + " outside [0, " +
+                                    std::to_string(w->rows()) + ")");
     }
     const uint8_t* row = w->data + static_cast<size_t>(ids[r]) * w->row_bytes();
     MINFER_RETURN_IF_ERROR(quant::dequantize_row(w->type, row, out + r * width, width));
@@ -162,16 +155,16 @@ Status CpuBackend::run_get_rows(const Call& c) {
 }
 
 Status CpuBackend::run_rms_norm(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::RmsNormMeta* m, meta<graph::RmsNormMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::RmsNormMeta* m, node_meta<graph::RmsNormMeta>(c.node));
   const float* w = nullptr;
   if (!m->weight.empty()) {
     const model::WeightView* v = weights_.find(m->weight);
-    if (v == nullptr) return fail(c.node, "weight '" + m->weight + "' not found");
+    if (v == nullptr) return node_error(c.node, "weight '" + m->weight + "' not found");
     w = f32(v->data);
   }
   const int64_t dim = c.node.shape.ne[0], rows = c.node.shape.ne[1];
   if (m->group > 0) {
-    if (dim % m->group != 0) return fail(c.node, "row length not a multiple of the group");
+    if (dim % m->group != 0) return node_error(c.node, "row length not a multiple of the group");
     rms_norm_heads(f32(c.in[0]), w, rows, dim / m->group, m->group, m->eps, f32(c.out));
   } else {
     rms_norm(f32(c.in[0]), w, rows, dim, m->eps, f32(c.out));
@@ -180,29 +173,29 @@ Status CpuBackend::run_rms_norm(const Call& c) {
 }
 
 Status CpuBackend::run_rope(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::RopeMeta* m, meta<graph::RopeMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::RopeMeta* m, node_meta<graph::RopeMeta>(c.node));
   const float* factors = nullptr;
   if (!m->freq_factors.empty()) {
     const model::WeightView* v = weights_.find(m->freq_factors);
-    if (v == nullptr) return fail(c.node, "weight '" + m->freq_factors + "' not found");
+    if (v == nullptr) return node_error(c.node, "weight '" + m->freq_factors + "' not found");
     factors = f32(v->data);
   }
   const RopeMode mode = m->mode == graph::RopeMode::kNeox ? RopeMode::kNeox : RopeMode::kNormal;
   Status s = rope(f32(c.in[0]), c.node.shape.ne[1], m->n_heads, m->head_dim, m->n_rot,
                   static_cast<const int32_t*>(c.in[1]), m->freq_base, m->freq_scale, factors, mode,
                   f32(c.out));
-  return s ? s : fail(c.node, s.message());
+  return s ? s : node_error(c.node, s.message());
 }
 
 Status CpuBackend::run_kv_store(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::KvMeta* m, meta<graph::KvMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::KvMeta* m, node_meta<graph::KvMeta>(c.node));
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
-    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+    return node_error(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
   Result<KvType> k_type = cache_type(c.kv->k_type, m->head_dim);
-  if (!k_type) return fail(c.node, k_type.message());
+  if (!k_type) return node_error(c.node, k_type.message());
   Result<KvType> v_type = cache_type(c.kv->v_type, m->head_dim);
-  if (!v_type) return fail(c.node, v_type.message());
+  if (!v_type) return node_error(c.node, v_type.message());
   const int64_t row = m->n_head_kv * m->head_dim;
   const size_t k_row_bytes = kv_bytes(*k_type, row), v_row_bytes = kv_bytes(*v_type, row);
   const auto* pos = static_cast<const int32_t*>(c.in[2]);
@@ -213,13 +206,13 @@ Status CpuBackend::run_kv_store(const Call& c) {
   auto* vc = static_cast<uint8_t*>(c.v_cache);
   for (int64_t t = 0; t < m->n_tokens; ++t) {
     if (pos[t] < 0 || pos[t] >= n) {
-      return fail(c.node, "position " + std::to_string(pos[t]) + " outside the cache of " +
-                              std::to_string(n) + " rows");
+      return node_error(c.node, "position " + std::to_string(pos[t]) + " outside the cache of " +
+                                    std::to_string(n) + " rows");
     }
     const auto p = static_cast<size_t>(pos[t]);
     Status s = store_cache_row(*k_type, k + t * row, kc + p * k_row_bytes, row);
     if (s) s = store_cache_row(*v_type, v + t * row, vc + p * v_row_bytes, row);
-    if (!s) return fail(c.node, "position " + std::to_string(pos[t]) + ": " + s.message());
+    if (!s) return node_error(c.node, "position " + std::to_string(pos[t]) + ": " + s.message());
   }
   return Status::ok();
 }
@@ -236,14 +229,16 @@ Status CpuBackend::paged_view(const Call& c, const graph::AttentionMeta& m,
   const int64_t n_pages = c.kv->n_ctx / m.page_size;
   for (int64_t t = 0; t < shape.n_tokens; ++t) {
     if (slots[t] < 0 || slots[t] >= n_slots || pos[t] < 0 || pos[t] / m.page_size >= m.max_pages) {
-      return fail(c.node, "token " + std::to_string(t) + ": slot " + std::to_string(slots[t]) +
-                              ", position " + std::to_string(pos[t]) + " outside the page tables");
+      return node_error(c.node, "token " + std::to_string(t) + ": slot " +
+                                    std::to_string(slots[t]) + ", position " +
+                                    std::to_string(pos[t]) + " outside the page tables");
     }
     const int32_t* row = table + slots[t] * m.max_pages;
     for (int64_t p = 0; p <= pos[t] / m.page_size; ++p) {
       if (row[p] < 0 || row[p] >= n_pages) {
-        return fail(c.node, "token " + std::to_string(t) + " reads page " + std::to_string(row[p]) +
-                                " of a pool of " + std::to_string(n_pages));
+        return node_error(c.node, "token " + std::to_string(t) + " reads page " +
+                                      std::to_string(row[p]) + " of a pool of " +
+                                      std::to_string(n_pages));
       }
     }
   }
@@ -255,14 +250,14 @@ Status CpuBackend::paged_view(const Call& c, const graph::AttentionMeta& m,
 }
 
 Status CpuBackend::run_attention(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::AttentionMeta* m, meta<graph::AttentionMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::AttentionMeta* m, node_meta<graph::AttentionMeta>(c.node));
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
-    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+    return node_error(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
   Result<KvType> k_type = cache_type(c.kv->k_type, m->head_dim);
-  if (!k_type) return fail(c.node, k_type.message());
+  if (!k_type) return node_error(c.node, k_type.message());
   Result<KvType> v_type = cache_type(c.kv->v_type, m->head_dim);
-  if (!v_type) return fail(c.node, v_type.message());
+  if (!v_type) return node_error(c.node, v_type.message());
   AttentionShape shape;
   shape.n_tokens = c.node.shape.ne[1];
   const auto* pos = static_cast<const int32_t*>(c.in[2]);
@@ -271,7 +266,7 @@ Status CpuBackend::run_attention(const Call& c) {
   if (m->page_size > 0) {
     MINFER_RETURN_IF_ERROR(paged_view(c, *m, shape));
   } else if (n_kv > c.kv->n_ctx) {
-    return fail(c.node, "position past the KV cache");
+    return node_error(c.node, "position past the KV cache");
   }
   shape.n_kv = n_kv;
   shape.n_head = m->n_head;
@@ -301,10 +296,10 @@ Status CpuBackend::run_attention(const Call& c) {
   }
   shape.per_row =
       shape.n_tokens < kTiledFromQueries || (m->page_size > 0 && shape.batch_k == nullptr);
-  if (c.out == c.in[0]) return fail(c.node, "output aliases the query buffer");
+  if (c.out == c.in[0]) return node_error(c.node, "output aliases the query buffer");
   Status s = attention(f32(c.in[0]), c.k_cache, *k_type, c.v_cache, *v_type, pos, shape, f32(c.out),
                        pool_);
-  return s ? s : fail(c.node, s.message());
+  return s ? s : node_error(c.node, s.message());
 }
 
 Status CpuBackend::run_elementwise(const Call& c) {
@@ -318,7 +313,7 @@ Status CpuBackend::run_elementwise(const Call& c) {
       mul(f32(c.in[0]), f32(c.in[1]), n, y);
       break;
     case Op::kScale: {
-      MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, meta<graph::ScaleMeta>(c.node));
+      MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, node_meta<graph::ScaleMeta>(c.node));
       scale(f32(c.in[0]), n, m->scale, y);
       break;
     }
@@ -335,7 +330,7 @@ Status CpuBackend::run_elementwise(const Call& c) {
       geglu(f32(c.in[0]), f32(c.in[1]), n, y);
       break;
     default:
-      return fail(c.node, "not an elementwise op");
+      return node_error(c.node, "not an elementwise op");
   }
   return Status::ok();
 }
@@ -343,11 +338,11 @@ Status CpuBackend::run_elementwise(const Call& c) {
 // Each row's first largest element; NaN never wins, -1 when every element is
 // -inf or NaN (the greedy sampler's choice, runtime/sampler.h).
 Status CpuBackend::run_argmax(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::ArgMaxMeta* m, meta<graph::ArgMaxMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::ArgMaxMeta* m, node_meta<graph::ArgMaxMeta>(c.node));
   const int64_t rows = c.node.shape.ne[1], width = m->row_len;
   if (c.in_bytes[0] < static_cast<size_t>(rows * width) * sizeof(float)) {
-    return fail(c.node, "input holds fewer than " + std::to_string(rows) + " rows of " +
-                            std::to_string(width));
+    return node_error(c.node, "input holds fewer than " + std::to_string(rows) + " rows of " +
+                                  std::to_string(width));
   }
   const float* x = f32(c.in[0]);
   auto* out = static_cast<int32_t*>(c.out);

@@ -144,8 +144,8 @@ Status CudaBackend::launched(const Node& n, const char* kernel, cudaError_t err)
   if (recorder_.capturing()) recorder_.count_launch();
   if (err != cudaSuccess) {
     recorder_.discard(stream_.get());
-    return fail(n, std::string("launch of ") + kernel + " failed: " + cudaGetErrorName(err) + " (" +
-                       cudaGetErrorString(err) + ")");
+    return node_error(n, std::string("launch of ") + kernel + " failed: " + cudaGetErrorName(err) +
+                             " (" + cudaGetErrorString(err) + ")");
   }
   return Status::ok();
 }
@@ -259,7 +259,7 @@ Result<float*> CudaBackend::scratch(const Node& n, size_t bytes) {
     scratch_.reset();   // cudaFree waits for the device, so no kernel still uses it
     recorder_.clear();  // recordings may hold the old address
     auto b = DeviceBuffer::allocate(bytes);
-    if (!b.is_ok()) return fail(n, "scratch: " + b.message());
+    if (!b.is_ok()) return node_error(n, "scratch: " + b.message());
     scratch_ = std::move(b).value();
   }
   return static_cast<float*>(scratch_.data());
@@ -280,21 +280,21 @@ Status CudaBackend::execute_node(const Node& node, std::span<const BufferId> inp
                                  const KvPair* kv) {
   ++events_;
   if (node.op >= Op::kCount || entry(node.op).run == nullptr || !supports_op(node)) {
-    return fail(node, "not supported by the CUDA backend");
+    return node_error(node, "not supported by the CUDA backend");
   }
   Call call{node, {}, inputs.size(), nullptr, nullptr, nullptr, kv};
-  if (inputs.size() > call.in.size()) return fail(node, "too many inputs");
+  if (inputs.size() > call.in.size()) return node_error(node, "too many inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] == backend::kNoBuffer) continue;  // an input with no value (KV store)
     call.in[i] = ptr(inputs[i]);
     if (call.in[i] == nullptr) {
-      return fail(node, "input " + std::to_string(i) + " has no buffer");
+      return node_error(node, "input " + std::to_string(i) + " has no buffer");
     }
   }
   if (node.bytes() > 0) {
     call.out = ptr(out);
     if (call.out == nullptr || buffer_size(out) < node.bytes()) {
-      return fail(node, "output buffer missing or too small");
+      return node_error(node, "output buffer missing or too small");
     }
   }
   if (kv != nullptr) {

@@ -37,6 +37,7 @@
 #include "base/options.h"
 #include "base/status.h"
 #include "graph/ir.h"
+#include "graph/node_status.h"
 
 namespace minfer::cuda::detail {
 
@@ -45,16 +46,8 @@ using backend::KvPair;
 using graph::Node;
 using graph::Op;
 
-inline Status fail(const Node& n, const std::string& what) {
-  return Status::internal("node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what);
-}
-
-template <typename M>
-Result<const M*> meta(const Node& n) {
-  const M* m = std::get_if<M>(&n.meta);
-  if (m == nullptr) return fail(n, "missing metadata");
-  return m;
-}
+using graph::node_error;
+using graph::node_meta;
 
 // What one op's kernel gets: device pointers of the inputs (null for an input
 // without a value), of the output and of the layer's KV regions.

@@ -18,38 +18,40 @@ namespace {
 
 Status cache_types_status(const Node& n, const KvPair& kv, int64_t head_dim) {
   if (cache_types_ok(kv.k_type, kv.v_type, head_dim)) return Status::ok();
-  return fail(n, cache_types_problem(kv.k_type, kv.v_type, head_dim));
+  return node_error(n, cache_types_problem(kv.k_type, kv.v_type, head_dim));
 }
 
 }  // namespace
 
 Status CudaBackend::run_matmul(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, meta<graph::MatMulMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, node_meta<graph::MatMulMeta>(c.node));
   const DeviceWeight* w = weights_->find(m->weight);
-  if (w == nullptr) return fail(c.node, "weight '" + m->weight + "' not on the GPU");
+  if (w == nullptr) return node_error(c.node, "weight '" + m->weight + "' not on the GPU");
   if (w->row_len != m->in_dim || w->rows != m->out_dim || c.node.shape.ne[0] != m->out_dim) {
-    return fail(c.node, "weight '" + m->weight + "' is [" + std::to_string(w->rows) + " x " +
-                            std::to_string(w->row_len) + "], the node wants [" +
-                            std::to_string(m->out_dim) + " x " + std::to_string(m->in_dim) + "]");
+    return node_error(c.node, "weight '" + m->weight + "' is [" + std::to_string(w->rows) + " x " +
+                                  std::to_string(w->row_len) + "], the node wants [" +
+                                  std::to_string(m->out_dim) + " x " + std::to_string(m->in_dim) +
+                                  "]");
   }
   if (m->in_dim % 32 != 0) {
-    return fail(c.node, "input dim " + std::to_string(m->in_dim) + " is not a multiple of 32");
+    return node_error(c.node,
+                      "input dim " + std::to_string(m->in_dim) + " is not a multiple of 32");
   }
   const float* bias = nullptr;
   if (!m->bias.empty()) {
     const DeviceWeight* b = weights_->find(m->bias);
-    if (b == nullptr) return fail(c.node, "bias '" + m->bias + "' not on the GPU");
+    if (b == nullptr) return node_error(c.node, "bias '" + m->bias + "' not on the GPU");
     bias = reinterpret_cast<const float*>(b->data);
   }
   const int64_t n_tokens = c.node.shape.ne[1];
   const bool add = c.node.op == Op::kMatMulAdd;
   if (add && (c.n_in != 2 || c.in[1] == nullptr)) {
-    return fail(c.node, "mul_mat_add takes (x, residual)");
+    return node_error(c.node, "mul_mat_add takes (x, residual)");
   }
   if (use_mmq(w->type, w->row_len, n_tokens, m->batch_invariant)) {
     return run_mmq(c, *w, m->in_norm, bias, add ? c.f32_in(1) : nullptr, c.f32_out());
   }
-  if (m->in_norm.on) return fail(c.node, "an input norm needs the int8 tensor-core path");
+  if (m->in_norm.on) return node_error(c.node, "an input norm needs the int8 tensor-core path");
   const bool q8 = use_q8(w->type, w->row_len, n_tokens, m->batch_invariant);
   const bool aliased = c.out == c.in[0];
   // Scratch: the quantized activations of a multi-token int8 GEMV, then the
@@ -165,15 +167,15 @@ Status CudaBackend::run_mmq(const Call& c, const DeviceWeight& w, const graph::I
 }
 
 Status CudaBackend::run_get_rows(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::GetRowsMeta* m, meta<graph::GetRowsMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::GetRowsMeta* m, node_meta<graph::GetRowsMeta>(c.node));
   const int64_t width = c.node.shape.ne[0], n_rows = c.node.shape.ne[1];
   if (m->weight.empty()) {  // rows of an activation, by a host list or by an ids input
     const int32_t* rows = nullptr;
     if (m->rows.empty() && c.n_in == 2) {
       rows = c.i32_in(1);  // the ids the runtime wrote (output rows of a paged batch)
     } else if (static_cast<int64_t>(m->rows.size()) != n_rows) {
-      return fail(c.node, std::to_string(m->rows.size()) + " row indices for " +
-                              std::to_string(n_rows) + " output rows");
+      return node_error(c.node, std::to_string(m->rows.size()) + " row indices for " +
+                                    std::to_string(n_rows) + " output rows");
     } else {
       MINFER_ASSIGN_OR_RETURN(rows, row_list(m->rows));
     }
@@ -192,11 +194,11 @@ Status CudaBackend::run_get_rows(const Call& c) {
     return Status::ok();
   }
   const DeviceWeight* w = weights_->find(m->weight);
-  if (w == nullptr) return fail(c.node, "weight '" + m->weight + "' not on the GPU");
+  if (w == nullptr) return node_error(c.node, "weight '" + m->weight + "' not on the GPU");
   if (w->row_len != width || width % 32 != 0) {
-    return fail(c.node, "weight '" + m->weight + "' rows have " + std::to_string(w->row_len) +
-                            " elements, the node wants " + std::to_string(width) +
-                            " (a multiple of 32)");
+    return node_error(c.node, "weight '" + m->weight + "' rows have " + std::to_string(w->row_len) +
+                                  " elements, the node wants " + std::to_string(width) +
+                                  " (a multiple of 32)");
   }
   return launched(
       c.node, "get_rows",
@@ -205,18 +207,18 @@ Status CudaBackend::run_get_rows(const Call& c) {
 }
 
 Status CudaBackend::run_rms_norm(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::RmsNormMeta* m, meta<graph::RmsNormMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::RmsNormMeta* m, node_meta<graph::RmsNormMeta>(c.node));
   const float* w = nullptr;
   if (!m->weight.empty()) {
     const DeviceWeight* v = weights_->find(m->weight);
-    if (v == nullptr) return fail(c.node, "weight '" + m->weight + "' not on the GPU");
+    if (v == nullptr) return node_error(c.node, "weight '" + m->weight + "' not on the GPU");
     w = reinterpret_cast<const float*>(v->data);
   }
   const int64_t dim = c.node.shape.ne[0], rows = c.node.shape.ne[1];
   const int64_t group = m->group > 0 ? m->group : dim;
   if (dim % group != 0) {
-    return fail(c.node, "row length " + std::to_string(dim) + " is not a multiple of the group " +
-                            std::to_string(group));
+    return node_error(c.node, "row length " + std::to_string(dim) +
+                                  " is not a multiple of the group " + std::to_string(group));
   }
   return launched(c.node, "rms_norm",
                   launch_rms_norm(c.f32_in(0), w, rows * (dim / group), group, m->eps, c.f32_out(),
@@ -224,19 +226,19 @@ Status CudaBackend::run_rms_norm(const Call& c) {
 }
 
 Status CudaBackend::run_rope(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::RopeMeta* m, meta<graph::RopeMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::RopeMeta* m, node_meta<graph::RopeMeta>(c.node));
   const float* factors = nullptr;
   if (!m->freq_factors.empty()) {
     const DeviceWeight* v = weights_->find(m->freq_factors);
-    if (v == nullptr) return fail(c.node, "weight '" + m->freq_factors + "' not on the GPU");
+    if (v == nullptr) return node_error(c.node, "weight '" + m->freq_factors + "' not on the GPU");
     factors = reinterpret_cast<const float*>(v->data);
   }
   if (m->n_rot <= 0 || m->n_rot % 2 != 0 || m->n_rot > m->head_dim || m->head_dim % 2 != 0 ||
       m->n_heads * m->head_dim != c.node.shape.ne[0] || !(m->freq_base > 0.0f)) {
-    return fail(c.node, "rope shape: n_rot " + std::to_string(m->n_rot) + ", head_dim " +
-                            std::to_string(m->head_dim) + ", n_heads " +
-                            std::to_string(m->n_heads) + ", row " +
-                            std::to_string(c.node.shape.ne[0]));
+    return node_error(c.node, "rope shape: n_rot " + std::to_string(m->n_rot) + ", head_dim " +
+                                  std::to_string(m->head_dim) + ", n_heads " +
+                                  std::to_string(m->n_heads) + ", row " +
+                                  std::to_string(c.node.shape.ne[0]));
   }
   return launched(c.node, "rope",
                   launch_rope(c.f32_in(0), c.node.shape.ne[1], m->n_heads, m->head_dim, m->n_rot,
@@ -245,9 +247,9 @@ Status CudaBackend::run_rope(const Call& c) {
 }
 
 Status CudaBackend::run_kv_store(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::KvMeta* m, meta<graph::KvMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::KvMeta* m, node_meta<graph::KvMeta>(c.node));
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
-    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+    return node_error(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
   MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->head_dim));
   return launched(
@@ -258,19 +260,20 @@ Status CudaBackend::run_kv_store(const Call& c) {
 }
 
 Status CudaBackend::run_attention(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::AttentionMeta* m, meta<graph::AttentionMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::AttentionMeta* m, node_meta<graph::AttentionMeta>(c.node));
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
-    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+    return node_error(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
   if (!attention_head_dim_ok(m->head_dim) || m->n_head_kv <= 0 || m->n_head % m->n_head_kv != 0 ||
       m->n_head * m->head_dim != c.node.shape.ne[0]) {
-    return fail(c.node, "attention shape the kernel refuses: n_head " + std::to_string(m->n_head) +
-                            ", n_head_kv " + std::to_string(m->n_head_kv) + ", head_dim " +
-                            std::to_string(m->head_dim) + " (32, 64, 96, 128 or 256), row " +
-                            std::to_string(c.node.shape.ne[0]));
+    return node_error(c.node, "attention shape the kernel refuses: n_head " +
+                                  std::to_string(m->n_head) + ", n_head_kv " +
+                                  std::to_string(m->n_head_kv) + ", head_dim " +
+                                  std::to_string(m->head_dim) + " (32, 64, 96, 128 or 256), row " +
+                                  std::to_string(c.node.shape.ne[0]));
   }
   MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->head_dim));
-  if (c.out == c.in[0]) return fail(c.node, "output aliases the query buffer");
+  if (c.out == c.in[0]) return node_error(c.node, "output aliases the query buffer");
   AttentionArgs a;
   a.q = c.f32_in(0);
   a.k_cache = c.k_cache;
@@ -280,7 +283,7 @@ Status CudaBackend::run_attention(const Call& c) {
   const int64_t q_dim = m->n_head * m->head_dim, kv_dim = m->n_head_kv * m->head_dim;
   if (m->packed_qkv && m->page_size == 0) {  // one token's [q | k | v] row (a FusedQKV output)
     if (c.n_in != 2 || c.node.shape.ne[1] != 1) {
-      return fail(c.node, "packed q|k|v attention takes (packed, positions) for one token");
+      return node_error(c.node, "packed q|k|v attention takes (packed, positions) for one token");
     }
     a.positions = c.i32_in(1);
     a.batch_k = c.f32_in(0) + q_dim;
@@ -290,9 +293,9 @@ Status CudaBackend::run_attention(const Call& c) {
     // seq_slots, page_table) whose rows hold each token's q first.
     const size_t first = m->packed_qkv ? 1 : 2;
     if (c.n_in != first + 3 || m->max_pages <= 0 || c.kv->n_ctx % m->page_size != 0) {
-      return fail(c.node,
-                  "paged attention takes (q, store, positions, seq_slots, page_table) or "
-                  "(packed, positions, seq_slots, page_table) over a cache of whole pages");
+      return node_error(c.node,
+                        "paged attention takes (q, store, positions, seq_slots, page_table) or "
+                        "(packed, positions, seq_slots, page_table) over a cache of whole pages");
     }
     a.positions = c.i32_in(first);
     a.seq_slots = c.i32_in(first + 1);
@@ -343,7 +346,7 @@ Status CudaBackend::run_elementwise(const Call& c) {
       op = Ew::kMul;
       break;
     case Op::kScale: {
-      MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, meta<graph::ScaleMeta>(c.node));
+      MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, node_meta<graph::ScaleMeta>(c.node));
       op = Ew::kScale;
       s = m->scale;
       break;
@@ -361,11 +364,11 @@ Status CudaBackend::run_elementwise(const Call& c) {
       op = Ew::kGeGLU;
       break;
     default:
-      return fail(c.node, "not an elementwise op");
+      return node_error(c.node, "not an elementwise op");
   }
   const bool binary = op == Ew::kAdd || op == Ew::kMul || op == Ew::kSwiGLU || op == Ew::kGeGLU;
   if (c.in[0] == nullptr || (binary && (c.n_in < 2 || c.in[1] == nullptr))) {
-    return fail(c.node, "missing input");
+    return node_error(c.node, "missing input");
   }
   return launched(c.node, "elementwise",
                   launch_elementwise(op, c.f32_in(0), binary ? c.f32_in(1) : nullptr, s, n,
@@ -373,8 +376,8 @@ Status CudaBackend::run_elementwise(const Call& c) {
 }
 
 Status CudaBackend::run_argmax(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::ArgMaxMeta* m, meta<graph::ArgMaxMeta>(c.node));
-  if (c.n_in != 1 || c.in[0] == nullptr) return fail(c.node, "missing input");
+  MINFER_ASSIGN_OR_RETURN(const graph::ArgMaxMeta* m, node_meta<graph::ArgMaxMeta>(c.node));
+  if (c.n_in != 1 || c.in[0] == nullptr) return node_error(c.node, "missing input");
   const int64_t rows = c.node.shape.ne[1];
   MINFER_ASSIGN_OR_RETURN(float* part, scratch(c.node, argmax_scratch_bytes(rows, m->row_len)));
   return launched(c.node, "argmax",
@@ -444,17 +447,17 @@ Q8Input CudaBackend::q8_input(const Call& c, const graph::InputNorm& norm, int64
 }
 
 Status CudaBackend::run_fused_qkv(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::FusedQkvMeta* m, meta<graph::FusedQkvMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::FusedQkvMeta* m, node_meta<graph::FusedQkvMeta>(c.node));
   if (!fused_qkv_ok(c.node, *weights_)) {
-    return fail(c.node, "weights or shapes the fused q|k|v kernel refuses (head_dim " +
-                            std::to_string(m->rope.head_dim) + ", tokens " +
-                            std::to_string(c.node.shape.ne[1]) + ")");
+    return node_error(c.node, "weights or shapes the fused q|k|v kernel refuses (head_dim " +
+                                  std::to_string(m->rope.head_dim) + ", tokens " +
+                                  std::to_string(c.node.shape.ne[1]) + ")");
   }
   if (c.kv == nullptr || c.k_cache == nullptr || c.v_cache == nullptr) {
-    return fail(c.node, "no KV cache for layer " + std::to_string(m->kv.layer));
+    return node_error(c.node, "no KV cache for layer " + std::to_string(m->kv.layer));
   }
   MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->kv.head_dim));
-  if (c.out == c.in[0]) return fail(c.node, "output aliases the input");
+  if (c.out == c.in[0]) return node_error(c.node, "output aliases the input");
   FusedQkvArgs a;
   const std::string* names[3] = {&m->q_weight, &m->k_weight, &m->v_weight};
   const std::string* biases[3] = {&m->q_bias, &m->k_bias, &m->v_bias};
@@ -487,8 +490,8 @@ Status CudaBackend::run_fused_qkv(const Call& c) {
 // stores them.
 Status CudaBackend::run_qkv_mmq(const Call& c, const graph::FusedQkvMeta& m, FusedQkvArgs& a) {
   if (!fused_qkv_path(m, a.n_tokens)) {
-    return fail(c.node, "q|k|v weights the int8 tensor-core path refuses for " +
-                            std::to_string(a.n_tokens) + " tokens");
+    return node_error(c.node, "q|k|v weights the int8 tensor-core path refuses for " +
+                                  std::to_string(a.n_tokens) + " tokens");
   }
   const size_t q_bytes = quantized_bytes(m.in_dim, a.n_tokens);
   const int64_t width = a.rows[0] + a.rows[1] + a.rows[2];
@@ -545,12 +548,12 @@ void CudaBackend::set_qkv_post_args(const Call& c, const graph::FusedQkvMeta& m,
 }
 
 Status CudaBackend::run_fused_ffn(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::FusedFfnMeta* m, meta<graph::FusedFfnMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::FusedFfnMeta* m, node_meta<graph::FusedFfnMeta>(c.node));
   if (!fused_ffn_ok(c.node, *weights_)) {
-    return fail(c.node, "weights '" + m->gate_weight + "' / '" + m->up_weight +
-                            "' or the shape do not fit the fused FFN kernel");
+    return node_error(c.node, "weights '" + m->gate_weight + "' / '" + m->up_weight +
+                                  "' or the shape do not fit the fused FFN kernel");
   }
-  if (c.out == c.in[0]) return fail(c.node, "output aliases the input");
+  if (c.out == c.in[0]) return node_error(c.node, "output aliases the input");
   const DeviceWeight* g = weights_->find(m->gate_weight);
   const DeviceWeight* u = weights_->find(m->up_weight);
   const int64_t n_tokens = c.node.shape.ne[1];

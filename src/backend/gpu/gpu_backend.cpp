@@ -212,22 +212,22 @@ BufferRange GpuBackend::range(BufferId id) const {
 Status GpuBackend::execute_node(const Node& node, std::span<const BufferId> inputs, BufferId out,
                                 const KvPair* kv) {
   if (node.op >= Op::kCount || op_entry(node.op).run == nullptr || !supports_op(node)) {
-    return fail(node, "not supported by the " + name_ + " backend");
+    return node_error(node, "not supported by the " + name_ + " backend");
   }
   Call call{node};
   call.n_in = inputs.size();
   call.kv = kv;
-  if (inputs.size() > call.in.size()) return fail(node, "too many inputs");
+  if (inputs.size() > call.in.size()) return node_error(node, "too many inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] == backend::kNoBuffer) continue;  // an input with no value (KV store)
     call.in[i] = range(inputs[i]);
     if (call.in[i].buffer == nullptr)
-      return fail(node, "input " + std::to_string(i) + " has no buffer");
+      return node_error(node, "input " + std::to_string(i) + " has no buffer");
   }
   if (node.bytes() > 0) {
     call.out = range(out);
     if (call.out.buffer == nullptr || call.out.size < node.bytes()) {
-      return fail(node, "output buffer missing or too small");
+      return node_error(node, "output buffer missing or too small");
     }
   }
   if (kv != nullptr) {

@@ -31,6 +31,7 @@
 #include "base/options.h"
 #include "base/status.h"
 #include "graph/ir.h"
+#include "graph/node_status.h"
 #include "model/weights.h"
 #include "quant/tensor_type.h"
 
@@ -41,16 +42,8 @@ using backend::KvPair;
 using graph::Node;
 using graph::Op;
 
-inline Status fail(const Node& n, const std::string& what) {
-  return Status::internal("node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what);
-}
-
-template <typename M>
-Result<const M*> meta(const Node& n) {
-  const M* m = std::get_if<M>(&n.meta);
-  if (m == nullptr) return fail(n, "missing metadata");
-  return m;
-}
+using graph::node_error;
+using graph::node_meta;
 
 // What one op's runner gets: the bindings of the inputs (a null buffer for
 // an input without a value), of the output and of the layer's KV regions.

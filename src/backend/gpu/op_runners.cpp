@@ -59,12 +59,13 @@ Result<BufferRange> GpuBackend::row_list(const std::vector<int32_t>& rows) {
 
 Result<BufferRange> GpuBackend::weight_range(const Node& n, const std::string& name) const {
   const DeviceWeight* w = weight(name);
-  if (w == nullptr) return fail(n, "weight '" + name + "' is not on the " + name_ + " device");
+  if (w == nullptr)
+    return node_error(n, "weight '" + name + "' is not on the " + name_ + " device");
   return w->range();
 }
 
 Status GpuBackend::run_get_rows(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::GetRowsMeta* m, meta<graph::GetRowsMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::GetRowsMeta* m, node_meta<graph::GetRowsMeta>(c.node));
   const int64_t width = c.node.shape.ne[0], n_out = c.node.shape.ne[1];
   const BufferRange err = pool_.allocation(err_)->range();
   if (m->weight.empty()) {
@@ -76,13 +77,13 @@ Status GpuBackend::run_get_rows(const Call& c) {
                               1.0f, c.node.name);
   }
   const DeviceWeight* w = weight(m->weight);
-  if (w == nullptr) return fail(c.node, "weight '" + m->weight + "' is not on the device");
+  if (w == nullptr) return node_error(c.node, "weight '" + m->weight + "' is not on the device");
   MINFER_ASSIGN_OR_RETURN(uint32_t kernel, get_rows_kernel(*device_, w->type));
   int64_t n_rows = 1;
   for (size_t i = 1; i < w->shape.size(); ++i) n_rows *= w->shape[i];
   // A table past one binding: a dispatch per range of rows (rows_per_binding).
   const int64_t per = rows_per_binding(*w);
-  if (per <= 0) return fail(c.node, "weight '" + m->weight + "' has rows past one binding");
+  if (per <= 0) return node_error(c.node, "weight '" + m->weight + "' has rows past one binding");
   MINFER_ASSIGN_OR_RETURN(const uint64_t row, quant::row_bytes(w->type, width));
   for (int64_t r0 = 0; r0 < n_rows; r0 += per) {
     const int64_t rows = std::min(per, n_rows - r0);
@@ -94,7 +95,7 @@ Status GpuBackend::run_get_rows(const Call& c) {
 }
 
 Status GpuBackend::run_rms_norm(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::RmsNormMeta* m, meta<graph::RmsNormMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::RmsNormMeta* m, node_meta<graph::RmsNormMeta>(c.node));
   BufferRange w{};
   if (!m->weight.empty()) {
     MINFER_ASSIGN_OR_RETURN(w, weight_range(c.node, m->weight));
@@ -108,7 +109,7 @@ Status GpuBackend::matmul(const Node& n, const std::string& weight_name, const s
                           const BufferRange& x, const BufferRange* residual, const BufferRange& y,
                           int64_t in_dim, int64_t out_dim, int64_t n_tokens, bool invariant) {
   const DeviceWeight* w = weight(weight_name);
-  if (w == nullptr) return fail(n, "weight '" + weight_name + "' is not on the device");
+  if (w == nullptr) return node_error(n, "weight '" + weight_name + "' is not on the device");
   BufferRange b;
   if (!bias.empty()) {
     MINFER_ASSIGN_OR_RETURN(b, weight_range(n, bias));
@@ -117,7 +118,7 @@ Status GpuBackend::matmul(const Node& n, const std::string& weight_name, const s
   MINFER_ASSIGN_OR_RETURN(const uint32_t kernel, tiled ? matmul_tiled_kernel(*device_, w->type)
                                                        : matmul_kernel(*device_, w->type));
   const int64_t per = rows_per_binding(*w);
-  if (per <= 0) return fail(n, "weight '" + weight_name + "' has rows past one binding");
+  if (per <= 0) return node_error(n, "weight '" + weight_name + "' has rows past one binding");
   MINFER_ASSIGN_OR_RETURN(const uint64_t row, quant::row_bytes(w->type, in_dim));
   // Columns [r0, r0 + rows) of y (and of the residual) start r0 floats in.
   const auto from = [](const BufferRange& r, int64_t r0) {
@@ -163,10 +164,10 @@ Result<MatmulPrologue> GpuBackend::input_norm(const Node& n, const graph::InputN
 }
 
 Status GpuBackend::run_matmul(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, meta<graph::MatMulMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::MatMulMeta* m, node_meta<graph::MatMulMeta>(c.node));
   const bool add = c.node.op == Op::kMatMulAdd;
   if (add && (c.n_in != 2 || c.in[1].buffer == nullptr)) {
-    return fail(c.node, "mul_mat_add takes (x, residual)");
+    return node_error(c.node, "mul_mat_add takes (x, residual)");
   }
   return matmul(c.node, m->weight, m->bias, c.in[0], add ? &c.in[1] : nullptr, c.out, m->in_dim,
                 m->out_dim, c.node.shape.ne[1], m->batch_invariant);
@@ -183,7 +184,7 @@ Status GpuBackend::run_unary(const Call& c) {
   float s = 1.0f;
   UnaryOp op = c.node.op == Op::kSilu ? UnaryOp::kSilu : UnaryOp::kGelu;
   if (c.node.op == Op::kScale) {
-    MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, meta<graph::ScaleMeta>(c.node));
+    MINFER_ASSIGN_OR_RETURN(const graph::ScaleMeta* m, node_meta<graph::ScaleMeta>(c.node));
     op = UnaryOp::kScale;
     s = m->scale;
   }
@@ -196,7 +197,7 @@ Status GpuBackend::run_glu(const Call& c) {
 }
 
 Status GpuBackend::run_rope(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::RopeMeta* m, meta<graph::RopeMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::RopeMeta* m, node_meta<graph::RopeMeta>(c.node));
   BufferRange factors{};
   if (!m->freq_factors.empty()) {
     MINFER_ASSIGN_OR_RETURN(factors, weight_range(c.node, m->freq_factors));
@@ -213,9 +214,9 @@ Status GpuBackend::run_rope(const Call& c) {
 }
 
 Status GpuBackend::run_kv_store(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::KvMeta* m, meta<graph::KvMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::KvMeta* m, node_meta<graph::KvMeta>(c.node));
   if (c.kv == nullptr || c.k_cache.buffer == nullptr || c.v_cache.buffer == nullptr) {
-    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+    return node_error(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
   KvStoreShape shape{};
   shape.n_tokens = m->n_tokens;
@@ -229,9 +230,9 @@ Status GpuBackend::run_kv_store(const Call& c) {
 }
 
 Status GpuBackend::run_attention(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::AttentionMeta* m, meta<graph::AttentionMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::AttentionMeta* m, node_meta<graph::AttentionMeta>(c.node));
   if (c.kv == nullptr || c.k_cache.buffer == nullptr || c.v_cache.buffer == nullptr) {
-    return fail(c.node, "no KV cache for layer " + std::to_string(m->layer));
+    return node_error(c.node, "no KV cache for layer " + std::to_string(m->layer));
   }
   BufferRange q = c.in[0], positions = c.in[2];
   if (m->packed_qkv) {  // one token: its q starts the packed row
@@ -269,14 +270,14 @@ Status GpuBackend::run_attention(const Call& c) {
 }
 
 Status GpuBackend::run_argmax(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::ArgMaxMeta* m, meta<graph::ArgMaxMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::ArgMaxMeta* m, node_meta<graph::ArgMaxMeta>(c.node));
   return encode_argmax(rec_, c.in[0], c.out, c.node.shape.ne[1], m->row_len, c.node.name);
 }
 
 // act(x Wg^T) * (x Wu^T): the input normalized into scratch (with in_norm),
 // the two products into scratch, the GLU into the output.
 Status GpuBackend::run_fused_ffn(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::FusedFfnMeta* m, meta<graph::FusedFfnMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::FusedFfnMeta* m, node_meta<graph::FusedFfnMeta>(c.node));
   const int64_t n_tokens = c.node.shape.ne[1];
   const DeviceWeight* pair[] = {weight(m->gate_weight), weight(m->up_weight)};
   if (contiguous(pair) && pair[0]->type == pair[1]->type &&
@@ -317,13 +318,14 @@ Status GpuBackend::run_fused_ffn(const Call& c) {
 // RoPE in place over its q and k heads and the KV store from its k and v
 // heads, in one dispatch (rope_store).
 Status GpuBackend::run_fused_qkv(const Call& c) {
-  MINFER_ASSIGN_OR_RETURN(const graph::FusedQkvMeta* m, meta<graph::FusedQkvMeta>(c.node));
+  MINFER_ASSIGN_OR_RETURN(const graph::FusedQkvMeta* m, node_meta<graph::FusedQkvMeta>(c.node));
   if (c.kv == nullptr || c.k_cache.buffer == nullptr || c.v_cache.buffer == nullptr) {
-    return fail(c.node, "no KV cache for layer " + std::to_string(m->kv.layer));
+    return node_error(c.node, "no KV cache for layer " + std::to_string(m->kv.layer));
   }
   const DeviceWeight* wq = weight(m->q_weight);
   const DeviceWeight* wv = weight(m->v_weight);
-  if (wq == nullptr || wv == nullptr) return fail(c.node, "q/k/v weights are not on the device");
+  if (wq == nullptr || wv == nullptr)
+    return node_error(c.node, "q/k/v weights are not on the device");
   const int64_t hd = m->rope.head_dim, n_kv = m->kv.n_head_kv;
   const int64_t q_dim = m->n_head * hd, kv_dim = n_kv * hd;
   const BufferRange w{wq->buffer, wq->offset, wv->offset + wv->bytes - wq->offset};
