@@ -9,7 +9,8 @@
 // Two checks per output:
 //   - against a host emulation of the int8 path: x quantized per 32 values
 //     exactly as the kernel does (d = amax / 127, q = round-half-even(x *
-//     (127 / amax)) in f32), then sum of w * d * q in double with the
+//     (127 / amax)) in f32; amax over 256 values where the K-quants' tensor-core
+//     products take them), then sum of w * d * q in double with the
 //     reference-dequantized weights. The GPU sums in f32 with integer partial
 //     dots: |got - emulated| <= 1e-5 * sum |w * x^| + 1e-6.
 //   - against the exact f32 dot in double, within the rounding bound of the
@@ -39,28 +40,35 @@ using graph::Node;
 using graph::Op;
 using quant::TensorType;
 
-// x as the kernel quantizes it: per 32-value block, scale and dequantized values.
+// x as the kernel quantizes it: per 32-value block, scale and dequantized
+// values; the scale from the amax of each `span` values (32, or 256 where
+// the K-quants' tensor-core products read it: Q8Input::scale_per_256).
 struct Quantized {
-  std::vector<float> d;       // per block
+  std::vector<float> d;       // per 32-value block
   std::vector<double> value;  // d * q per element
 };
 
-Quantized quantize_like_gpu(const std::vector<float>& x) {
+Quantized quantize_like_gpu(const std::vector<float>& x, size_t span = 32) {
   Quantized q;
   const size_t n = x.size();
   q.d.resize(n / 32);
   q.value.resize(n);
-  for (size_t b = 0; b < n / 32; ++b) {
+  for (size_t b = 0; b < n / span; ++b) {
     float amax = 0.0f;
-    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
+    for (size_t i = 0; i < span; ++i) amax = std::max(amax, std::fabs(x[span * b + i]));
     const float d = amax / 127.0f;
     const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    q.d[b] = d;
-    for (size_t i = 0; i < 32; ++i) {
-      q.value[32 * b + i] = double(d) * std::nearbyint(x[32 * b + i] * id);
+    for (size_t i = 0; i < span; ++i) {
+      q.value[span * b + i] = double(d) * std::nearbyint(x[span * b + i] * id);
     }
+    for (size_t k = 0; k < span / 32; ++k) q.d[span / 32 * b + k] = d;
   }
   return q;
+}
+
+// The span of one activation scale where the tensor-core products take `type`.
+size_t tensor_core_span(TensorType type) {
+  return quant::type_traits(type).block_size == 256 ? 256 : 32;
 }
 
 struct Expect {
@@ -436,7 +444,7 @@ TEST(cuda_GemvQ8, TensorCoreBatchesMatchEmulationAndBound) {
         Worst worst;
         for (int64_t t = 0; t < n_tokens; ++t) {
           const std::vector<float> xt(x.begin() + t * sh.in, x.begin() + (t + 1) * sh.in);
-          const Quantized q = quantize_like_gpu(xt);
+          const Quantized q = quantize_like_gpu(xt, tensor_core_span(type));
           for (int64_t r = 0; r < sh.out; ++r) {
             worst.add((*got)[t * sh.out + r], bias[r] + double(res[t * sh.out + r]),
                       expect_row(w, sh.in, r, xt, q));
@@ -536,7 +544,7 @@ TEST(cuda_GemvQ8, TokensAreBatchInvariant) {
         double worst = 0;  // the batch's values: every token within the emulation tolerance
         for (int64_t t = 0; t < max_tokens; t += 7) {
           const std::vector<float> xt = rows_of(x, sh.in, t, 1);
-          const Quantized q = quantize_like_gpu(xt);
+          const Quantized q = quantize_like_gpu(xt, tensor_core_span(type));
           for (int64_t r = 0; r < sh.out; r += 3) {
             const Expect e = expect_row(w, sh.in, r, xt, q);
             worst = std::max(worst, std::fabs(alone[static_cast<size_t>(t)][r] - e.emulated) /

@@ -217,9 +217,11 @@ class CudaBackend final : public backend::Backend {
     bool norm = false;
     float eps = 0.0f;
     int64_t dim = 0, n_tokens = 0;
+    bool per_256 = false;  // Q8Input::scale_per_256
     bool same(const Q8Input& in, uint64_t now) const {
       return valid && event + 1 == now && x == in.x && norm_weight == in.norm_weight &&
-             norm == in.rms_norm && eps == in.eps && dim == in.in_dim && n_tokens == in.n_tokens;
+             norm == in.rms_norm && eps == in.eps && dim == in.in_dim && n_tokens == in.n_tokens &&
+             per_256 == in.scale_per_256;
     }
   } quantized_;
   uint64_t events_ = 0;

@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(kThreads) glu_quantize_q8_kernel(Q8Input in, i
     v = make_float4(act(g.x) * u.x, act(g.y) * u.y, act(g.z) * u.z, act(g.w) * u.w);
     reinterpret_cast<float4*>(in.glu_out)[row + i] = v;
   }
-  emit_q8(i, n4, v, q8_at(out + t * (in.in_dim * 3 / 2), in.in_dim));
+  emit_q8(i, n4, v, q8_at(out + t * (in.in_dim * 3 / 2), in.in_dim), in.scale_per_256);
 }
 
 // Launches a kernel of this file (kThreads per block) with PDL, over
@@ -523,7 +523,8 @@ bool quantize_q8_takes(int64_t in_dim, int64_t n_tokens) {
 
 cudaError_t launch_quantize_q8(const Q8Input& in, int8_t* out, cudaStream_t stream) {
   if (!input_ok(in) || in.quantized != nullptr || smem_bytes(in.in_dim) % 16 != 0 ||
-      (in.glu_up != nullptr && (in.rms_norm || in.glu_out == nullptr))) {
+      (in.glu_up != nullptr && (in.rms_norm || in.glu_out == nullptr)) ||
+      (in.scale_per_256 && in.in_dim % 256 != 0)) {
     return cudaErrorInvalidValue;
   }
   if (in.glu_up != nullptr) {  // a float4 a thread: (blocks of a row, token) = (grid x, grid y)

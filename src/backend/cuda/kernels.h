@@ -157,6 +157,12 @@ struct Q8Input {
   const float* glu_up = nullptr;
   float* glu_out = nullptr;
   bool glu_gelu = false;
+  // The 32-value units of each 256 values share one scale (amax over the
+  // 256; in_dim a multiple of 256): the layout stays (d per unit, the same
+  // d eight times). The K-quant tensor-core products require it, since
+  // their integer sums then span a super-block (mmq_formats.cuh); every
+  // other kernel reads either form.
+  bool scale_per_256 = false;
 };
 // Whether the int8 GEMVs take `type` with rows of in_dim elements (Q4_0,
 // Q8_0, Q4_K, Q5_K, Q6_K; K-quants need in_dim a multiple of 256).
@@ -167,7 +173,8 @@ bool has_q8_gemv(quant::TensorType type, int64_t in_dim);
 bool has_mmq(quant::TensorType type, int64_t in_dim);
 // y[t][r] = (W[r] . x[t] + bias[r]) + residual[t][r] (bias, residual
 // nullable; y may alias residual) for in.n_tokens activations of in.in_dim
-// quantized by launch_quantize_q8 (in.quantized); each token's result
+// quantized by launch_quantize_q8 (in.quantized; for Q4_K, Q5_K and Q6_K
+// with in.scale_per_256, cudaErrorInvalidValue without); each token's result
 // independent of the batch, bit for bit, for any n_tokens >= 1. Without
 // in.quantized, one token is quantized by the kernel itself from in.x (and
 // its norm: the same bytes); cudaErrorNotSupported where that kernel cannot

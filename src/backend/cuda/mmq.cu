@@ -3,14 +3,16 @@
 // batched-decode and batch-invariant path (launchers in kernels.h).
 //
 // The activations come quantized by launch_quantize_q8 (per 32 values: int8
-// q, scale d_x and the integer sum of q). A warp takes 16 weight rows and
-// 8 NJ tokens; per 32-value unit of a row one mma gives the exact integer
-// dot of the unit's weights with each token's q (two for Q6_K's 16-value
-// sub-blocks), which the format scales into f32 sums (mmq_formats.cuh has
-// the layouts and the arithmetic of each type). Every output (row, token)
-// sums its units in one fixed order: the row's blocks are cut into S
-// contiguous slices (S from the matrix shape and the SM count only), each
-// slice summed in unit order, then the slices added in order. Nothing in
+// q, scale d_x and the integer sum of q; for the K-quants one d_x per 256
+// values). A warp takes 16 weight rows and 8 NJ tokens; per 32-value unit
+// of a row one mma gives the exact integer dot of the unit's weights with
+// each token's q (two for Q6_K's 16-value sub-blocks), which the format
+// scales into f32 sums, per unit (Q4_0, Q8_0) or per block after integer
+// sums over its sub-blocks (the K-quants; mmq_formats.cuh has the layouts
+// and the arithmetic of each type). Every output (row, token) sums its
+// blocks in one fixed order: the row's blocks are cut into S contiguous
+// slices (S from the matrix shape and the SM count only), each slice
+// summed in block order, then the slices added in order. Nothing in
 // that order depends on the batch — how many tokens, which, or where a
 // token sits — so a token's outputs are bit for bit the same in any batch
 // (the engine's batch invariance), and the explicit roundings keep the
@@ -21,8 +23,8 @@
 // mma, NJ 1, 2 or 4; one grid dimension walks the batch's token groups,
 // the other the row blocks) and, per step of blocks, loads
 // its A fragments straight from the GGUF rows, its B fragments (8 bytes of
-// its token a lane) and the tokens' d_x and sums (four units a load, handed
-// round by warp shuffles) from the quantized activations, which stay in L1.
+// its token a lane) and the tokens' d_x (handed round by warp shuffles)
+// from the quantized activations, which stay in L1.
 // The slices meet in shared memory; the epilogue adds the bias, then the residual (the unfused
 // order's value). Rows and tokens past the end are clamped for loads and never written.
 // One token of any of these types takes mmq_one.cuh's kernel instead: the
@@ -110,7 +112,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NJ>)
   for (int j = 0; j < NJ; ++j) {
     tk.x[j] = a.xq + mini(tok0 + 8 * j + g, last_tok) * a.x_stride;
     tk.d[j] = reinterpret_cast<const float*>(tk.x[j] + d_off);
-    tk.sum[j] = reinterpret_cast<const int*>(tk.d[j] + a.n_units);
   }
   float acc[NJ][4];
 #pragma unroll
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NJ>)
   constexpr int kAhead = F::kAhead;
   constexpr int kStepUnits = F::kUnits * kAhead;
   static_assert(kStepUnits % 4 == 0, "a step holds whole quads of units");
-  mmq::StepScales<NJ, kStepUnits / 4, F::kSums> sc;
+  std::conditional_t<F::kUnitScales, mmq::StepScales<NJ, kStepUnits / 4>, mmq::NoStepScales<NJ>> sc;
   int64_t b = b_begin;
   // The K-quants ask L2 for the blocks F::kPrefetch steps ahead (each lane
   // one line of its two rows: the four lanes of a row cover 256 bytes).
@@ -283,13 +284,12 @@ cudaError_t launch_one(const mmq::Segments<MmqArgs>& m, const Q8Input& in, cudaS
     blocks += static_cast<unsigned>((g.rows + rows_per_block - 1) / rows_per_block);
     s.end[i] = blocks;
   }
+  const dim3 grid(blocks), block(mmq_one::kOneWarps * 32);
   if (in.quantized != nullptr) {
-    mmq_one::one_token_kernel<T, false><<<blocks, mmq_one::kOneWarps * 32, 0, stream>>>(s);
-  } else {
-    const size_t smem = q8_activation_bytes(in.in_dim);
-    mmq_one::one_token_kernel<T, true><<<blocks, mmq_one::kOneWarps * 32, smem, stream>>>(s);
+    return launch_pdl(mmq_one::one_token_kernel<T, false>, grid, block, 0, stream, s);
   }
-  return cudaGetLastError();
+  return launch_pdl(mmq_one::one_token_kernel<T, true>, grid, block, q8_activation_bytes(in.in_dim),
+                    stream, s);
 }
 
 // The segments' arguments for `type`: shape checks, slices.
@@ -299,14 +299,14 @@ cudaError_t segment_args(quant::TensorType type, const void* w, size_t row_bytes
   const int64_t in_dim = in.in_dim, n_tokens = in.n_tokens;
   const bool aligned16 = reinterpret_cast<uintptr_t>(w) % 16 == 0 && row_bytes % 16 == 0;
   const bool needs16 = type == quant::TensorType::Q4_K || type == quant::TensorType::Q5_K;
+  const bool k_quant = quant::type_traits(type).block_size == 256;
   if (!has_mmq(type, in_dim) || (in.quantized == nullptr && in.x == nullptr) || n_tokens < 1 ||
-      rows < 1 || (needs16 && !aligned16)) {
+      rows < 1 || (needs16 && !aligned16) || (k_quant && !in.scale_per_256)) {
     return cudaErrorInvalidValue;
   }
   const int64_t n_blocks = in_dim / block_values(type);
   int resident = 0;
   (void)dispatch_mmq(type, [&](auto tag) { resident = kWarps * kMinBlocks<decltype(tag)::value>; });
-  const bool k_quant = quant::type_traits(type).block_size == 256;
   a = MmqArgs{static_cast<const uint8_t*>(w),
               row_bytes,
               rows,

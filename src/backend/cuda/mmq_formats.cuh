@@ -15,25 +15,32 @@
 // Q5_K, two 16-value sub-blocks of Q6_K (lanes tig 0, 1 hold the first,
 // 2, 3 the second: one mma each, the other lanes' A words zero).
 //
-// The activations' scale d_x and sum of each (token, unit) are loaded four
-// units at a time, lane (g, tig) taking token g's unit u0 + tig (one 16-byte
-// run a token), and passed to the lanes whose C columns need them with warp
-// shuffles (StepScales).
+// The activations' scale d_x of each (token, unit) is loaded by the lanes
+// of the token's row g (Q4_0 / Q8_0: four units at a time, lane (g, tig)
+// taking unit u0 + tig, StepScales; the K-quants: the block's one d_x,
+// Tokens::dx) and passed to the lanes whose C columns need it with warp
+// shuffles.
 //
-// Scaling, per unit u and (row, token) in f32 with every rounding explicit
-// (__fmul_rn / __fmaf_rn / ...: nothing left for the compiler to contract
-// differently in one instantiation than in another), so that a token's
-// result depends on nothing but its own activation:
-//   Q4_0 / Q8_0: acc = fma(d_w * d_x, s, acc)
-//   Q4_K / Q5_K: acc = fma(d_x, fma(d * sc, s, -((dmin * m) * sum_x)), acc)   (q unsigned)
-//   Q6_K:        acc = fma(d_x, fma(d * sc_a, s_a, (d * sc_b) * s_b), acc)   (q - 32 signed)
-// where s is the mma's exact integer sum and sum_x the activation block's
-// integer sum (launch_quantize_q8 stores it beside d_x). Integers become
-// floats by exact bit arithmetic (exact_float, small_float), never by the
-// conversion instruction: it issues at 16 lanes a clock per SM on the
-// H200, an eighth of an FMA's rate, and was the kernel's busiest pipe.
-// Each format reads its blocks' bytes once per warp and tile; the loads of
-// a block are all issued before its products.
+// Scaling, in f32 with every rounding explicit (__fmul_rn / __fmaf_rn / ...:
+// nothing left for the compiler to contract differently in one
+// instantiation than in another), so that a token's result depends on
+// nothing but its own activation:
+//   Q4_0 / Q8_0, per unit:  acc = fma(d_w * d_x, s, acc)
+// where s is the mma's exact integer sum. The K-quants take activations
+// whose eight units of a super-block share one d_x (Q8Input::scale_per_256),
+// so the sub-block scales are applied to the integer sums and the f32 step
+// is paid once per block (a super-block; Q6_K: half of one), not per unit:
+//   Q4_K / Q5_K: S = sum_j sc_j s_j, M = sum_j m_j sum_x,j   (q unsigned)
+//                acc = fma(d_x, fma(d, S, -(dmin * M)), acc)
+//   Q6_K:        S = sum_j sc_j s_j over the half's 16-value sub-blocks   (q - 32 signed)
+//                acc = fma(d_x, d * S, acc)
+// where sum_x,j is the integer sum of the token's unit j, which a second
+// mma takes (A = m_j in every byte of the row), accumulating M exactly.
+// Integers become floats by exact bit arithmetic (exact_float, small_float)
+// or by one rounding of an exact fma (big_float), never by the conversion
+// instruction: it issues at 16 lanes a clock per SM on the H200, an eighth
+// of an FMA's rate. Each format reads its blocks' bytes once per warp and
+// tile; the loads of a block are all issued before its products.
 //
 // Alignment: Q4_K and Q5_K rows start 16-byte aligned (super-blocks of 144
 // and 176 bytes: every load here is aligned to its width); Q4_0, Q8_0 and
@@ -61,6 +68,12 @@ __device__ __forceinline__ uint32_t u32_2aligned(const uint8_t* p) {
 __device__ __forceinline__ float exact_float(int v) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23 = 0x4B400000
   return __fsub_rn(__int_as_float(0x4B400000 + v), kMagic);
+}
+
+// v as a float, rounded once (to nearest even, as __int2float_rn) for any
+// int: its high half's exact float times 2^16 plus its low half's, one fma.
+__device__ __forceinline__ float big_float(int v) {
+  return __fmaf_rn(exact_float(v >> 16), 65536.0f, exact_float(v & 0xffff));
 }
 
 // Byte i (0..3) of w, an unsigned value below 2^8, as a float: the byte
@@ -96,6 +109,15 @@ __device__ __forceinline__ void mma_k32(int (&c)[4], uint32_t a0, uint32_t a1, u
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// c += A B (the same fragments as mma_k32, c kept).
+__device__ __forceinline__ void mma_k32_acc(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                            uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 // The quantized activations of a warp's 8 NJ tokens (launch_quantize_q8's
 // layout per token: q [in_dim], d [units], sum [units]): the lane's token g
 // of each n-tile.
@@ -103,7 +125,6 @@ template <int NJ>
 struct Tokens {
   const int8_t* x[NJ];
   const float* d[NJ];
-  const int* sum[NJ];
   int last_unit;  // units per row - 1
 
   // The B words of unit u, n-tile j.
@@ -112,15 +133,29 @@ struct Tokens {
     b0 = v.x;
     b1 = v.y;
   }
+  // d_x of unit u for this lane's C columns 2 tig + c of n-tile j (each
+  // lane loads its own token's, the columns' owners hand them over).
+  __device__ __forceinline__ void dx(int j, int64_t u, int tig, float (&out)[2]) const {
+    const float mine = __ldg(d[j] + u);
+    out[0] = __shfl_sync(0xffffffffu, mine, (2 * tig) * 4);
+    out[1] = __shfl_sync(0xffffffffu, mine, (2 * tig + 1) * 4);
+  }
 };
 
-// d_x and sums of a step's kQuads * 4 units from u0 (clamped to the row's
-// last unit; kSums: whether the format reads the sums), as the lanes loaded
-// them; dx / sx hand column c of unit u0 + k (k < 4 kQuads) to this lane.
-template <int NJ, int kQuads, bool kSums>
+// Byte i (0..3) of w as an unsigned / a signed int.
+__device__ __forceinline__ int byte_u(uint32_t w, int i) {
+  return static_cast<int>((w >> (8 * i)) & 0xffu);
+}
+__device__ __forceinline__ int byte_s(uint32_t w, int i) {
+  return static_cast<int>(static_cast<int8_t>(w >> (8 * i)));
+}
+
+// d_x of a step's kQuads * 4 units from u0 (clamped to the row's last
+// unit), as the lanes loaded them; dx hands column c of unit u0 + k (k < 4
+// kQuads) to this lane.
+template <int NJ, int kQuads>
 struct StepScales {
   float d[NJ][kQuads];
-  float s[NJ][kQuads];
 
   __device__ __forceinline__ void load(const Tokens<NJ>& t, int64_t u0, int tig) {
 #pragma unroll
@@ -129,29 +164,28 @@ struct StepScales {
       for (int q = 0; q < kQuads; ++q) {
         const int64_t u = u0 + 4 * q + tig < t.last_unit ? u0 + 4 * q + tig : t.last_unit;
         d[j][q] = __ldg(t.d[j] + u);
-        s[j][q] = kSums ? exact_float(__ldg(t.sum[j] + u)) : 0.0f;
       }
     }
   }
-  __device__ __forceinline__ static float pick(float v, int k, int tig, int c) {
-    return __shfl_sync(0xffffffffu, v, (2 * tig + c) * 4 + (k & 3));
-  }
   __device__ __forceinline__ float dx(int j, int k, int tig, int c) const {
-    return pick(d[j][k >> 2], k, tig, c);
+    return __shfl_sync(0xffffffffu, d[j][k >> 2], (2 * tig + c) * 4 + (k & 3));
   }
-  __device__ __forceinline__ float sx(int j, int k, int tig, int c) const {
-    return pick(s[j][k >> 2], k, tig, c);
-  }
+};
+
+// What the formats that read their d_x once per block take instead (Tokens::dx).
+template <int NJ>
+struct NoStepScales {
+  __device__ __forceinline__ void load(const Tokens<NJ>&, int64_t, int) {}
 };
 
 // --- Q4_0 and Q8_0: a block is one 32-value unit -----------------------------
 // Q4_0: value l is nibble l / 16 of qs[l % 16], minus 8; Q8_0: qs[l].
 template <TensorType T>
 struct Legacy {
-  static constexpr int kUnits = 1;     // 32-value units per block
-  static constexpr int kAhead = 4;     // blocks a step (loaded before any is used)
-  static constexpr int kPrefetch = 0;  // L2 prefetch distance, in steps
-  static constexpr bool kSums = false;
+  static constexpr int kUnits = 1;           // 32-value units per block
+  static constexpr int kAhead = 4;           // blocks a step (loaded before any is used)
+  static constexpr int kPrefetch = 0;        // L2 prefetch distance, in steps
+  static constexpr bool kUnitScales = true;  // d_x per unit (StepScales)
   static constexpr int kBytes = T == TensorType::Q4_0 ? 18 : 34;
   struct Row {
     uint32_t lo, hi;
@@ -197,7 +231,7 @@ struct KQuant4 {
   static constexpr int kUnits = 8;
   static constexpr int kAhead = 1;
   static constexpr int kPrefetch = 2;
-  static constexpr bool kSums = true;
+  static constexpr bool kUnitScales = false;  // one d_x a super-block
   static constexpr int kBytes = kFifth ? 176 : 144;
   static constexpr int kQs = kFifth ? 48 : 16;
   struct Row {
@@ -239,20 +273,21 @@ struct KQuant4 {
     return v;
   }
   template <int NJ, class Sc>
-  __device__ static void add(const Row& r0, const Row& r1, int64_t b, int k0, const Tokens<NJ>& t,
-                             const Sc& sc_x, int tig, float (&acc)[NJ][4]) {
-    const __half2 dm0 = *reinterpret_cast<const __half2*>(&r0.head.x);
-    const __half2 dm1 = *reinterpret_cast<const __half2*>(&r1.head.x);
-    const float d[2] = {__low2float(dm0), __low2float(dm1)};
-    const float dmin[2] = {__high2float(dm0), __high2float(dm1)};
+  __device__ static void add(const Row& r0, const Row& r1, int64_t b, int /*k0*/,
+                             const Tokens<NJ>& t, const Sc& /*sc*/, int tig, float (&acc)[NJ][4]) {
     const Scales s0(r0.head), s1(r1.head);
+    int sum[NJ][4], mins[NJ][4];  // S and M of the header comment, exact
+#pragma unroll
+    for (int n = 0; n < NJ; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sum[n][i] = mins[n][i] = 0;
+    }
 #pragma unroll
     for (int j = 0; j < kUnits; ++j) {
-      // The rows' unit scale d * sc and minimum dmin * m, shared by every token.
-      const float dsc[2] = {__fmul_rn(d[0], small_float(s0.sc[j / 4], j % 4)),
-                            __fmul_rn(d[1], small_float(s1.sc[j / 4], j % 4))};
-      const float dm[2] = {__fmul_rn(dmin[0], small_float(s0.m[j / 4], j % 4)),
-                           __fmul_rn(dmin[1], small_float(s1.m[j / 4], j % 4))};
+      const int sc0 = byte_u(s0.sc[j / 4], j % 4), sc1 = byte_u(s1.sc[j / 4], j % 4);
+      // m_j of each row in all four bytes: the mma then gives m_j sum_x,j.
+      const uint32_t m0 = static_cast<uint32_t>(byte_u(s0.m[j / 4], j % 4)) * 0x01010101u;
+      const uint32_t m1 = static_cast<uint32_t>(byte_u(s1.m[j / 4], j % 4)) * 0x01010101u;
       const uint32_t a0 = unit_word(r0, j, 0), a1 = unit_word(r1, j, 0);
       const uint32_t a2 = unit_word(r0, j, 1), a3 = unit_word(r1, j, 1);
       const int64_t u = b * kUnits + j;
@@ -262,14 +297,27 @@ struct KQuant4 {
         t.b(n, u, tig, b0, b1);
         int c[4];
         mma_k32(c, a0, a1, a2, a3, b0, b1);
-        const float dx[2] = {sc_x.dx(n, k0 + j, tig, 0), sc_x.dx(n, k0 + j, tig, 1)};
-        const float sx[2] = {sc_x.sx(n, k0 + j, tig, 0), sc_x.sx(n, k0 + j, tig, 1)};
+        mma_k32_acc(mins[n], m0, m1, m0, m1, b0, b1);
+        sum[n][0] += sc0 * c[0];
+        sum[n][1] += sc0 * c[1];
+        sum[n][2] += sc1 * c[2];
+        sum[n][3] += sc1 * c[3];
+      }
+    }
+    const __half2 dm0 = *reinterpret_cast<const __half2*>(&r0.head.x);
+    const __half2 dm1 = *reinterpret_cast<const __half2*>(&r1.head.x);
+    const float d[2] = {__low2float(dm0), __low2float(dm1)};
+    const float dmin[2] = {__high2float(dm0), __high2float(dm1)};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int r = i >> 1, col = i & 1;
-          const float v = __fmaf_rn(dsc[r], exact_float(c[i]), -__fmul_rn(dm[r], sx[col]));
-          acc[n][i] = __fmaf_rn(dx[col], v, acc[n][i]);
-        }
+    for (int n = 0; n < NJ; ++n) {
+      float dx[2];
+      t.dx(n, b * kUnits, tig, dx);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = i >> 1;
+        const float v =
+            __fmaf_rn(d[r], big_float(sum[n][i]), -__fmul_rn(dmin[r], exact_float(mins[n][i])));
+        acc[n][i] = __fmaf_rn(dx[i & 1], v, acc[n][i]);
       }
     }
   }
@@ -284,12 +332,12 @@ struct Q6K {
   static constexpr int kUnits = 4;
   static constexpr int kAhead = 1;
   static constexpr int kPrefetch = 2;
-  static constexpr bool kSums = false;
-  static constexpr int kBytes = 105;  // a half's share of the row (prefetch distance only)
+  static constexpr bool kUnitScales = false;  // one d_x a super-block
+  static constexpr int kBytes = 105;          // a half's share of the row (prefetch distance only)
   struct Row {
     uint32_t ql[2][2];  // region t % 2: bytes 8 tig .. + 3, + 4 .. + 7
     uint32_t qh[2];
-    uint32_t sc[2];  // the half's 8 scale bytes, top bits flipped (x + 128: unsigned)
+    uint32_t sc[2];  // the half's 8 scale bytes (signed)
     float d;
   };
   __device__ static void load(const uint8_t* row, int64_t b, int tig, Row& r) {
@@ -302,8 +350,8 @@ struct Q6K {
     }
     r.qh[0] = u32_2aligned(sb + 128 + 32 * h + 8 * tig);
     r.qh[1] = u32_2aligned(sb + 128 + 32 * h + 8 * tig + 4);
-    r.sc[0] = u32_2aligned(sb + 192 + 8 * h) ^ 0x80808080u;
-    r.sc[1] = u32_2aligned(sb + 196 + 8 * h) ^ 0x80808080u;
+    r.sc[0] = u32_2aligned(sb + 192 + 8 * h);
+    r.sc[1] = u32_2aligned(sb + 196 + 8 * h);
     r.d = half_at(sb + 208);
   }
   __device__ static uint32_t unit_word(const Row& r, int t, int half) {
@@ -311,22 +359,21 @@ struct Q6K {
                        (((r.qh[half] >> (2 * t)) & 0x03030303u) << 4);
     return minus32(v);
   }
-  // d times the signed scale byte idx (0..7) of sc (top bits flipped): exact (11 by 8 bits).
-  __device__ static float scaled(const uint32_t (&sc)[2], float d, int idx) {
-    return scaled_byte(sc[idx / 4], d, idx % 4);
-  }
-  // The same for byte i (0..3) of one of those words.
-  __device__ static float scaled_byte(uint32_t w, float d, int i) {
-    return __fmul_rn(d, __fsub_rn(small_float(w, i), 128.0f));
-  }
   template <int NJ, class Sc>
-  __device__ static void add(const Row& r0, const Row& r1, int64_t b, int k0, const Tokens<NJ>& t,
-                             const Sc& sc_x, int tig, float (&acc)[NJ][4]) {
+  __device__ static void add(const Row& r0, const Row& r1, int64_t b, int /*k0*/,
+                             const Tokens<NJ>& t, const Sc& /*sc*/, int tig, float (&acc)[NJ][4]) {
     const bool first = tig < 2;  // this lane's values are in the unit's first sub-block
+    int sum[NJ][4];              // S of the header comment, exact
+#pragma unroll
+    for (int n = 0; n < NJ; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sum[n][i] = 0;
+    }
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
-      const float dsa[2] = {scaled(r0.sc, r0.d, 2 * k), scaled(r1.sc, r1.d, 2 * k)};
-      const float dsb[2] = {scaled(r0.sc, r0.d, 2 * k + 1), scaled(r1.sc, r1.d, 2 * k + 1)};
+      const int sa[2] = {byte_s(r0.sc[k / 2], 2 * (k % 2)), byte_s(r1.sc[k / 2], 2 * (k % 2))};
+      const int sb[2] = {byte_s(r0.sc[k / 2], 2 * (k % 2) + 1),
+                         byte_s(r1.sc[k / 2], 2 * (k % 2) + 1)};
       const uint32_t w[4] = {unit_word(r0, k, 0), unit_word(r1, k, 0), unit_word(r0, k, 1),
                              unit_word(r1, k, 1)};
       uint32_t wa[4], wb[4];  // the A words of the first and the second sub-block's mma
@@ -343,14 +390,18 @@ struct Q6K {
         int ca[4], cb[4];
         mma_k32(ca, wa[0], wa[1], wa[2], wa[3], b0, b1);
         mma_k32(cb, wb[0], wb[1], wb[2], wb[3], b0, b1);
-        const float dx[2] = {sc_x.dx(n, k0 + k, tig, 0), sc_x.dx(n, k0 + k, tig, 1)};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int r = i >> 1;
-          const float v =
-              __fmaf_rn(dsa[r], exact_float(ca[i]), __fmul_rn(dsb[r], exact_float(cb[i])));
-          acc[n][i] = __fmaf_rn(dx[i & 1], v, acc[n][i]);
-        }
+        for (int i = 0; i < 4; ++i) sum[n][i] += sa[i >> 1] * ca[i] + sb[i >> 1] * cb[i];
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < NJ; ++n) {
+      float dx[2];
+      t.dx(n, b * kUnits, tig, dx);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float v = __fmul_rn(i < 2 ? r0.d : r1.d, big_float(sum[n][i]));
+        acc[n][i] = __fmaf_rn(dx[i & 1], v, acc[n][i]);
       }
     }
   }

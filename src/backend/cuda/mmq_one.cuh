@@ -5,17 +5,20 @@
 // The engine's batch invariance asks that a token's outputs be the same bit
 // for bit whatever its batch, so one token must round exactly as mmq_kernel
 // rounds it in a batch of 70. That kernel's sums are fixed by the format's
-// f32 steps (mmq_formats.cuh) on each unit's exact integer dot, added in
-// unit order within each of the row's S slices, the slices then added in
-// order. Any integer arithmetic gives the same dots, and a unit's term
-// (its d_x and the f32 value it scales) does not depend on the running sum,
-// so here a group of G lanes owns one (row, slice): per step, lane j of the
-// group reads unit j's bytes (the group's loads one contiguous run of the
-// row), takes the dot with dp4a and the term's f32 steps, then every lane
-// of the group folds the step's terms into the sum in unit order
-// (shuffles, the same fma chain). G = 8 for Q4_K / Q5_K (a super-block's
-// units) and Q4_0 / Q8_0 (eight blocks), 4 for Q6_K (half a super-block's). The slices of a row
-// meet in shared memory and are added in order, then the bias and the residual.
+// f32 steps (mmq_formats.cuh) on exact integer sums, added in block order
+// within each of the row's S slices, the slices then added in order. Any
+// integer arithmetic gives the same integers, and a term (its d_x and the
+// f32 value it scales) does not depend on the running sum, so here a group
+// of G lanes owns one (row, slice): per step, lane j of the group reads
+// unit j's bytes (the group's loads one contiguous run of the row) and
+// takes its dot with dp4a. Q4_0 / Q8_0 (a block is a unit; G = 8 blocks a
+// step): each lane's term's f32 steps, then every lane of the group folds
+// the step's terms into the sum in unit order (shuffles, the same fma
+// chain). The K-quants (a step is one block: G = 8 units of a Q4_K / Q5_K
+// super-block, 4 of a Q6_K half): the group adds its lanes' scaled integer
+// sums (shuffles, exact in any order), then takes the block's one f32 term.
+// The slices of a row meet in shared memory and are added in order, then
+// the bias and the residual.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -24,12 +27,15 @@
 
 #include "backend/cuda/mmq_formats.cuh"
 #include "backend/cuda/mmq_segments.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q8_quantize.cuh"
 
 namespace minfer::cuda::mmq_one {
 
+using mmq::big_float;
+using mmq::byte_s;
+using mmq::byte_u;
 using mmq::exact_float;
-using mmq::small_float;
 
 struct OneArgs {
   const uint8_t* w;
@@ -48,10 +54,11 @@ struct OneArgs {
 };
 
 // The token's unit u (of the quantized token at xq, in global or shared
-// memory): its 32 values as 8 words, d_x and sum_x as floats.
+// memory): its 32 values as 8 words, d_x and the integer sum of its q.
 struct XUnit {
   int q[8];
-  float d, s;
+  float d;
+  int s;
 };
 
 __device__ __forceinline__ XUnit x_unit(const OneArgs& a, const int8_t* xq, int64_t u, bool sums) {
@@ -62,8 +69,20 @@ __device__ __forceinline__ XUnit x_unit(const OneArgs& a, const int8_t* xq, int6
   o.q[4] = hi.x, o.q[5] = hi.y, o.q[6] = hi.z, o.q[7] = hi.w;
   const auto* d = reinterpret_cast<const float*>(xq + 32 * a.n_units);
   o.d = d[u];
-  o.s = sums ? exact_float(reinterpret_cast<const int*>(d + a.n_units)[u]) : 0.0f;
+  o.s = sums ? reinterpret_cast<const int*>(d + a.n_units)[u] : 0;
   return o;
+}
+
+// The sum of v over the G lanes of this lane's group (G a power of two,
+// groups aligned to G lanes; only the group need be converged), on every
+// lane of the group.
+template <int G>
+__device__ __forceinline__ int group_sum(int v) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const unsigned mask = ((1u << G) - 1u) << (lane & ~(G - 1));
+#pragma unroll
+  for (int o = 1; o < G; o *= 2) v += __shfl_xor_sync(mask, v, o);
+  return v;
 }
 
 // A unit's term: acc = fma(a, b, acc) in the tensor-core kernel.
@@ -82,6 +101,7 @@ struct KQuant4 {
   using Mma = mmq::KQuant4<kFifth>;
   static constexpr int kGroup = Mma::kUnits;  // 8
   static constexpr int kStepBlocks = 1;       // blocks a step of the group
+  static constexpr int kTerms = 1;            // terms a step (the same on every lane)
   struct Bytes {                              // what lane j reads of a super-block
     uint4 head;  // d, dmin, the 12 scale bytes (the same for the group)
     uint4 q[2];  // the 32 qs bytes of sub-blocks 2 (j / 2), + 1
@@ -97,6 +117,8 @@ struct KQuant4 {
       k.h[1] = __ldg(p + 2);
     }
   }
+  // The block's one term (every lane of the group): S and M of
+  // mmq_formats.cuh summed over the group's sub-blocks.
   __device__ static Term term(const OneArgs& a, const int8_t* xq, const Bytes& k, int64_t b,
                               int j) {
     const XUnit x = x_unit(a, xq, b * kGroup + j, true);
@@ -110,12 +132,14 @@ struct KQuant4 {
       if constexpr (kFifth) w |= ((h[i] >> j) & 0x01010101u) << 4;
       c = __dp4a(static_cast<int>(w), x.q[i], c);
     }
-    const __half2 dm = *reinterpret_cast<const __half2*>(&k.head.x);
     const typename Mma::Scales s(k.head);
     const uint32_t sc = j < 4 ? s.sc[0] : s.sc[1], m = j < 4 ? s.m[0] : s.m[1];
-    const float dsc = __fmul_rn(__low2float(dm), small_float(sc, j % 4));
-    const float dmm = __fmul_rn(__high2float(dm), small_float(m, j % 4));
-    return {x.d, __fmaf_rn(dsc, exact_float(c), -__fmul_rn(dmm, x.s))};
+    const int sum = group_sum<kGroup>(byte_u(sc, j % 4) * c);
+    const int mins = group_sum<kGroup>(byte_u(m, j % 4) * x.s);
+    const __half2 dm = *reinterpret_cast<const __half2*>(&k.head.x);
+    const float v =
+        __fmaf_rn(__low2float(dm), big_float(sum), -__fmul_rn(__high2float(dm), exact_float(mins)));
+    return {x.d, v};  // every unit of the super-block has its d_x
   }
 };
 
@@ -125,10 +149,11 @@ struct KQuant4 {
 struct Q6K {
   static constexpr int kGroup = mmq::Q6K::kUnits;  // 4
   static constexpr int kStepBlocks = 1;
+  static constexpr int kTerms = 1;
   struct Bytes {
     uint32_t ql[8];  // the unit's 32 low-nibble bytes
     uint32_t qh[8];  // the half's 32 high-bit bytes
-    uint32_t sc[2];  // the half's 8 scales, top bits flipped as mmq::Q6K keeps them
+    uint32_t sc[2];  // the half's 8 scales (signed bytes)
     float d;
   };
   // 32 bytes from p (2-byte aligned) as 8 words.
@@ -147,8 +172,8 @@ struct Q6K {
     const int h = static_cast<int>(b & 1);
     run32(sb + 64 * h + 32 * (t % 2), k.ql);
     run32(sb + 128 + 32 * h, k.qh);
-    k.sc[0] = mmq::u32_2aligned(sb + 192 + 8 * h) ^ 0x80808080u;
-    k.sc[1] = mmq::u32_2aligned(sb + 196 + 8 * h) ^ 0x80808080u;
+    k.sc[0] = mmq::u32_2aligned(sb + 192 + 8 * h);
+    k.sc[1] = mmq::u32_2aligned(sb + 196 + 8 * h);
     k.d = mmq::half_at(sb + 208);
   }
   __device__ static Term term(const OneArgs& a, const int8_t* xq, const Bytes& k, int64_t b,
@@ -167,10 +192,9 @@ struct Q6K {
       }
     }
     const uint32_t sc = t < 2 ? k.sc[0] : k.sc[1];  // scales 2 t and 2 t + 1
-    const float v =
-        __fmaf_rn(mmq::Q6K::scaled_byte(sc, k.d, (2 * t) % 4), exact_float(ca),
-                  __fmul_rn(mmq::Q6K::scaled_byte(sc, k.d, (2 * t + 1) % 4), exact_float(cb)));
-    return {x.d, v};
+    const int sum =
+        group_sum<kGroup>(byte_s(sc, (2 * t) % 4) * ca + byte_s(sc, (2 * t + 1) % 4) * cb);
+    return {x.d, __fmul_rn(k.d, big_float(sum))};  // d_x: the super-block's
   }
 };
 
@@ -183,6 +207,7 @@ struct Legacy {
   static constexpr bool kQ4 = T == quant::TensorType::Q4_0;
   static constexpr int kGroup = 8;
   static constexpr int kStepBlocks = 8;
+  static constexpr int kTerms = 8;            // lane j's term is block b0 + j's
   static constexpr int kWords = kQ4 ? 4 : 8;  // qs words
   struct Bytes {
     uint32_t q[kWords];
@@ -249,7 +274,8 @@ __host__ __device__ constexpr int groups_per_block() {
 // Each segment as its own launch of the kernel would compute it. kPrologue:
 // the segments' token comes in f32 (OneArgs::in, the same for every
 // segment) and each block quantizes it into its dynamic shared memory
-// (q8_activation_bytes(in_dim)) before anything else.
+// (q8_activation_bytes(in_dim)) once its first weight loads are issued, so
+// that their latency hides behind the quantizing.
 template <quant::TensorType T, bool kPrologue>
 __global__ void __launch_bounds__(kOneWarps * 32)
     one_token_kernel(const __grid_constant__ mmq::Segments<OneArgs> segs) {
@@ -257,12 +283,6 @@ __global__ void __launch_bounds__(kOneWarps * 32)
   unsigned bx = blockIdx.x;
   const OneArgs& a = segs.pick(bx);
   const int8_t* xq = a.xq;
-  if constexpr (kPrologue) {
-    extern __shared__ int4 one_smem[];
-    auto* base = reinterpret_cast<int8_t*>(one_smem);
-    q8act::quantize_activation(a.in, q8act::q8_at(base, a.in.in_dim));  // ends in a barrier
-    xq = base;
-  }
   using F = typename OneFormatOf<T>::F;
   constexpr int G = F::kGroup;
   constexpr int kGroups = groups_per_block<T>();
@@ -280,19 +300,33 @@ __global__ void __launch_bounds__(kOneWarps * 32)
   float acc = 0.0f;
   typename F::Bytes cur;
   constexpr int kStep = F::kStepBlocks;
+  // A PDL launch (pdl.cuh): the first weights are asked for while the
+  // kernel before it finishes; nothing it wrote is read before pdl_wait.
+  pdl_launch_dependents();
   if (b_begin < b_end) F::load(w, b_begin, b_end, j, cur);
+  pdl_wait();
+  if constexpr (kPrologue) {  // the first weights are in flight meanwhile
+    extern __shared__ int4 one_smem[];
+    auto* base = reinterpret_cast<int8_t*>(one_smem);
+    q8act::quantize_activation(a.in, q8act::q8_at(base, a.in.in_dim));  // ends in a barrier
+    xq = base;
+  }
   for (int64_t b = b_begin; b < b_end; b += kStep) {
     typename F::Bytes next;
     if (b + kStep < b_end) F::load(w, b + kStep, b_end, j, next);  // in flight meanwhile
     const Term t = F::term(a, xq, cur, b, j);
-    // The step's units in order, as mmq_kernel adds them (Q4_0 / Q8_0: the
-    // slice's last step may hold fewer than G blocks).
-    const int n = kStep == 1 || b + G <= b_end ? G : static_cast<int>(b_end - b);
+    if constexpr (F::kTerms == 1) {  // the block's term, the same on every lane
+      acc = __fmaf_rn(t.a, t.b, acc);
+    } else {
+      // The step's blocks in order, as mmq_kernel adds them (the slice's
+      // last step may hold fewer than G blocks).
+      const int n = b + G <= b_end ? G : static_cast<int>(b_end - b);
 #pragma unroll
-    for (int k = 0; k < G; ++k) {
-      const int src = (lane - j) + k;
-      const float ta = __shfl_sync(mask, t.a, src), tb = __shfl_sync(mask, t.b, src);
-      if (k < n) acc = __fmaf_rn(ta, tb, acc);
+      for (int k = 0; k < F::kTerms; ++k) {
+        const int src = (lane - j) + k;
+        const float ta = __shfl_sync(mask, t.a, src), tb = __shfl_sync(mask, t.b, src);
+        if (k < n) acc = __fmaf_rn(ta, tb, acc);
+      }
     }
     cur = next;
   }

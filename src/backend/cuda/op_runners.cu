@@ -21,6 +21,11 @@ Status cache_types_status(const Node& n, const KvPair& kv, int64_t head_dim) {
   return node_error(n, cache_types_problem(kv.k_type, kv.v_type, head_dim));
 }
 
+// The K-quants' tensor-core products take one activation scale per 256 values.
+bool k_quant(quant::TensorType t) {
+  return quant::type_traits(t).block_size == 256;
+}
+
 }  // namespace
 
 Status CudaBackend::run_matmul(const Call& c) {
@@ -155,10 +160,14 @@ Status CudaBackend::run_mmq(const Call& c, const DeviceWeight& w, const graph::I
   glu.glu_up = up_rows;
   glu.glu_out = y;
   glu.glu_gelu = m->gelu;
+  // For the down projection, taken to be of the gate's family (a mismatch
+  // only costs the next node a quantizer launch: quantized_ differs).
+  glu.scale_per_256 = k_quant(w.type) && w.rows % 256 == 0;
   if (quantize_q8_takes(glu.in_dim, n_tokens)) {
     MINFER_RETURN_IF_ERROR(
         launched(c.node, "glu_quantize_q8", launch_quantize_q8(glu, quantized, stream_.get())));
-    quantized_ = {true, events_, y, nullptr, false, graph::InputNorm{}.eps, w.rows, n_tokens};
+    quantized_ = {true,     events_,          y, nullptr, false, graph::InputNorm{}.eps, w.rows,
+                  n_tokens, glu.scale_per_256};
     return Status::ok();
   }
   return launched(c.node, "glu",
@@ -413,6 +422,8 @@ Result<Q8Input> CudaBackend::q8_batch_input(const Call& c, const graph::InputNor
 
 Status CudaBackend::quantize_for_mmq(const Call& c, Q8Input& in, int8_t* quantized,
                                      std::initializer_list<MmqWeight> weights) {
+  // One scale per 256 values where a K-quant reads them (the others read either).
+  for (const MmqWeight& w : weights) in.scale_per_256 = in.scale_per_256 || k_quant(w.type);
   if (!quantized_.same(in, events_)) {
     bool itself = true;  // one token: the one-token kernel's prologue
     size_t bytes = 0;
@@ -430,7 +441,8 @@ Status CudaBackend::quantize_for_mmq(const Call& c, Q8Input& in, int8_t* quantiz
         launched(c.node, "quantize_q8", launch_quantize_q8(in, quantized, stream_.get())));
   }
   in.quantized = quantized;
-  quantized_ = {true, events_, in.x, in.norm_weight, in.rms_norm, in.eps, in.in_dim, in.n_tokens};
+  quantized_ = {true,   events_,   in.x,        in.norm_weight,  in.rms_norm,
+                in.eps, in.in_dim, in.n_tokens, in.scale_per_256};
   return Status::ok();
 }
 

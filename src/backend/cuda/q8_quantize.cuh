@@ -29,16 +29,38 @@ __device__ __forceinline__ float4 scale4(float4 v, float s) {
 // all loaded before either pass uses them (fewer dependent round trips).
 constexpr int kCached = 4;
 
+// The largest |value| of the 256 values whose float4s threads t and t ^ 32
+// hold (warps 2 m and 2 m + 1: a block's float4s i = k * kQuantThreads +
+// thread, so each 64 consecutive threads hold a 256-value super-block),
+// given each lane's amax over its 32-value unit. Called by every thread of
+// the block (a barrier); `round` alternates between consecutive calls, so
+// that a call's writes never meet the previous call's reads.
+__device__ __forceinline__ float amax_256(float amax, int64_t round) {
+  __shared__ float half[2][kQuantWarps];
+  const int warp = threadIdx.x >> 5;
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 8));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 16));
+  float* h = half[round & 1];
+  if ((threadIdx.x & 31) == 0) h[warp] = amax;
+  __syncthreads();
+  return fmaxf(h[warp], h[warp ^ 1]);
+}
+
 // Writes the int8 form of the float4 at index i of an activation (held by
 // every lane: a uniform call, the shuffles see whole warps; lanes past the
 // end, i >= n4, take part without writing): per 32 values (8 lanes) d =
 // amax / 127 and q = round(x * 127 / amax), the sums of each 8 and 32 q.
-__device__ __forceinline__ void emit_q8(int64_t i, int64_t n4, float4 v, Q8Smem xs) {
+// per_256 (uniform across the block, in_dim a multiple of 256): amax is
+// that of the value's 256-value super-block (amax_256; i / kQuantThreads
+// is the call's round), so its eight units share one d.
+__device__ __forceinline__ void emit_q8(int64_t i, int64_t n4, float4 v, Q8Smem xs,
+                                        bool per_256 = false) {
   const int lane = threadIdx.x & 31;
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+  if (per_256) amax = amax_256(amax, i / kQuantThreads);
   const float d = amax / 127.0f;
   const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
   const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id);
@@ -102,7 +124,7 @@ __device__ inline void quantize_activation(const Q8Input& in, Q8Smem xs) {
       v = scale4(v, s);
       if (w4 != nullptr) v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
     }
-    emit_q8(i, n4, v, xs);
+    emit_q8(i, n4, v, xs, in.scale_per_256);
   };
 #pragma unroll
   for (int k = 0; k < kCached; ++k) {
