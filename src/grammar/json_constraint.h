@@ -21,13 +21,21 @@
 //   that may not come next is kInvalidArgument naming the token and the byte;
 //   kResourceExhausted if the set of parse states grows past kMaxStates.
 //   After EOG has been accepted, mask() and accept() are kOutOfRange errors.
+// - Limits: a schema's size is refused when it is compiled
+//   (JsonGrammar::from_schema, json_grammar.h "Limits", kInvalidArgument on
+//   the caller's thread): one byte opens at most kMaxBranching states from
+//   one state, and no state leads past kMaxNesting. kResourceExhausted can
+//   still come mid-generation when alternatives that share a long prefix
+//   stay alive together and their own branching multiplies (a union of
+//   near-identical objects, each holding a wide union): no compile-time
+//   bound foresees which texts keep them ambiguous.
 //
 // Cost: mask() walks the vocabulary's byte trie from the current states and
 // prunes every branch where no state survives, so it visits only the tokens
 // that share a live prefix; inside a string it walks only the small trie of
 // tokens that are not plain string text (token_vocabulary.h). Measured on
 // Gemma 3's 262,144 tokens in docs/GRAMMAR.md. accept() is O(token bytes x
-// states).
+// states x log states).
 //
 // Threading: one JsonConstraint per sequence. mask() and complete() are
 // const and touch no shared mutable state (concurrent calls are safe);

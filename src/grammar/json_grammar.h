@@ -42,6 +42,35 @@
 //     $id, $comment, strict, deprecated, readOnly, writeOnly, format, and
 //     $defs/definitions (read only through $ref).
 //   * `true` / `{}` is any JSON value; `false` no value.
+//   * `enum`/`const` values nested deeper than kMaxNesting (recognizer.h) are
+//     never generated.
+//
+// Limits: every bound below is a kInvalidArgument error naming the limit
+// (and, from from_schema, the JSON pointer where it was crossed), so that a
+// request is refused on the thread that compiles it rather than failing, or
+// stalling the engine, during generation. They keep compilation linear (up to
+// log factors) in the schema's size, and the first mask() on a 262k-token
+// vocabulary well under 100 ms (docs/GRAMMAR.md, "Limits").
+//   * kMaxSchemaDepth: nested schemas the compiler may descend (properties,
+//     items, anyOf, allOf, and each `$ref` followed), so that no schema can
+//     overflow the stack; the nlohmann::json overload also refuses documents
+//     nested deeper than kMaxSchemaJsonDepth before converting them.
+//   * kMaxGrammarNodes: nodes in the compiled graph (about one per schema,
+//     property, enum value and type).
+//   * kMaxBranching: parse states one byte may open from one state — the
+//     alternatives of a union after flattening (anyOf/oneOf branches, `enum`
+//     values, `type` lists, nested unions and `$ref`s), counting an object
+//     alternative as the keys it may start with; and the keys one object may
+//     start with at a '"' (a run of optional properties up to and including
+//     the next required one, plus one for additional properties).
+//   * kMaxLiteralBytes: bytes of `enum`/`const` values and property names.
+//   * kMaxNesting (recognizer.h): a schema every value of which needs more
+//     open objects/arrays than the recognizer allows is refused; a value that
+//     would need more nesting than is left where it sits is never started.
+// What no compile-time bound foresees: alternatives that share a long
+// prefix stay alive together, and their own branching multiplies (a union of
+// near-identical objects, each holding a wide union), which can exceed
+// kMaxStates (json_constraint.h) mid-generation.
 //
 // Ownership and threading: immutable after creation; share it across threads
 // and sequences through the shared_ptr.
@@ -79,6 +108,15 @@ struct Property {
 
 inline constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 
+// The limits of the contract above.
+inline constexpr int kMaxSchemaDepth = 256;
+inline constexpr int kMaxSchemaJsonDepth = 1024;
+inline constexpr size_t kMaxGrammarNodes = 32768;
+inline constexpr size_t kMaxBranching = 1024;
+inline constexpr size_t kMaxLiteralBytes = 256 * 1024;
+// Node::min_nesting of a node no finite value satisfies.
+inline constexpr int32_t kUnsatisfiable = std::numeric_limits<int32_t>::max();
+
 struct Node {
   NodeKind kind = NodeKind::kUnion;
   std::vector<int32_t> alternatives;  // kUnion
@@ -101,6 +139,10 @@ struct Node {
   int64_t max_length = kUnbounded;
 
   std::string text;  // kLiteral
+
+  // The fewest open objects/arrays a value of this node needs, its own
+  // included (kUnsatisfiable: none); filled by from_nodes.
+  int32_t min_nesting = 0;
 
   int32_t item_node(int64_t index) const {
     if (index < static_cast<int64_t>(prefix_items.size())) return prefix_items[index];
@@ -127,8 +169,10 @@ class JsonGrammar {
   int32_t root() const { return root_; }
 
   // Builds a grammar from a graph (used by the schema compiler): flattens
-  // unions, drops what no finite value satisfies, fills next_required and
-  // sorted_names. kInvalidArgument if the root is unsatisfiable.
+  // unions, drops what no finite value within kMaxNesting satisfies, fills
+  // next_required, sorted_names and min_nesting. kInvalidArgument if the root
+  // is unsatisfiable, needs more than kMaxNesting levels, or the graph
+  // crosses kMaxGrammarNodes or kMaxBranching.
   [[nodiscard]] static Result<std::shared_ptr<const JsonGrammar>> from_nodes(
       std::vector<Node> nodes, int32_t root);
 
@@ -141,5 +185,15 @@ class JsonGrammar {
 // Appends nodes for "any JSON value" to `nodes` and returns its id (a union of
 // object, array, string, number and the three literals).
 int32_t add_any_value_nodes(std::vector<Node>& nodes);
+
+// Calls f(id) for every node `n` refers to (-1 included).
+template <typename F>
+void for_each_child(const Node& n, F&& f) {
+  for (int32_t id : n.alternatives) f(id);
+  for (const Property& p : n.properties) f(p.value);
+  if (n.kind == NodeKind::kObject) f(n.additional);
+  for (int32_t id : n.prefix_items) f(id);
+  if (n.kind == NodeKind::kArray) f(n.items);
+}
 
 }  // namespace minfer::grammar

@@ -62,10 +62,28 @@ bool number_accepting(uint8_t phase) {
   return phase == kNumZero || phase == kNumInt || phase == kNumFrac || phase == kNumExpDigits;
 }
 
+// A hash of the stack `f` tops: its fields mixed into its parent's hash, so
+// that equal stacks hash equal wherever they sit in the arena.
+uint32_t stack_hash(const Frame& f, uint32_t parent_hash) {
+  uint64_t h = parent_hash;
+  auto mix = [&h](uint64_t v) {
+    h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+  };
+  mix(static_cast<uint32_t>(f.node));
+  mix((static_cast<uint64_t>(static_cast<uint32_t>(f.a)) << 32) | static_cast<uint32_t>(f.b));
+  mix((static_cast<uint64_t>(static_cast<uint32_t>(f.c)) << 32) | f.depth);
+  mix(static_cast<uint64_t>(f.kind) | (uint64_t{f.phase} << 8) | (uint64_t{f.ws} << 16) |
+      (uint64_t{f.aux} << 24));
+  return static_cast<uint32_t>(h >> 32);
+}
+
 }  // namespace
 
 int32_t Recognizer::push(const Frame& f) {
   arena_.push_back(f);
+  Frame& top = arena_.back();
+  top.hash = stack_hash(top, top.parent >= 0 ? arena_[top.parent].hash : 0);
   return static_cast<int32_t>(arena_.size()) - 1;
 }
 
@@ -128,7 +146,11 @@ void Recognizer::enter(int32_t node_id, uint8_t byte, int32_t parent, uint16_t d
       return;
     case NodeKind::kObject:
     case NodeKind::kArray:
-      if (byte != (n.kind == NodeKind::kObject ? '{' : '[') || depth >= kMaxNesting) return;
+      // min_nesting >= 1 counts this value's own level.
+      if (byte != (n.kind == NodeKind::kObject ? '{' : '[') ||
+          depth + n.min_nesting > kMaxNesting) {
+        return;
+      }
       f.kind = n.kind == NodeKind::kObject ? FrameKind::kObject : FrameKind::kArray;
       f.phase = n.kind == NodeKind::kObject ? uint8_t{kObjAfterOpen} : uint8_t{kArrAfterOpen};
       f.depth = static_cast<uint16_t>(depth + 1);
@@ -197,12 +219,29 @@ void Recognizer::step_root(int32_t s, uint8_t byte, std::vector<int32_t>& out) {
   enter(f.node, byte, waiting, 0, out);
 }
 
+bool Recognizer::fits(int32_t node, int32_t depth) const {
+  return node >= 0 && depth + g_.node(node).min_nesting <= kMaxNesting;
+}
+
+bool Recognizer::may_continue(const Frame& f) const {
+  const Node& n = g_.node(f.node);
+  const int32_t n_props = static_cast<int32_t>(n.properties.size());
+  if (n.next_required[f.a] < n_props || fits(n.additional, f.depth)) return true;
+  for (int32_t i = f.a; i < n_props; ++i) {
+    if (fits(n.properties[i].value, f.depth)) return true;
+  }
+  return false;
+}
+
 void Recognizer::start_key(const Frame& f, std::vector<int32_t>& out) {
   const Node& n = g_.node(f.node);
   const int32_t n_props = static_cast<int32_t>(n.properties.size());
-  // Optional properties may be skipped, up to and including the next required one.
+  // Optional properties may be skipped, up to and including the next required one;
+  // one whose value needs more nesting than is left is never started (a
+  // required one always fits: the object's own min_nesting counted it).
   const int32_t last = std::min(n.next_required[f.a], n_props - 1);
   for (int32_t i = f.a; i <= last; ++i) {
+    if (!fits(n.properties[i].value, f.depth)) continue;
     Frame key = f;
     key.phase = kObjInKey;
     key.b = i;
@@ -210,7 +249,7 @@ void Recognizer::start_key(const Frame& f, std::vector<int32_t>& out) {
     key.ws = 0;
     emit(key, out);
   }
-  if (n.additional < 0) return;
+  if (!fits(n.additional, f.depth)) return;
   Frame waiting = f;
   waiting.phase = kObjInExtraKey;
   waiting.ws = 0;
@@ -258,7 +297,7 @@ void Recognizer::step_object(int32_t s, uint8_t byte, std::vector<int32_t>& out)
       return enter(value, byte, waiting, f.depth, out);
     }
     case kObjAfterValue:
-      if (byte == ',' && (f.a < n_props || n.additional >= 0)) {
+      if (byte == ',' && may_continue(f)) {
         f.phase = kObjAfterComma;
         return emit(f, out);
       }
@@ -277,7 +316,7 @@ void Recognizer::step_array(int32_t s, uint8_t byte, std::vector<int32_t>& out) 
   switch (f.phase) {
     case kArrAfterOpen:
       if (byte == ']' && n.min_items == 0) return out.push_back(finished(f.parent));
-      if (n.max_items == 0 || n.item_node(0) < 0) return;
+      if (n.max_items == 0 || !fits(n.item_node(0), f.depth)) return;
       [[fallthrough]];
     case kArrAfterComma: {
       f.phase = kArrInItem;
@@ -286,7 +325,7 @@ void Recognizer::step_array(int32_t s, uint8_t byte, std::vector<int32_t>& out) 
       return enter(item, byte, waiting, f.depth, out);
     }
     case kArrAfterItem:
-      if (byte == ',' && f.a < n.max_items && n.item_node(f.a) >= 0) {
+      if (byte == ',' && f.a < n.max_items && fits(n.item_node(f.a), f.depth)) {
         f.phase = kArrAfterComma;
         return emit(f, out);
       }
@@ -481,11 +520,40 @@ bool Recognizer::same_stack(int32_t x, int32_t y) const {
 }
 
 size_t Recognizer::dedupe(std::vector<int32_t>& out, size_t begin) const {
+  const size_t n = out.size() - begin;
+  constexpr size_t kPairwise = 16;  // below this, comparing all pairs is cheaper than sorting
   size_t kept = begin;
-  for (size_t i = begin; i < out.size(); ++i) {
-    bool seen = false;
-    for (size_t j = begin; j < kept && !seen; ++j) seen = same_stack(out[i], out[j]);
-    if (!seen) out[kept++] = out[i];
+  if (n <= kPairwise) {
+    for (size_t i = begin; i < out.size(); ++i) {
+      bool seen = false;
+      for (size_t j = begin; j < kept && !seen; ++j) seen = same_stack(out[i], out[j]);
+      if (!seen) out[kept++] = out[i];
+    }
+    return kept;
+  }
+  // Sort positions by stack hash; only equal hashes can be equal stacks.
+  std::vector<std::pair<uint32_t, uint32_t>> order(n);  // (hash, position)
+  for (size_t i = 0; i < n; ++i) {
+    order[i] = {arena_[out[begin + i]].hash, static_cast<uint32_t>(i)};
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<uint8_t> drop(n, 0);
+  for (size_t g = 0; g < n;) {
+    size_t end = g + 1;
+    while (end < n && order[end].first == order[g].first) ++end;
+    for (size_t i = g + 1; i < end; ++i) {  // each against the earlier kept ones of its group
+      const int32_t s = out[begin + order[i].second];
+      for (size_t j = g; j < i; ++j) {
+        if (!drop[order[j].second] && same_stack(s, out[begin + order[j].second])) {
+          drop[order[i].second] = 1;
+          break;
+        }
+      }
+    }
+    g = end;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!drop[i]) out[kept++] = out[begin + i];
   }
   return kept;
 }

@@ -14,7 +14,9 @@
 // kMaxIndentSpaces spaces ("\n" + 16 spaces at most). No tabs, no '\r', and
 // nothing at all after the top-level value.
 //
-// Nesting is bounded by kMaxNesting open objects/arrays. Numbers are bounded
+// Nesting is bounded by kMaxNesting open objects/arrays, and a value is
+// started only where its Node::min_nesting still fits under that bound, so
+// that no state leads to a dead end. Numbers are bounded
 // to kMaxIntegerDigits integer digits, kMaxFractionDigits fraction digits and
 // kMaxExponentDigits exponent digits, so that every number generated is a
 // finite double (nlohmann::json refuses 1e400) and digits cannot run forever.
@@ -54,9 +56,10 @@ struct Frame {
   uint8_t ws = 0;      // whitespace run so far: spaces | kWsNewline
   uint8_t aux = 0;     // strings: pending UTF-8 bytes | next byte's range << 2; \u digits
   uint16_t depth = 0;  // open objects/arrays below and including this frame
+  uint32_t hash = 0;   // of the whole stack (fields and parent's hash); set by push
 
   bool same_fields(const Frame& o) const {
-    return node == o.node && a == o.a && b == o.b && c == o.c && kind == o.kind &&
+    return hash == o.hash && node == o.node && a == o.a && b == o.b && c == o.c && kind == o.kind &&
            phase == o.phase && ws == o.ws && aux == o.aux && depth == o.depth;
   }
 };
@@ -116,8 +119,9 @@ class Recognizer {
   // Structural equality of two stacks.
   bool same_stack(int32_t x, int32_t y) const;
 
-  // Removes later duplicates from out[begin, end) (keeps the first of each);
-  // returns the new end.
+  // Removes later duplicates from out[begin, end) (keeps the first of each,
+  // in order); returns the new end. O(n log n) in the states, through the
+  // stack hashes.
   size_t dedupe(std::vector<int32_t>& out, size_t begin) const;
 
  private:
@@ -127,6 +131,10 @@ class Recognizer {
   int32_t finished(int32_t parent);
   void enter(int32_t node, uint8_t byte, int32_t parent, uint16_t depth, std::vector<int32_t>& out);
   bool take_ws(Frame& f, uint8_t byte) const;
+  // A value of `node` (-1: none) may start inside a frame of depth `depth`.
+  bool fits(int32_t node, int32_t depth) const;
+  // After a member of object frame `f`, some property or additional key fits.
+  bool may_continue(const Frame& f) const;
   void step_root(int32_t s, uint8_t byte, std::vector<int32_t>& out);
   void step_object(int32_t s, uint8_t byte, std::vector<int32_t>& out);
   void start_key(const Frame& f, std::vector<int32_t>& out);

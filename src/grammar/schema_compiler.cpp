@@ -1,9 +1,13 @@
 // JsonGrammar::from_schema: JSON Schema (the subset json_grammar.h lists) to
 // grammar nodes. Every schema object is checked keyword by keyword; a keyword
 // outside the subset is an error naming it and the schema's JSON pointer.
+// The compiler recurses once per nested schema (and per `$ref` followed);
+// depth_ bounds that recursion by kMaxSchemaDepth, and the size limits are
+// checked as nodes are added, before any work proportional to their count.
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -68,6 +72,8 @@ Result<int64_t> non_negative(const ordered_json& schema, const char* key, const 
   const ordered_json& v = schema[key];
   if (v.is_number_unsigned())
     return static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), kUnbounded));
+  // A document built in code (not parsed) holds small integers as signed.
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return v.get<int64_t>();
   if (v.is_number_float() && v.get<double>() >= 0 &&
       v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()))) {
     return static_cast<int64_t>(v.get<double>());
@@ -82,6 +88,69 @@ Node literal_node(std::string text) {
   return n;
 }
 
+// True when `v` nests more than `limit` arrays/objects; an explicit stack, so
+// that a value too deep to generate is never recursed into (nlohmann's dump,
+// copy and == recurse).
+template <typename Json>
+bool nested_deeper_than(const Json& v, int limit) {
+  std::vector<std::pair<const Json*, int>> todo = {{&v, 0}};
+  while (!todo.empty()) {
+    const auto [value, depth] = todo.back();
+    todo.pop_back();
+    if (!value->is_structured()) continue;
+    if (depth + 1 > limit) return true;
+    for (const Json& child : *value) todo.emplace_back(&child, depth + 1);
+  }
+  return false;
+}
+
+// The nodes reachable from `root`, renumbered (the new root is 0): the
+// enum filter's grammar, so that it does not copy the whole graph per enum.
+std::vector<Node> reachable(const std::vector<Node>& nodes, int32_t root) {
+  std::unordered_map<int32_t, int32_t> id;
+  std::vector<int32_t> order = {root};
+  id[root] = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    for_each_child(nodes[order[i]], [&](int32_t c) {
+      if (c >= 0 && id.emplace(c, static_cast<int32_t>(order.size())).second) order.push_back(c);
+    });
+  }
+  std::vector<Node> out;
+  out.reserve(order.size());
+  auto renumber = [&](int32_t& c) {
+    if (c >= 0) c = id.at(c);
+  };
+  for (int32_t old : order) {
+    Node n = nodes[old];
+    for (int32_t& c : n.alternatives) renumber(c);
+    for (Property& p : n.properties) renumber(p.value);
+    for (int32_t& c : n.prefix_items) renumber(c);
+    renumber(n.additional);
+    renumber(n.items);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+// kMaxBranching for the keys a '"' may start (JsonGrammar::from_nodes checks
+// it again after pruning, without the path): a run of optional properties up
+// to and including the next required one, plus an additional key.
+Status check_key_branching(const Node& n, const std::string& path) {
+  size_t run = 0;
+  size_t widest = 0;
+  for (const Property& p : n.properties) {
+    ++run;
+    widest = std::max(widest, run);
+    if (p.required) run = 0;
+  }
+  widest += n.additional >= 0 ? 1 : 0;
+  if (widest <= kMaxBranching) return Status::ok();
+  return bad("an object whose keys may start with " + std::to_string(widest) +
+                 " properties (a run of optional ones), more than kMaxBranching (" +
+                 std::to_string(kMaxBranching) + ")",
+             path);
+}
+
 class SchemaCompiler {
  public:
   explicit SchemaCompiler(const ordered_json& root) : root_(root) {}
@@ -94,6 +163,8 @@ class SchemaCompiler {
     nodes_.push_back(std::move(n));
     return static_cast<int32_t>(nodes_.size()) - 1;
   }
+  Result<int32_t> compile_checked(const ordered_json& schema, const std::string& path);
+  Status count_literal(size_t bytes, const std::string& path);
   int32_t any() {
     if (any_ < 0) any_ = add_any_value_nodes(nodes_);
     return any_;
@@ -118,9 +189,39 @@ class SchemaCompiler {
   std::vector<Node> nodes_;
   std::map<std::string, int32_t> refs_;
   int32_t any_ = -1;
+  int depth_ = 0;             // compile() calls in progress
+  size_t literal_bytes_ = 0;  // enum/const texts and property names so far
 };
 
+// compile() nests once per schema level and per `$ref` followed (a chain of
+// `$defs` is shallow JSON but a deep compile), hence the depth bound here.
 Result<int32_t> SchemaCompiler::compile(const ordered_json& schema, const std::string& path) {
+  if (depth_ >= kMaxSchemaDepth) {
+    return bad("schemas nested deeper than kMaxSchemaDepth (" + std::to_string(kMaxSchemaDepth) +
+                   ", counting properties, items, anyOf/oneOf/allOf and $ref)",
+               path);
+  }
+  if (nodes_.size() > kMaxGrammarNodes) {
+    return bad("more than kMaxGrammarNodes (" + std::to_string(kMaxGrammarNodes) +
+                   ") grammar nodes (schemas, properties, enum values, types)",
+               path);
+  }
+  ++depth_;
+  Result<int32_t> id = compile_checked(schema, path);
+  --depth_;
+  return id;
+}
+
+Status SchemaCompiler::count_literal(size_t bytes, const std::string& path) {
+  literal_bytes_ += bytes;
+  if (literal_bytes_ <= kMaxLiteralBytes) return Status::ok();
+  return bad("more than kMaxLiteralBytes (" + std::to_string(kMaxLiteralBytes) +
+                 ") bytes of enum/const values and property names",
+             path);
+}
+
+Result<int32_t> SchemaCompiler::compile_checked(const ordered_json& schema,
+                                                const std::string& path) {
   if (schema.is_boolean()) return schema.get<bool>() ? any() : add(Node{});
   if (!schema.is_object()) return bad("expected a schema (an object or a boolean)", path);
   std::vector<std::string> combining;
@@ -160,6 +261,11 @@ Result<int32_t> SchemaCompiler::compile_any_of(const ordered_json& list, const c
   if (!list.is_array() || list.empty()) {
     return bad("\"" + std::string(key) + "\" must be a non-empty array of schemas", path);
   }
+  if (list.size() > kMaxBranching) {
+    return bad("\"" + std::string(key) + "\" of " + std::to_string(list.size()) +
+                   " schemas, more than kMaxBranching (" + std::to_string(kMaxBranching) + ")",
+               path);
+  }
   std::vector<int32_t> alternatives;
   for (size_t i = 0; i < list.size(); ++i) {
     MINFER_ASSIGN_OR_RETURN(int32_t alt,
@@ -194,7 +300,9 @@ Result<int32_t> SchemaCompiler::compile_ref(const ordered_json& ref, const std::
 }
 
 // enum/const: the listed values, as literals. With sibling keywords (a
-// "type", "minLength"...), only the values those keywords accept.
+// "type", "minLength"...), only the values those keywords accept. Values
+// nested deeper than kMaxNesting could never be generated and are dropped
+// before anything recurses into them.
 Result<int32_t> SchemaCompiler::compile_values(const ordered_json& schema,
                                                const std::string& path) {
   for (const char* other : {"anyOf", "oneOf", "allOf", "$ref"}) {
@@ -203,18 +311,27 @@ Result<int32_t> SchemaCompiler::compile_values(const ordered_json& schema,
                  path);
     }
   }
-  std::vector<ordered_json> values;
-  if (schema.contains("const")) values.push_back(schema["const"]);
+  auto generable = [](const ordered_json& v) { return !nested_deeper_than(v, kMaxNesting); };
+  std::vector<const ordered_json*> values;
+  if (schema.contains("const") && generable(schema["const"])) values.push_back(&schema["const"]);
   if (schema.contains("enum")) {
     const ordered_json& list = schema["enum"];
     if (!list.is_array()) return bad("\"enum\" must be an array", path);
+    if (list.size() > kMaxBranching) {
+      return bad("\"enum\" of " + std::to_string(list.size()) +
+                     " values, more than kMaxBranching (" + std::to_string(kMaxBranching) + ")",
+                 path);
+    }
     if (schema.contains("const")) {
       // Both: the const value, if the enum lists it.
       bool listed = false;
-      for (const ordered_json& v : list) listed = listed || v == values[0];
+      for (const ordered_json& v : list)
+        listed = listed || (generable(v) && !values.empty() && v == *values[0]);
       if (!listed) values.clear();
     } else {
-      values.assign(list.begin(), list.end());
+      for (const ordered_json& v : list) {
+        if (generable(v)) values.push_back(&v);
+      }
     }
   }
   bool typed = false;
@@ -222,14 +339,16 @@ Result<int32_t> SchemaCompiler::compile_values(const ordered_json& schema,
   std::shared_ptr<const JsonGrammar> filter;
   if (typed) {
     MINFER_ASSIGN_OR_RETURN(int32_t typed_node, compile_typed(schema, path));
-    Result<std::shared_ptr<const JsonGrammar>> g = JsonGrammar::from_nodes(nodes_, typed_node);
-    if (!g.is_ok()) values.clear();  // the siblings accept nothing
+    Result<std::shared_ptr<const JsonGrammar>> g =
+        JsonGrammar::from_nodes(reachable(nodes_, typed_node), 0);
+    if (!g.is_ok()) values.clear();  // the siblings accept nothing (limits: see from_nodes)
     if (g.is_ok()) filter = *g;
   }
   std::vector<int32_t> literals;
   std::set<std::string> seen;
-  for (const ordered_json& v : values) {
-    std::string text = dump(v);
+  for (const ordered_json* v : values) {
+    std::string text = dump(*v);
+    MINFER_RETURN_IF_ERROR(count_literal(text.size(), path));
     if (filter != nullptr && !matches(*filter, filter->root(), text)) continue;
     if (seen.insert(text).second) literals.push_back(add(literal_node(std::move(text))));
   }
@@ -286,6 +405,7 @@ Result<int32_t> SchemaCompiler::compile_object(const ordered_json& schema,
                                                const std::string& path) {
   Node n;
   n.kind = NodeKind::kObject;
+  std::unordered_map<std::string, size_t> index;  // property name -> position
   if (schema.contains("properties")) {
     const ordered_json& props = schema["properties"];
     if (!props.is_object()) return bad("\"properties\" must be an object", path);
@@ -293,7 +413,9 @@ Result<int32_t> SchemaCompiler::compile_object(const ordered_json& schema,
       Property p;
       p.name = name;
       p.key_text = dump(ordered_json(name)).substr(1);
+      MINFER_RETURN_IF_ERROR(count_literal(p.key_text.size(), path));
       MINFER_ASSIGN_OR_RETURN(p.value, compile(sub, path + "/properties/" + pointer_token(name)));
+      index[name] = n.properties.size();
       n.properties.push_back(std::move(p));
     }
   }
@@ -302,14 +424,12 @@ Result<int32_t> SchemaCompiler::compile_object(const ordered_json& schema,
     if (!required.is_array()) return bad("\"required\" must be an array of strings", path);
     for (const ordered_json& r : required) {
       if (!r.is_string()) return bad("\"required\" must be an array of strings", path);
-      bool found = false;
-      for (Property& p : n.properties) {
-        if (p.name == r.get<std::string>()) p.required = found = true;
-      }
-      if (!found) {
+      auto it = index.find(r.get<std::string>());
+      if (it == index.end()) {
         return bad("required property \"" + r.get<std::string>() + "\" is not in \"properties\"",
                    path);
       }
+      n.properties[it->second].required = true;
     }
   }
   if (schema.contains("additionalProperties")) {
@@ -318,6 +438,7 @@ Result<int32_t> SchemaCompiler::compile_object(const ordered_json& schema,
   } else if (!schema.contains("properties")) {
     n.additional = any();  // a bare {"type": "object"}: any object
   }                        // else absent is false: only the declared properties are generated
+  MINFER_RETURN_IF_ERROR(check_key_branching(n, path));
   return add(std::move(n));
 }
 
@@ -377,6 +498,12 @@ Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(
 }
 
 Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(const nlohmann::json& schema) {
+  // The conversion recurses over the whole document, annotations included.
+  if (nested_deeper_than(schema, kMaxSchemaJsonDepth)) {
+    return Status::invalid_argument("schema: a document nested deeper than kMaxSchemaJsonDepth (" +
+                                    std::to_string(kMaxSchemaJsonDepth) +
+                                    ") levels, beyond kMaxSchemaDepth");
+  }
   return from_schema(nlohmann::ordered_json(schema));
 }
 

@@ -5,8 +5,12 @@
 // Contract: json_formats(tokenizer) builds the model's token vocabulary once
 // (docs/GRAMMAR.md: ~0.25 s for Gemma 3's 262,144 tokens) and returns a
 // factory. For each call it compiles the request's schema (a schema outside
-// the supported subset is an invalid-argument Status naming the keyword:
-// HTTP 400) and gives a fresh constraint; json_object means any JSON object.
+// the supported subset, or past one of the size, depth and nesting limits of
+// grammar/json_grammar.h, is an invalid-argument Status naming the keyword
+// or the limit: HTTP 400) and gives a fresh constraint; json_object means any
+// JSON object. The call runs on the caller's (HTTP handler) thread; the
+// limits keep it bounded (docs/GRAMMAR.md, "Limits") and keep a schema's
+// size from failing the request later on the engine thread.
 #pragma once
 
 #include "base/status.h"
