@@ -2,9 +2,9 @@
 # Assembles the dependency prefix that tools/cuda_test.sh takes as DEPS_PREFIX
 # for a GPU machine without minfer's Debian packages (docs/CUDA.md, "Running
 # the GPU tests"), from the packages tools/install_deps.sh put on this machine:
-# headers, static PCRE2/utf8proc/gtest, cpp-httplib with the shared libraries
-# it links (OpenSSL, Brotli, zlib), nlohmann-json's CMake package, the Qwen2
-# tokenizer for `minfer synth`, and run.sh, which points a shell there.
+# headers, static PCRE2/utf8proc/gtest, the Boost headers the HTTP transport
+# includes (Beast and Asio are header-only), nlohmann-json's CMake package,
+# the Qwen2 tokenizer for `minfer synth`, and run.sh, which points a shell there.
 #   bash tools/cuda_deps_prefix.sh [DIR]     (default: build-cudadeps)
 # The folder is git-ignored: name it in the device call's `carry`, then
 #   source DIR/run.sh; bash tools/cuda_test.sh /tmp/bc DIR
@@ -15,16 +15,17 @@ inc=/usr/include
 lib=/usr/lib/x86_64-linux-gnu
 rm -rf "$dir"
 mkdir -p "$dir/include" "$dir/lib/pkgconfig" "$dir/share/cmake"
-for h in pcre2.h utf8proc.h httplib.h zlib.h zconf.h gtest gmock nlohmann openssl brotli; do
+for h in pcre2.h utf8proc.h gtest gmock nlohmann; do
   cp -r "$inc/$h" "$dir/include/"
 done
-cp -r "$inc/x86_64-linux-gnu/openssl" "$dir/include/openssl-arch"
-cp -n "$dir/include/openssl-arch/"* "$dir/include/openssl/"
-rm -rf "$dir/include/openssl-arch"
-cp "$lib/libpcre2-8.a" "$lib/libutf8proc.a" "$lib"/libgtest*.a "$lib"/libgmock*.a "$dir/lib/"
-for l in libcpp-httplib libssl libcrypto libbrotlicommon libbrotlidec libbrotlienc libz; do
-  cp -P "$lib/$l".so* "$dir/lib/"
+# Only the Boost headers serve/http_server.cpp reaches (all of Boost is 140 MB).
+clang++ -std=c++20 -Isrc -M src/serve/http_server.cpp | tr ' \\' '\n\n' |
+  grep '^/usr/include/boost/' | sort -u | while read -r h; do
+  mkdir -p "$dir/include/$(dirname "${h#/usr/include/}")"
+  cp "$h" "$dir/include/${h#/usr/include/}"
 done
+cp "$inc/boost/version.hpp" "$dir/include/boost/"
+cp "$lib/libpcre2-8.a" "$lib/libutf8proc.a" "$lib"/libgtest*.a "$lib"/libgmock*.a "$dir/lib/"
 cp -r /usr/share/cmake/nlohmann_json "$dir/share/cmake/"
 # Static libraries are linked with -L/-l (a full path lands before the objects).
 pc() {  # name, Libs line, Cflags line, version
@@ -35,9 +36,6 @@ pc() {  # name, Libs line, Cflags line, version
 }
 pc libpcre2-8 '-L${libdir} -lpcre2-8' '-I${includedir}' "$(pkg-config --modversion libpcre2-8)"
 pc libutf8proc '-L${libdir} -lutf8proc' '-I${includedir}' "$(pkg-config --modversion libutf8proc)"
-pc cpp-httplib '-L${libdir} -lcpp-httplib' \
-  '-I${includedir} -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT' \
-  "$(pkg-config --modversion cpp-httplib)"
 cp -r ../shared/data/qwen2-tokenizer "$dir/qwen2-tokenizer"
 cat > "$dir/run.sh" <<'SH'
 # Sourced on the GPU machine: the prefix's shared libraries for the link and the run.

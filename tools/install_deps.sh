@@ -7,8 +7,8 @@ set -euo pipefail
 
 apt_packages=(cmake ninja-build clang clang-format libclang-rt-dev g++ pkg-config libgtest-dev libgmock-dev
               libbenchmark-dev libpcre2-dev libutf8proc-dev python3 python3-pip
-              # The HTTP server (minfer serve): header-only libraries.
-              libcpp-httplib-dev nlohmann-json3-dev
+              # The HTTP server (minfer serve): header-only libraries (Boost.Beast and Asio, nlohmann-json).
+              libboost-dev nlohmann-json3-dev
               # The web chat page's test: headless Chromium and its WebDriver.
               chromium chromium-driver
               # The Vulkan backend: headers and loader, the GLSL compiler and SPIR-V

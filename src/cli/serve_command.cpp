@@ -30,6 +30,13 @@ Status run(const ArgParser& p) {
   }
   MINFER_ASSIGN_OR_RETURN(int64_t timeout, p.get_int("--timeout", 600, 1, 86400));
   o.timeout_s = static_cast<int>(timeout);
+  MINFER_ASSIGN_OR_RETURN(int64_t read_timeout, p.get_int("--read-timeout", 30, 1, 86400));
+  o.read_timeout_s = static_cast<int>(read_timeout);
+  MINFER_ASSIGN_OR_RETURN(int64_t max_conn, p.get_int("--max-connections", 1024, 1, 1 << 20));
+  o.max_connections = static_cast<int>(max_conn);
+  MINFER_ASSIGN_OR_RETURN(int64_t per_client,
+                          p.get_int("--max-connections-per-client", 256, 1, 1 << 20));
+  o.max_connections_per_client = static_cast<int>(per_client);
   MINFER_ASSIGN_OR_RETURN(o.n_predict, p.get_int("--n-predict", -1, -1, kMaxContext));
   if (o.n_predict == 0) return Status::invalid_argument("--n-predict must be -1 or positive");
   MINFER_ASSIGN_OR_RETURN(o.sampling, sampler_params(p));
@@ -41,7 +48,8 @@ Status run(const ArgParser& p) {
   o.shutdown_timeout_s = static_cast<int>(grace);
   o.cors_origin = p.get_or("--cors", "");
   MINFER_ASSIGN_OR_RETURN(int64_t threads, p.get_int("--threads-http", -1, -1, 4096));
-  // Every slot and queued request holds a connection; then room for the rest.
+  // Every slot and queued request holds a worker while it runs; tokenize
+  // and detokenize the rest.
   o.http_threads =
       static_cast<int>(threads > 0 ? threads : std::min<int64_t>(slots + o.max_queue + 32, 1024));
   o.web_ui = !p.has("--no-webui");
@@ -109,10 +117,16 @@ int run_serve(std::span<const std::string_view> args) {
   p.option("-n,--n-predict", "N", "default max tokens of a completion, -1 up to the context (-1)");
   p.option("--api-key", "KEY", "require Authorization: Bearer KEY");
   p.option("-a,--alias", "NAME", "the model's id in responses (its file name)");
-  p.option("--timeout", "S", "connection read/write timeout and longest request, seconds (600)");
+  p.option("--timeout", "S",
+           "longest request, and longest write of one reply chunk, seconds (600)");
+  p.option("--read-timeout", "S", "a whole request (headers and body) must arrive within S s (30)");
+  p.option("--max-connections", "N", "open connections in all (1024)");
+  p.option("--max-connections-per-client", "N", "open connections from one address (256)");
   p.option("--chat-template-file", "FILE", "a Jinja chat template instead of the model's");
   p.option("--max-queue", "N", "sequences that may wait for a slot; past it 503 (64 x -np)");
-  p.option("--threads-http", "N", "HTTP worker threads (slots + queue + 32, at most 1024)");
+  p.option("--threads-http", "N",
+           "threads for requests being completed or tokenized; past them 503 "
+           "(slots + queue + 32, at most 1024)");
   p.option("--cors", "ORIGIN", "allow browser requests from ORIGIN (or *); off by default");
   p.option("--shutdown-timeout", "S", "on SIGTERM, seconds running requests may finish (30)");
   p.flag("--no-webui", "do not serve the web chat page at /");

@@ -1,5 +1,7 @@
 #include "runtime/chat_formatter.h"
 
+#include <algorithm>
+
 #include "base/log.h"
 
 namespace minfer::runtime {
@@ -13,6 +15,7 @@ Result<std::vector<int32_t>> encode_prompt(const tokenizer::Tokenizer& tok, std:
 ChatFormatter ChatFormatter::for_model(const model::Model& model) {
   ChatFormatter builtin;
   builtin.builtin_ = pick_chat_format(model.hparams(), model.tokenizer());
+  builtin.measure_vocabulary(model.tokenizer());
   auto source = model.file().get_string("tokenizer.chat_template");
   if (!source) return builtin;  // no template in the file: the built-in format
   auto f = with_template(model, *source);
@@ -31,7 +34,20 @@ Result<ChatFormatter> ChatFormatter::with_template(const model::Model& model,
                           from_template(source, tok.bos() >= 0 ? tok.token_text(tok.bos()) : "",
                                         tok.eos() >= 0 ? tok.token_text(tok.eos()) : ""));
   f.builtin_ = pick_chat_format(model.hparams(), tok);
+  f.measure_vocabulary(tok);
   return f;
+}
+
+void ChatFormatter::measure_vocabulary(const tokenizer::Tokenizer& tok) {
+  longest_token_ = 0;
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    longest_token_ = std::max(longest_token_, tok.token_text(id).size());
+  }
+}
+
+int64_t ChatFormatter::min_tokens(std::string_view text) const {
+  if (longest_token_ == 0) return 0;
+  return static_cast<int64_t>((text.size() + longest_token_ - 1) / longest_token_);
 }
 
 Result<ChatFormatter> ChatFormatter::from_template(std::string_view source, std::string bos_token,

@@ -45,10 +45,22 @@ class ChatFormatter {
   Result<std::string> render(const std::vector<ChatMessage>& messages,
                              bool add_generation_prompt = true) const;
 
+  // A lower bound on encode_prompt()'s token count for `text` with the
+  // model's vocabulary, from the text's length alone: no token stands for
+  // more bytes of text than the longest token's own text. True for every
+  // template and format (a message count is not: a template may drop
+  // messages, Gemma's turns fold system messages away). Lets a caller refuse
+  // a prompt that cannot fit the context without tokenizing it. 0 for a
+  // formatter made without a model (from_template()).
+  int64_t min_tokens(std::string_view text) const;
+
  private:
+  void measure_vocabulary(const tokenizer::Tokenizer& tok);
+
   ChatFormat builtin_ = ChatFormat::kPlain;
   std::optional<tmpl::Template> template_;
   std::string bos_, eos_;
+  size_t longest_token_ = 0;  // bytes of the vocabulary's longest token text
 };
 
 }  // namespace minfer::runtime

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <utility>
 
 // Reproducibility across machines needs every a*b+c below rounded twice, as
 // written; a fused multiply-add would change the last bits on some targets.
@@ -75,7 +76,7 @@ uint64_t rotl(uint64_t x, int k) {
 
 }  // namespace
 
-Sampler::Sampler(SamplerParams params) : params_(params) {
+Sampler::Sampler(SamplerParams params) : params_(std::move(params)) {
   reset();
 }
 
@@ -97,7 +98,12 @@ Result<Sampler> Sampler::create(SamplerParams p) {
     return bad("presence_penalty", p.presence_penalty, "finite (0 = off)");
   if (!std::isfinite(p.frequency_penalty))
     return bad("frequency_penalty", p.frequency_penalty, "finite (0 = off)");
-  return Sampler(p);
+  for (const LogitBias& b : p.logit_bias) {
+    if (b.id < 0) return bad("logit_bias id", b.id, "a token id (>= 0)");
+    if (std::isnan(b.bias) || b.bias == kPosInf)
+      return bad("logit_bias", b.bias, "a number or -inf (never)");
+  }
+  return Sampler(std::move(p));
 }
 
 void Sampler::reset() {
@@ -205,6 +211,16 @@ void Sampler::select_top(std::span<const float> logits, size_t k,
   }
   std::sort(cand.begin(), cand.end(), before);
   settle_infinities(cand);
+}
+
+std::span<const float> Sampler::biased(std::span<const float> logits,
+                                       std::vector<float>& buf) const {
+  if (params_.logit_bias.empty()) return logits;
+  buf.assign(logits.begin(), logits.end());
+  for (const LogitBias& b : params_.logit_bias) {
+    if (static_cast<size_t>(b.id) < buf.size()) buf[static_cast<size_t>(b.id)] += b.bias;
+  }
+  return buf;
 }
 
 Status Sampler::filter(std::span<const float> logits, std::vector<Candidate>& cand) const {
@@ -319,7 +335,7 @@ double Sampler::weigh(const std::vector<Candidate>& cand, std::vector<double>& w
 }
 
 Result<int32_t> Sampler::sample(std::span<const float> logits) {
-  MINFER_RETURN_IF_ERROR(filter(logits, scratch_));
+  MINFER_RETURN_IF_ERROR(filter(biased(logits, biased_), scratch_));
   if (scratch_.size() == 1) {
     // Greedy, or a single survivor: the draw is still consumed when sampling,
     // so the generator's position depends only on the number of calls.
@@ -343,7 +359,8 @@ Result<int32_t> Sampler::sample(std::span<const float> logits) {
 
 Result<std::vector<TokenProb>> Sampler::distribution(std::span<const float> logits) const {
   std::vector<Candidate> cand;
-  MINFER_RETURN_IF_ERROR(filter(logits, cand));
+  std::vector<float> buf;
+  MINFER_RETURN_IF_ERROR(filter(biased(logits, buf), cand));
   std::vector<double> weights;
   const double total = cand.size() == 1 ? 1.0 : weigh(cand, weights);
   if (cand.size() == 1) weights.assign(1, 1.0);

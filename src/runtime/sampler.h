@@ -2,6 +2,10 @@
 //
 // Contract: llama.cpp's parameter names and the order of its default sampler
 // chain, restricted to these stages:
+//   0. logit bias: each (id, bias) of logit_bias is added to that token's
+//      logit, in the order given (an id twice gets both); a bias of -inf bans
+//      the token; ids outside the row are ignored. Every later stage, greedy
+//      included, sees the biased logits.
 //   1. penalties: every distinct token among the last repeat_last_n accepted
 //      tokens (0 = off, -1 = the whole history since the last reset()) has
 //      its logit divided by repeat_penalty if the logit is > 0 and multiplied
@@ -56,6 +60,13 @@
 
 namespace minfer::runtime {
 
+// One entry of SamplerParams::logit_bias: a token id and what is added to its
+// logit (-inf: never drawn).
+struct LogitBias {
+  int32_t id;
+  float bias;
+};
+
 struct SamplerParams {
   float temperature = 0.8f;        // <= 0: greedy
   int top_k = 40;                  // >= 0; 0 = off
@@ -66,6 +77,8 @@ struct SamplerParams {
   float frequency_penalty = 0.0f;  // finite; 0 = off
   int repeat_last_n = 64;          // >= -1; 0 = off, -1 = whole history since reset()
   uint64_t seed = 0;               // every value is a fixed, reproducible seed
+  // Stage 0: added to the logits before anything else (OpenAI's logit_bias).
+  std::vector<LogitBias> logit_bias;
 };
 
 // One surviving token of the chain and its final probability.
@@ -84,7 +97,7 @@ class Sampler {
 
   // Validates the parameters: temperature not NaN or infinite, top_k >= 0,
   // top_p in (0, 1], min_p in [0, 1], repeat_penalty finite and > 0,
-  // repeat_last_n >= -1.
+  // repeat_last_n >= -1, every logit_bias id >= 0 and bias not NaN or +inf.
   static Result<Sampler> create(SamplerParams params);
 
   // Runs the chain over `logits` (one entry per token id) and draws a token.
@@ -106,9 +119,11 @@ class Sampler {
   const SamplerParams& params() const { return params_; }
 
   // True when sample() is the argmax of the logits, the first largest one
-  // (greedy with no repetition penalty): a caller may compute that where
-  // the logits are (graph::Op::kArgMax) and skip sample().
-  bool is_argmax() const { return params_.temperature <= 0.0f && !has_penalties(); }
+  // (greedy with no repetition penalty and no logit bias): a caller may
+  // compute that where the logits are (graph::Op::kArgMax) and skip sample().
+  bool is_argmax() const {
+    return params_.temperature <= 0.0f && !has_penalties() && params_.logit_bias.empty();
+  }
 
   // True when stage 1 changes any logit.
   bool has_penalties() const {
@@ -123,6 +138,8 @@ class Sampler {
   // Runs stages 1-4 into `cand`; with temperature <= 0, leaves only the
   // greedy token. On success `cand` is non-empty.
   Status filter(std::span<const float> logits, std::vector<Candidate>& cand) const;
+  // Stage 0: `logits` itself when there is no bias, else a biased copy in `buf`.
+  std::span<const float> biased(std::span<const float> logits, std::vector<float>& buf) const;
   std::vector<Candidate> penalized(std::span<const float> logits) const;
   void select_top(std::span<const float> logits, size_t k, std::vector<Candidate>& cand) const;
   // Stage 5: unnormalized weights exp((logit - max) / temperature) into
@@ -136,6 +153,7 @@ class Sampler {
   std::deque<int32_t> history_;
   std::vector<Candidate> scratch_;
   std::vector<double> weights_;
+  std::vector<float> biased_;  // stage 0's copy of the row
 };
 
 }  // namespace minfer::runtime

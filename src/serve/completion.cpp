@@ -1,12 +1,11 @@
 #include "serve/completion.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <vector>
 
+#include "serve/json_reply.h"
 #include "tokenizer/tokenizer.h"
 
 namespace minfer::serve {
@@ -21,22 +20,8 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 std::string sse(const json& j) {
-  return "data: " + dump(j) + "\n\n";
-}
-
-void send(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump(body), "application/json");
-}
-
-void send_error(httplib::Response& res, const Status& s) {
-  send(res, http_status(s), error_body(s));
-  if (http_status(s) == 503) res.set_header("Retry-After", "1");
+  return "data: " + dump_json(j) + "\n\n";
 }
 
 // OpenAI reports -9999 where a probability is 0 (JSON has no -inf).
@@ -220,6 +205,13 @@ Result<std::vector<int32_t>> prompt_of(const CompletionContext& ctx, const Compl
   Result<std::string> text = p.prompt;
   if (p.chat) text = ctx.formatter->render(p.messages);
   if (!text) return text.status();
+  // A text that cannot fit is refused before it is tokenized (a huge
+  // prompt would cost seconds of tokenizing for the same 400).
+  if (const int64_t least = ctx.formatter->min_tokens(*text); least >= ctx.n_ctx) {
+    return Status::out_of_range("the prompt has at least " + std::to_string(least) +
+                                " tokens and the context is " + std::to_string(ctx.n_ctx) +
+                                " (n_ctx " + std::to_string(ctx.n_ctx) + ")");
+  }
   return runtime::encode_prompt(ctx.model->tokenizer(), *text);
 }
 
@@ -286,29 +278,30 @@ json choice_json(const Completion& c, size_t i, const std::string& text, const j
   return choice;
 }
 
-void reply(Completion& c, const Header& h, bool want_logprobs, httplib::Response& res) {
+void reply(Completion& c, const Header& h, bool want_logprobs, HttpReply& out) {
   std::vector<std::string> text(c.n());
   std::vector<json> logprobs(c.n(), json::array());
   while (!c.finished()) {
-    auto deltas = c.poll(1000);
+    if (out.client_gone()) c.cancel();  // nobody waits for the answer: free the slots
+    auto deltas = c.poll(200);
     for (size_t i = 0; i < c.n(); ++i) {
       text[i] += deltas[i].text;
       for (json& e : deltas[i].logprobs) logprobs[i].push_back(std::move(e));
     }
   }
   c.record();
-  if (const Status s = c.status(); !s) return send_error(res, s);
+  if (const Status s = c.status(); !s) return send_error(out, s);
   json choices = json::array();
   for (size_t i = 0; i < c.n(); ++i) {
     choices.push_back(choice_json(c, i, text[i], logprobs[i], h.chat, want_logprobs));
   }
-  send(res, 200,
-       {{"id", h.id},
-        {"object", h.chat ? "chat.completion" : "text_completion"},
-        {"created", h.created},
-        {"model", h.model},
-        {"choices", choices},
-        {"usage", c.usage()}});
+  send_json(out, 200,
+            {{"id", h.id},
+             {"object", h.chat ? "chat.completion" : "text_completion"},
+             {"created", h.created},
+             {"model", h.model},
+             {"choices", choices},
+             {"usage", c.usage()}});
 }
 
 // The SSE chunks of one poll: each choice's new text, its end, and at the
@@ -352,59 +345,57 @@ std::string stream_chunks(Completion& c, const Header& h, bool want_logprobs, bo
   return out + "data: [DONE]\n\n";
 }
 
-void stream(std::shared_ptr<Completion> c, const Header& h, bool want_logprobs, bool include_usage,
-            httplib::Response& res) {
-  auto started = std::make_shared<bool>(false);
-  auto ended = std::make_shared<std::vector<bool>>(c->n(), false);
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [=](size_t, httplib::DataSink& sink) {
-        std::string out;
-        if (!*started && h.chat) {  // the role first, as OpenAI sends it
-          for (size_t i = 0; i < c->n(); ++i) {
-            out +=
-                sse({{"id", h.id},
-                     {"object", "chat.completion.chunk"},
-                     {"created", h.created},
-                     {"model", h.model},
-                     {"choices", json::array({{{"index", i},
-                                               {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                               {"finish_reason", nullptr}}})}});
-          }
-        }
-        *started = true;
-        out += stream_chunks(*c, h, want_logprobs, include_usage, *ended);
-        if (!out.empty() && !sink.write(out.data(), out.size())) {
-          c->cancel();  // the client is gone
-          return false;
-        }
-        if (c->finished()) sink.done();
-        return true;
-      },
-      [c](bool success) {
-        if (!success) c->cancel();
-      });
+// The role chunk OpenAI sends first in a chat stream, one per choice.
+std::string role_chunks(const Completion& c, const Header& h) {
+  std::string out;
+  for (size_t i = 0; i < c.n(); ++i) {
+    out += sse({{"id", h.id},
+                {"object", "chat.completion.chunk"},
+                {"created", h.created},
+                {"model", h.model},
+                {"choices", json::array({{{"index", i},
+                                          {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                          {"finish_reason", nullptr}}})}});
+  }
+  return out;
+}
+
+void stream(Completion& c, const Header& h, bool want_logprobs, bool include_usage,
+            HttpReply& out) {
+  if (!out.begin_stream("text/event-stream")) return c.cancel();
+  std::vector<bool> ended(c.n(), false);
+  std::string first = h.chat ? role_chunks(c, h) : "";
+  for (;;) {
+    const std::string chunks = first + stream_chunks(c, h, want_logprobs, include_usage, ended);
+    first.clear();
+    if (!out.write(chunks)) return c.cancel();  // the client is gone
+    if (c.finished()) break;
+  }
+  out.end();
 }
 
 }  // namespace
 
 void complete(const CompletionContext& ctx, CompletionParams params, const std::string& id,
-              httplib::Response& res) {
+              HttpReply& out) {
+  if (Status s = check_token_ids(params, ctx.model->hparams().n_vocab); !s) {
+    return send_error(out, s);
+  }
   auto prompt = prompt_of(ctx, params);
-  if (!prompt) return send_error(res, prompt.status());
+  if (!prompt) return send_error(out, prompt.status());
   auto requests = requests_of(ctx, params, std::move(*prompt));
-  if (!requests) return send_error(res, requests.status());
-  auto c = std::make_shared<Completion>(ctx, params, ctx.scheduler->submit(std::move(*requests)));
+  if (!requests) return send_error(out, requests.status());
+  Completion c(ctx, params, ctx.scheduler->submit(std::move(*requests)));
   const Header h{id, ctx.model_id, static_cast<int64_t>(std::time(nullptr)), params.chat};
   const bool want_logprobs = params.top_logprobs >= 0;
-  if (!params.stream) return reply(*c, h, want_logprobs, res);
+  if (!params.stream) return reply(c, h, want_logprobs, out);
   // A request the scheduler refused at once (busy, stopping) is an HTTP
   // error, not a stream that fails.
-  if (const Status s = c->status(); !s) {
-    c->record();
-    return send_error(res, s);
+  if (const Status s = c.status(); !s) {
+    c.record();
+    return send_error(out, s);
   }
-  stream(c, h, want_logprobs, params.include_usage, res);
+  stream(c, h, want_logprobs, params.include_usage, out);
 }
 
 }  // namespace minfer::serve

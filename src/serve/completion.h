@@ -11,10 +11,13 @@
 //     / json_schema masks every draw through the ConstraintFactory.
 //   - A request that runs past the deadline (--timeout) is cancelled: a
 //     reply not yet sent becomes a 503 naming the timeout; a stream ends with
-//     an error chunk and [DONE]. A client that hangs up cancels its
-//     sequences.
-// Threading: runs on the HTTP handler's thread (and httplib's stream
-// callbacks); the engine is reached only through the Scheduler.
+//     an error chunk and [DONE]. A client that hangs up (HttpReply's
+//     client_gone, or a stream write that fails) cancels its sequences.
+//   - Everything that can be refused is refused before the request is
+//     queued, as an HTTP error: token ids outside the vocabulary, a prompt
+//     past the context, a response_format that does not compile.
+// Threading: runs on an HTTP worker thread; the engine is reached only
+// through the Scheduler.
 #pragma once
 
 #include <cstdint>
@@ -26,13 +29,10 @@
 #include "model/model.h"
 #include "runtime/chat_formatter.h"
 #include "runtime/token_constraint.h"
+#include "serve/http.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/scheduler.h"
-
-namespace httplib {
-struct Response;
-}
 
 namespace minfer::serve {
 
@@ -52,9 +52,9 @@ struct CompletionContext {
   int timeout_s = 600;
 };
 
-// Answers into `res` (a JSON body or a chunked SSE stream); `id` is the
-// response's id.
+// Answers through `reply` (a JSON body or a chunked SSE stream); `id` is
+// the response's id.
 void complete(const CompletionContext& ctx, CompletionParams params, const std::string& id,
-              httplib::Response& res);
+              HttpReply& reply);
 
 }  // namespace minfer::serve

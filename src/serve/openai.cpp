@@ -1,9 +1,13 @@
 #include "serve/openai.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <limits>
+#include <string_view>
 
 #include "runtime/engine.h"
+#include "serve/request_json.h"
 
 namespace minfer::serve {
 namespace {
@@ -71,7 +75,11 @@ Status read_messages(const json& body, CompletionParams& p) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       return wrong("messages[" + std::to_string(i) + "]", "an object with a string 'role'");
     }
-    MINFER_ASSIGN_OR_RETURN(std::string text, content_text(m.value("content", json()), i));
+    // find, not value(): value() would copy the whole content subtree.
+    const auto content = m.find("content");
+    static const json kNull;
+    MINFER_ASSIGN_OR_RETURN(std::string text,
+                            content_text(content == m.end() ? kNull : *content, i));
     p.messages.push_back({m["role"].get<std::string>(), std::move(text)});
   }
   return Status::ok();
@@ -158,7 +166,90 @@ Status read_format(const json& body, CompletionParams& p) {
   return Status::ok();
 }
 
+// A logit_bias token id: a JSON string holding a whole number (OpenAI's
+// object keys) or a JSON integer (llama-server's pairs).
+Result<int32_t> bias_id(const json& id, const std::string& entry) {
+  const Status bad = wrong("logit_bias", "keyed by token ids (whole numbers from 0 to 2^31-1); " +
+                                             entry + " is not one");
+  int64_t v = -1;
+  if (id.is_string()) {
+    const std::string& s = id.get_ref<const std::string&>();
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return bad;
+  } else if (id.is_number_integer()) {
+    if (id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{1} << 31) return bad;
+    v = id.get<int64_t>();
+  } else {
+    return bad;
+  }
+  if (v < 0 || v > std::numeric_limits<int32_t>::max()) return bad;
+  return static_cast<int32_t>(v);
+}
+
+// A bias: a number in [-100, 100], or false (llama-server's "never"). False
+// and -100 are -inf: OpenAI documents -100 as a ban, and a finite -100 would
+// leave the token a (tiny) chance when sampling.
+Result<float> bias_value(const json& b, const std::string& entry) {
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  if (b.is_boolean() && !b.get<bool>()) return kNever;
+  if (b.is_number() && b.get<double>() == -100.0) return kNever;
+  if (!b.is_number() || !(std::fabs(b.get<double>()) <= 100.0)) {
+    return wrong("logit_bias", "biases from -100 to 100 (or false: never); " + entry + " is not");
+  }
+  return static_cast<float>(b.get<double>());
+}
+
+// OpenAI's {"<token id>": bias, ...} or llama-server's [[token id, bias], ...].
+Status read_logit_bias(const json& body, CompletionParams& p) {
+  const auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return Status::ok();
+  auto& out = p.sampling.logit_bias;
+  out.clear();
+  if (it->is_object()) {
+    for (const auto& [key, b] : it->items()) {
+      const std::string entry = "\"" + key + "\": " + b.dump();
+      MINFER_ASSIGN_OR_RETURN(int32_t id, bias_id(json(key), entry));
+      MINFER_ASSIGN_OR_RETURN(float bias, bias_value(b, entry));
+      out.push_back({id, bias});
+    }
+    return Status::ok();
+  }
+  if (!it->is_array()) {
+    return wrong("logit_bias", "an object {\"<token id>\": bias} or a list of [token id, bias]");
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& pair = (*it)[i];
+    const std::string entry = "logit_bias[" + std::to_string(i) + "]";
+    // llama-server also takes a token's text in place of its id: not read here.
+    if (!pair.is_array() || pair.size() != 2 || pair[0].is_string()) {
+      return wrong(entry, "a pair [token id, bias]");
+    }
+    MINFER_ASSIGN_OR_RETURN(int32_t id, bias_id(pair[0], entry + " = " + pair.dump()));
+    MINFER_ASSIGN_OR_RETURN(float bias, bias_value(pair[1], entry + " = " + pair.dump()));
+    out.push_back({id, bias});
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+Status check_token_ids(const CompletionParams& p, int64_t n_vocab) {
+  const auto outside = [&](int64_t id) { return id < 0 || id >= n_vocab; };
+  const std::string range =
+      " is not a token id of this model (from 0 to " + std::to_string(n_vocab - 1) + ")";
+  for (size_t i = 0; i < p.prompt_tokens.size(); ++i) {
+    if (outside(p.prompt_tokens[i])) {
+      return Status::invalid_argument("'prompt'[" + std::to_string(i) +
+                                      "] = " + std::to_string(p.prompt_tokens[i]) + range);
+    }
+  }
+  for (const runtime::LogitBias& b : p.sampling.logit_bias) {
+    if (outside(b.id)) {
+      return Status::invalid_argument("'logit_bias' token " + std::to_string(b.id) + range);
+    }
+  }
+  return Status::ok();
+}
 
 Result<CompletionParams> parse_completion(const json& body, bool chat,
                                           const runtime::SamplerParams& defaults) {
@@ -194,6 +285,7 @@ Result<CompletionParams> parse_completion(const json& body, bool chat,
   }
   MINFER_RETURN_IF_ERROR(read_logprobs(body, p));
   MINFER_RETURN_IF_ERROR(read_format(body, p));
+  MINFER_RETURN_IF_ERROR(read_logit_bias(body, p));
   MINFER_ASSIGN_OR_RETURN(p.stream, boolean(body, "stream", false));
   if (const auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
     if (!so->is_object()) return wrong("stream_options", "an object");
@@ -210,11 +302,17 @@ Result<CompletionParams> parse_completion(const json& body, bool chat,
   return p;
 }
 
-nlohmann::ordered_json ordered_schema(const std::string& body) {
-  const auto doc = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-  const nlohmann::ordered_json::json_pointer at("/response_format/json_schema/schema");
-  if (doc.is_discarded() || !doc.contains(at)) return nullptr;
-  return doc[at];
+nlohmann::ordered_json ordered_schema(std::string_view body) {
+  // Through the same depth check as the first parse: the copy below recurses.
+  auto doc = parse_request_ordered_json(body);
+  if (!doc) return nullptr;
+  const auto rf = doc->find("response_format");
+  if (rf == doc->end() || !rf->is_object()) return nullptr;
+  const auto js = rf->find("json_schema");
+  if (js == rf->end() || !js->is_object()) return nullptr;
+  const auto schema = js->find("schema");
+  if (schema == js->end()) return nullptr;
+  return std::move(*schema);
 }
 
 int http_status(const Status& s) {

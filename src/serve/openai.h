@@ -14,7 +14,15 @@
 //     integer 0..20), n (1..kMaxChoices), response_format ({"type": "text"},
 //     {"type": "json_object"}, {"type": "json_schema", "json_schema":
 //     {"schema": {...}}}), user (a string, unused), stream,
-//     stream_options.include_usage.
+//     stream_options.include_usage, logit_bias (OpenAI's {"<token id>":
+//     bias} or llama-server's [[token id, bias], ...]; bias in -100..100,
+//     -100 and false meaning never (-inf); added to the logits before any
+//     other sampling step, runtime/sampler.h). It does not copy or recurse into the body's
+//     subtrees, so a body that skipped parse_request_json() (which bounds
+//     the depth, serve/request_json.h) cannot exhaust the stack here.
+//   - check_token_ids() checks what parse_completion() cannot, not knowing
+//     the model: the prompt's token ids and logit_bias's ids are in
+//     [0, n_vocab); an error names the field and the id.
 //   - error_body() is the OpenAI error object {"error": {message, type, code}}.
 //   - StopText: push() each decoded piece; what is safe to send comes back
 //     (text that could still begin a stop string is held); once a stop
@@ -26,6 +34,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -54,11 +63,15 @@ struct CompletionParams {
   static constexpr int kMaxChoices = 16;
 };
 
-Result<CompletionParams> parse_completion(const nlohmann::json& body, bool chat,
-                                          const runtime::SamplerParams& defaults);
+[[nodiscard]] Result<CompletionParams> parse_completion(const nlohmann::json& body, bool chat,
+                                                        const runtime::SamplerParams& defaults);
 
-// response_format.json_schema.schema of a raw body, keys in their order.
-nlohmann::ordered_json ordered_schema(const std::string& body);
+[[nodiscard]] Status check_token_ids(const CompletionParams& p, int64_t n_vocab);
+
+// response_format.json_schema.schema of a raw body, keys in their order
+// (parsed through parse_request_ordered_json()); null when the body has none
+// or is refused.
+nlohmann::ordered_json ordered_schema(std::string_view body);
 
 // The HTTP status for a Status code (client errors 4xx, the rest 5xx).
 int http_status(const Status& s);

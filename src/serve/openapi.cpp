@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <limits>
+
 #include "runtime/engine.h"
 #include "serve/openai.h"
 
@@ -20,6 +23,24 @@ ordered_json integer(int64_t lo, int64_t hi) {
 
 ordered_json number(double lo, double hi) {
   return {{"type", "number"}, {"minimum", lo}, {"maximum", hi}};
+}
+
+// OpenAI's {"<token id>": bias} or llama-server's [[token id, bias], ...]
+// (bias false: never). Ids past the model's vocabulary are a 400 at the server.
+ordered_json logit_bias() {
+  const ordered_json bias = {
+      {"oneOf",
+       ordered_json::array({number(-100, 100), {{"type", "boolean"}, {"enum", {false}}}})}};
+  // Keys are token ids as decimal strings (OpenAPI 3.0 has no propertyNames).
+  const ordered_json as_object = {{"type", "object"}, {"additionalProperties", bias}};
+  const ordered_json pair = {
+      {"type", "array"},
+      {"minItems", 2},
+      {"maxItems", 2},
+      {"items",
+       {{"anyOf", ordered_json::array({integer(0, std::numeric_limits<int32_t>::max()), bias})}}}};
+  return {{"nullable", true},
+          {"oneOf", ordered_json::array({as_object, {{"type", "array"}, {"items", pair}}})}};
 }
 
 // The sampling and output fields both completion endpoints read (openai.h).
@@ -48,6 +69,7 @@ ordered_json common_fields() {
        {{"type", "object"}, {"properties", {{"include_usage", {{"type", "boolean"}}}}}}},
       {"response_format", ref("ResponseFormat")},
       {"user", {{"type", "string"}}},
+      {"logit_bias", logit_bias()},
   };
 }
 

@@ -1,22 +1,18 @@
 #include "serve/server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
-#include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <mutex>
 #include <thread>
 
 #include "serve/completion.h"
+#include "serve/http_server.h"
 #include "serve/json_format.h"
+#include "serve/json_reply.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/openapi.h"
+#include "serve/request_json.h"
 #include "serve/scheduler.h"
 #include "serve/webui.h"
 #include "tokenizer/tokenizer.h"
@@ -26,13 +22,13 @@ namespace minfer::serve {
 using nlohmann::json;
 
 struct Server::Impl {
+  explicit Impl(ServeOptions o) : options(std::move(o)), http(limits_of(options)) {}
+  static HttpLimits limits_of(const ServeOptions& o);
+
   ServeOptions options;
-  httplib::Server http;
-  int listen_socket = -1;  // the socket httplib last configured: the bound one
+  HttpServer http;
   std::atomic<bool> ready{false};
-  std::atomic<bool> serving{false};         // in serve()
-  std::atomic<bool> stop_requested{false};  // stop() was called
-  std::atomic<bool> draining{false};        // shutdown() began
+  std::atomic<bool> draining{false};  // shutdown() began
   const model::Model* model = nullptr;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<runtime::ChatFormatter> formatter;
@@ -43,23 +39,25 @@ struct Server::Impl {
   ConstraintFactory constraints;
 
   void routes();
-  bool authorized(const httplib::Request& req) const;
-  void completion(const httplib::Request& req, httplib::Response& res, bool chat);
-  void tokenize(const httplib::Request& req, httplib::Response& res);
-  void detokenize(const httplib::Request& req, httplib::Response& res);
+  bool authorized(const HttpRequest& req) const;
+  bool filter(const HttpRequest& req, HttpReply& reply) const;
+  void completion(const HttpRequest& req, HttpReply& reply, bool chat);
+  void tokenize(const HttpRequest& req, HttpReply& reply);
+  void detokenize(const HttpRequest& req, HttpReply& reply);
 };
 
+HttpLimits Server::Impl::limits_of(const ServeOptions& o) {
+  HttpLimits l;
+  l.max_body_bytes = o.max_body_bytes;
+  l.read_timeout_s = o.read_timeout_s;
+  l.write_timeout_s = o.timeout_s;
+  l.max_connections = o.max_connections;
+  l.max_connections_per_client = o.max_connections_per_client;
+  l.workers = std::max(1, o.http_threads);
+  return l;
+}
+
 namespace {
-
-void send(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
-void send_error(httplib::Response& res, const Status& s) {
-  send(res, http_status(s), error_body(s));
-  if (http_status(s) == 503) res.set_header("Retry-After", "1");
-}
 
 // Compares in time that depends only on the lengths, not on where the
 // strings differ (a key cannot be guessed byte by byte from response times).
@@ -74,141 +72,136 @@ bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-// The body as a JSON object; a 400 naming what is wrong otherwise.
-Result<json> body_of(const httplib::Request& req) {
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    return Status::invalid_argument("the body is not valid JSON (or not valid UTF-8)");
-  }
-  if (!body.is_object()) return Status::invalid_argument("the body must be a JSON object");
-  return body;
+bool is_page(const std::string& path) {
+  return path == "/" || path == "/index.html" || path == "/favicon.ico";
 }
 
 }  // namespace
 
-bool Server::Impl::authorized(const httplib::Request& req) const {
+bool Server::Impl::authorized(const HttpRequest& req) const {
   if (options.api_key.empty() || req.path == "/health") return true;
   // The web page carries no key: the user types it into the page.
-  if (options.web_ui && req.method == "GET" &&
-      (req.path == "/" || req.path == "/index.html" || req.path == "/favicon.ico"))
+  if (options.web_ui && (req.method == "GET" || req.method == "HEAD") && is_page(req.path)) {
     return true;
-  if (req.method == "OPTIONS" && !options.cors_origin.empty())
+  }
+  if (req.method == "OPTIONS" && !options.cors_origin.empty()) {
     return true;  // preflights carry no key
-  return same_secret(req.get_header_value("Authorization"), "Bearer " + options.api_key);
+  }
+  return same_secret(req.header("Authorization"), "Bearer " + options.api_key);
+}
+
+// Before routing: the key, CORS, and 503 while loading or draining.
+bool Server::Impl::filter(const HttpRequest& req, HttpReply& reply) const {
+  if (!authorized(req)) {
+    reply.send(401, "application/json",
+               error_json(401, "invalid or missing API key (Authorization: Bearer KEY)"));
+    return true;
+  }
+  if (!options.cors_origin.empty()) {
+    reply.add_header("Access-Control-Allow-Origin", options.cors_origin);
+    reply.add_header("Vary", "Origin");
+    if (req.method == "OPTIONS") {  // a preflight
+      reply.add_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      reply.add_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      reply.add_header("Access-Control-Max-Age", "600");
+      reply.send(204, "", "");
+      return true;
+    }
+  }
+  if (!ready) {
+    send_error(reply, Status::unavailable("the model is loading"));
+    return true;
+  }
+  if (draining) {
+    send_error(reply, Status::unavailable("the server is shutting down"));
+    return true;
+  }
+  return false;
 }
 
 void Server::Impl::routes() {
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req)) {
-      send(res, 401,
-           {{"error",
-             {{"message", "invalid or missing API key (Authorization: Bearer KEY)"},
-              {"type", "authentication_error"},
-              {"code", 401}}}});
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (!options.cors_origin.empty()) {
-      res.set_header("Access-Control-Allow-Origin", options.cors_origin);
-      res.set_header("Vary", "Origin");
-      if (req.method == "OPTIONS") {  // a preflight
-        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-        res.set_header("Access-Control-Max-Age", "600");
-        res.status = 204;
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    if (!ready && req.path != "/health") {
-      send_error(res, Status::unavailable("the model is loading"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  // A bug must not reach the client as httplib's bare 500: the error object.
-  http.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        send_error(res, Status::internal("the request failed inside the server: " + what));
-      });
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 413) {
-      json body = error_body(Status::invalid_argument("the body is too large"));
-      body["error"]["code"] = 413;
-      send(res, 413, body);
-      return;
-    }
-    const int status = res.status;
-    send_error(res, Status::not_found("no endpoint " + req.method + " " + req.path));
-    if (status != 404) res.status = status;
-  });
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (!ready) {
-      send_error(res, Status::unavailable("the model is loading"));
-      return;
-    }
-    if (draining) {
-      send_error(res, Status::unavailable("the server is shutting down"));
-      return;
-    }
-    send(res, 200, {{"status", "ok"}});
-  });
+  using Runs = HttpServer::Runs;
+  http.set_error_body(error_json);
+  http.set_filter([this](const HttpRequest& q, HttpReply& r) { return filter(q, r); });
+  // Reached only when ready and not draining (the filter answers otherwise).
+  http.route(
+      "GET", "/health",
+      [](const HttpRequest&, HttpReply& r) {
+        send_json(r, 200, {{"status", "ok"}});
+      },
+      Runs::kInline);
   if (options.web_ui) {
     for (const char* p : {"/", "/index.html"}) {
-      http.Get(p, [](const httplib::Request&, httplib::Response& res) {
-        res.set_header("Content-Security-Policy",
-                       "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-                       "script-src 'self' 'unsafe-inline'; connect-src 'self'");
-        res.set_header("X-Content-Type-Options", "nosniff");
-        const std::string_view page = web_page();
-        res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
-      });
+      http.route(
+          "GET", p,
+          [](const HttpRequest&, HttpReply& r) {
+            r.add_header("Content-Security-Policy",
+                         "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                         "script-src 'self' 'unsafe-inline'; connect-src 'self'");
+            r.add_header("X-Content-Type-Options", "nosniff");
+            r.send(200, "text/html; charset=utf-8", std::string(web_page()));
+          },
+          Runs::kInline);
     }
     // Browsers ask for it on their own: no icon, and no error in their console.
-    http.Get("/favicon.ico",
-             [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+    http.route(
+        "GET", "/favicon.ico", [](const HttpRequest&, HttpReply& r) { r.send(204, "", ""); },
+        Runs::kInline);
   }
-  const auto models = [this](const httplib::Request&, httplib::Response& res) {
-    send(res, 200,
-         {{"object", "list"},
-          {"data", json::array({{{"id", model_id},
-                                 {"object", "model"},
-                                 {"created", static_cast<int64_t>(std::time(nullptr))},
-                                 {"owned_by", "minfer"}}})}});
+  const auto models = [this](const HttpRequest&, HttpReply& r) {
+    send_json(r, 200,
+              {{"object", "list"},
+               {"data", json::array({{{"id", model_id},
+                                      {"object", "model"},
+                                      {"created", static_cast<int64_t>(std::time(nullptr))},
+                                      {"owned_by", "minfer"}}})}});
   };
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.text(scheduler->stats()), "text/plain; version=0.0.4");
-  });
-  http.Get("/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(openapi_document(!options.api_key.empty()), "application/json");
-  });
-  http.Get("/v1/models", models);
-  http.Get("/models", models);
+  http.route(
+      "GET", "/metrics",
+      [this](const HttpRequest&, HttpReply& r) {
+        r.send(200, "text/plain; version=0.0.4", metrics.text(scheduler->stats()));
+      },
+      Runs::kInline);
+  http.route(
+      "GET", "/openapi.json",
+      [this](const HttpRequest&, HttpReply& r) {
+        r.send(200, "application/json", openapi_document(!options.api_key.empty()));
+      },
+      Runs::kInline);
+  http.route("GET", "/v1/models", models, Runs::kInline);
+  http.route("GET", "/models", models, Runs::kInline);
   for (const char* p : {"/v1/chat/completions", "/chat/completions"}) {
-    http.Post(p,
-              [this](const httplib::Request& q, httplib::Response& r) { completion(q, r, true); });
+    http.route(
+        "POST", p, [this](const HttpRequest& q, HttpReply& r) { completion(q, r, true); },
+        Runs::kOnWorker);
   }
   for (const char* p : {"/v1/completions", "/completions"}) {
-    http.Post(p,
-              [this](const httplib::Request& q, httplib::Response& r) { completion(q, r, false); });
+    http.route(
+        "POST", p, [this](const HttpRequest& q, HttpReply& r) { completion(q, r, false); },
+        Runs::kOnWorker);
   }
-  http.Post("/tokenize",
-            [this](const httplib::Request& q, httplib::Response& r) { tokenize(q, r); });
-  http.Post("/detokenize",
-            [this](const httplib::Request& q, httplib::Response& r) { detokenize(q, r); });
+  http.route(
+      "POST", "/tokenize", [this](const HttpRequest& q, HttpReply& r) { tokenize(q, r); },
+      Runs::kOnWorker);
+  http.route(
+      "POST", "/detokenize", [this](const HttpRequest& q, HttpReply& r) { detokenize(q, r); },
+      Runs::kOnWorker);
 }
 
-void Server::Impl::completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+namespace {
+
+// The body as a JSON object; a 400 naming what is wrong otherwise.
+Result<json> body_of(const HttpRequest& req) {
+  return parse_request_json(req.body);
+}
+
+}  // namespace
+
+void Server::Impl::completion(const HttpRequest& req, HttpReply& reply, bool chat) {
   auto body = body_of(req);
-  if (!body) return send_error(res, body.status());
+  if (!body) return send_error(reply, body.status());
   auto params = parse_completion(*body, chat, options.sampling);
-  if (!params) return send_error(res, params.status());
+  if (!params) return send_error(reply, params.status());
   if (params->format == CompletionParams::Format::kJsonSchema) {
     params->schema = ordered_schema(req.body);
   }
@@ -223,62 +216,46 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   ctx.n_predict = options.n_predict;
   ctx.timeout_s = options.timeout_s;
   complete(ctx, std::move(*params), (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++),
-           res);
+           reply);
 }
 
-void Server::Impl::tokenize(const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::tokenize(const HttpRequest& req, HttpReply& reply) {
   auto body = body_of(req);
-  if (!body) return send_error(res, body.status());
+  if (!body) return send_error(reply, body.status());
   const auto it = body->find("content");
   if (it == body->end() || !it->is_string()) {
-    return send_error(res, Status::invalid_argument("'content' must be a string"));
+    return send_error(reply, Status::invalid_argument("'content' must be a string"));
   }
   const auto special = body->find("add_special");
   const bool add_special = special != body->end() && special->is_boolean() && special->get<bool>();
   auto ids = model->tokenizer().encode(it->get<std::string>(), add_special, true);
-  if (!ids) return send_error(res, ids.status());
-  send(res, 200, {{"tokens", *ids}});
+  if (!ids) return send_error(reply, ids.status());
+  send_json(reply, 200, {{"tokens", *ids}});
 }
 
-void Server::Impl::detokenize(const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::detokenize(const HttpRequest& req, HttpReply& reply) {
   auto body = body_of(req);
-  if (!body) return send_error(res, body.status());
+  if (!body) return send_error(reply, body.status());
   const auto it = body->find("tokens");
   if (it == body->end() || !it->is_array()) {
-    return send_error(res, Status::invalid_argument("'tokens' must be a list of token ids"));
+    return send_error(reply, Status::invalid_argument("'tokens' must be a list of token ids"));
   }
   const auto n_vocab = model->hparams().n_vocab;
   tokenizer::Detokenizer detok(model->tokenizer(), true);
   std::string text;
   for (const json& t : *it) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab) {
-      return send_error(res, Status::invalid_argument("token ids must be integers in [0, " +
-                                                      std::to_string(n_vocab) + ")"));
+      return send_error(reply, Status::invalid_argument("token ids must be integers in [0, " +
+                                                        std::to_string(n_vocab) + ")"));
     }
     text += detok.push(static_cast<int32_t>(t.get<int64_t>()));
   }
   text += detok.flush();
-  send(res, 200, {{"content", text}});
+  send_json(reply, 200, {{"content", text}});
 }
 
-Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
+Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   impl_->routes();
-  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a
-  // second server binds a port already in use instead of failing.
-  impl_->http.set_socket_options([impl = impl_.get()](socket_t sock) {
-    int yes = 1;
-    (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    impl->listen_socket = sock;
-  });
-  const auto threads = static_cast<size_t>(std::max(4, impl_->options.http_threads));
-  impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl_->http.set_payload_max_length(impl_->options.max_body_bytes);
-  impl_->http.set_read_timeout(impl_->options.timeout_s, 0);
-  // An idle keep-alive connection holds a worker: it closes after --timeout,
-  // and at most after 5 s (httplib's default).
-  impl_->http.set_keep_alive_timeout(std::min(impl_->options.timeout_s, 5));
-  impl_->http.set_write_timeout(impl_->options.timeout_s, 0);
 }
 
 Server::~Server() {
@@ -286,37 +263,13 @@ Server::~Server() {
 }
 
 Status Server::bind() {
-  const ServeOptions& o = impl_->options;
-  if (o.port == 0) {
-    port_ = impl_->http.bind_to_any_port(o.host);
-  } else if (impl_->http.bind_to_port(o.host, o.port)) {
-    port_ = o.port;
-  }
-  if (port_ <= 0) {
-    return Status::unavailable("cannot listen on " + o.host + ":" + std::to_string(o.port) +
-                               " (in use, or not an address of this machine)");
-  }
-  // httplib listens with a backlog of 5: a burst of clients connecting at
-  // once overflows it, and the kernel drops their handshakes (they retry
-  // after 1, 3, 7... s, and on a busy machine some give up). Listening again
-  // on the bound socket raises the backlog to the system's limit.
-  if (::listen(impl_->listen_socket, SOMAXCONN) != 0) {
-    return Status::unavailable("cannot listen on " + o.host + ":" + std::to_string(port_) + ": " +
-                               std::strerror(errno));
-  }
+  MINFER_RETURN_IF_ERROR(impl_->http.bind(impl_->options.host, impl_->options.port));
+  port_ = impl_->http.port();
   return Status::ok();
 }
 
 Status Server::serve() {
-  impl_->serving = true;
-  if (impl_->stop_requested) {  // stopped before it began
-    impl_->serving = false;
-    return Status::ok();
-  }
-  const bool ok = impl_->http.listen_after_bind();
-  impl_->serving = false;
-  if (!ok) return Status::internal("the HTTP server stopped");
-  return Status::ok();
+  return impl_->http.serve();
 }
 
 void Server::shutdown() {
@@ -328,21 +281,17 @@ void Server::shutdown() {
     while (!impl_->scheduler->idle() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    // The streams' last chunks go out before the connections close.
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   stop();
 }
 
+// The engine stops first: every open request ends (a stream with an error
+// chunk and [DONE], a waiting reply with 503); the transport then gives
+// their handlers a moment to write that before it closes the connections.
 void Server::stop() {
-  impl_->stop_requested = true;
-  // httplib's stop() does nothing before its loop runs: wait for it (a stop
-  // right after serve() began would otherwise be lost).
-  for (int i = 0; i < 2000 && impl_->serving && !impl_->http.is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  impl_->http.stop();
+  impl_->draining = true;
   if (impl_->scheduler) impl_->scheduler->stop();
+  impl_->http.stop(std::chrono::milliseconds(3000));
 }
 
 Status Server::set_ready(const model::Model& model, std::unique_ptr<runtime::Engine> engine,

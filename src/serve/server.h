@@ -1,5 +1,5 @@
-// `minfer serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one
-// runtime::Engine (serve/scheduler.h).
+// `minfer serve`: an OpenAI-compatible HTTP server over one runtime::Engine
+// (serve/scheduler.h), on the event-driven transport of serve/http_server.h.
 //
 // Contract:
 //   - listen() binds host:port (an error names them) and serves on its own
@@ -10,18 +10,26 @@
 //     /v1/completions (one JSON body, or with "stream": true SSE chunks
 //     "data: {...}" ending with "data: [DONE]"; stream_options.include_usage
 //     adds a last chunk with the usage), POST /tokenize, POST /detokenize;
-//     the /v1 prefix is optional. Bodies are parsed by nlohmann-json; every
-//     client error is a 4xx with the OpenAI error object, malformed JSON and
-//     invalid UTF-8 included, and a prompt past the context is 400 naming
-//     its token count and the context.
-//   - With an API key every endpoint but /health and the web page (GET /)
-//     wants "Authorization: Bearer KEY" (401 otherwise).
-//   - A client that goes away mid-stream cancels its sequence. Past
+//     the /v1 prefix is optional. Bodies are parsed by nlohmann-json behind
+//     one depth bound (serve/request_json.h); every client error is a 4xx
+//     with the OpenAI error object (its code the HTTP status), malformed
+//     JSON, invalid UTF-8 and errors of the HTTP framing included, and a
+//     prompt past the context is 400 naming its token count and the
+//     context. The transport's limits (sizes, deadlines, connections) are
+//     http_server.h's, set from ServeOptions.
+//   - With an API key every endpoint but /health and the web page (GET and
+//     HEAD /) wants "Authorization: Bearer KEY", byte for byte (401
+//     otherwise).
+//   - A client that goes away, streamed or not, cancels its sequences. Past
 //     max_queue waiting sequences a request is 503 with Retry-After.
+//   - While draining (shutdown()) every endpoint answers 503 with
+//     Retry-After, /health included; streams cut when the grace ends get
+//     an error chunk and [DONE].
 //   - --cors ORIGIN adds Access-Control-Allow-* headers and answers
 //     preflight OPTIONS requests; without it there are none.
 //   - GET /openapi.json describes the endpoints (OpenAPI 3.0).
-// Threading: handlers on httplib's pool; the engine on the scheduler's thread.
+// Threading: quick endpoints on the transport's I/O thread, completions and
+// (de)tokenization on its workers; the engine on the scheduler's thread.
 #pragma once
 
 #include <atomic>
@@ -35,10 +43,6 @@
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace minfer::serve {
 
 class Scheduler;
@@ -49,12 +53,16 @@ struct ServeOptions {
   std::string alias;          // the model's id in responses ("" : the file's name)
   std::string api_key;        // "" : none needed
   std::string chat_template;  // "" : the model's own (or its built-in format)
-  int timeout_s = 600;        // read and write timeout of a connection
+  int timeout_s = 600;        // longest request; longest write of one response chunk
+  int read_timeout_s = 30;    // a whole request (headers and body) must arrive in this
   int64_t n_predict = -1;     // default max tokens (-1: up to the context)
   size_t max_body_bytes = 8 << 20;
-  // HTTP worker threads: each open connection (a streaming client, a waiting
-  // request) holds one, so enough for every slot, the queue and /health.
+  // HTTP worker threads: each request being completed or tokenized holds
+  // one (reading requests and quick endpoints hold none), so enough for
+  // every slot and the queue.
   int http_threads = 64;
+  int max_connections = 1024;
+  int max_connections_per_client = 256;
   int64_t max_queue = 256;          // sequences waiting for a slot; past it 503 + Retry-After
   std::string cors_origin;          // "" : no CORS headers; "*" or an origin
   int shutdown_timeout_s = 30;      // shutdown(): how long running requests may finish

@@ -518,6 +518,11 @@ Result<Template> Template::parse(std::string_view source) {
 }
 
 Result<std::string> Template::render(const Dict& context) const {
+  // The context holds the request's values (messages, tools): refused here
+  // when nested past the limit, whoever built it.
+  for (const auto& [name, v] : context) {
+    if (Status s = v.check_depth(); !s) return s.with_context("context '" + name + "'");
+  }
   Renderer r(context);
   std::string out;
   MINFER_RETURN_IF_ERROR(r.run(*body_, out));

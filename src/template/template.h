@@ -29,7 +29,9 @@
 //     (%-free {} only); dict: items, keys, values, get; list: index, count.
 //   - Rendering is bounded (range() of more than 100000 items, macro
 //     recursion past depth 64 and a string repeated past 1 MiB are errors):
-//     a bad template fails, never hangs.
+//     a bad template fails, never hangs. A context value nested past
+//     kMaxValueDepth (template/value.h) is refused before rendering, and no
+//     value's printing, tojson or comparison recurses past that depth.
 #pragma once
 
 #include <memory>

@@ -161,31 +161,61 @@ std::string Value::str() const {
   }
 }
 
+namespace {
+
+Status too_deep(const char* what) {
+  return Status::invalid_argument(std::string(what) + ": lists and dicts nest deeper than " +
+                                  std::to_string(kMaxValueDepth) + " levels");
+}
+
+}  // namespace
+
 std::string Value::repr() const {
+  std::string out;
+  repr_into(out, 0);
+  return out;
+}
+
+void Value::repr_into(std::string& out, int depth) const {
+  const bool container = kind_ == Kind::kList || kind_ == Kind::kDict;
+  if (container && depth >= kMaxValueDepth) {
+    out += "...";
+    return;
+  }
   switch (kind_) {
     case Kind::kString:
-      return quote(*s_);
-    case Kind::kList: {
-      std::string out = tuple_ ? "(" : "[";
-      for (size_t i = 0; i < l_->size(); ++i) out += (i ? ", " : "") + (*l_)[i].repr();
-      if (tuple_) return out + (l_->size() == 1 ? ",)" : ")");
-      return out + "]";
-    }
-    case Kind::kDict: {
-      std::string out = namespace_ ? "<Namespace {" : "{";
-      for (size_t i = 0; i < m_->size(); ++i) {
-        out += (i ? ", " : "") + quote((*m_)[i].first) + ": " + (*m_)[i].second.repr();
+      out += quote(*s_);
+      return;
+    case Kind::kList:
+      out += tuple_ ? "(" : "[";
+      for (size_t i = 0; i < l_->size(); ++i) {
+        if (i) out += ", ";
+        (*l_)[i].repr_into(out, depth + 1);
       }
-      return out + (namespace_ ? "}>" : "}");
-    }
+      out += tuple_ ? (l_->size() == 1 ? ",)" : ")") : "]";
+      return;
+    case Kind::kDict:
+      out += namespace_ ? "<Namespace {" : "{";
+      for (size_t i = 0; i < m_->size(); ++i) {
+        if (i) out += ", ";
+        out += quote((*m_)[i].first) + ": ";
+        (*m_)[i].second.repr_into(out, depth + 1);
+      }
+      out += namespace_ ? "}>" : "}";
+      return;
     case Kind::kFunction:
-      return "<function>";
+      out += "<function>";
+      return;
     default:
-      return str();
+      out += str();
   }
 }
 
 bool Value::equals(const Value& o) const {
+  return equals_at(o, 0);
+}
+
+bool Value::equals_at(const Value& o, int depth) const {
   if (is_number() && o.is_number()) {
     if (kind_ == Kind::kInt && o.kind_ == Kind::kInt) return i_ == o.i_;
     return as_float() == o.as_float();
@@ -193,6 +223,9 @@ bool Value::equals(const Value& o) const {
   if (kind_ == Kind::kBool && o.is_number()) return Value(static_cast<int64_t>(b_)).equals(o);
   if (is_number() && o.kind_ == Kind::kBool) return equals(Value(static_cast<int64_t>(o.b_)));
   if (kind_ != o.kind_) return false;
+  if ((kind_ == Kind::kList || kind_ == Kind::kDict) && depth >= kMaxValueDepth) {
+    return kind_ == Kind::kList ? l_ == o.l_ : m_ == o.m_;
+  }
   switch (kind_) {
     case Kind::kUndefined:
     case Kind::kNone:
@@ -204,13 +237,13 @@ bool Value::equals(const Value& o) const {
     case Kind::kList:
       if (tuple_ != o.tuple_ || l_->size() != o.l_->size()) return false;
       for (size_t i = 0; i < l_->size(); ++i) {
-        if (!(*l_)[i].equals((*o.l_)[i])) return false;
+        if (!(*l_)[i].equals_at((*o.l_)[i], depth + 1)) return false;
       }
       return true;
     case Kind::kDict:
       if (m_->size() != o.m_->size()) return false;
       for (const auto& [k, v] : *m_) {
-        if (!v.equals(o.get(k))) return false;
+        if (!v.equals_at(o.get(k), depth + 1)) return false;
       }
       return true;
     case Kind::kFunction:
@@ -221,6 +254,10 @@ bool Value::equals(const Value& o) const {
 }
 
 Result<int> Value::compare(const Value& o) const {
+  return compare_at(o, 0);
+}
+
+Result<int> Value::compare_at(const Value& o, int depth) const {
   if ((is_number() || kind_ == Kind::kBool) && (o.is_number() || o.kind_ == Kind::kBool)) {
     const double a = kind_ == Kind::kBool ? b_ : as_float();
     const double b = o.kind_ == Kind::kBool ? o.b_ : o.as_float();
@@ -229,14 +266,30 @@ Result<int> Value::compare(const Value& o) const {
   }
   if (is_string() && o.is_string()) return s_->compare(*o.s_) < 0 ? -1 : (*s_ == *o.s_ ? 0 : 1);
   if (is_list() && o.is_list()) {
+    if (depth >= kMaxValueDepth) return too_deep("cannot compare");
     for (size_t i = 0; i < l_->size() && i < o.l_->size(); ++i) {
-      MINFER_ASSIGN_OR_RETURN(int c, (*l_)[i].compare((*o.l_)[i]));
+      MINFER_ASSIGN_OR_RETURN(int c, (*l_)[i].compare_at((*o.l_)[i], depth + 1));
       if (c != 0) return c;
     }
     return l_->size() < o.l_->size() ? -1 : (l_->size() > o.l_->size() ? 1 : 0);
   }
   return Status::invalid_argument(std::string("cannot compare ") + type_name() + " with " +
                                   o.type_name());
+}
+
+Status Value::check_depth() const {
+  return check_depth_at(0);
+}
+
+Status Value::check_depth_at(int depth) const {
+  if (kind_ != Kind::kList && kind_ != Kind::kDict) return Status::ok();
+  if (depth >= kMaxValueDepth) return too_deep("a value");
+  if (kind_ == Kind::kList) {
+    for (const Value& v : *l_) MINFER_RETURN_IF_ERROR(v.check_depth_at(depth + 1));
+  } else {
+    for (const auto& [k, v] : *m_) MINFER_RETURN_IF_ERROR(v.check_depth_at(depth + 1));
+  }
+  return Status::ok();
 }
 
 const char* Value::type_name() const {
@@ -265,6 +318,9 @@ Result<std::string> Value::to_json(int indent) const {
 }
 
 Status Value::json_into(std::string& out, int indent, int depth) const {
+  if ((kind_ == Kind::kList || kind_ == Kind::kDict) && depth >= kMaxValueDepth) {
+    return too_deep("tojson");
+  }
   switch (kind_) {
     case Kind::kUndefined:
     case Kind::kNone:

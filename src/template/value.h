@@ -19,6 +19,12 @@
 //     Python's truth, equals() Python's ==, to_json() json.dumps with the
 //     separators HF's tojson filter uses (", " and ": "; with indent, "," and
 //     newlines), non-ASCII kept as is.
+//   - Nesting is bounded, so that neither a request's values nor a template's
+//     own (a namespace that holds itself) can exhaust the stack: past
+//     kMaxValueDepth levels of lists and dicts, to_json(), compare() and
+//     check_depth() are errors naming the limit, repr()/str() write "..."
+//     for what lies deeper (as Python's repr does for a list holding itself)
+//     and equals() compares identity there.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +38,10 @@
 #include "base/status.h"
 
 namespace minfer::tmpl {
+
+// More than any request body may nest (serve/request_json.h's 64) plus what
+// a template wraps around it.
+inline constexpr int kMaxValueDepth = 128;
 
 class Value;
 using List = std::vector<Value>;
@@ -90,9 +100,15 @@ class Value {
   // json.dumps; indent < 0: one line.
   Result<std::string> to_json(int indent = -1) const;
   const char* type_name() const;
+  // An error when lists and dicts nest deeper than kMaxValueDepth here.
+  Status check_depth() const;
 
  private:
   Status json_into(std::string& out, int indent, int depth) const;
+  void repr_into(std::string& out, int depth) const;
+  bool equals_at(const Value& o, int depth) const;
+  Result<int> compare_at(const Value& o, int depth) const;
+  Status check_depth_at(int depth) const;
 
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;

@@ -6,11 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "base/json.h"
 #include "runtime/runtime_testutil.h"
+#include "test_models.h"
 
 namespace minfer::runtime {
 namespace {
@@ -72,6 +75,41 @@ TEST(ChatFormatter, ATemplateErrorIsTheRenderError) {
   ASSERT_FALSE(text.is_ok());
   EXPECT_NE(text.message().find("system first"), std::string::npos) << text.message();
   EXPECT_FALSE(ChatFormatter::from_template("{% for %}", "", "").is_ok());
+}
+
+// Not asserted, printed: where the CPU time of a long conversation goes with
+// the real Gemma 3 270M (its built-in format), render and tokenization apart,
+// at sizes that show whether the cost grows faster than the input.
+TEST(ChatFormatter, LongConversationCostIsPrinted) {
+  const std::string path = ::minfer::testing::gemma3_model_path();
+  if (path.empty()) GTEST_SKIP() << ::minfer::testing::kMissingGemma3;
+  auto model = model::Model::load(path);
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  const ChatFormatter f = ChatFormatter::for_model(**model);
+  using Clock = std::chrono::steady_clock;
+  const auto ms = [](Clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  for (const size_t n : {5'000u, 10'000u, 20'000u}) {
+    std::vector<ChatMessage> msgs;
+    for (size_t i = 0; i < n; ++i) msgs.push_back({i % 2 ? "assistant" : "user", "hi"});
+    const auto t0 = Clock::now();
+    auto text = f.render(msgs);
+    ASSERT_TRUE(text.is_ok()) << text.message();
+    const auto t1 = Clock::now();
+    auto ids = encode_prompt((*model)->tokenizer(), *text);
+    ASSERT_TRUE(ids.is_ok()) << ids.message();
+    const auto t2 = Clock::now();
+    const int64_t at_least = f.min_tokens(*text);
+    const auto t3 = Clock::now();
+    std::printf(
+        "%zu messages (%s): render %.1f ms, %zu bytes -> %zu tokens in %.1f ms "
+        "(at least %lld by length, in %.3f ms)\n",
+        n, f.name().c_str(), ms(t1 - t0), text->size(), ids->size(), ms(t2 - t1),
+        static_cast<long long>(at_least), ms(t3 - t2));
+    EXPECT_LE(at_least, static_cast<int64_t>(ids->size()));
+    EXPECT_GT(at_least, 0);
+  }
 }
 
 }  // namespace

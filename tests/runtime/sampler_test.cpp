@@ -453,5 +453,84 @@ TEST(Sampler, ValidatesParameters) {
   EXPECT_TRUE(Sampler::create(p).is_ok());
 }
 
+// Stage 0: logit_bias moves a token's logit before anything else looks at it.
+TEST(Sampler, LogitBiasPlusHundredMakesGreedyPickTheToken) {
+  SamplerParams p = plain(0.0f);
+  const std::vector<float> logits = {5.0f, 1.0f, 3.0f, 0.0f};
+  EXPECT_EQ(*make(p).sample(logits), 0);
+  p.logit_bias = {{3, 100.0f}};
+  Sampler s = make(p);
+  EXPECT_FALSE(s.is_argmax());  // the device's argmax would not see the bias
+  EXPECT_EQ(*s.sample(logits), 3);
+  auto d = s.distribution(logits);
+  ASSERT_TRUE(d.is_ok());
+  ASSERT_EQ(d->size(), 1u);
+  EXPECT_EQ((*d)[0].id, 3);
+}
+
+TEST(Sampler, LogitBiasBansATokenUnderEveryFilter) {
+  const std::vector<float> logits = {5.0f, 4.0f, 4.0f, 0.0f};
+  for (const float ban : {-100.0f, -kInf}) {
+    SamplerParams p = plain(1.0f);
+    p.top_k = 1;  // top-k sees the biased logits: token 1 (then 2) is the best left
+    p.logit_bias = {{0, ban}};
+    EXPECT_EQ(*make(p).sample(logits), 1) << ban;
+    p = plain(0.0f);
+    p.logit_bias = {{0, ban}, {1, ban}};
+    EXPECT_EQ(*make(p).sample(logits), 2) << ban;
+    if (ban != -kInf) continue;  // -100 only makes it unlikely; the server maps -100 to -inf
+    p = plain(1.0f);
+    p.logit_bias = {{0, ban}};
+    Sampler s = make(p);
+    auto d = s.distribution(logits);
+    ASSERT_TRUE(d.is_ok());
+    for (const TokenProb& t : *d) EXPECT_NE(t.id, 0) << ban;
+    for (int i = 0; i < 200; ++i) EXPECT_NE(*s.sample(logits), 0) << ban;
+  }
+}
+
+TEST(Sampler, LogitBiasComesBeforeThePenalties) {
+  // Token 0 was just emitted. Biased first, 1 - 3 = -2 is multiplied by the
+  // repetition penalty: -4 < -3, token 1 wins. Biased after the penalty
+  // (1 / 2 - 3 = -2.5) or not at all (0.5), token 0 would.
+  SamplerParams p = plain(0.0f);
+  p.repeat_penalty = 2.0f;
+  p.logit_bias = {{0, -3.0f}};
+  Sampler s = make(p);
+  s.accept(0);
+  EXPECT_EQ(*s.sample(std::vector<float>{1.0f, -3.0f}), 1);
+}
+
+TEST(Sampler, LogitBiasIsDeterministicAndPerSampler) {
+  SamplerParams p = plain(1.0f);
+  p.logit_bias = {{2, 3.0f}, {2, 1.0f}, {99, 100.0f}};  // twice adds; past the row: ignored
+  const std::vector<float> logits = log_of({1, 1, 1, 1});
+  Sampler a = make(p), b = make(p), unbiased = make(plain(1.0f));
+  int twos = 0;
+  for (int i = 0; i < 400; ++i) {
+    const int32_t x = *a.sample(logits);
+    EXPECT_EQ(x, *b.sample(logits));
+    twos += x == 2;
+    (void)unbiased.sample(logits);
+  }
+  // e^4 / (e^4 + 3): about 95% of draws.
+  EXPECT_GT(twos, 340);
+  auto d = unbiased.distribution(logits);
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->size(), 4u);  // another sampler's bias leaves this one alone
+}
+
+TEST(Sampler, LogitBiasRefusesNanPlusInfAndNegativeIds) {
+  SamplerParams p = plain();
+  p.logit_bias = {{1, std::nanf("")}};
+  EXPECT_FALSE(Sampler::create(p).is_ok());
+  p.logit_bias = {{1, kInf}};
+  EXPECT_FALSE(Sampler::create(p).is_ok());
+  p.logit_bias = {{-1, 1.0f}};
+  auto s = Sampler::create(p);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("logit_bias"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace minfer::runtime

@@ -9,8 +9,8 @@
 - CORS: none without --cors; with it, preflights get 204 and every reply the
   Access-Control-Allow-Origin header.
 - Bad input (huge and negative numbers, an overflowing float, a 10 MB
-  body): each a 4xx error object; a client stalled in its headers is cut
-  off after --timeout while /health answers.
+  body): each a 4xx error object; a client stalled in its headers is
+  answered 408 and cut off after --read-timeout while /health answers.
 - --timeout: a request that runs longer is cancelled: not yet answered, a
   503 naming the timeout; streamed, an error chunk and [DONE].
 - SIGTERM: new requests get 503 while a running stream finishes whole (its
@@ -103,7 +103,8 @@ def srv_raw(srv, path, data):
 
 
 def cors_and_timeout_checks(model):
-    srv = Server(model, "--cors", "http://example.test", "--timeout", "2", ctx=8192)
+    srv = Server(model, "--cors", "http://example.test", "--timeout", "2", "--read-timeout", "2",
+                 ctx=8192)
     try:
         status, _ = srv.raw("OPTIONS", "/v1/chat/completions", None,
                             {"Origin": "http://example.test",
@@ -130,18 +131,22 @@ def cors_and_timeout_checks(model):
             error_object(status, reply, status, needle if needle != "JSON" else "")
         status, reply = srv.raw("POST", "/v1/chat/completions", b"{" + b" " * (10 << 20) + b"}")
         error_object(status, reply, 413, "too large")
-        # A client that stops in the middle of its headers is cut off after
-        # --timeout (2 s), and the server answers everyone else meanwhile.
+        # A client that stops in the middle of its headers is answered 408
+        # and cut off after --read-timeout (2 s), and the server answers
+        # everyone else meanwhile.
         slow = socket.create_connection(("127.0.0.1", srv.port))
         slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n")
         t0 = time.time()
         closed = False
+        answer = b""
         slow.settimeout(0.25)
         while time.time() - t0 < 10:
             status, _ = srv.raw("GET", "/health")
             check(status == 200, f"/health during a stalled client: {status}")
             try:
-                if slow.recv(1024) == b"":
+                got = slow.recv(1024)
+                answer += got
+                if got == b"":
                     closed = True
                     break
             except socket.timeout:
@@ -150,8 +155,9 @@ def cors_and_timeout_checks(model):
                 closed = True
                 break
         slow.close()
-        check(closed and time.time() - t0 < 6,
+        check(closed and time.time() - t0 < 7,
               f"a client stalled in its headers was not cut off ({time.time() - t0:.1f} s)")
+        check(answer.startswith(b"HTTP/1.1 408 "), f"the stalled client's answer {answer[:80]!r}")
 
         start = time.time()
         status, reply = srv.raw("POST", "/v1/chat/completions",

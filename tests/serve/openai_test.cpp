@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
+#include <string>
+#include <utility>
 
 namespace minfer::serve {
 namespace {
@@ -202,6 +205,105 @@ TEST(OpenAi, RandomBodiesAreReadOrRefusedNeverThrown) {
   }
   EXPECT_GT(read, 10);  // most random bodies have some field wrong
   EXPECT_GT(refused, 100);
+}
+
+Result<CompletionParams> chat_with(const std::string& fields) {
+  return parse_completion(
+      json::parse(R"({"messages": [{"role": "user", "content": "x"}], )" + fields + "}"), true,
+      runtime::SamplerParams{});
+}
+
+TEST(OpenAi, ReadsLogitBiasInBothForms) {
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  auto openai = chat_with(R"("logit_bias": {"15": 100, "7": -5.5, "9": -100})");
+  ASSERT_TRUE(openai.is_ok()) << openai.message();
+  const auto& b = openai->sampling.logit_bias;
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].id, 15);  // nlohmann::json sorts keys: "15" < "7" < "9"
+  EXPECT_EQ(b[0].bias, 100.0f);
+  EXPECT_EQ(b[1].id, 7);
+  EXPECT_EQ(b[1].bias, -5.5f);
+  EXPECT_EQ(b[2].id, 9);
+  EXPECT_EQ(b[2].bias, kNever) << "-100 bans, as OpenAI documents";
+  auto llama = parse_completion(
+      json::parse(R"({"prompt": "x", "logit_bias": [[3, 1.5], [4, false], [3, -2]]})"), false,
+      runtime::SamplerParams{});
+  ASSERT_TRUE(llama.is_ok()) << llama.message();
+  const auto& l = llama->sampling.logit_bias;
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0].id, 3);
+  EXPECT_EQ(l[0].bias, 1.5f);
+  EXPECT_EQ(l[1].id, 4);
+  EXPECT_EQ(l[1].bias, kNever);
+  EXPECT_EQ(l[2].bias, -2.0f);
+  EXPECT_TRUE(chat_with(R"("logit_bias": null)")->sampling.logit_bias.empty());
+  EXPECT_TRUE(chat_with(R"("logit_bias": {})")->sampling.logit_bias.empty());
+  // The defaults' bias is replaced, not added to.
+  runtime::SamplerParams defaults;
+  defaults.logit_bias = {{1, 1.0f}};
+  auto replaced =
+      parse_completion(json::parse(R"({"prompt": "x", "logit_bias": {"2": 3}})"), false, defaults);
+  ASSERT_TRUE(replaced.is_ok());
+  ASSERT_EQ(replaced->sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(replaced->sampling.logit_bias[0].id, 2);
+}
+
+TEST(OpenAi, RefusesABadLogitBiasNamingTheEntry) {
+  const std::pair<const char*, const char*> bad[] = {
+      {R"("logit_bias": 5)", "logit_bias"},
+      {R"("logit_bias": "15")", "logit_bias"},
+      {R"("logit_bias": {"abc": 1})", "\"abc\""},
+      {R"("logit_bias": {"1.5": 1})", "\"1.5\""},
+      {R"("logit_bias": {"-3": 1})", "\"-3\""},
+      {R"("logit_bias": {"": 1})", "logit_bias"},
+      {R"("logit_bias": {"12 ": 1})", "\"12 \""},
+      {R"("logit_bias": {"99999999999": 1})", "99999999999"},
+      {R"("logit_bias": {"15": 100.5})", "\"15\": 100.5"},
+      {R"("logit_bias": {"15": -101})", "\"15\": -101"},
+      {R"("logit_bias": {"15": "1"})", "\"15\""},
+      {R"("logit_bias": {"15": true})", "\"15\": true"},
+      {R"("logit_bias": [[1]])", "logit_bias[0]"},
+      {R"("logit_bias": [1, 2])", "logit_bias[0]"},
+      {R"("logit_bias": [[1, 2], [1.5, 2]])", "logit_bias[1]"},
+      {R"("logit_bias": [[1, 2], [-1, 2]])", "logit_bias[1]"},
+      {R"("logit_bias": [["7", 200]])", "logit_bias[0]"},
+      {R"("logit_bias": [[7, null]])", "logit_bias[0]"},
+  };
+  for (const auto& [fields, needle] : bad) {
+    auto p = chat_with(fields);
+    ASSERT_FALSE(p.is_ok()) << fields;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(p.message().find("logit_bias"), std::string::npos) << p.message();
+    EXPECT_NE(p.message().find(needle), std::string::npos) << p.message();
+  }
+}
+
+TEST(OpenAi, ChecksTokenIdsAgainstTheVocabulary) {
+  auto p = parse_completion(json::parse(R"({"prompt": [0, 9, 10]})"), false, {});
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_TRUE(check_token_ids(*p, 11).is_ok());
+  Status s = check_token_ids(*p, 10);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("prompt"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("10"), std::string::npos) << s.message();
+  auto b = chat_with(R"("logit_bias": {"3": 1, "262144": -1})");
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_TRUE(check_token_ids(*b, 262145).is_ok());
+  s = check_token_ids(*b, 262144);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("logit_bias"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("262144"), std::string::npos) << s.message();
+}
+
+TEST(OpenAi, ADeepContentIsRefusedWithoutCopyingIt) {
+  // As a caller that skipped parse_request_json() would pass it: the parse
+  // and nlohmann's destructor are iterative, a copy of the content is not.
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  const json body = json::parse(R"({"messages": [{"role": "user", "content": )" + deep + "}]}");
+  auto p = parse_completion(body, true, runtime::SamplerParams{});
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.message().find("messages[0].content"), std::string::npos) << p.message();
 }
 
 }  // namespace

@@ -121,6 +121,63 @@ TEST(Template, HostileTemplatesAreBounded) {
   EXPECT_EQ(*fine, "ababab");
 }
 
+// A list nested `levels` deep around an int.
+Value nested(int levels) {
+  Value v(1);
+  for (int i = 0; i < levels; ++i) v = Value(List{v});
+  return v;
+}
+
+// Frees a deeply nested value one level at a time (its destructor recurses).
+void unwrap(Value& v) {
+  while (v.is_list() && !v.as_list().empty()) {
+    Value inner = v.as_list()[0];
+    v = inner;
+  }
+}
+
+TEST(Template, DeepContextValuesAreRefusedNamingTheLimit) {
+  Value deep = nested(100'000);
+  for (const char* source : {"{{ x | tojson }}", "{{ x }}", "{{ x == x }}", "{{ [x] < [x] }}"}) {
+    auto r = render(source, {{"x", deep}});
+    ASSERT_FALSE(r.is_ok()) << source;
+    EXPECT_NE(r.message().find(std::to_string(kMaxValueDepth) + " levels"), std::string::npos)
+        << r.message();
+  }
+  unwrap(deep);
+  Value at_limit = nested(kMaxValueDepth);
+  auto fine = render("{{ x | tojson }}", {{"x", at_limit}});
+  ASSERT_TRUE(fine.is_ok()) << fine.message();
+  EXPECT_EQ(*fine, std::string(kMaxValueDepth, '[') + "1" + std::string(kMaxValueDepth, ']'));
+  auto over = render("{{ x | tojson }}", {{"x", nested(kMaxValueDepth + 1)}});
+  EXPECT_FALSE(over.is_ok());
+}
+
+TEST(Template, ValuesATemplateNestsAreBoundedToo) {
+  // A namespace that holds itself: printing stops at the limit, tojson and
+  // comparison are errors, nothing recurses without end.
+  const std::string ns = "{% set ns = namespace(a=1) %}{% set ns.me = ns %}";
+  auto printed = render(ns + "{{ ns }}");
+  ASSERT_TRUE(printed.is_ok()) << printed.message();
+  EXPECT_NE(printed->find("..."), std::string::npos);
+  EXPECT_LT(printed->size(), 10'000u);
+  auto json = render(ns + "{{ ns | tojson }}");
+  ASSERT_FALSE(json.is_ok());
+  EXPECT_NE(json.message().find(std::to_string(kMaxValueDepth)), std::string::npos);
+  EXPECT_TRUE(render(ns + "{{ ns == ns }}").is_ok());
+  // Nesting built in a loop (every level a new list) prints with "..." and
+  // does not compare.
+  const std::string loop =
+      "{% set ns = namespace(x=1) %}{% for i in range(300) %}{% set ns.x = [ns.x] %}"
+      "{% endfor %}";
+  auto deep = render(loop + "{{ ns.x }}");
+  ASSERT_TRUE(deep.is_ok()) << deep.message();
+  EXPECT_EQ(deep->find("..."), static_cast<size_t>(kMaxValueDepth));
+  auto compared = render(loop + "{{ ns.x < ns.x }}");
+  ASSERT_FALSE(compared.is_ok());
+  EXPECT_NE(compared.message().find(std::to_string(kMaxValueDepth)), std::string::npos);
+}
+
 TEST(Template, UndefinedValuesPrintNothingAndAreFalse) {
   Dict ctx;
   ctx.emplace_back("d", Value(Dict{{"a", Value(1)}}));

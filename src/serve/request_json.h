@@ -1,0 +1,34 @@
+// The one door through which an HTTP request body becomes JSON: a body is
+// refused before any document is built when it nests arrays and objects past
+// kMaxJsonDepth, so that nothing downstream (nlohmann's recursive copies and
+// comparisons, the schema compiler, the chat template) ever sees a document
+// deep enough to exhaust a thread's stack.
+//
+// Contract:
+//   - parse_request_json() / parse_request_ordered_json() return the body's
+//     top-level object (ordered_json keeps the keys in the order written).
+//   - Errors, all kInvalidArgument, and nothing built on failure:
+//       deeper than kMaxJsonDepth: "the body nests arrays and objects deeper
+//         than 64 levels" (the top-level object is level 1);
+//       not JSON, or invalid UTF-8: "the body is not valid JSON (or not valid
+//         UTF-8)";
+//       valid JSON but not an object: "the body must be a JSON object".
+//   - Cost: one streaming (SAX) pass that keeps only a depth counter, then the
+//     parse proper; both linear in the body. No exception escapes.
+// Threading: pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string_view>
+
+#include "base/status.h"
+
+namespace minfer::serve {
+
+inline constexpr int kMaxJsonDepth = 64;
+
+[[nodiscard]] Result<nlohmann::json> parse_request_json(std::string_view body);
+[[nodiscard]] Result<nlohmann::ordered_json> parse_request_ordered_json(std::string_view body);
+
+}  // namespace minfer::serve
