@@ -15,13 +15,6 @@ namespace {
 
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 
-// A run of input: either raw text still to be tokenized or a recognised token.
-struct Fragment {
-  int32_t token;  // -1 for raw text
-  size_t offset;
-  size_t length;
-};
-
 // Token texts llama.cpp treats as end-of-generation wherever they appear; the
 // first kEotCandidates of them also qualify as the end-of-turn token.
 constexpr std::string_view kEogTexts[] = {
@@ -56,7 +49,7 @@ struct Tokenizer::Impl {
   bool ignore_merges = false;
   TokenMap token_to_id;
   TokenMap ranks;
-  std::vector<int32_t> special_ids;  // longest text first
+  SpecialTokenSplitter special_splitter;
   std::vector<bool> eog;
   int32_t eot = -1;                     // the vocabulary's, or detected from well-known texts
   std::array<int32_t, 256> byte_ids{};  // SPM byte fallback, -1 when missing
@@ -73,7 +66,6 @@ struct Tokenizer::Impl {
   }
 
   void index_special_tokens();
-  std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
   void bpe_fragment(std::string_view text, std::vector<int32_t>& out) const;
   void bpe_word(const std::string& word, std::vector<int32_t>& out) const;
   void spm_fragment(std::string_view text, std::vector<int32_t>& out) const;
@@ -194,8 +186,8 @@ Result<Tokenizer> Tokenizer::create(Vocab vocab_in) {
 // special-token partition
 
 // End-of-generation ids and the tokens split out of raw text before
-// tokenization (control, user-defined and unknown ones), longest first, which
-// is the order that decides overlaps in llama.cpp.
+// tokenization (control, user-defined and unknown ones), longest first and
+// then by id, which is the order that decides overlaps in llama.cpp.
 void Tokenizer::Impl::index_special_tokens() {
   const int32_t n = static_cast<int32_t>(vocab.tokens.size());
   eog.assign(vocab.tokens.size(), false);
@@ -212,6 +204,7 @@ void Tokenizer::Impl::index_special_tokens() {
   for (int32_t id : {vocab.eos_id, eot}) {
     if (id >= 0) eog[id] = true;
   }
+  std::vector<int32_t> special_ids;
   for (int32_t id = 0; id < n; ++id) {
     const TokenType t = type(id);
     if ((t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown) &&
@@ -222,41 +215,13 @@ void Tokenizer::Impl::index_special_tokens() {
   std::stable_sort(special_ids.begin(), special_ids.end(), [&](int32_t a, int32_t b) {
     return vocab.tokens[a].size() > vocab.tokens[b].size();
   });
-}
-
-std::vector<Fragment> Tokenizer::Impl::partition(std::string_view text, bool parse_special) const {
-  std::vector<Fragment> frags;
-  if (text.empty()) return frags;
-  frags.push_back({-1, 0, text.size()});
-  std::array<bool, 256> present{};
-  for (unsigned char c : text) present[c] = true;
-  // Tokens are split out longest first, each over all remaining raw runs,
-  // which is the order that decides overlaps in llama.cpp.
+  std::vector<SpecialTokenSplitter::Pattern> patterns;
+  patterns.reserve(special_ids.size());
   for (int32_t id : special_ids) {
-    const TokenType t = type(id);
-    if (!parse_special && (t == TokenType::kControl || t == TokenType::kUnknown)) continue;
-    const std::string& tok = vocab.tokens[id];
-    if (!present[static_cast<unsigned char>(tok[0])] || tok.size() > text.size()) continue;
-    std::vector<Fragment> next;
-    bool changed = false;
-    for (const Fragment& f : frags) {
-      if (f.token >= 0) {
-        next.push_back(f);
-        continue;
-      }
-      const std::string_view run = text.substr(f.offset, f.length);
-      size_t pos = 0;
-      for (size_t hit; (hit = run.find(tok, pos)) != std::string_view::npos;
-           pos = hit + tok.size()) {
-        if (hit > pos) next.push_back({-1, f.offset + pos, hit - pos});
-        next.push_back({id, f.offset + hit, tok.size()});
-        changed = true;
-      }
-      if (pos < run.size()) next.push_back({-1, f.offset + pos, run.size() - pos});
-    }
-    if (changed) frags = std::move(next);
+    // User-defined tokens are split out even without parse_special.
+    patterns.push_back({vocab.tokens[id], id, type(id) != TokenType::kUserDefined});
   }
-  return frags;
+  special_splitter = SpecialTokenSplitter(std::move(patterns));
 }
 
 // ---------------------------------------------------------------------------
@@ -447,9 +412,9 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_s
   std::vector<int32_t> out;
   const bool add_bos = add_special && im.vocab.add_bos;
   if (add_bos) out.push_back(im.vocab.bos_id);
-  const std::vector<Fragment> frags = im.partition(text, parse_special);
+  const std::vector<TextFragment> frags = im.special_splitter.split(text, parse_special);
   bool prev_special = true;  // SPM: a space prefix goes before the first run
-  for (const Fragment& f : frags) {
+  for (const TextFragment& f : frags) {
     if (f.token >= 0) {
       out.push_back(f.token);
       prev_special = true;
@@ -523,6 +488,11 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special)
   std::string out;
   for (int32_t id : ids) out += token_to_piece(id, render_special);
   return out;
+}
+
+std::vector<TextFragment> Tokenizer::split_special(std::string_view text,
+                                                   bool parse_special) const {
+  return impl_->special_splitter.split(text, parse_special);
 }
 
 int32_t Tokenizer::n_vocab() const {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tokenizer/special_split.h"
 #include "tokenizer/vocab.h"
 
 namespace minfer::tokenizer {
@@ -40,6 +41,11 @@ class Tokenizer {
   // that token. User-defined tokens are always recognised, as in llama.cpp.
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special,
                                       bool parse_special) const;
+
+  // How encode() cuts text before tokenizing it: the special tokens it
+  // recognises (as parse_special says) and the raw runs between them, in text
+  // order; overlaps are settled as SpecialTokenSplitter describes.
+  std::vector<TextFragment> split_special(std::string_view text, bool parse_special) const;
 
   // Bytes of one token. Control/unknown tokens render as their text when
   // render_special is true, as nothing otherwise; unused tokens and invalid
