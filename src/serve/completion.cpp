@@ -2,15 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
-#include <vector>
 
-#include "serve/json_reply.h"
 #include "tokenizer/tokenizer.h"
 
 namespace minfer::serve {
-
-using nlohmann::json;
 
 namespace {
 
@@ -18,21 +13,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-std::string sse(const json& j) {
-  return "data: " + dump_json(j) + "\n\n";
-}
-
-// OpenAI reports -9999 where a probability is 0 (JSON has no -inf).
-double clamp_logprob(float lp) {
-  return std::max(static_cast<double>(lp), -9999.0);
-}
-
-json bytes_of(const std::string& piece) {
-  json b = json::array();
-  for (unsigned char c : piece) b.push_back(static_cast<int>(c));
-  return b;
 }
 
 // One choice while it runs: tokens in, text and logprobs out.
@@ -46,158 +26,6 @@ struct Choice {
   bool finished = false;
   Clock::time_point first_token, last_token;
 };
-
-// What one poll brought for one choice.
-struct Delta {
-  std::string text;
-  json logprobs = json::array();  // chat: content entries; completions: per-token rows
-};
-
-// The request's sequences, their channel, and the bookkeeping of the reply.
-class Completion {
- public:
-  Completion(const CompletionContext& ctx, const CompletionParams& p,
-             std::shared_ptr<Channel> channel)
-      : tok_(ctx.model->tokenizer()),
-        metrics_(ctx.metrics),
-        channel_(std::move(channel)),
-        chat_(p.chat),
-        top_logprobs_(p.top_logprobs),
-        deadline_(start_ + std::chrono::seconds(ctx.timeout_s)),
-        timeout_s_(ctx.timeout_s) {
-    for (int i = 0; i < p.n; ++i) choices_.emplace_back(tok_, p.stop);
-  }
-
-  // Waits up to `timeout_ms` for tokens; returns each choice's new text.
-  std::vector<Delta> poll(int timeout_ms);
-  bool finished() const;
-  Status status() const;  // why the request failed (ok otherwise)
-  void cancel() { channel_->cancel(); }
-  void record();
-  const Choice& choice(size_t i) const { return choices_[i]; }
-  size_t n() const { return choices_.size(); }
-  json usage() const;
-  const char* finish_reason(size_t i) const {
-    const Choice& c = choices_[i];
-    return c.text.stopped() || c.reason == runtime::FinishReason::kStop ? "stop" : "length";
-  }
-
- private:
-  void take(const Channel::Item& it, std::vector<Delta>& out);
-  json logprob_entry(const Channel::Item& it) const;
-
-  const tokenizer::Tokenizer& tok_;
-  Metrics* metrics_;
-  std::shared_ptr<Channel> channel_;
-  bool chat_;
-  int top_logprobs_;
-  Clock::time_point start_ = Clock::now();
-  Clock::time_point deadline_;
-  int timeout_s_;
-  bool timed_out_ = false;
-  bool recorded_ = false;
-  int64_t prompt_tokens_ = 0;
-  std::vector<Choice> choices_;
-};
-
-json Completion::logprob_entry(const Channel::Item& it) const {
-  const std::string piece = tok_.token_to_piece(it.token, false);
-  if (!chat_) {  // completions: [token, logprob, {alternative: logprob}]
-    json top = json::object();
-    for (const auto& t : it.top_logprobs) {
-      top[tok_.token_to_piece(t.id, false)] = clamp_logprob(t.logprob);
-    }
-    return json::array({piece, clamp_logprob(it.logprob), top});
-  }
-  json top = json::array();
-  for (const auto& t : it.top_logprobs) {
-    const std::string p = tok_.token_to_piece(t.id, false);
-    top.push_back({{"token", p}, {"logprob", clamp_logprob(t.logprob)}, {"bytes", bytes_of(p)}});
-  }
-  return {{"token", piece},
-          {"logprob", clamp_logprob(it.logprob)},
-          {"bytes", bytes_of(piece)},
-          {"top_logprobs", top}};
-}
-
-void Completion::take(const Channel::Item& it, std::vector<Delta>& out) {
-  if (it.choice < 0 || static_cast<size_t>(it.choice) >= choices_.size()) return;
-  Choice& c = choices_[static_cast<size_t>(it.choice)];
-  Delta& d = out[static_cast<size_t>(it.choice)];
-  prompt_tokens_ = it.prompt_tokens;
-  if (it.has_token && !c.text.stopped()) {
-    c.last_token = Clock::now();
-    if (c.tokens == 0) c.first_token = c.last_token;
-    ++c.tokens;
-    d.text += c.text.push(c.detok.push(it.token));
-    if (top_logprobs_ >= 0) d.logprobs.push_back(logprob_entry(it));
-  }
-  if (it.finished != runtime::FinishReason::kNone) c.reason = it.finished;
-}
-
-std::vector<Delta> Completion::poll(int timeout_ms) {
-  std::vector<Channel::Item> items;
-  std::vector<Delta> out(choices_.size());
-  channel_->wait(items, timeout_ms);
-  for (const Channel::Item& it : items) take(it, out);
-  if (!timed_out_ && Clock::now() > deadline_ && !finished()) {
-    timed_out_ = true;
-    channel_->cancel();
-  }
-  const bool ended = channel_->done() || timed_out_;
-  for (size_t i = 0; i < choices_.size(); ++i) {
-    Choice& c = choices_[i];
-    if (c.finished) continue;
-    if (c.text.stopped() && c.reason == runtime::FinishReason::kNone) {
-      channel_->cancel(static_cast<int>(i));  // its stop string ended it: free the sequence
-      c.reason = runtime::FinishReason::kStop;
-    }
-    if (ended || c.reason != runtime::FinishReason::kNone) {
-      if (!c.text.stopped()) out[i].text += c.text.push(c.detok.flush()) + c.text.finish();
-      c.finished = true;
-    }
-  }
-  return out;
-}
-
-bool Completion::finished() const {
-  return timed_out_ ||
-         std::all_of(choices_.begin(), choices_.end(), [](const Choice& c) { return c.finished; });
-}
-
-Status Completion::status() const {
-  if (Status s = channel_->status(); !s) return s;
-  if (timed_out_) {
-    return Status::unavailable("the request ran past the server's timeout of " +
-                               std::to_string(timeout_s_) + " s (--timeout)");
-  }
-  return Status::ok();
-}
-
-json Completion::usage() const {
-  int64_t completion = 0;
-  for (const Choice& c : choices_) completion += c.tokens;
-  return {{"prompt_tokens", prompt_tokens_},
-          {"completion_tokens", completion},
-          {"total_tokens", prompt_tokens_ + completion}};
-}
-
-// Once, at the end: the request's counts and latencies (inter-token latency
-// from the first choice).
-void Completion::record() {
-  if (recorded_) return;
-  recorded_ = true;
-  const bool ok = status().is_ok();
-  metrics_->request(ok);
-  if (!ok) return;
-  const Choice& c = choices_.front();
-  int64_t completion = 0;
-  for (const Choice& x : choices_) completion += x.tokens;
-  const double ttft = c.tokens > 0 ? seconds(start_, c.first_token) : -1;
-  const double itl =
-      c.tokens > 1 ? seconds(c.first_token, c.last_token) / static_cast<double>(c.tokens - 1) : -1;
-  metrics_->completion(prompt_tokens_, completion, ttft, itl, seconds(start_, Clock::now()));
-}
 
 // The prompt's tokens: the chat template's text, the prompt, or its ids.
 Result<std::vector<int32_t>> prompt_of(const CompletionContext& ctx, const CompletionParams& p) {
@@ -244,158 +72,151 @@ Result<std::vector<runtime::Request>> requests_of(const CompletionContext& ctx,
   return out;
 }
 
-struct Header {
-  std::string id, model;
-  int64_t created = 0;
-  bool chat = false;
+}  // namespace
+
+// The request's sequences, their channel, and the bookkeeping of the reply.
+struct CompletionRun::State {
+  State(const CompletionContext& ctx, const CompletionParams& p, std::shared_ptr<Channel> ch)
+      : tok(ctx.model->tokenizer()),
+        metrics(ctx.metrics),
+        channel(std::move(ch)),
+        top_logprobs(p.top_logprobs),
+        deadline(start + std::chrono::seconds(ctx.timeout_s)),
+        timeout_s(ctx.timeout_s) {
+    for (int i = 0; i < p.n; ++i) choices.emplace_back(tok, p.stop);
+  }
+  void take(const Channel::Item& it, std::vector<ChoiceDelta>& out);
+  TokenLogprob logprob_of(const Channel::Item& it) const;
+
+  const tokenizer::Tokenizer& tok;
+  Metrics* metrics;
+  std::shared_ptr<Channel> channel;
+  int top_logprobs;
+  Clock::time_point start = Clock::now();
+  Clock::time_point deadline;
+  int timeout_s;
+  bool timed_out = false;
+  bool recorded = false;
+  int64_t prompt_tokens = 0;
+  std::vector<Choice> choices;
 };
 
-json choice_json(const Completion& c, size_t i, const std::string& text, const json& logprobs,
-                 bool chat, bool want_logprobs) {
-  json choice = {{"index", i}, {"finish_reason", c.finish_reason(i)}};
-  json lp = nullptr;
-  if (want_logprobs && chat) lp = {{"content", logprobs}};
-  if (want_logprobs && !chat) {
-    lp = {{"tokens", json::array()},
-          {"token_logprobs", json::array()},
-          {"top_logprobs", json::array()},
-          {"text_offset", json::array()}};
-    int64_t offset = 0;
-    for (const json& row : logprobs) {
-      lp["tokens"].push_back(row[0]);
-      lp["token_logprobs"].push_back(row[1]);
-      lp["top_logprobs"].push_back(row[2]);
-      lp["text_offset"].push_back(offset);
-      offset += static_cast<int64_t>(row[0].get<std::string>().size());
-    }
-  }
-  if (chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
-  }
-  choice["logprobs"] = lp;
-  return choice;
+TokenLogprob CompletionRun::State::logprob_of(const Channel::Item& it) const {
+  TokenLogprob lp{tok.token_to_piece(it.token, false), it.logprob, {}};
+  for (const auto& t : it.top_logprobs)
+    lp.top.emplace_back(tok.token_to_piece(t.id, false), t.logprob);
+  return lp;
 }
 
-void reply(Completion& c, const Header& h, bool want_logprobs, HttpReply& out) {
-  std::vector<std::string> text(c.n());
-  std::vector<json> logprobs(c.n(), json::array());
-  while (!c.finished()) {
-    if (out.client_gone()) c.cancel();  // nobody waits for the answer: free the slots
-    auto deltas = c.poll(200);
-    for (size_t i = 0; i < c.n(); ++i) {
-      text[i] += deltas[i].text;
-      for (json& e : deltas[i].logprobs) logprobs[i].push_back(std::move(e));
-    }
+void CompletionRun::State::take(const Channel::Item& it, std::vector<ChoiceDelta>& out) {
+  if (it.choice < 0 || static_cast<size_t>(it.choice) >= choices.size()) return;
+  Choice& c = choices[static_cast<size_t>(it.choice)];
+  ChoiceDelta& d = out[static_cast<size_t>(it.choice)];
+  prompt_tokens = it.prompt_tokens;
+  if (it.has_token && !c.text.stopped()) {
+    c.last_token = Clock::now();
+    if (c.tokens == 0) c.first_token = c.last_token;
+    ++c.tokens;
+    d.text += c.text.push(c.detok.push(it.token));
+    if (top_logprobs >= 0) d.logprobs.push_back(logprob_of(it));
   }
-  c.record();
-  if (const Status s = c.status(); !s) return send_error(out, s);
-  json choices = json::array();
-  for (size_t i = 0; i < c.n(); ++i) {
-    choices.push_back(choice_json(c, i, text[i], logprobs[i], h.chat, want_logprobs));
-  }
-  send_json(out, 200,
-            {{"id", h.id},
-             {"object", h.chat ? "chat.completion" : "text_completion"},
-             {"created", h.created},
-             {"model", h.model},
-             {"choices", choices},
-             {"usage", c.usage()}});
+  if (it.finished != runtime::FinishReason::kNone) c.reason = it.finished;
 }
 
-// The SSE chunks of one poll: each choice's new text, its end, and at the
-// very end the usage (when asked) and [DONE].
-std::string stream_chunks(Completion& c, const Header& h, bool want_logprobs, bool include_usage,
-                          std::vector<bool>& ended) {
-  const auto chunk = [&](const json& choices) {
-    return json{{"id", h.id},
-                {"object", h.chat ? "chat.completion.chunk" : "text_completion"},
-                {"created", h.created},
-                {"model", h.model},
-                {"choices", choices}};
-  };
-  std::string out;
-  auto deltas = c.poll(100);
-  for (size_t i = 0; i < c.n(); ++i) {
-    const Delta& d = deltas[i];
-    const bool end = c.choice(i).finished && !ended[i] && c.status().is_ok();
-    if (d.text.empty() && d.logprobs.empty() && !end) continue;
-    json ch = {{"index", i}, {"finish_reason", end ? json(c.finish_reason(i)) : json(nullptr)}};
-    if (h.chat) {
-      ch["delta"] = d.text.empty() && end ? json::object() : json{{"content", d.text}};
-    } else {
-      ch["text"] = d.text;
-    }
-    if (want_logprobs && !d.logprobs.empty()) {
-      ch["logprobs"] = choice_json(c, i, "", d.logprobs, h.chat, true)["logprobs"];
-    }
-    out += sse(chunk(json::array({ch})));
-    if (end) ended[i] = true;
-  }
-  if (!c.finished()) return out;
-  c.record();
-  if (const Status s = c.status(); !s) {
-    out += sse(error_body(s));
-  } else if (include_usage) {
-    json u = chunk(json::array());
-    u["usage"] = c.usage();
-    out += sse(u);
-  }
-  return out + "data: [DONE]\n\n";
+Result<std::unique_ptr<CompletionRun>> CompletionRun::start(const CompletionContext& ctx,
+                                                            const CompletionParams& p) {
+  MINFER_RETURN_IF_ERROR(check_token_ids(p, ctx.model->hparams().n_vocab));
+  MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, prompt_of(ctx, p));
+  MINFER_ASSIGN_OR_RETURN(std::vector<runtime::Request> requests,
+                          requests_of(ctx, p, std::move(prompt)));
+  auto state = std::make_unique<State>(ctx, p, ctx.scheduler->submit(std::move(requests)));
+  return std::unique_ptr<CompletionRun>(new CompletionRun(std::move(state)));
 }
 
-// The role chunk OpenAI sends first in a chat stream, one per choice.
-std::string role_chunks(const Completion& c, const Header& h) {
-  std::string out;
-  for (size_t i = 0; i < c.n(); ++i) {
-    out += sse({{"id", h.id},
-                {"object", "chat.completion.chunk"},
-                {"created", h.created},
-                {"model", h.model},
-                {"choices", json::array({{{"index", i},
-                                          {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                          {"finish_reason", nullptr}}})}});
+CompletionRun::CompletionRun(std::unique_ptr<State> s) : s_(std::move(s)) {}
+
+CompletionRun::~CompletionRun() {
+  if (!finished()) cancel();
+}
+
+std::vector<ChoiceDelta> CompletionRun::poll(int timeout_ms) {
+  State& s = *s_;
+  std::vector<Channel::Item> items;
+  std::vector<ChoiceDelta> out(s.choices.size());
+  s.channel->wait(items, timeout_ms);
+  for (const Channel::Item& it : items) s.take(it, out);
+  if (!s.timed_out && Clock::now() > s.deadline && !finished()) {
+    s.timed_out = true;
+    s.channel->cancel();
+  }
+  const bool ended = s.channel->done() || s.timed_out;
+  for (size_t i = 0; i < s.choices.size(); ++i) {
+    Choice& c = s.choices[i];
+    if (c.finished) continue;
+    if (c.text.stopped() && c.reason == runtime::FinishReason::kNone) {
+      s.channel->cancel(static_cast<int>(i));  // its stop string ended it: free the sequence
+      c.reason = runtime::FinishReason::kStop;
+    }
+    if (ended || c.reason != runtime::FinishReason::kNone) {
+      if (!c.text.stopped()) out[i].text += c.text.push(c.detok.flush()) + c.text.finish();
+      c.finished = true;
+      out[i].ended = true;
+    }
   }
   return out;
 }
 
-void stream(Completion& c, const Header& h, bool want_logprobs, bool include_usage,
-            HttpReply& out) {
-  if (!out.begin_stream("text/event-stream")) return c.cancel();
-  std::vector<bool> ended(c.n(), false);
-  std::string first = h.chat ? role_chunks(c, h) : "";
-  for (;;) {
-    const std::string chunks = first + stream_chunks(c, h, want_logprobs, include_usage, ended);
-    first.clear();
-    if (!out.write(chunks)) return c.cancel();  // the client is gone
-    if (c.finished()) break;
-  }
-  out.end();
+bool CompletionRun::finished() const {
+  return s_->timed_out || std::all_of(s_->choices.begin(), s_->choices.end(),
+                                      [](const Choice& c) { return c.finished; });
 }
 
-}  // namespace
+Status CompletionRun::status() const {
+  if (Status st = s_->channel->status(); !st) return st;
+  if (s_->timed_out) {
+    return Status::unavailable("the request ran past the server's timeout of " +
+                               std::to_string(s_->timeout_s) + " s (--timeout)");
+  }
+  return Status::ok();
+}
 
-void complete(const CompletionContext& ctx, CompletionParams params, const std::string& id,
-              HttpReply& out) {
-  if (Status s = check_token_ids(params, ctx.model->hparams().n_vocab); !s) {
-    return send_error(out, s);
-  }
-  auto prompt = prompt_of(ctx, params);
-  if (!prompt) return send_error(out, prompt.status());
-  auto requests = requests_of(ctx, params, std::move(*prompt));
-  if (!requests) return send_error(out, requests.status());
-  Completion c(ctx, params, ctx.scheduler->submit(std::move(*requests)));
-  const Header h{id, ctx.model_id, static_cast<int64_t>(std::time(nullptr)), params.chat};
-  const bool want_logprobs = params.top_logprobs >= 0;
-  if (!params.stream) return reply(c, h, want_logprobs, out);
-  // A request the scheduler refused at once (busy, stopping) is an HTTP
-  // error, not a stream that fails.
-  if (const Status s = c.status(); !s) {
-    c.record();
-    return send_error(out, s);
-  }
-  stream(c, h, want_logprobs, params.include_usage, out);
+void CompletionRun::cancel() {
+  s_->channel->cancel();
+}
+
+size_t CompletionRun::n() const {
+  return s_->choices.size();
+}
+
+const char* CompletionRun::finish_reason(size_t i) const {
+  const Choice& c = s_->choices[i];
+  return c.text.stopped() || c.reason == runtime::FinishReason::kStop ? "stop" : "length";
+}
+
+int64_t CompletionRun::prompt_tokens() const {
+  return s_->prompt_tokens;
+}
+
+int64_t CompletionRun::completion_tokens() const {
+  int64_t n = 0;
+  for (const Choice& c : s_->choices) n += c.tokens;
+  return n;
+}
+
+// Inter-token latency from the first choice.
+void CompletionRun::record() {
+  State& s = *s_;
+  if (s.recorded) return;
+  s.recorded = true;
+  const bool ok = status().is_ok();
+  s.metrics->request(ok);
+  if (!ok) return;
+  const Choice& c = s.choices.front();
+  const double ttft = c.tokens > 0 ? seconds(s.start, c.first_token) : -1;
+  const double itl =
+      c.tokens > 1 ? seconds(c.first_token, c.last_token) / static_cast<double>(c.tokens - 1) : -1;
+  s.metrics->completion(s.prompt_tokens, completion_tokens(), ttft, itl,
+                        seconds(s.start, Clock::now()));
 }
 
 }  // namespace minfer::serve

@@ -1,35 +1,41 @@
-// One POST /v1/chat/completions or /v1/completions request, from its parsed
-// body to the JSON reply or the SSE stream.
+// The completion core every API front door shares: one request's prompt,
+// checked and queued on the engine as its n choices, then each choice's new
+// text and log-probabilities as they come. A front door (OpenAI's
+// chat/completions and completions: serve/openai_reply.h; later others)
+// only translates a request into CompletionParams and these deltas into its
+// own bodies and stream events.
 //
 // Contract:
-//   - The prompt (the chat template's text, a prompt string, or token ids)
-//     is checked against the context: a prompt that leaves no room is 400
-//     naming both numbers.
+//   - start() refuses, before anything is queued, what can be refused:
+//     token ids outside the vocabulary, a prompt that leaves no room in the
+//     context (400 naming both numbers; a text that cannot fit is refused
+//     without being tokenized), a response_format that does not compile. A
+//     request the scheduler refuses at once (busy: 503, stopping) has a
+//     failed status() right after start().
 //   - n choices run as n sequences (choice i's seed is seed + i); a stop
-//     string ends only its choice. Log-probabilities come per token, of the
-//     model's distribution (runtime/logprobs.h); response_format json_object
-//     / json_schema masks every draw through the ConstraintFactory.
-//   - A request that runs past the deadline (--timeout) is cancelled: a
-//     reply not yet sent becomes a 503 naming the timeout; a stream ends with
-//     an error chunk and [DONE]. A client that hangs up (HttpReply's
-//     client_gone, or a stream write that fails) cancels its sequences.
-//   - Everything that can be refused is refused before the request is
-//     queued, as an HTTP error: token ids outside the vocabulary, a prompt
-//     past the context, a response_format that does not compile.
-// Threading: runs on an HTTP worker thread; the engine is reached only
-// through the Scheduler.
+//     string ends only its choice, and no part of one is ever in a delta.
+//     Log-probabilities are of the model's distribution
+//     (runtime/logprobs.h), per token, with the top alternatives asked for.
+//   - poll() waits up to its timeout and returns each choice's new text; a
+//     choice's last delta has `ended` set. A request past the deadline
+//     (--timeout) is cancelled and its status() names the timeout.
+//   - cancel() frees every sequence (a client that went away).
+// Threading: one thread uses a CompletionRun (an HTTP worker); the engine is
+// reached only through the Scheduler.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "model/model.h"
 #include "runtime/chat_formatter.h"
 #include "runtime/token_constraint.h"
-#include "serve/http.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/scheduler.h"
@@ -52,9 +58,45 @@ struct CompletionContext {
   int timeout_s = 600;
 };
 
-// Answers through `reply` (a JSON body or a chunked SSE stream); `id` is
-// the response's id.
-void complete(const CompletionContext& ctx, CompletionParams params, const std::string& id,
-              HttpReply& reply);
+// One generated token's log-probability and the top alternatives.
+struct TokenLogprob {
+  std::string piece;
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
+};
+
+// What one poll brought for one choice.
+struct ChoiceDelta {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;  // when asked for: one per token of `text`
+  bool ended = false;                  // the choice's last delta
+};
+
+class CompletionRun {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<CompletionRun>> start(const CompletionContext& ctx,
+                                                                    const CompletionParams& p);
+  ~CompletionRun();
+  CompletionRun(const CompletionRun&) = delete;
+  CompletionRun& operator=(const CompletionRun&) = delete;
+
+  std::vector<ChoiceDelta> poll(int timeout_ms);
+  bool finished() const;
+  Status status() const;  // why the request failed (ok otherwise)
+  void cancel();
+  // Once, at the end: the request's counts and latencies into the metrics.
+  void record();
+
+  size_t n() const;
+  // "stop" (an end-of-generation token or a stop string) or "length".
+  const char* finish_reason(size_t i) const;
+  int64_t prompt_tokens() const;
+  int64_t completion_tokens() const;  // all choices
+
+ private:
+  struct State;
+  explicit CompletionRun(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
 
 }  // namespace minfer::serve

@@ -11,6 +11,7 @@
 #include "serve/json_reply.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
+#include "serve/openai_reply.h"
 #include "serve/openapi.h"
 #include "serve/request_json.h"
 #include "serve/scheduler.h"
@@ -215,8 +216,7 @@ void Server::Impl::completion(const HttpRequest& req, HttpReply& reply, bool cha
   ctx.n_ctx = n_ctx;
   ctx.n_predict = options.n_predict;
   ctx.timeout_s = options.timeout_s;
-  complete(ctx, std::move(*params), (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++),
-           reply);
+  complete_openai(ctx, *params, (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++), reply);
 }
 
 void Server::Impl::tokenize(const HttpRequest& req, HttpReply& reply) {
