@@ -40,6 +40,8 @@ struct Server::Impl {
   ConstraintFactory constraints;
 
   void routes();
+  // What every front door's completions run with.
+  CompletionContext context();
   bool authorized(const HttpRequest& req) const;
   bool filter(const HttpRequest& req, HttpReply& reply) const;
   void completion(const HttpRequest& req, HttpReply& reply, bool chat);
@@ -198,14 +200,7 @@ Result<json> body_of(const HttpRequest& req) {
 
 }  // namespace
 
-void Server::Impl::completion(const HttpRequest& req, HttpReply& reply, bool chat) {
-  auto body = body_of(req);
-  if (!body) return send_error(reply, body.status());
-  auto params = parse_completion(*body, chat, options.sampling);
-  if (!params) return send_error(reply, params.status());
-  if (params->format == CompletionParams::Format::kJsonSchema) {
-    params->schema = ordered_schema(req.body);
-  }
+CompletionContext Server::Impl::context() {
   CompletionContext ctx;
   ctx.model = model;
   ctx.scheduler = scheduler.get();
@@ -216,7 +211,19 @@ void Server::Impl::completion(const HttpRequest& req, HttpReply& reply, bool cha
   ctx.n_ctx = n_ctx;
   ctx.n_predict = options.n_predict;
   ctx.timeout_s = options.timeout_s;
-  complete_openai(ctx, *params, (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++), reply);
+  return ctx;
+}
+
+void Server::Impl::completion(const HttpRequest& req, HttpReply& reply, bool chat) {
+  auto body = body_of(req);
+  if (!body) return send_error(reply, body.status());
+  auto params = parse_completion(*body, chat, options.sampling);
+  if (!params) return send_error(reply, params.status());
+  if (params->format == CompletionParams::Format::kJsonSchema) {
+    params->schema = ordered_schema(req.body);
+  }
+  complete_openai(context(), *params, (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++),
+                  reply);
 }
 
 void Server::Impl::tokenize(const HttpRequest& req, HttpReply& reply) {
