@@ -1,4 +1,4 @@
-// End-to-end parity with llama.cpp (DESIGN.md §4): perplexity of
+// End-to-end parity with llama.cpp (docs/PARITY.md): perplexity of
 // tests/data/text.txt at context 512 on synthetic Qwen2.5-0.5B (Q4_0, Q8_0),
 // Qwen3-0.6B (Q8_0, Q4_K) and the real Gemma 3 270M Q4_K_M must agree with
 // llama.cpp's within |Δ ln PPL| <= 0.003; greedy Gemma 3 continuations must

@@ -1,6 +1,6 @@
 // CpuBackend: runs every graph op on the host, with llama.cpp's CPU numerics
 // (activations quantized to the weight's vec_dot_type before each matmul;
-// DESIGN.md §3.7).
+// docs/ARCHITECTURE.md, "Contracts" 7).
 //
 // Buffers are host allocations (64-byte aligned) addressed by id; read_host /
 // write_host are memcpys and synchronize() is a no-op. Weights are read in

@@ -4,7 +4,7 @@
 // Contract: get() uploads all tensors or fails naming the first that cannot go
 // (a type without a device decoder, a non-F32 row length that is not a
 // multiple of 32) or the memory shortfall (needed vs free, in MiB); the
-// all-weights gate of DESIGN.md §3.2 rests on this all-or-nothing upload.
+// all-weights gate (docs/ARCHITECTURE.md, "Contracts" 2) rests on this all-or-nothing upload.
 // Uploads are shared: backends over the same Weights table (e.g. several
 // Sessions of one Model) get the same DeviceWeights while one of them lives.
 // Each tensor starts at a 256-byte aligned device address. The copy goes

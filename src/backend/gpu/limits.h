@@ -1,6 +1,6 @@
 // Device-limit guards of the shared GPU layer: a dispatch that would pass a
 // limit of the device is refused with the actual numbers, never clamped or
-// split behind the caller's back (DESIGN.md §3.6).
+// split behind the caller's back (docs/ARCHITECTURE.md, "Contracts" 6).
 //
 // Contract:
 //   - check_kernel_fits(): the kernel's workgroup (each dimension and the

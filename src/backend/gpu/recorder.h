@@ -2,7 +2,7 @@
 // backend records every dispatch of a split through one Recorder, which
 // validates it, orders it after what it depends on, notes it in the kernel
 // trail and encodes it into one CommandList of the device; submit_and_wait()
-// submits that list once and waits with a deadline (DESIGN.md §3.4, §3.5).
+// submits that list once and waits with a deadline (docs/ARCHITECTURE.md, "Contracts" 4 and 5).
 //
 // Contract:
 //   - dispatch() checks the call against the kernel table and the device's

@@ -1,5 +1,5 @@
 // The kernel trail: the last 16 dispatches a GPU backend recorded, for the
-// message of a wait that timed out or a device that failed (DESIGN.md §3.5).
+// message of a wait that timed out or a device that failed (docs/ARCHITECTURE.md, "Contracts" 5).
 //
 // Contract: record() keeps the newest kCapacity entries; describe() lists
 // them oldest first ("last 3 kernels (oldest first): a, b, c"), or says that

@@ -36,7 +36,7 @@
 //     that way.
 //   - lookup() of an unknown name is not_found naming the tensor;
 //     all_registered() is ok or not_found naming the missing tensors (the
-//     all-weights gate of DESIGN.md §3.2).
+//     all-weights gate: docs/ARCHITECTURE.md, "Contracts" 2).
 //   - The registry must be destroyed before its Device; nothing here may run
 //     while recorded work that binds a weight is pending (device.h).
 // Threading: one thread at a time.

@@ -2,7 +2,7 @@
 // workgroup size, which the build passes as WG_X/WG_Y/WG_Z from the kernel's
 // manifest (`workgroup` line) so that the host table and the SPIR-V agree.
 //
-// Rules every kernel keeps (docs/VULKAN.md):
+// Rules every kernel keeps (docs/GPU.md, "Kernel rules"):
 //   - correct for any subgroup size (1..128): reductions go through
 //     subgroupAdd and then a shared array with one slot per subgroup, sized
 //     for the worst case (WG_X * WG_Y * WG_Z slots);
