@@ -40,6 +40,32 @@ bool exists(const std::string& path) {
       fileExistsAtPath:[NSString stringWithUTF8String:path.c_str()]];
 }
 
+// Options for compiling the embedded MSL: MSL 2.3 (macOS 11; the deployment
+// target is pinned at 13.0 in CMakeLists.txt) and IEEE arithmetic. Metal
+// compiles with fast math unless told not to (fastMathEnabled defaults to
+// YES), which the kernels cannot take: argmax starts from -inf and skips NaN
+// (argmax.comp), attention's numerics rely on exact products and a division
+// refined on its exact remainder (attention_numerics.glsl), both of which fast
+// math may fold or contract away. msl.cmake gives the offline compiler
+// -fno-fast-math for the same reason.
+MTLCompileOptions* ieee_compile_options() {
+  MTLCompileOptions* o = [MTLCompileOptions new];
+  o.languageVersion = MTLLanguageVersion2_3;
+#if defined(__MAC_15_0) && __MAC_OS_X_VERSION_MAX_ALLOWED >= __MAC_15_0
+  // macOS 15 SDKs: mathMode replaces fastMathEnabled (deprecated there).
+  if (@available(macOS 15.0, *)) {
+    o.mathMode = MTLMathModeSafe;
+    o.mathFloatingPointFunctions = MTLMathFloatingPointFunctionsPrecise;
+    return o;
+  }
+#endif
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-declarations"
+  o.fastMathEnabled = NO;
+#pragma clang diagnostic pop
+  return o;
+}
+
 }  // namespace
 
 Result<id<MTLLibrary>> MetalDevice::prebuilt_library(const Options& options) const {
@@ -69,12 +95,10 @@ Result<id<MTLFunction>> MetalDevice::function_of(uint32_t index, id<MTLLibrary> 
   const std::string entry = msl_entry_point(k.name, k.variant);
   id<MTLLibrary> lib = prebuilt;
   if (lib == nil) {  // compile this kernel's MSL now
-    MTLCompileOptions* o = [MTLCompileOptions new];
-    o.languageVersion = MTLLanguageVersion2_3;
     NSError* error = nil;
     const std::string source = msl.source();
     lib = [device_ newLibraryWithSource:[NSString stringWithUTF8String:source.c_str()]
-                                options:o
+                                options:ieee_compile_options()
                                   error:&error];
     if (lib == nil) {
       return Status::internal("Metal: the MSL of " + k.label() +

@@ -45,7 +45,10 @@ add_custom_command(
   VERBATIM)
 set(msl_targets ${MINFER_MSL_OUTPUTS})
 
-# Xcode's compiler, when present: one AIR file per kernel, one library.
+# Xcode's compiler, when present: one AIR file per kernel, one library. Without
+# fast math (on by default in `metal`, as in MTLCompileOptions): the kernels'
+# -inf/NaN handling and exact arithmetic need IEEE semantics (metal_pipelines.mm,
+# ieee_compile_options, does the same for the sources compiled at startup).
 if(MINFER_METAL)
   find_program(MINFER_XCRUN xcrun)
   if(MINFER_XCRUN)
@@ -59,7 +62,9 @@ if(MINFER_METAL)
       set(air ${MINFER_MSL_DIR}/${label}.air)
       add_custom_command(
         OUTPUT ${air}
-        COMMAND ${MINFER_XCRUN} -sdk macosx metal -std=macos-metal2.3 -O2 -c ${src} -o ${air}
+        COMMAND ${MINFER_XCRUN} -sdk macosx metal -std=macos-metal2.3
+                -mmacosx-version-min=${CMAKE_OSX_DEPLOYMENT_TARGET} -fno-fast-math -O2 -c ${src}
+                -o ${air}
         DEPENDS ${src}
         COMMENT "MSL ${label} -> AIR"
         VERBATIM)
