@@ -17,7 +17,20 @@ implementation independent of minfer's C++ code:
                       Q8_0, F16 and BF16. Q8_1 and Q8_K come from the short
                       numpy transcriptions of ggml's published activation
                       quantizers in this file.
+  dequant_MXFP4.bin   random E2M1 nibbles under every E8M0 exponent byte 0..255
+                      (and random blocks), dequantized by gguf-py (e = 254, 255
+                      give +-inf for the largest codes, as ggml does).
+  quant_MXFP4.bin     gguf-py's MXFP4 quantizer on Gaussian blocks of many
+                      magnitudes, exact E2M1 grid points and midpoints (ties),
+                      and blocks whose largest |x| sits just below a power of
+                      two (where the f32 log2 of the shared exponent rounds up).
+                      Blocks with largest |x| below 2^-125 are left out: ggml's
+                      exponent is undefined there (gguf-py wraps it, minfer
+                      clamps it to 0; tests/quant checks minfer's rule).
   quant_sizes.txt     gguf.constants.GGML_QUANT_SIZES: "NAME id block type_size".
+
+The MXFP4 files draw from their own generator (seed MXFP4_SEED), so adding
+them left every other file byte for byte as it was.
 
 Binary files are little-endian: magic (4 bytes, b"MQGD" or b"MQGQ"), u32 version
 (1), u32 ggml type id, u32 element count n, u32 byte count m, then
@@ -36,6 +49,7 @@ import gguf
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType as T
 
 SEED = 20240521
+MXFP4_SEED = 20250806
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "tests/quant/golden"
 
 TABLE_TYPES = [
@@ -203,6 +217,40 @@ def float_edge_inputs(rng) -> np.ndarray:
     return np.concatenate([edge, rand, rbits.view(np.float32)]).astype(np.float32)
 
 
+def gen_mxfp4(rng):
+    """MXFP4 goldens: dequantization over every exponent byte, quantization."""
+    raw = rng.integers(0, 256, size=(256 + 16, 17), dtype=np.uint8)
+    raw[:256, 0] = np.arange(256, dtype=np.uint8)  # each E8M0 byte once
+    with np.errstate(over="ignore"):  # e = 255: 2^127 times 8 or 12 overflows to inf, as in ggml
+        out = np.ascontiguousarray(gguf.quants.dequantize(raw, T.MXFP4), dtype=np.float32)
+    out = out.reshape(-1)
+    assert not np.any(np.isnan(out))
+    write_golden(OUT / "dequant_MXFP4.bin", b"MQGD", T.MXFP4, out.size, raw.tobytes(), out.tobytes())
+
+    blocks = []
+    for i in range(48):  # Gaussian blocks from 2^-60 to 2^60 times N(0, 1)
+        blocks.append(rng.standard_normal(32) * np.float32(2.0 ** rng.integers(-60, 61)))
+    grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], np.float32)
+    mids = (grid[1:] + grid[:-1]) / 2
+    for scale in [1.0, 2.0 ** -20, 2.0 ** 30]:
+        blocks.append(np.resize(np.concatenate([grid, -grid]), 32) * np.float32(scale))
+        blocks.append(np.resize(np.concatenate([mids, -mids, [7.0, -7.0]]), 32) * np.float32(scale))
+    for k in [-120, -40, -3, 0, 2, 3, 7, 20, 100, 127]:  # amax just below 2^(k+1)
+        for j in [1, 2, 5]:
+            b = rng.standard_normal(32).astype(np.float32) * np.float32(2.0 ** (k - 2))
+            b[int(rng.integers(0, 32))] = np.float32((2 - j * 2.0 ** -23) * 2.0 ** k)
+            blocks.append(b)
+    blocks.append(np.zeros(32, np.float32))
+    blocks.append(np.full(32, -0.0, np.float32))
+    blocks.append(np.full(32, 0.7, np.float32))
+    x = np.concatenate(blocks).astype(np.float32)
+    assert np.all(np.abs(x.reshape(-1, 32)).max(axis=1)[np.abs(x.reshape(-1, 32)).max(axis=1) > 0]
+                  >= np.float32(2.0 ** -125))
+    with np.errstate(over="ignore"):
+        q = gguf.quants.quantize(x, T.MXFP4)
+    write_golden(OUT / "quant_MXFP4.bin", b"MQGQ", T.MXFP4, x.size, x.tobytes(), q.tobytes())
+
+
 def gen_sizes():
     lines = []
     for name in TABLE_TYPES:
@@ -217,6 +265,7 @@ def main():
     rng = np.random.default_rng(SEED)
     gen_dequant(rng)
     gen_quant(rng)
+    gen_mxfp4(np.random.default_rng(MXFP4_SEED))
     gen_sizes()
     total = sum(p.stat().st_size for p in OUT.iterdir())
     print(f"wrote {len(list(OUT.iterdir()))} files, {total} bytes, to {OUT}")

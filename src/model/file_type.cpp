@@ -21,6 +21,7 @@ constexpr FileTypeName kFileTypes[] = {
     {15, "Q4_K - Medium"}, {16, "Q5_K - Small"},
     {17, "Q5_K - Medium"}, {18, "Q6_K"},
     {21, "Q2_K - Small"},  {32, "BF16"},
+    {38, "MXFP4 MoE"},
 };
 constexpr uint32_t kGuessed = 1024;
 

@@ -51,6 +51,19 @@ uint32_t plain_file_type(TensorType t) {
   }
 }
 
+// llama_ftype's LLAMA_FTYPE_MOSTLY_MXFP4_MOE.
+constexpr uint32_t kMxfp4MoeFileType = 38;
+
+// The MXFP4 mix: FFN matrices in MXFP4, every other matrix in Q8_0 (as
+// llama-quantize's MXFP4_MOE treats the expert and the other tensors).
+TensorType mxfp4_mix_type(const QuantMix& mix, TensorRole role, bool tied) {
+  if (role == TensorRole::kFfnGateUp || role == TensorRole::kFfnDown) return TensorType::MXFP4;
+  const TensorType output = mix.output.value_or(TensorType::Q8_0);
+  if (role == TensorRole::kOutput) return output;
+  if (role == TensorRole::kEmbedding) return mix.embd.value_or(tied ? output : TensorType::Q8_0);
+  return TensorType::Q8_0;
+}
+
 // The layers that get more bits under the _M mixes: the first and last eighth,
 // and every third layer in between.
 bool use_more_bits(int layer, int n_layer) {
@@ -100,6 +113,9 @@ Result<QuantMix> parse_quant_mix(std::string_view name) {
       return mix;
     }
   }
+  if (n == "MXFP4") {
+    return QuantMix{n, TensorType::MXFP4, false, std::nullopt, std::nullopt, kMxfp4MoeFileType};
+  }
   auto type = quant::parse_tensor_type(n);
   const bool plain =
       type.is_ok() && (is_k_quant(*type) || is_legacy_quant(*type) || *type == TensorType::F32 ||
@@ -108,7 +124,7 @@ Result<QuantMix> parse_quant_mix(std::string_view name) {
     return Status::invalid_argument(
         "unknown quantization '" + std::string(name) +
         "' (known: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, "
-        "Q4_K, Q5_K, Q6_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M)");
+        "Q4_K, Q5_K, Q6_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, MXFP4)");
   }
   return QuantMix{n, *type, false, std::nullopt, std::nullopt, plain_file_type(*type)};
 }
@@ -117,6 +133,7 @@ TensorType choose_type(const QuantMix& mix, TensorRole role, int layer, int n_la
                        int64_t row_len, bool tied) {
   if (role == TensorRole::kVector) return TensorType::F32;
   const TensorType base = mix.base;
+  if (base == TensorType::MXFP4) return mxfp4_mix_type(mix, role, tied);
   // Embedding and output: Q8_0 next to legacy types, Q6_K next to K-quants,
   // unchanged for float files (the composition of ANCHORS.md's files).
   TensorType edge = is_k_quant(base)        ? TensorType::Q6_K

@@ -78,8 +78,8 @@ std::vector<PlannedTensor> plan(const ModelShape& s, const QuantMix& mix) {
     p.matrix(b + "attn_output.weight", q_dim, d, TensorRole::kOtherMatrix, i, out_sd);
     if (s.gemma_norms) p.vector(b + "post_attention_norm.weight", d, Init::kOnes);
     p.vector(b + "ffn_norm.weight", d, Init::kOnes);
-    p.matrix(b + "ffn_gate.weight", d, ff, TensorRole::kOtherMatrix, i, in_sd);
-    p.matrix(b + "ffn_up.weight", d, ff, TensorRole::kOtherMatrix, i, in_sd);
+    p.matrix(b + "ffn_gate.weight", d, ff, TensorRole::kFfnGateUp, i, in_sd);
+    p.matrix(b + "ffn_up.weight", d, ff, TensorRole::kFfnGateUp, i, in_sd);
     const float down_sd = residual_scale / std::sqrt(static_cast<float>(ff));
     p.matrix(b + "ffn_down.weight", ff, d, TensorRole::kFfnDown, i, down_sd);
     if (s.gemma_norms) p.vector(b + "post_ffw_norm.weight", d, Init::kOnes);

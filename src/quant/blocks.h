@@ -4,13 +4,14 @@
 // and its fields sit at the offsets the GGUF format uses, so a row of n
 // elements is exactly n / block_size of these structs back to back. Scale
 // fields named d/dmin/m/s are raw f16 bit patterns (quant/half.h converts)
-// except Q8_K's d, which is an f32. Everything is little-endian. Element e of a
-// block means the e-th value of the block's slice of the row.
+// except Q8_K's d, which is an f32, and MXFP4's e, an E8M0 exponent byte. Everything is
+// little-endian. Element e of a block means the e-th value of the block's slice of the row.
 //
 // Rows inside a mapped file need not be aligned for these structs; readers
 // should memcpy a block out rather than cast the pointer. Threading: plain data.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -70,6 +71,32 @@ struct BlockQ8_1 {
   int8_t qs[kQK];
 };
 static_assert(sizeof(BlockQ8_1) == 36);
+
+// OCP microscaling FP4 (ggml's block_mxfp4): x[e] = kMxfp4Values[q[e]] * 2^(e - 128)
+// with q 4 bits placed as in BlockQ4_0 (q[e] for e < 16 is the low nibble of
+// qs[e], q[e + 16] its high nibble). kMxfp4Values holds the E2M1 values
+// doubled (so they are integers) and the scale is halved to match: the
+// element is E2M1(q) * 2^(e - 127). e is an E8M0 byte (a bare biased
+// exponent); e = 0 and 1 give the f32 subnormals 2^-128 and 2^-127, and
+// e = 255 (NaN in the OCP spec) is read as 2^127, as ggml does.
+struct BlockMxfp4 {
+  uint8_t e;
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockMxfp4) == 17);
+
+// E2M1 code -> 2 * value: codes 0..7 are +0, 0.5, 1, 1.5, 2, 3, 4, 6 and
+// 8..15 the same values negated (bit 3 is the sign; code 8 is -0).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
+// The block scale that multiplies kMxfp4Values: 2^(e - 128), half the E8M0
+// value (ggml's ggml_e8m0_to_fp32_half, bit for bit). Exact for every e: the
+// two smallest are f32 subnormals, the rest normals with exponent field e - 1.
+constexpr float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
+}
 
 // 16 sub-blocks of 16 elements; sub-block j = e / 16.
 // x[e] = d * (scales[j] & 15) * q[e] - dmin * (scales[j] >> 4), q 2 bits.

@@ -72,6 +72,8 @@ Kernels kernels_for(TensorType type) {
       return {dequantize_q6_k, quantize_q6_k};
     case TensorType::Q8_K:
       return {dequantize_q8_k, quantize_q8_k};
+    case TensorType::MXFP4:
+      return {dequantize_mxfp4, quantize_mxfp4};
     default:
       return {nullptr, nullptr};
   }

@@ -6,9 +6,11 @@
 //   - dequantize_row is bit-exact with ggml's reference dequantization (and the
 //     gguf Python package): same operations, in the same order, in f32, never
 //     fused into FMAs.
-//   - quantize_row for F16/BF16/Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q8_1/Q8_K produces the
-//     same bytes as ggml's reference quantizers (activations quantized here
-//     therefore follow llama.cpp's numerics). The K-quant weight quantizers
+//   - quantize_row for F16/BF16/Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q8_1/Q8_K/MXFP4
+//     produces the same bytes as ggml's reference quantizers (activations
+//     quantized here therefore follow llama.cpp's numerics); MXFP4 differs
+//     only for blocks whose largest |x| is below 2^-125, where ggml's exponent
+//     is undefined and this one is clamped to 0 (docs/QUANT.md). The K-quant weight quantizers
 //     (Q2_K..Q6_K) use this project's own least-squares fit; their output is a
 //     valid encoding with the error listed in docs/QUANT.md, not ggml's bytes.
 // Errors (as Status, never aborts): a type without a reference, n negative or

@@ -57,6 +57,7 @@ void dequantize_q4_k(const void* src, float* dst, int64_t nb);
 void dequantize_q5_k(const void* src, float* dst, int64_t nb);
 void dequantize_q6_k(const void* src, float* dst, int64_t nb);
 void dequantize_q8_k(const void* src, float* dst, int64_t nb);
+void dequantize_mxfp4(const void* src, float* dst, int64_t nb);
 
 void quantize_q4_0(const float* src, void* dst, int64_t nb);
 void quantize_q4_1(const float* src, void* dst, int64_t nb);
@@ -70,5 +71,6 @@ void quantize_q4_k(const float* src, void* dst, int64_t nb);
 void quantize_q5_k(const float* src, void* dst, int64_t nb);
 void quantize_q6_k(const float* src, void* dst, int64_t nb);
 void quantize_q8_k(const float* src, void* dst, int64_t nb);
+void quantize_mxfp4(const float* src, void* dst, int64_t nb);
 
 }  // namespace minfer::quant::detail

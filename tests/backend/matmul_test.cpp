@@ -65,7 +65,7 @@ TEST(cpu_Matmul, EqualsPerRowDotsForEveryTypeThreadCountAndIsa) {
   const TensorType types[] = {
       TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
       TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
-      TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
+      TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::MXFP4};
   uint32_t seed = 7;
   for (TensorType type : types) {
     for (int64_t n_tokens : {1, 6}) {
@@ -126,6 +126,34 @@ TEST(cpu_Matmul, ApproximatesFloatMatmul) {
       for (int64_t i = 0; i < p.in_dim; ++i)
         ref += double(wf[r * p.in_dim + i]) * x[t * p.in_dim + i];
       EXPECT_NEAR(y[t * p.rows + r], ref, 0.02 * std::sqrt(double(p.in_dim)));
+    }
+  }
+}
+
+// MXFP4 weights (no GEMM kernel: every batch size takes the per-row dot
+// kernels, a prompt of 20 tokens included) against the decoded weights in f64.
+TEST(cpu_Matmul, Mxfp4ApproximatesTheDecodedWeights) {
+  for (int64_t n_tokens : {1, 3, 20}) {
+    const Problem p{TensorType::MXFP4, 48, 256, n_tokens};
+    SCOPED_TRACE("tokens=" + std::to_string(n_tokens));
+    const auto w = make_weights(p, 21);
+    const auto wf = testing::decode(p.type, w.data(), p.rows * p.in_dim);
+    const auto x = random_floats(p.in_dim * p.n_tokens, 22);
+    ThreadPool pool(2);
+    std::vector<uint8_t> scratch;
+    std::vector<float> y(static_cast<size_t>(p.rows * p.n_tokens));
+    ASSERT_TRUE(matmul({p.type, p.rows, p.in_dim, w.data(), 0}, x.data(), p.n_tokens, y.data(),
+                       pool, scratch)
+                    .is_ok());
+    EXPECT_EQ(y, naive(p, w, x, active_isa()));
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+      for (int64_t r = 0; r < p.rows; ++r) {
+        double ref = 0.0;
+        for (int64_t i = 0; i < p.in_dim; ++i)
+          ref += double(wf[r * p.in_dim + i]) * x[t * p.in_dim + i];
+        // Only the Q8_0 rounding of the activations separates the two.
+        EXPECT_NEAR(y[t * p.rows + r], ref, 0.02 * std::sqrt(double(p.in_dim)));
+      }
     }
   }
 }

@@ -27,7 +27,7 @@ using testing::random_floats;
 constexpr TensorType kWeightTypes[] = {
     TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
     TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
-    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
+    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::MXFP4};
 
 TEST(cpu_VecDotType, MatchesGgmlTypeTraits) {
   const std::pair<TensorType, TensorType> expected[] = {
@@ -37,7 +37,7 @@ TEST(cpu_VecDotType, MatchesGgmlTypeTraits) {
       {TensorType::Q5_1, TensorType::Q8_1}, {TensorType::Q8_0, TensorType::Q8_0},
       {TensorType::Q2_K, TensorType::Q8_K}, {TensorType::Q3_K, TensorType::Q8_K},
       {TensorType::Q4_K, TensorType::Q8_K}, {TensorType::Q5_K, TensorType::Q8_K},
-      {TensorType::Q6_K, TensorType::Q8_K}};
+      {TensorType::Q6_K, TensorType::Q8_K}, {TensorType::MXFP4, TensorType::Q8_0}};
   for (const auto& [weight, act] : expected) {
     const auto got = vec_dot_type(weight);
     ASSERT_TRUE(got.is_ok()) << got.message();
@@ -72,7 +72,7 @@ TEST(cpu_VecDotType, EveryLoadableWeightTypeHasAKernel) {
       EXPECT_EQ(quant::weight_type_names().find(std::string(t->name) + ","), std::string::npos);
     }
   }
-  EXPECT_EQ(weight_types, 13);  // F32 F16 BF16, Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, Q2_K..Q6_K
+  EXPECT_EQ(weight_types, 14);  // F32 F16 BF16, Q4_0 Q4_1 Q5_0 Q5_1 Q8_0, Q2_K..Q6_K, MXFP4
   EXPECT_FALSE(quant::is_weight_type(TensorType::IQ4_NL));
   EXPECT_FALSE(quant::is_weight_type(TensorType::Q8_K));
 }
@@ -133,6 +133,9 @@ void randomize_quants(TensorType type, std::vector<uint8_t>& row, std::mt19937& 
       break;
     case TensorType::Q8_0:
       spans = {{2, 32}};
+      break;
+    case TensorType::MXFP4:  // nibbles only: the E8M0 byte keeps the quantizer's scale
+      spans = {{1, 16}};
       break;
     case TensorType::Q8_1:  // s = d * sum(q) goes stale; both kernels read the same s
       spans = {{4, 32}};
@@ -251,9 +254,9 @@ TEST_P(cpu_VecDotSimd, AgreesWithScalar) {
 // Extreme but legal operands: all quants at their extremes must not saturate
 // the 16-bit intermediate sums of the SIMD kernels.
 TEST_P(cpu_VecDotSimd, ExtremeQuantsDoNotSaturate) {
-  for (TensorType type :
-       {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
-        TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                          TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
+                          TensorType::Q5_K, TensorType::Q6_K, TensorType::MXFP4}) {
     SCOPED_TRACE(std::string(quant::type_name(type)));
     const int64_t n = 512;
     std::vector<float> wv(n), xv(n);

@@ -99,8 +99,8 @@ TEST(Synth, FilesReadByIndependentReader) {
   const fs::path dir = temp_dir();
   const std::string script = std::string(MINFER_SOURCE_DIR) + "/tools/check_synth.py";
   const char* shapes[] = {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-gemma3"};
-  const char* quants[] = {"F32",  "F16",  "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
-                          "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"};
+  const char* quants[] = {"F32",  "F16",  "BF16", "Q4_0", "Q4_1", "Q5_0",   "Q5_1", "Q8_0",
+                          "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "MXFP4"};
   for (size_t i = 0; i < std::size(quants); ++i) {
     const std::string shape = shapes[i % std::size(shapes)];
     const fs::path out = dir / (shape + "-" + quants[i] + ".gguf");

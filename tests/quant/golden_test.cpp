@@ -90,7 +90,8 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, DequantizeGolden,
                                            TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0,
                                            TensorType::Q5_1, TensorType::Q8_0, TensorType::Q8_1,
                                            TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
-                                           TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K),
+                                           TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K,
+                                           TensorType::MXFP4),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 class QuantizeGolden : public ::testing::TestWithParam<TensorType> {};
@@ -119,7 +120,8 @@ TEST_P(QuantizeGolden, MatchesGgmlRoundingByteForByte) {
 INSTANTIATE_TEST_SUITE_P(ExactTypes, QuantizeGolden,
                          ::testing::Values(TensorType::F16, TensorType::BF16, TensorType::Q4_0,
                                            TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                                           TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K),
+                                           TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K,
+                                           TensorType::MXFP4),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 TEST(TypeTableGolden, BlockGeometryMatchesGgufPy) {

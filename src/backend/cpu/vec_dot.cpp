@@ -71,6 +71,8 @@ bool find_kernels(TensorType weight, Kernels* out) {
       MINFER_KERNELS(Q8_1, q5_1, MINFER_X86(dot_q5_1_avx2));
     case TensorType::Q8_0:
       MINFER_KERNELS(Q8_0, q8_0, MINFER_X86(dot_q8_0_avx2));
+    case TensorType::MXFP4:
+      MINFER_KERNELS(Q8_0, mxfp4, MINFER_X86(dot_mxfp4_avx2));
     case TensorType::Q2_K:
       MINFER_KERNELS(Q8_K, q2_k, MINFER_X86(dot_q2_k_avx2));
     case TensorType::Q3_K:

@@ -2,7 +2,7 @@
 // encoded blocks, with the numerics of ggml's CPU backend.
 //
 // Contract: as in llama.cpp, a matmul first converts each activation row to
-// the weight type's vec_dot_type (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1,
+// the weight type's vec_dot_type (Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4, Q8_1 for Q4_1/Q5_1,
 // Q8_K for the K-quants, the weight's own type for F32/F16/BF16; use
 // quant::quantize_row) and then takes integer dot products block by block,
 // scaling each block sum by the two block scales.
@@ -14,8 +14,9 @@
 //     accumulate the scaled block sums in 8-lane f32 vectors, as ggml's AVX2
 //     code does (the K-quants not necessarily in ggml's order), and differ
 //     from the scalar ones only by float rounding.
-//     Q4_0/Q5_0/Q8_0 use one accumulator in block order, exactly as ggml's
-//     AVX2 code; Q4_1/Q5_1 also use one, with the offsets m_w * s_x (s from
+//     Q4_0/Q5_0/Q8_0/MXFP4 use one accumulator in block order, as ggml's
+//     AVX2 code does (MXFP4's block scale is f16(d_x) times half the E8M0
+//     scale, as in ggml); Q4_1/Q5_1 also use one, with the offsets m_w * s_x (s from
 //     the Q8_1 block) summed apart in f32 and added at the end. F16/F32
 //     mirror ggml's AVX2 ggml_vec_dot_f16/f32 exactly (4x8-lane
 //     accumulators); BF16 has four 8-lane FMA accumulators too (even and odd

@@ -148,6 +148,18 @@ MINFER_AVX2 inline __m256 q8_0_block(const uint8_t* pw, const uint8_t* px, __m25
   return _mm256_fmadd_ps(_mm256_set1_ps(half_at(pw) * half_at(px)), s, acc);
 }
 
+// MXFP4: each nibble looks up its doubled E2M1 value (|v| <= 12, so dot_i8's
+// pair sums stay far from saturation); the scale is f16(d_x) times half the
+// E8M0 scale, the scalar kernel's product.
+MINFER_AVX2 inline __m256 mxfp4_block(const uint8_t* pw, const uint8_t* px, __m256 acc) {
+  const __m256i table = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kMxfp4Values)));
+  const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(pw + 1));
+  const __m256 s = _mm256_cvtepi32_ps(dot_i8(q, load256(px + 2)));
+  const float d = half_at(px) * quant::mxfp4_half_scale(pw[0]);
+  return _mm256_fmadd_ps(_mm256_set1_ps(d), s, acc);
+}
+
 // Sums the blocks of a 32-element format against Q8_0 in one accumulator, in
 // block order, as ggml's AVX2 kernels do; the multi-row decode path of
 // backend/cpu/matmul_gemm.h adds in the same order, so the two agree bit for bit.
@@ -172,6 +184,10 @@ MINFER_AVX2 float dot_q5_0_avx2(int64_t n, const void* w, const void* x) {
 
 MINFER_AVX2 float dot_q8_0_avx2(int64_t n, const void* w, const void* x) {
   return sum_q8_0_blocks<sizeof(quant::BlockQ8_0), q8_0_block>(n, w, x);
+}
+
+MINFER_AVX2 float dot_mxfp4_avx2(int64_t n, const void* w, const void* x) {
+  return sum_q8_0_blocks<sizeof(quant::BlockMxfp4), mxfp4_block>(n, w, x);
 }
 
 // The even and the odd elements of 16 bf16 values as eight f32 each (a bf16

@@ -93,6 +93,9 @@ float dot_q5_1_neon(int64_t n, const void* w, const void* x) {
 float dot_q8_0_neon(int64_t n, const void* w, const void* x) {
   return neon::dot_q8_0_blocks<WideningDot, neon::Q8_0Format>(n, w, x);
 }
+float dot_mxfp4_neon(int64_t n, const void* w, const void* x) {
+  return neon::dot_q8_0_blocks<WideningDot, neon::Mxfp4Format>(n, w, x);
+}
 float dot_q2_k_neon(int64_t n, const void* w, const void* x) {
   return neon::dot_q2_k<WideningDot>(n, w, x);
 }

@@ -38,6 +38,9 @@ float dot_q5_1_neon_dotprod(int64_t n, const void* w, const void* x) {
 float dot_q8_0_neon_dotprod(int64_t n, const void* w, const void* x) {
   return neon::dot_q8_0_blocks<SdotDot, neon::Q8_0Format>(n, w, x);
 }
+float dot_mxfp4_neon_dotprod(int64_t n, const void* w, const void* x) {
+  return neon::dot_q8_0_blocks<SdotDot, neon::Mxfp4Format>(n, w, x);
+}
 float dot_q2_k_neon_dotprod(int64_t n, const void* w, const void* x) {
   return neon::dot_q2_k<SdotDot>(n, w, x);
 }

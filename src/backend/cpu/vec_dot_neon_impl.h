@@ -1,4 +1,4 @@
-// NEON dot kernels of the integer formats (Q4_0..Q8_0 against Q8_0/Q8_1, the
+// NEON dot kernels of the integer formats (Q4_0..Q8_0 and MXFP4 against Q8_0/Q8_1, the
 // K-quants against Q8_K), written once for two ways of forming int8 dot
 // products. Each includer supplies a policy `Dot` with
 //   static int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b);
@@ -128,6 +128,29 @@ struct Q8_0Format {
   }
 };
 
+// MXFP4: each nibble looks up its doubled E2M1 value; the block's scale is
+// the E8M0 byte's half scale instead of a leading f16.
+struct Mxfp4Format {
+  static constexpr size_t kBytes = sizeof(quant::BlockMxfp4);
+  static float scale(const uint8_t* pw) { return quant::mxfp4_half_scale(pw[0]); }
+  static void quants(const uint8_t* pw, int8x16_t* lo, int8x16_t* hi) {
+    const int8x16_t table = vld1q_s8(quant::kMxfp4Values);
+    const uint8x16_t q = vld1q_u8(pw + offsetof(quant::BlockMxfp4, qs));
+    *lo = vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(0x0f)));
+    *hi = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
+  }
+};
+
+// A weight block's scale: the leading f16 d, unless the format decodes its own.
+template <class F>
+inline float weight_scale(const uint8_t* pw) {
+  if constexpr (requires { F::scale(pw); }) {
+    return F::scale(pw);
+  } else {
+    return half_at(pw);
+  }
+}
+
 // The exact integer dot of one weight block with the 32 quants at q8.
 template <class Dot, class F>
 inline int32x4_t block_sum(const uint8_t* pw, const uint8_t* q8) {
@@ -141,10 +164,10 @@ inline int32x4_t block_sum(const uint8_t* pw, const uint8_t* q8) {
 template <class Dot, class F, size_t x_qs>
 inline float32x4_t scaled_block(const uint8_t* bw, const uint8_t* bx, float32x4_t acc) {
   const int32x4_t s = block_sum<Dot, F>(bw, bx + x_qs);
-  return vfmaq_n_f32(acc, vcvtq_f32_s32(s), half_at(bw) * half_at(bx));
+  return vfmaq_n_f32(acc, vcvtq_f32_s32(s), weight_scale<F>(bw) * half_at(bx));
 }
 
-// Symmetric formats (Q4_0, Q5_0, Q8_0) against Q8_0: sum of d_w * d_x * block
+// Symmetric formats (Q4_0, Q5_0, Q8_0, MXFP4) against Q8_0: sum of d_w * d_x * block
 // sum, in two 4-lane accumulators (even and odd blocks).
 template <class Dot, class F>
 float dot_q8_0_blocks(int64_t n, const void* w, const void* x) {

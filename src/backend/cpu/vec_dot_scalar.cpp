@@ -173,6 +173,25 @@ float dot_q8_0_scalar(int64_t n, const void* w, const void* x) {
   return sumf;
 }
 
+// ggml's ggml_vec_dot_mxfp4_q8_0_generic: the doubled E2M1 values against
+// the Q8_0 quants, scaled by f16(d_x) * (half the E8M0 scale) in that order.
+float dot_mxfp4_scalar(int64_t n, const void* w, const void* x) {
+  float sumf = 0.0f;
+  for (int64_t ib = 0; ib < n / kQK; ++ib) {
+    const auto bw = load_block<quant::BlockMxfp4>(w, ib);
+    const auto bx = load_block<quant::BlockQ8_0>(x, ib);
+    const float d = f16_to_f32(bx.d) * quant::mxfp4_half_scale(bw.e);
+    int sumi1 = 0;
+    int sumi2 = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      sumi1 += bx.qs[j] * quant::kMxfp4Values[bw.qs[j] & 0x0f];
+      sumi2 += bx.qs[j + kQK / 2] * quant::kMxfp4Values[bw.qs[j] >> 4];
+    }
+    sumf += d * static_cast<float>(sumi1 + sumi2);
+  }
+  return sumf;
+}
+
 float dot_q2_k_scalar(int64_t n, const void* w, const void* x) {
   float sumf = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
