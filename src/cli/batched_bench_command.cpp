@@ -159,7 +159,7 @@ Result<std::vector<Case>> cases(const ArgParser& p, bool shared) {
 Status run(const ArgParser& p) {
   const bool shared = p.has("-pps");
   MINFER_ASSIGN_OR_RETURN(std::vector<Case> all, cases(p, shared));
-  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(runtime::RunOptions config, run_options(p, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(int64_t page_size, p.get_int("--page-size", 16, 1, 4096));
   const bool json = p.has("--json");
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/json));
@@ -169,18 +169,17 @@ Status run(const ArgParser& p) {
         "|    S t/s |   TTFT s | reused | fwd % |\n|--------|--------|------|--------|----------|"
         "----------|----------|----------|----------|----------|----------|--------|-------|\n"));
   for (const Case& c : all) {
-    runtime::EngineOptions o;
+    runtime::EngineOptions o(config);
     o.n_slots = c.b;
     o.n_ctx = c.pp + c.tg + 1;  // each sequence's context (-c may give more)
-    if (p.has("--ctx-size") && so.n_ctx < o.n_ctx) {
+    if (p.has("--ctx-size") && config.n_ctx < o.n_ctx) {
       return Status::invalid_argument(p.spelled("--ctx-size") + ": PP " + std::to_string(c.pp) +
                                       " + TG " + std::to_string(c.tg) + " need " +
                                       std::to_string(o.n_ctx) + " tokens per sequence");
     }
-    if (p.has("--ctx-size")) o.n_ctx = so.n_ctx;
+    if (p.has("--ctx-size")) o.n_ctx = config.n_ctx;
     o.page_size = page_size;
     o.await_shared_prefill = !p.has("--no-await-prefill");
-    engine_settings(so, o);
     MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, o));
     MINFER_ASSIGN_OR_RETURN(Timing t, run_case(*engine, c, shared, model->hparams().n_vocab));
     MINFER_RETURN_IF_ERROR(json ? print_json(c, t, o, shared) : print_row(c, t));

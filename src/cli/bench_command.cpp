@@ -138,7 +138,7 @@ using Clock = std::chrono::steady_clock;
 
 class BenchRunner {
  public:
-  BenchRunner(const model::Model& model, const BenchOptions& o, runtime::SessionOptions base,
+  BenchRunner(const model::Model& model, const BenchOptions& o, runtime::RunOptions base,
               bool ctx_given, BenchPrinter& out);
   Status run(const TestSpec& t);
 
@@ -149,7 +149,7 @@ class BenchRunner {
 
   const model::Model& model_;
   const BenchOptions& o_;
-  runtime::SessionOptions base_;
+  runtime::RunOptions base_;
   bool ctx_given_;
   BenchPrinter& out_;
   BenchRecord common_;  // the fields every test shares
@@ -158,8 +158,8 @@ class BenchRunner {
   std::optional<Bandwidth> device_bandwidth_;
 };
 
-BenchRunner::BenchRunner(const model::Model& model, const BenchOptions& o,
-                         runtime::SessionOptions base, bool ctx_given, BenchPrinter& out)
+BenchRunner::BenchRunner(const model::Model& model, const BenchOptions& o, runtime::RunOptions base,
+                         bool ctx_given, BenchPrinter& out)
     : model_(model), o_(o), base_(base), ctx_given_(ctx_given), out_(out) {
   common_.model_filename = model.path();
   common_.model_type = model::model_type_label(model);
@@ -172,8 +172,7 @@ BenchRunner::BenchRunner(const model::Model& model, const BenchOptions& o,
 
 // The context a test runs in: depth + n_prompt + n_gen tokens (llama-bench's
 // n_ctx), or -c's, which must hold them.
-Result<int64_t> context_size(const TestSpec& t, const runtime::SessionOptions& base,
-                             bool ctx_given) {
+Result<int64_t> context_size(const TestSpec& t, const runtime::RunOptions& base, bool ctx_given) {
   const int64_t need = t.n_depth + t.n_prompt + t.n_gen;
   if (need > kMaxContext) {
     return Status::invalid_argument("test " + t.name() + " needs " + std::to_string(need) +
@@ -189,11 +188,11 @@ Result<int64_t> context_size(const TestSpec& t, const runtime::SessionOptions& b
 }
 
 Result<std::unique_ptr<runtime::Engine>> BenchRunner::open_engine(const TestSpec& t) {
-  runtime::SessionOptions so = base_;
-  so.n_threads = t.n_threads;
-  so.max_batch = t.n_batch;
-  MINFER_ASSIGN_OR_RETURN(so.n_ctx, context_size(t, base_, ctx_given_));
-  runtime::EngineOptions eo = solo_engine_options(so);
+  runtime::RunOptions config = base_;
+  config.n_threads = t.n_threads;
+  config.max_batch = t.n_batch;
+  MINFER_ASSIGN_OR_RETURN(config.n_ctx, context_size(t, base_, ctx_given_));
+  runtime::EngineOptions eo = solo_engine_options(config);
   eo.n_ctx += 1;         // the request's last drawn token is never evaluated
   eo.graph_buckets = 0;  // exact step shapes, as llama-bench's
   // Pages that divide the depth: each run reuses the whole context.
@@ -362,7 +361,7 @@ Result<BenchOptions> bench_options(const ArgParser& p) {
 }
 
 Status bench(const ArgParser& p, const BenchOptions& o) {
-  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions base, context_options(p, 1));
+  MINFER_ASSIGN_OR_RETURN(runtime::RunOptions base, context_options(p, 1));
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/o.format != BenchFormat::kMarkdown));
   // Every test's context is checked before the first one runs.
   for (const TestSpec& t : test_matrix(o)) {

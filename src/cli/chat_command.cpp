@@ -72,10 +72,10 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 512, 1, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(runtime::SamplerParams sp, sampler_params(p));
   MINFER_RETURN_IF_ERROR(runtime::Sampler::create(sp).status());  // bad settings first
-  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096));
+  MINFER_ASSIGN_OR_RETURN(runtime::RunOptions config, run_options(p, 4096));
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p));
-  so.n_ctx = std::min<int64_t>(so.n_ctx, model->hparams().n_ctx_train);
-  MINFER_ASSIGN_OR_RETURN(auto engine, solo_engine(*model, so));
+  config.n_ctx = std::min<int64_t>(config.n_ctx, model->hparams().n_ctx_train);
+  MINFER_ASSIGN_OR_RETURN(auto engine, solo_engine(*model, config));
   runtime::ChatFormatter formatter = runtime::ChatFormatter::for_model(*model);
   if (auto path = p.get("--chat-template-file")) {
     MINFER_ASSIGN_OR_RETURN(std::string source, read_text_file(*path, "chat template file"));

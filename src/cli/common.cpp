@@ -1,11 +1,13 @@
 #include "cli/common.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -19,6 +21,13 @@ namespace {
 // Loads shorter than this (a fraction of a second) get no bar.
 constexpr uint64_t kBarMinBytes = uint64_t{64} << 20;
 
+// A cache type as the flags spell it ("f16").
+std::string cache_type_spelling(quant::TensorType t) {
+  std::string s(quant::type_name(t));
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
 }  // namespace
 
 const Result<Options>& environment() {
@@ -27,14 +36,18 @@ const Result<Options>& environment() {
 }
 
 void add_model_options(ArgParser& p) {
+  // The defaults shown are RunOptions', the ones the flags leave in place.
+  const runtime::RunOptions defaults;
   p.option("-m,--model", "FILE", "GGUF model file");
   p.option("-t,--threads", "N", "CPU threads (all)");
   p.option("-c,--ctx-size", "N", "context size in tokens");
   p.option("--cache-type", "TYPE",
-           "KV cache type for K and V: f32, f16 or q8_0 (f16; env MINFER_CACHE_TYPE)");
+           "KV cache type for K and V: f32, f16 or q8_0 (" + cache_type_spelling(defaults.k_type) +
+               "; env MINFER_CACHE_TYPE)");
   p.option("-ctk,--cache-type-k", "TYPE", "KV cache type for K (overrides --cache-type)");
   p.option("-ctv,--cache-type-v", "TYPE", "KV cache type for V (overrides --cache-type)");
-  p.option("-b,--batch-size", "N", "tokens per prefill graph (512)");
+  p.option("-b,--batch-size", "N",
+           "tokens per prefill graph (" + std::to_string(defaults.max_batch) + ")");
 }
 
 void add_sampling_options(ArgParser& p) {
@@ -83,20 +96,21 @@ Result<int> thread_count(const ArgParser& p) {
   return static_cast<int>(threads);
 }
 
-Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t default_ctx) {
-  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions o, context_options(p, default_ctx));
+Result<runtime::RunOptions> run_options(const ArgParser& p, int64_t default_ctx) {
+  MINFER_ASSIGN_OR_RETURN(runtime::RunOptions o, context_options(p, default_ctx));
   MINFER_ASSIGN_OR_RETURN(o.n_threads, thread_count(p));
-  MINFER_ASSIGN_OR_RETURN(o.max_batch, p.get_int("--batch-size", 512, 1, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(o.max_batch, p.get_int("--batch-size", o.max_batch, 1, kMaxContext));
   return o;
 }
 
-Result<runtime::SessionOptions> context_options(const ArgParser& p, int64_t default_ctx) {
-  runtime::SessionOptions o;
+Result<runtime::RunOptions> context_options(const ArgParser& p, int64_t default_ctx) {
+  runtime::RunOptions o;
   MINFER_ASSIGN_OR_RETURN(o.n_ctx, p.get_int("--ctx-size", default_ctx, 1, kMaxContext));
-  // The env var sets both; --cache-type beats it; -ctk/-ctv beat both for their half.
-  std::string both = "f16";
-  std::string both_from = "default";
   o.options = environment().is_ok() ? *environment() : Options{};
+  // The env var sets both; --cache-type beats it; -ctk/-ctv beat both for
+  // their half. With none of them RunOptions' type stays, marked as not chosen.
+  std::optional<std::string> both;
+  std::string both_from;
   if (const std::string& env = o.options.cache_type; !env.empty()) {
     both = env;
     both_from = "MINFER_CACHE_TYPE";
@@ -105,17 +119,18 @@ Result<runtime::SessionOptions> context_options(const ArgParser& p, int64_t defa
     both = *flag;
     both_from = "--cache-type";
   }
-  auto parse = [&](const char* flag) -> Result<quant::TensorType> {
+  auto parse = [&](const char* flag, quant::TensorType& type) -> Status {
     const auto given = p.get(flag);
-    auto t = runtime::parse_cache_type(given ? *given : both);
+    if (!given && !both) return Status::ok();
+    auto t = runtime::parse_cache_type(given ? *given : *both);
     if (!t)
       return Status::invalid_argument((given ? std::string(flag) : both_from) + ": " + t.message());
-    return t;
+    type = *t;
+    return Status::ok();
   };
-  MINFER_ASSIGN_OR_RETURN(o.k_type, parse("--cache-type-k"));
-  MINFER_ASSIGN_OR_RETURN(o.v_type, parse("--cache-type-v"));
-  o.cache_types_are_defaults =
-      both_from == "default" && !p.has("--cache-type-k") && !p.has("--cache-type-v");
+  MINFER_RETURN_IF_ERROR(parse("--cache-type-k", o.k_type));
+  MINFER_RETURN_IF_ERROR(parse("--cache-type-v", o.v_type));
+  o.cache_types_are_defaults = !both && !p.has("--cache-type-k") && !p.has("--cache-type-v");
   return o;
 }
 
@@ -163,27 +178,16 @@ Result<std::string> read_prompt(const ArgParser& p) {
   return read_text_file(*file, "prompt file");
 }
 
-void engine_settings(const runtime::SessionOptions& so, runtime::EngineOptions& e) {
-  e.max_batch = so.max_batch;
-  e.n_threads = so.n_threads;
-  e.k_type = so.k_type;
-  e.v_type = so.v_type;
-  e.cache_types_are_defaults = so.cache_types_are_defaults;
-  e.options = so.options;
-}
-
-runtime::EngineOptions solo_engine_options(const runtime::SessionOptions& so) {
-  runtime::EngineOptions eo;
+runtime::EngineOptions solo_engine_options(const runtime::RunOptions& run) {
+  runtime::EngineOptions eo(run);
   eo.n_slots = 1;
-  eo.n_ctx = so.n_ctx;
-  engine_settings(so, eo);
   eo.options.batch_invariant = false;
   return eo;
 }
 
 Result<std::unique_ptr<runtime::Engine>> solo_engine(const model::Model& model,
-                                                     const runtime::SessionOptions& so) {
-  return runtime::Engine::create(model, solo_engine_options(so));
+                                                     const runtime::RunOptions& run) {
+  return runtime::Engine::create(model, solo_engine_options(run));
 }
 
 Result<std::string> read_text_file(const std::string& path, std::string_view what) {

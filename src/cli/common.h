@@ -1,6 +1,7 @@
 // Pieces shared by the model-running subcommands: options common to all of
-// them (model, threads, context, cache type), model loading with a progress
-// bar, and session creation.
+// them (model, threads, context, cache type) read into the one run
+// configuration (runtime::RunOptions), model loading with a progress bar, and
+// engine creation.
 #pragma once
 
 #include <memory>
@@ -11,8 +12,8 @@
 #include "cli/args.h"
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "runtime/run_options.h"
 #include "runtime/sampler.h"
-#include "runtime/session.h"
 
 namespace minfer::cli {
 
@@ -41,14 +42,16 @@ int64_t max_thread_count();
 // -t/--threads: 0 (all hardware threads) up to max_thread_count().
 Result<int> thread_count(const ArgParser& p);
 
-// Session options from -t, -c, the cache types and --batch-size. Cache types
-// (f32, f16, q8_0; default f16): MINFER_CACHE_TYPE sets K and V, --cache-type
-// beats it, -ctk/-ctv beat both for K or V; a bad value is an error naming its
-// source, the value and the allowed types.
-Result<runtime::SessionOptions> session_options(const ArgParser& p, int64_t default_ctx);
+// The run configuration (runtime::RunOptions) from -t, -c, the cache types,
+// --batch-size and the MINFER_* environment; what no flag or variable sets
+// keeps RunOptions' default. Cache types (f32, f16, q8_0): MINFER_CACHE_TYPE
+// sets K and V, --cache-type beats it, -ctk/-ctv beat both for K or V; a bad
+// value is an error naming its source, the value and the allowed types.
+// Types nobody chose are marked RunOptions::cache_types_are_defaults.
+Result<runtime::RunOptions> run_options(const ArgParser& p, int64_t default_ctx);
 // The same from -c and the cache types alone, for a command that sets the
 // threads and the batch size itself (bench, whose -t and -b take lists).
-Result<runtime::SessionOptions> context_options(const ArgParser& p, int64_t default_ctx);
+Result<runtime::RunOptions> context_options(const ArgParser& p, int64_t default_ctx);
 
 // A seed flag: absent or -1 picks a fresh random seed (the commands print
 // it); otherwise 0 .. 2^64-1.
@@ -58,15 +61,12 @@ Result<runtime::SamplerParams> sampler_params(const ArgParser& p);
 
 // Reads -p TEXT or -f FILE (`-f -`: standard input; error if neither, or both).
 Result<std::string> read_prompt(const ArgParser& p);
-// The engine's share of the command-line settings: batch size, threads,
-// cache types and the MINFER_* options.
-void engine_settings(const runtime::SessionOptions& so, runtime::EngineOptions& e);
 // An engine for one sequence at a time (run, chat, perplexity), of context
-// so.n_ctx: nothing shares its batches, so batch invariance is off (the
+// run.n_ctx: nothing shares its batches, so batch invariance is off (the
 // fastest kernels run).
-runtime::EngineOptions solo_engine_options(const runtime::SessionOptions& so);
+runtime::EngineOptions solo_engine_options(const runtime::RunOptions& run);
 Result<std::unique_ptr<runtime::Engine>> solo_engine(const model::Model& model,
-                                                     const runtime::SessionOptions& so);
+                                                     const runtime::RunOptions& run);
 // A whole file as text; errors name `what` ("prompt file") and the path.
 Result<std::string> read_text_file(const std::string& path, std::string_view what);
 

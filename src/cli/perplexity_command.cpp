@@ -17,10 +17,10 @@ constexpr int64_t kAllChunks = 0;
 Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(std::string text, read_prompt(p));
   MINFER_ASSIGN_OR_RETURN(int64_t n_chunks, p.get_int("--chunks", kAllChunks, 1, kMaxContext));
-  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 512));
+  MINFER_ASSIGN_OR_RETURN(runtime::RunOptions config, run_options(p, 512));
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p));
   const int64_t n_ctx_train = model->hparams().n_ctx_train;
-  if (so.n_ctx > n_ctx_train) {
+  if (config.n_ctx > n_ctx_train) {
     return Status::out_of_range(p.spelled("--ctx-size") +
                                 ": more than the model's training context of " +
                                 std::to_string(n_ctx_train) + " tokens");
@@ -28,7 +28,7 @@ Status run(const ArgParser& p) {
   const tokenizer::Tokenizer& tok = model->tokenizer();
   auto tokens = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
   if (!tokens) return tokens.status().with_context("text");
-  const int64_t n_ctx = so.n_ctx;
+  const int64_t n_ctx = config.n_ctx;
   const auto n_tokens = static_cast<int64_t>(tokens->size());
   // Checked before the engine allocates a cache for n_ctx tokens.
   if (n_tokens < n_ctx) {
@@ -36,7 +36,7 @@ Status run(const ArgParser& p) {
                                     " tokens, fewer than one chunk of " + std::to_string(n_ctx) +
                                     " (lower it with -c)");
   }
-  MINFER_ASSIGN_OR_RETURN(auto engine, solo_engine(*model, so));
+  MINFER_ASSIGN_OR_RETURN(auto engine, solo_engine(*model, config));
   const int64_t chunks =
       n_chunks == kAllChunks ? n_tokens / n_ctx : std::min(n_chunks, n_tokens / n_ctx);
   std::fprintf(stderr, "perplexity: %lld tokens, context %lld, %lld chunks\n",

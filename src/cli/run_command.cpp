@@ -17,28 +17,28 @@ Status run(const ArgParser& p, bool& interrupted) {
   MINFER_ASSIGN_OR_RETURN(int64_t n_predict, p.get_int("--n-predict", 128, 1, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(runtime::SamplerParams sp, sampler_params(p));
   MINFER_RETURN_IF_ERROR(runtime::Sampler::create(sp).status());  // bad settings first
-  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096));
+  MINFER_ASSIGN_OR_RETURN(runtime::RunOptions config, run_options(p, 4096));
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p));
-  so.n_ctx = std::min<int64_t>(so.n_ctx, model->hparams().n_ctx_train);
+  config.n_ctx = std::min<int64_t>(config.n_ctx, model->hparams().n_ctx_train);
   const tokenizer::Tokenizer& tok = model->tokenizer();
   auto tokens = tok.encode(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (!tokens) return tokens.status().with_context("prompt");
-  if (static_cast<int64_t>(tokens->size()) >= so.n_ctx) {
+  if (static_cast<int64_t>(tokens->size()) >= config.n_ctx) {
     return Status::out_of_range("the prompt has " + std::to_string(tokens->size()) +
-                                " tokens, more than the context of " + std::to_string(so.n_ctx) +
-                                " allows (raise it with -c)");
+                                " tokens, more than the context of " +
+                                std::to_string(config.n_ctx) + " allows (raise it with -c)");
   }
-  MINFER_ASSIGN_OR_RETURN(auto engine, solo_engine(*model, so));
+  MINFER_ASSIGN_OR_RETURN(auto engine, solo_engine(*model, config));
   // Ctrl-C ends the generation and the summary still follows; installed
   // before the "seed:" line, so that a caller who waits for it can signal.
   Interrupts interrupts;
   std::fprintf(stderr, "seed: %llu, context: %lld, prompt: %zu tokens\n",
-               static_cast<unsigned long long>(sp.seed), static_cast<long long>(so.n_ctx),
+               static_cast<unsigned long long>(sp.seed), static_cast<long long>(config.n_ctx),
                tokens->size());
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
   if (!p.has("--no-display-prompt")) MINFER_RETURN_IF_ERROR(write_stdout(prompt));
   const int64_t budget =
-      std::min<int64_t>(n_predict, so.n_ctx - static_cast<int64_t>(tokens->size()));
+      std::min<int64_t>(n_predict, config.n_ctx - static_cast<int64_t>(tokens->size()));
   Status written;  // the first failed write stops generation: nobody reads the rest
   runtime::Request request(*tokens, sp, budget);
   auto stats = runtime::generate(*engine, std::move(request), [&](int32_t t) {

@@ -117,14 +117,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const 
   MINFER_ASSIGN_OR_RETURN(PagePool pool, PagePool::create(n_pages, o.page_size));
   e->pool_.emplace(std::move(pool));
   e->pad_pages_ = padding_pages(o, e->max_pages_);
-  ForwardConfig config;
-  config.n_threads = o.n_threads;
-  config.gpu = o.gpu;
-  config.options = o.options;
+  ForwardConfig config(o);  // the run options, without the engine's own
   config.kv_rows = (n_pages + e->pad_pages_) * o.page_size;
-  config.k_type = o.k_type;
-  config.v_type = o.v_type;
-  config.cache_types_are_defaults = o.cache_types_are_defaults;
   config.cache_size = 8;  // batch shapes recur: decode-only steps of each size, prefill chunks
   MINFER_ASSIGN_OR_RETURN(e->runner_, ForwardRunner::create(model, config, e->graph_params(1, 1)));
   if (o.decode_per_step < 0) {

@@ -61,6 +61,7 @@
 #include "runtime/forward.h"
 #include "runtime/kv_pages.h"
 #include "runtime/logprobs.h"
+#include "runtime/run_options.h"
 #include "runtime/sampler.h"
 #include "runtime/token_constraint.h"
 
@@ -72,12 +73,16 @@ namespace minfer::runtime {
 
 using SequenceId = int64_t;
 
-struct EngineOptions {
-  int64_t n_slots = 4;      // sequences running at once
-  int64_t n_ctx = 4096;     // context limit of each sequence (prompt + generated)
-  int64_t page_size = 16;   // cells per KV page
-  int64_t n_pages = 0;      // pool size; 0: n_slots * n_ctx / page_size (no sharing needed)
-  int64_t max_batch = 512;  // tokens per step
+// The shared run options (runtime/run_options.h: context per sequence,
+// threads, max_batch tokens per step, cache types, gpu, the MINFER_*
+// switches; their defaults are every path's) and what only an engine has.
+struct EngineOptions : RunOptions {
+  EngineOptions() = default;
+  explicit EngineOptions(const RunOptions& run) : RunOptions(run) {}
+
+  int64_t n_slots = 4;     // sequences running at once
+  int64_t page_size = 16;  // cells per KV page
+  int64_t n_pages = 0;     // pool size; 0: n_slots * n_ctx / page_size (no sharing needed)
   // Sequences decoded per step (see step()); 0: every running one. -1: 0
   // on a GPU, kCpuDecodePerStep on the CPU.
   int64_t decode_per_step = 0;
@@ -89,17 +94,11 @@ struct EngineOptions {
   // -1: on when a GPU takes part. A step whose padding would pass the
   // padding slot's max_batch cells keeps its exact shape.
   int graph_buckets = -1;
-  int n_threads = 0;
-  quant::TensorType k_type = quant::TensorType::F16;
-  quant::TensorType v_type = quant::TensorType::F16;
-  bool cache_types_are_defaults = false;  // as SessionOptions
-  bool gpu = true;
   // A waiting prompt that shares whole pages with a prompt still being
   // computed waits for those pages instead of computing them again (every
   // sequence's prefill publishes its full pages as it goes). Off: each
   // computes what is not cached when it is admitted.
   bool await_shared_prefill = true;
-  Options options;
 };
 
 struct Request {

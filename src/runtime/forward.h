@@ -35,19 +35,20 @@
 #include "model/graph_params.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
+#include "runtime/run_options.h"
 
 namespace minfer::runtime {
 
-struct ForwardConfig {
-  int n_threads = 0;  // CPU threads (0: all hardware threads)
-  bool gpu = true;    // let GPU backends take part
-  Options options;    // the MINFER_* switches
-  int64_t kv_rows = 0;
-  quant::TensorType k_type = quant::TensorType::F32;
-  quant::TensorType v_type = quant::TensorType::F32;
-  // The types above are defaults, not the user's choice: the first backend
-  // with a default_cache_type() for this model replaces both.
-  bool cache_types_are_defaults = false;
+// The run options (threads, gpu, the MINFER_* switches, the cache types and
+// cache_types_are_defaults: with it, the first backend with a
+// default_cache_type() for this model replaces both types) and what the
+// owner derives from them. n_ctx and max_batch are the owner's: the cache
+// is sized by kv_rows.
+struct ForwardConfig : RunOptions {
+  ForwardConfig() = default;
+  explicit ForwardConfig(const RunOptions& run) : RunOptions(run) {}
+
+  int64_t kv_rows = 0;    // KV cache rows (a session's context, an engine's pool)
   size_t cache_size = 1;  // cached graphs besides the decode graph
 };
 

@@ -14,14 +14,8 @@ Result<std::unique_ptr<Session>> Session::create(const model::Model& model,
   }
   if (options.max_batch < 1) return Status::invalid_argument("batch size must be positive");
   std::unique_ptr<Session> s(new Session(model, options));
-  ForwardConfig config;
-  config.n_threads = options.n_threads;
-  config.gpu = options.gpu;
-  config.options = options.options;
+  ForwardConfig config(options);
   config.kv_rows = options.n_ctx;
-  config.k_type = options.k_type;
-  config.v_type = options.v_type;
-  config.cache_types_are_defaults = options.cache_types_are_defaults;
   config.cache_size = 1;  // the last prompt's graph beside the decode graph
   MINFER_ASSIGN_OR_RETURN(s->runner_, ForwardRunner::create(model, config, s->graph_params(1, 1)));
   s->options_.k_type = s->runner_->kv().k_type();

@@ -9,12 +9,12 @@
 // max_batch are split. Exceeding the context is an error that says by how much.
 //
 // Backends: every usable kind of the registry (backend/registry.h), in
-// priority order, GPU kinds only when SessionOptions::gpu (a GPU kind that
+// priority order, GPU kinds only when RunOptions::gpu (a GPU kind that
 // fails to start is logged once and skipped), the CPU last. GraphParams::
 // backends records which take part. Each layer's KV cache lives on the
 // backend that runs its attention in the decode plan; later plans are held
 // to that placement (graph::PlanConstraints).
-// Levers (SessionOptions::options): disable_cuda forces the CPU; graph_trace logs each new plan
+// Levers (RunOptions::options): disable_cuda forces the CPU; graph_trace logs each new plan
 // (splits, op census); op_profile collects per-op times (op_profile()). Threading: one Session
 // per sequence, driven by one thread.
 #pragma once
@@ -35,27 +35,13 @@
 #include "model/model.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
+#include "runtime/run_options.h"
 
 namespace minfer::runtime {
 
-struct SessionOptions {
-  int64_t n_ctx = 4096;
-  int n_threads = 0;  // 0: all hardware threads
-  // KV cache row types: F32, F16 or Q8_0 (head_dim a multiple of 32); K and V
-  // may differ. A cache a GPU backend cannot read keeps attention on the CPU.
-  quant::TensorType k_type = quant::TensorType::F32;
-  quant::TensorType v_type = quant::TensorType::F32;
-  // k_type/v_type are defaults, not the user's: a backend that runs this
-  // model better with another cache type (Metal) may replace them.
-  bool cache_types_are_defaults = false;
-  int64_t max_batch = 512;
-  // Run on a GPU backend when one is usable and every weight reaches it (the
-  // all-weights gate); false keeps the CPU path (whose numerics tests pin).
-  bool gpu = true;
-  // The MINFER_* switches (the CLI passes Options::from_env()): CUDA off,
-  // fusions, traces, op profiles, the GPU backend's variants.
-  Options options;
-};
+// A session has no options of its own: it runs by the shared run
+// configuration (runtime/run_options.h), defaults included.
+using SessionOptions = RunOptions;
 
 class Session {
  public:

@@ -230,10 +230,9 @@ TEST_F(CliTest, EndOfGenerationIsNotReportedAsTheContextLimit) {
   ASSERT_TRUE(m.is_ok()) << m.message();
   auto ids = (*m)->tokenizer().encode("hi", /*add_special=*/true, /*parse_special=*/true);
   ASSERT_TRUE(ids.is_ok());
-  runtime::SessionOptions so;
+  runtime::SessionOptions so;  // the command's cache type: RunOptions' default
   so.n_ctx = 64;
   so.gpu = false;
-  so.k_type = so.v_type = quant::TensorType::F16;  // the command's default cache
   auto s = runtime::Session::create(**m, so);
   ASSERT_TRUE(s.is_ok()) << s.message();
   auto logits = (*s)->eval(*ids, 1);

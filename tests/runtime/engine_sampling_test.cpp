@@ -82,7 +82,6 @@ TEST(EngineLogprobs, EqualTheSessionsLogSoftmax) {
   so.n_ctx = 128;
   so.n_threads = 2;
   so.gpu = false;
-  so.k_type = so.v_type = quant::TensorType::F16;
   auto session = Session::create(m, so);
   ASSERT_TRUE(session.is_ok()) << session.message();
   auto logits = (*session)->eval(prompt);

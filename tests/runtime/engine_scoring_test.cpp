@@ -86,11 +86,10 @@ Scored score(const std::vector<int32_t>& prompt, int64_t from, int64_t max_token
 
 // The Session's rows for positions from .. n-1 of `prompt`.
 std::vector<float> session_rows(const std::vector<int32_t>& prompt, int64_t from) {
-  SessionOptions so;
+  SessionOptions so;  // the cache type is the engine's: one default (RunOptions)
   so.n_ctx = 64;
   so.n_threads = 2;
   so.gpu = false;
-  so.k_type = so.v_type = quant::TensorType::F16;  // the engine's
   auto s = Session::create(tiny(), so);
   EXPECT_TRUE(s.is_ok()) << s.message();
   if (!s) return {};
@@ -156,7 +155,6 @@ TEST(EngineScoring, LongPromptRowsAreTheSessionsBitForBit) {
   so.n_ctx = 128;
   so.n_threads = 2;
   so.gpu = false;
-  so.k_type = so.v_type = quant::TensorType::F16;
   so.options.batch_invariant = false;
   auto s = Session::create(tiny(), so);
   ASSERT_TRUE(s.is_ok()) << s.message();

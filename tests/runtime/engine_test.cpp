@@ -120,7 +120,6 @@ std::vector<int32_t> session_greedy(const model::Model& m, const std::vector<int
   so.n_ctx = 128;
   so.n_threads = 2;
   so.gpu = false;
-  so.k_type = so.v_type = quant::TensorType::F16;
   auto s = Session::create(m, so);
   EXPECT_TRUE(s.is_ok()) << s.message();
   auto sampler = Sampler::create(greedy());
