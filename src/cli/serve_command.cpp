@@ -3,9 +3,11 @@
 // model loads), then loads the model and the engine. SIGINT or SIGTERM stops
 // it gracefully (new requests get 503, running ones may finish for
 // --shutdown-timeout seconds); a second signal ends it at once.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -15,13 +17,150 @@
 namespace minfer::cli {
 namespace {
 
+// llama-server's flags beyond the ones minfer shares with it (llama.cpp's
+// tools/server/README.md), so that its command lines run unchanged.
+struct ForeignFlag {
+  const char* names;
+  const char* value;  // "" for a flag without one
+  const char* what;   // refused: the feature minfer lacks; accepted: why it changes nothing
+};
+
+// Features minfer does not have: refused by name, never ignored, so that a
+// command line that needs one fails at once instead of serving without it.
+constexpr ForeignFlag kRefusedFlags[] = {
+    {"--lora", "FILE", "LoRA adapters"},
+    {"--lora-scaled", "FILE:SCALE", "LoRA adapters"},
+    {"--control-vector", "FILE", "control vectors"},
+    {"-mm,--mmproj", "FILE", "multimodal projectors"},
+    {"-mmu,--mmproj-url", "URL", "multimodal projectors"},
+    {"-md,--model-draft,--spec-draft-model", "FILE", "speculative decoding"},
+    {"--spec-type", "TYPES", "speculative decoding"},
+    {"--embedding,--embeddings", "", "embeddings"},
+    {"--pooling", "TYPE", "embeddings"},
+    {"--rerank,--reranking", "", "reranking"},
+    {"--grammar", "GBNF", "GBNF grammars (a request may give json_schema)"},
+    {"--grammar-file", "FILE", "GBNF grammars (a request may give json_schema)"},
+    {"-j,--json-schema", "SCHEMA", "a server-wide JSON schema (a request may give json_schema)"},
+    {"-hf,-hfr,--hf-repo", "REPO", "downloading models (give -m FILE)"},
+    {"-mu,--model-url", "URL", "downloading models (give -m FILE)"},
+    {"--ssl-key-file", "FILE", "TLS (put a TLS proxy in front)"},
+    {"--ssl-cert-file", "FILE", "TLS (put a TLS proxy in front)"},
+    {"--api-key-file", "FILE", "API key files (give --api-key KEY)"},
+    {"--api-prefix", "PREFIX", "a path prefix for the endpoints"},
+    {"--path", "DIR", "serving static files"},
+    {"--slot-save-path", "DIR", "saving and restoring slots"},
+    {"--context-shift", "", "context shifting (a sequence ends at its context)"},
+    {"--props", "", "changing properties through POST /props"},
+    {"--tools", "TOOLS", "built-in tools"},
+};
+
+// Flags that cannot change anything here: accepted and ignored.
+constexpr ForeignFlag kIgnoredFlags[] = {
+    {"-ngl,--gpu-layers,--n-gpu-layers", "N", "every layer runs on the one backend"},
+    {"-sm,--split-mode", "MODE", "one device"},
+    {"-ts,--tensor-split", "LIST", "one device"},
+    {"-mg,--main-gpu", "N", "one device"},
+    {"-cb,--cont-batching", "", "batching is always continuous"},
+    {"-nocb,--no-cont-batching", "", "batching is always continuous"},
+    {"--cache-prompt", "", "cached prompt prefixes are always reused"},
+    {"--no-cache-prompt", "", "cached prompt prefixes are always reused"},
+    {"--cache-reuse", "N", "cached prompt prefixes are always reused"},
+    {"--no-context-shift", "", "a sequence always ends at its context"},
+    {"--keep", "N", "no context shifting"},
+    {"-ub,--ubatch-size", "N", "-b sets the tokens per step"},
+    {"-tb,--threads-batch", "N", "-t sets every thread count"},
+    {"-kvu,--kv-unified", "", "the KV pool is always shared"},
+    {"--warmup", "", "no warm-up run"},
+    {"--no-warmup", "", "no warm-up run"},
+    {"--mlock", "", "the model file is memory-mapped"},
+    {"--no-mmap", "", "the model file is memory-mapped"},
+    {"--numa", "TYPE", "no NUMA placement"},
+    {"--offline", "", "nothing is downloaded"},
+    {"--log-disable", "", "the server logs only its start and stop"},
+    {"-sps,--slot-prompt-similarity", "X", "the engine picks cached prefixes itself"},
+    {"--sleep-idle-seconds", "S", "the model stays loaded"},
+};
+
+// Declared so that they parse (with their value, if they take one) and show
+// in --help with what becomes of them.
+void add_foreign_flags(ArgParser& p) {
+  const auto add = [&p](const ForeignFlag& f, const std::string& help) {
+    if (*f.value != 0) {
+      p.option(f.names, f.value, help);
+    } else {
+      p.flag(f.names, help);
+    }
+  };
+  for (const ForeignFlag& f : kIgnoredFlags) add(f, std::string("accepted and ignored: ") + f.what);
+  for (const ForeignFlag& f : kRefusedFlags)
+    add(f, std::string("refused: minfer has no ") + f.what);
+}
+
+// llama-server's -fa takes on|off|auto now (it was a bare flag before); both
+// forms mean nothing here, so the value is dropped before parsing.
+std::vector<std::string_view> without_flash_attn_values(std::span<const std::string_view> args) {
+  std::vector<std::string_view> kept;
+  for (size_t i = 0; i < args.size(); ++i) {
+    kept.push_back(args[i]);
+    const bool fa = args[i] == "-fa" || args[i] == "--flash-attn";
+    if (fa && i + 1 < args.size() &&
+        (args[i + 1] == "on" || args[i + 1] == "off" || args[i + 1] == "auto")) {
+      ++i;
+    }
+  }
+  return kept;
+}
+
+Status refuse_foreign_flags(const ArgParser& p) {
+  for (const ForeignFlag& f : kRefusedFlags) {
+    std::string names = f.names;
+    const std::string first = names.substr(0, names.find(','));
+    if (!p.has(first)) continue;
+    std::replace(names.begin(), names.end(), ',', '/');
+    return Status::unimplemented(names + " is not supported by minfer serve: it has no " + f.what);
+  }
+  return Status::ok();
+}
+
+// llama-server's sampling flags that add_sampling_options() does not declare.
+Status llama_sampling_flags(const ArgParser& p, runtime::SamplerParams& s) {
+  if (p.has("--temperature") && !p.has("--temp")) {
+    MINFER_ASSIGN_OR_RETURN(double t, p.get_double("--temperature", s.temperature, -1e9, 1e9));
+    s.temperature = static_cast<float>(t);
+  }
+  MINFER_ASSIGN_OR_RETURN(double presence,
+                          p.get_double("--presence-penalty", s.presence_penalty, -2, 2));
+  MINFER_ASSIGN_OR_RETURN(double frequency,
+                          p.get_double("--frequency-penalty", s.frequency_penalty, -2, 2));
+  s.presence_penalty = static_cast<float>(presence);
+  s.frequency_penalty = static_cast<float>(frequency);
+  return Status::ok();
+}
+
+// llama-server's inline --chat-template takes Jinja text or the name of a
+// built-in template; minfer renders Jinja only, and would render a name as
+// the literal text of every prompt.
+Result<std::string> inline_chat_template(const std::string& value) {
+  if (value.find("{{") == std::string::npos && value.find("{%") == std::string::npos) {
+    return Status::invalid_argument(
+        "--chat-template '" + value +
+        "': built-in template names are not supported; give the Jinja text, or "
+        "--chat-template-file FILE");
+  }
+  return value;
+}
+
 Status run(const ArgParser& p) {
+  MINFER_RETURN_IF_ERROR(refuse_foreign_flags(p));
   serve::ServeOptions o;
   o.host = p.get_or("--host", "127.0.0.1");
   MINFER_ASSIGN_OR_RETURN(int64_t port, p.get_int("--port", 8080, 0, 65535));
   o.port = static_cast<int>(port);
   o.alias = p.get_or("--alias", "");
   o.api_key = p.get_or("--api-key", "");
+  if (auto text = p.get("--chat-template")) {
+    MINFER_ASSIGN_OR_RETURN(o.chat_template, inline_chat_template(*text));
+  }
   if (auto path = p.get("--chat-template-file")) {
     MINFER_ASSIGN_OR_RETURN(o.chat_template, read_text_file(*path, "chat template file"));
     if (o.chat_template.empty()) {
@@ -40,6 +179,7 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(o.n_predict, p.get_int("--n-predict", -1, -1, kMaxContext));
   if (o.n_predict == 0) return Status::invalid_argument("--n-predict must be -1 or positive");
   MINFER_ASSIGN_OR_RETURN(o.sampling, sampler_params(p));
+  MINFER_RETURN_IF_ERROR(llama_sampling_flags(p, o.sampling));
   MINFER_ASSIGN_OR_RETURN(int64_t slots, p.get_int("--parallel", 4, 1, 1024));
   MINFER_ASSIGN_OR_RETURN(int64_t decode_per_step, p.get_int("--decode-per-step", -1, -1, 1024));
   MINFER_ASSIGN_OR_RETURN(int64_t graph_buckets, p.get_int("--graph-buckets", -1, -1, 1));
@@ -53,7 +193,7 @@ Status run(const ArgParser& p) {
   o.http_threads =
       static_cast<int>(threads > 0 ? threads : std::min<int64_t>(slots + o.max_queue + 32, 1024));
   o.web_ui = !p.has("--no-webui");
-  MINFER_ASSIGN_OR_RETURN(runtime::SessionOptions so, session_options(p, 4096 * slots));
+  MINFER_ASSIGN_OR_RETURN(runtime::RunOptions config, run_options(p, 4096 * slots));
 
   serve::Server server(o);
   MINFER_RETURN_IF_ERROR(server.bind());
@@ -64,16 +204,15 @@ Status run(const ArgParser& p) {
   std::fflush(stderr);
   auto started = [&]() -> Status {
     MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/true));
-    runtime::EngineOptions e;
+    runtime::EngineOptions e(config);
     e.n_slots = slots;
     // llama-server's rule: -c is the whole context, split among the slots.
-    e.n_ctx = std::min<int64_t>(so.n_ctx / slots, model->hparams().n_ctx_train);
+    e.n_ctx = std::min<int64_t>(config.n_ctx / slots, model->hparams().n_ctx_train);
     if (e.n_ctx < 8) {
-      return Status::invalid_argument("-c " + std::to_string(so.n_ctx) + " over " +
+      return Status::invalid_argument("-c " + std::to_string(config.n_ctx) + " over " +
                                       std::to_string(slots) +
                                       " slots leaves fewer than 8 tokens per sequence");
     }
-    engine_settings(so, e);
     e.decode_per_step = decode_per_step;
     e.graph_buckets = static_cast<int>(graph_buckets);
     MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, e));
@@ -114,22 +253,29 @@ int run_serve(std::span<const std::string_view> args) {
   p.option("--graph-buckets", "N",
            "1: pad each step to one of a few shapes, so that their graphs are reused; 0: exact "
            "shapes (-1: 1 on a GPU, 0 on the CPU)");
-  p.option("-n,--n-predict", "N", "default max tokens of a completion, -1 up to the context (-1)");
+  p.option("-n,--predict,--n-predict", "N",
+           "default max tokens of a completion, -1 up to the context (-1)");
   p.option("--api-key", "KEY", "require Authorization: Bearer KEY");
   p.option("-a,--alias", "NAME", "the model's id in responses (its file name)");
-  p.option("--timeout", "S",
+  p.option("-to,--timeout", "S",
            "longest request, and longest write of one reply chunk, seconds (600)");
   p.option("--read-timeout", "S", "a whole request (headers and body) must arrive within S s (30)");
   p.option("--max-connections", "N", "open connections in all (1024)");
   p.option("--max-connections-per-client", "N", "open connections from one address (256)");
   p.option("--chat-template-file", "FILE", "a Jinja chat template instead of the model's");
+  p.option("--chat-template", "JINJA", "the same, given inline (built-in template names refused)");
+  p.option("--temperature", "T", "same as --temp");
+  p.option("--presence-penalty", "X", "default presence penalty, 0 = off (0)");
+  p.option("--frequency-penalty", "X", "default frequency penalty, 0 = off (0)");
   p.option("--max-queue", "N", "sequences that may wait for a slot; past it 503 (64 x -np)");
   p.option("--threads-http", "N",
            "threads for requests being completed or tokenized; past them 503 "
            "(slots + queue + 32, at most 1024)");
-  p.option("--cors", "ORIGIN", "allow browser requests from ORIGIN (or *); off by default");
+  p.option("--cors,--cors-origins", "ORIGIN",
+           "allow browser requests from ORIGIN (or *); off by default");
   p.option("--shutdown-timeout", "S", "on SIGTERM, seconds running requests may finish (30)");
-  p.flag("--no-webui", "do not serve the web chat page at /");
+  p.flag("--no-webui,--no-ui", "do not serve the web chat page at /");
+  p.flag("--webui,--ui", "accepted (the page is served unless --no-webui)");
   // llama-server flags that have no meaning here: accepted, so that its
   // scripts run unchanged.
   p.flag("--jinja", "accepted (the model's chat template is always used)");
@@ -137,8 +283,10 @@ int run_serve(std::span<const std::string_view> args) {
   p.flag("--metrics", "accepted and ignored");
   p.flag("--slots", "accepted and ignored");
   p.flag("--no-slots", "accepted and ignored");
-  p.flag("-fa,--flash-attn", "accepted and ignored");
-  return parse_and_run(p, "serve", args, run);
+  p.flag("-fa,--flash-attn", "accepted and ignored (so is a following on, off or auto)");
+  add_foreign_flags(p);
+  const std::vector<std::string_view> kept = without_flash_attn_values(args);
+  return parse_and_run(p, "serve", kept, run);
 }
 
 }  // namespace minfer::cli

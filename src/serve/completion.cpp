@@ -28,7 +28,8 @@ struct Choice {
 };
 
 // The prompt's tokens: the chat template's text, the prompt, or its ids.
-Result<std::vector<int32_t>> prompt_of(const CompletionContext& ctx, const CompletionParams& p) {
+Result<std::vector<int32_t>> prompt_of(const CompletionContext& ctx, const CompletionParams& p,
+                                       ContextOverflow& overflow) {
   if (!p.prompt_tokens.empty()) return p.prompt_tokens;
   Result<std::string> text = p.prompt;
   if (p.chat) text = ctx.formatter->render(p.messages);
@@ -36,6 +37,7 @@ Result<std::vector<int32_t>> prompt_of(const CompletionContext& ctx, const Compl
   // A text that cannot fit is refused before it is tokenized (a huge
   // prompt would cost seconds of tokenizing for the same 400).
   if (const int64_t least = ctx.formatter->min_tokens(*text); least >= ctx.n_ctx) {
+    overflow = {least, ctx.n_ctx, true};
     return Status::out_of_range("the prompt has at least " + std::to_string(least) +
                                 " tokens and the context is " + std::to_string(ctx.n_ctx) +
                                 " (n_ctx " + std::to_string(ctx.n_ctx) + ")");
@@ -45,9 +47,11 @@ Result<std::vector<int32_t>> prompt_of(const CompletionContext& ctx, const Compl
 
 Result<std::vector<runtime::Request>> requests_of(const CompletionContext& ctx,
                                                   const CompletionParams& p,
-                                                  std::vector<int32_t> prompt) {
+                                                  std::vector<int32_t> prompt,
+                                                  ContextOverflow& overflow) {
   const auto n_prompt = static_cast<int64_t>(prompt.size());
   if (n_prompt >= ctx.n_ctx) {
+    overflow = {n_prompt, ctx.n_ctx, false};
     return Status::out_of_range("the prompt has " + std::to_string(n_prompt) +
                                 " tokens and the context is " + std::to_string(ctx.n_ctx) +
                                 " (prompt_tokens " + std::to_string(n_prompt) + ", n_ctx " +
@@ -61,6 +65,7 @@ Result<std::vector<runtime::Request>> requests_of(const CompletionContext& ctx,
     s.seed += static_cast<uint64_t>(i);
     runtime::Request r(prompt, s, std::min(p.max_tokens > 0 ? p.max_tokens : dflt, room));
     r.top_logprobs = p.top_logprobs;
+    r.ignore_eog = p.ignore_eos;
     if (p.format != CompletionParams::Format::kText) {
       if (!ctx.constraints) {
         return Status::unimplemented("response_format json_object / json_schema");
@@ -102,9 +107,11 @@ struct CompletionRun::State {
 };
 
 TokenLogprob CompletionRun::State::logprob_of(const Channel::Item& it) const {
-  TokenLogprob lp{tok.token_to_piece(it.token, false), it.logprob, {}};
-  for (const auto& t : it.top_logprobs)
+  TokenLogprob lp{tok.token_to_piece(it.token, false), it.logprob, {}, it.token, {}};
+  for (const auto& t : it.top_logprobs) {
     lp.top.emplace_back(tok.token_to_piece(t.id, false), t.logprob);
+    lp.top_ids.push_back(t.id);
+  }
   return lp;
 }
 
@@ -124,11 +131,14 @@ void CompletionRun::State::take(const Channel::Item& it, std::vector<ChoiceDelta
 }
 
 Result<std::unique_ptr<CompletionRun>> CompletionRun::start(const CompletionContext& ctx,
-                                                            const CompletionParams& p) {
+                                                            const CompletionParams& p,
+                                                            ContextOverflow* overflow) {
+  ContextOverflow unused;
+  ContextOverflow& too_long = overflow != nullptr ? *overflow : unused;
   MINFER_RETURN_IF_ERROR(check_token_ids(p, ctx.model->hparams().n_vocab));
-  MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, prompt_of(ctx, p));
+  MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, prompt_of(ctx, p, too_long));
   MINFER_ASSIGN_OR_RETURN(std::vector<runtime::Request> requests,
-                          requests_of(ctx, p, std::move(prompt)));
+                          requests_of(ctx, p, std::move(prompt), too_long));
   auto state = std::make_unique<State>(ctx, p, ctx.scheduler->submit(std::move(requests)));
   return std::unique_ptr<CompletionRun>(new CompletionRun(std::move(state)));
 }
@@ -201,6 +211,22 @@ int64_t CompletionRun::completion_tokens() const {
   int64_t n = 0;
   for (const Choice& c : s_->choices) n += c.tokens;
   return n;
+}
+
+const std::string& CompletionRun::stop_word(size_t i) const {
+  return s_->choices[i].text.stop_word();
+}
+
+CompletionTimings CompletionRun::timings() const {
+  const State& s = *s_;
+  const Choice& c = s.choices.front();
+  const auto ms = [](Clock::time_point a, Clock::time_point b) { return 1e3 * seconds(a, b); };
+  CompletionTimings t;
+  t.prompt_n = s.prompt_tokens;
+  t.predicted_n = c.tokens;
+  t.prompt_ms = c.tokens > 0 ? ms(s.start, c.first_token) : ms(s.start, Clock::now());
+  t.predicted_ms = c.tokens > 0 ? ms(c.first_token, c.last_token) : 0;
+  return t;
 }
 
 // Inter-token latency from the first choice.

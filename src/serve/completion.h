@@ -63,6 +63,27 @@ struct TokenLogprob {
   std::string piece;
   float logprob = 0;
   std::vector<std::pair<std::string, float>> top;
+  int32_t id = -1;               // the token's id
+  std::vector<int32_t> top_ids;  // top[k]'s id
+};
+
+// Why start() refused a prompt that leaves no room in the context: its token
+// count (a text refused before tokenizing: at least that many, `at_least`)
+// and the per-sequence context. llama-server reports both numbers.
+struct ContextOverflow {
+  int64_t n_prompt_tokens = 0;
+  int64_t n_ctx = 0;
+  bool at_least = false;
+};
+
+// The first choice's timings as llama-server reports them: the prompt phase
+// from the request's arrival to its first token (queueing included), the
+// generation phase from the first token to the last.
+struct CompletionTimings {
+  int64_t prompt_n = 0;  // the prompt's tokens (reused cached pages included)
+  double prompt_ms = 0;
+  int64_t predicted_n = 0;
+  double predicted_ms = 0;
 };
 
 // What one poll brought for one choice.
@@ -74,8 +95,10 @@ struct ChoiceDelta {
 
 class CompletionRun {
  public:
-  [[nodiscard]] static Result<std::unique_ptr<CompletionRun>> start(const CompletionContext& ctx,
-                                                                    const CompletionParams& p);
+  // `overflow`, when given, receives the numbers of a prompt refused for
+  // leaving no room in the context (an out_of_range error).
+  [[nodiscard]] static Result<std::unique_ptr<CompletionRun>> start(
+      const CompletionContext& ctx, const CompletionParams& p, ContextOverflow* overflow = nullptr);
   ~CompletionRun();
   CompletionRun(const CompletionRun&) = delete;
   CompletionRun& operator=(const CompletionRun&) = delete;
@@ -92,6 +115,9 @@ class CompletionRun {
   const char* finish_reason(size_t i) const;
   int64_t prompt_tokens() const;
   int64_t completion_tokens() const;  // all choices
+  // The stop string that ended choice i ("" when none did).
+  const std::string& stop_word(size_t i) const;
+  CompletionTimings timings() const;
 
  private:
   struct State;

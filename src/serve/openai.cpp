@@ -139,27 +139,61 @@ Status read_logprobs(const json& body, CompletionParams& p) {
   return Status::ok();
 }
 
+// llama-server's GBNF "grammar": there is no engine for GBNF here, and
+// ignoring one would hand back unconstrained text as if it matched.
+Status refuse_grammar(const json& body) {
+  const auto g = body.find("grammar");
+  if (g == body.end() || g->is_null() ||
+      (g->is_string() && g->get_ref<const std::string&>().empty())) {
+    return Status::ok();
+  }
+  return Status::invalid_argument(
+      "'grammar': GBNF grammars are not supported; constrain the output to JSON with "
+      "\"json_schema\" or \"response_format\" instead");
+}
+
+// A schema where one may stand: an object (or true/false, JSON Schema's any/none).
+bool is_schema(const json& s) {
+  return s.is_object() || s.is_boolean();
+}
+
+// OpenAI's {"type": "json_schema", "json_schema": {"schema": {...}}} and
+// llama-server's {"type": "json_schema" | "json_object", "schema": {...}};
+// llama-server's top-level "json_schema" too (response_format wins over it).
 Status read_format(const json& body, CompletionParams& p) {
+  MINFER_RETURN_IF_ERROR(refuse_grammar(body));
+  if (const auto top = body.find("json_schema"); top != body.end() && !top->is_null()) {
+    if (!is_schema(*top)) return wrong("json_schema", "a JSON schema (an object)");
+    p.format = CompletionParams::Format::kJsonSchema;
+  }
   const auto it = body.find("response_format");
   if (it == body.end() || it->is_null()) return Status::ok();
   const std::string want =
       "{\"type\": \"text\" | \"json_object\" | \"json_schema\"} (json_schema with "
-      "\"json_schema\": {\"schema\": {...}})";
+      "\"json_schema\": {\"schema\": {...}} or \"schema\": {...})";
   if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) {
     return wrong("response_format", want);
   }
   const std::string type = (*it)["type"].get<std::string>();
   if (type == "text") return Status::ok();
+  const auto direct = it->find("schema");
+  if (direct != it->end() && !is_schema(*direct)) {
+    return wrong("response_format.schema", "a JSON schema (an object)");
+  }
   if (type == "json_object") {
-    p.format = CompletionParams::Format::kJsonObject;
+    p.format = direct != it->end() ? CompletionParams::Format::kJsonSchema
+                                   : CompletionParams::Format::kJsonObject;
     return Status::ok();
   }
+  if (type != "json_schema") return wrong("response_format", want);
   const auto js = it->find("json_schema");
-  if (type != "json_schema" || js == it->end() || !js->is_object()) {
-    return wrong("response_format", want);
+  if (js == it->end() && direct != it->end()) {
+    p.format = CompletionParams::Format::kJsonSchema;
+    return Status::ok();
   }
+  if (js == it->end() || !js->is_object()) return wrong("response_format", want);
   const auto schema = js->find("schema");
-  if (schema == js->end() || !(schema->is_object() || schema->is_boolean())) {
+  if (schema == js->end() || !is_schema(*schema)) {
     return wrong("response_format.json_schema.schema", "a JSON schema (an object)");
   }
   p.format = CompletionParams::Format::kJsonSchema;
@@ -306,13 +340,15 @@ nlohmann::ordered_json ordered_schema(std::string_view body) {
   // Through the same depth check as the first parse: the copy below recurses.
   auto doc = parse_request_ordered_json(body);
   if (!doc) return nullptr;
-  const auto rf = doc->find("response_format");
-  if (rf == doc->end() || !rf->is_object()) return nullptr;
-  const auto js = rf->find("json_schema");
-  if (js == rf->end() || !js->is_object()) return nullptr;
-  const auto schema = js->find("schema");
-  if (schema == js->end()) return nullptr;
-  return std::move(*schema);
+  // Where read_format() looks, in its order: response_format first.
+  if (const auto rf = doc->find("response_format"); rf != doc->end() && rf->is_object()) {
+    if (const auto js = rf->find("json_schema"); js != rf->end() && js->is_object()) {
+      if (const auto schema = js->find("schema"); schema != js->end()) return std::move(*schema);
+    }
+    if (const auto schema = rf->find("schema"); schema != rf->end()) return std::move(*schema);
+  }
+  if (const auto top = doc->find("json_schema"); top != doc->end()) return std::move(*top);
+  return nullptr;
 }
 
 int http_status(const Status& s) {
@@ -346,7 +382,12 @@ std::string StopText::push(const std::string& piece) {
   if (stopped_) return "";
   held_ += piece;
   size_t cut = std::string::npos;
-  for (const std::string& s : stops_) cut = std::min(cut, held_.find(s));
+  for (const std::string& s : stops_) {
+    if (const size_t at = held_.find(s); at < cut) {
+      cut = at;
+      stop_word_ = s;
+    }
+  }
   if (cut != std::string::npos) {
     stopped_ = true;
     std::string out = held_.substr(0, cut);

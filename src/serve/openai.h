@@ -13,7 +13,10 @@
 //     logprobs / top_logprobs (chat: a boolean and 0..20; completions: an
 //     integer 0..20), n (1..kMaxChoices), response_format ({"type": "text"},
 //     {"type": "json_object"}, {"type": "json_schema", "json_schema":
-//     {"schema": {...}}}), user (a string, unused), stream,
+//     {"schema": {...}}}, and llama-server's {"type": "json_schema" |
+//     "json_object", "schema": {...}}), llama-server's top-level json_schema
+//     (response_format wins over it), grammar (GBNF: refused unless empty,
+//     never ignored), user (a string, unused), stream,
 //     stream_options.include_usage, logit_bias (OpenAI's {"<token id>":
 //     bias} or llama-server's [[token id, bias], ...]; bias in -100..100,
 //     -100 and false meaning never (-inf); added to the logits before any
@@ -53,8 +56,9 @@ struct CompletionParams {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
-  int n = 1;              // choices
-  int top_logprobs = -1;  // -1: no logprobs
+  int n = 1;                // choices
+  int top_logprobs = -1;    // -1: no logprobs
+  bool ignore_eos = false;  // end-of-generation tokens do not end a choice (llama-server's)
   enum class Format { kText, kJsonObject, kJsonSchema } format = Format::kText;
   // kJsonSchema: in the order the request wrote it (properties are generated
   // in that order); parse_completion() leaves it to the caller, which parses
@@ -68,7 +72,9 @@ struct CompletionParams {
 
 [[nodiscard]] Status check_token_ids(const CompletionParams& p, int64_t n_vocab);
 
-// response_format.json_schema.schema of a raw body, keys in their order
+// The schema of a raw body where parse_completion() finds it
+// (response_format.json_schema.schema, response_format.schema, json_schema),
+// keys in their order
 // (parsed through parse_request_ordered_json()); null when the body has none
 // or is refused.
 nlohmann::ordered_json ordered_schema(std::string_view body);
@@ -83,10 +89,13 @@ class StopText {
   std::string push(const std::string& piece);
   std::string finish();
   bool stopped() const { return stopped_; }
+  // The stop string that was found ("" before one is).
+  const std::string& stop_word() const { return stop_word_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
+  std::string stop_word_;
   bool stopped_ = false;
 };
 

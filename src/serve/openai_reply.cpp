@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "serve/json_reply.h"
+#include "serve/llama_api.h"
 
 namespace minfer::serve {
 
@@ -108,8 +109,10 @@ void reply_whole(CompletionRun& run, const Header& h, bool want_logprobs, HttpRe
              {"object", h.chat ? "chat.completion" : "text_completion"},
              {"created", h.created},
              {"model", h.model},
+             {"system_fingerprint", kBuildInfo},
              {"choices", choices},
-             {"usage", usage_json(run)}});
+             {"usage", usage_json(run)},
+             {"timings", timings_json(run.timings())}});  // llama-server adds them
 }
 
 json chunk_json(const Header& h, const json& choices) {
@@ -180,8 +183,9 @@ void reply_stream(CompletionRun& run, const Header& h, bool want_logprobs, bool 
 
 void complete_openai(const CompletionContext& ctx, const CompletionParams& params,
                      const std::string& id, HttpReply& reply) {
-  auto run = CompletionRun::start(ctx, params);
-  if (!run) return send_error(reply, run.status());
+  ContextOverflow overflow;
+  auto run = CompletionRun::start(ctx, params, &overflow);
+  if (!run) return send_start_error(reply, run.status(), overflow);
   const Header h{id, ctx.model_id, static_cast<int64_t>(std::time(nullptr)), params.chat};
   const bool want_logprobs = params.top_logprobs >= 0;
   if (!params.stream) return reply_whole(**run, h, want_logprobs, reply);

@@ -6,8 +6,10 @@
 //     choice, its finish_reason, logprobs when asked (chat:
 //     logprobs.content[] with bytes and top_logprobs; completions: tokens,
 //     token_logprobs, top_logprobs, text_offset; a probability of 0 is
-//     -9999, as OpenAI writes it) and the usage. A failed request is its
-//     error object (a timeout: 503 naming it).
+//     -9999, as OpenAI writes it), the usage, and as llama-server adds them
+//     system_fingerprint and timings (serve/llama_api.h). A failed request
+//     is its error object (a timeout: 503 naming it; a prompt past the
+//     context: llama-server's exceed_context_size_error).
 //   - Streamed: SSE chunks "data: {...}": chat first sends each choice's
 //     role, then content deltas, then a chunk with its finish_reason; with
 //     stream_options.include_usage a last chunk with the usage; then

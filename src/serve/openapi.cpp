@@ -107,7 +107,9 @@ ordered_json schemas() {
         {"json_schema",
          {{"type", "object"},
           {"required", {"schema"}},
-          {"properties", {{"name", {{"type", "string"}}}, {"schema", {{"type", "object"}}}}}}}}}};
+          {"properties", {{"name", {{"type", "string"}}}, {"schema", {{"type", "object"}}}}}}},
+        // llama-server's shape: the schema directly under response_format.
+        {"schema", {{"type", "object"}}}}}};
   ordered_json chat = common_fields();
   chat["messages"] = {{"type", "array"}, {"minItems", 1}, {"items", ref("Message")}};
   chat["logprobs"] = {{"type", "boolean"}};
@@ -127,10 +129,12 @@ ordered_json schemas() {
                       {"items", {{"type", "string"}}}}})}};
   text["logprobs"] = integer(0, runtime::Request::kMaxTopLogprobs);
   s["CompletionRequest"] = {{"type", "object"}, {"required", {"prompt"}}, {"properties", text}};
-  s["TokenizeRequest"] = {
-      {"type", "object"},
-      {"required", {"content"}},
-      {"properties", {{"content", {{"type", "string"}}}, {"add_special", {{"type", "boolean"}}}}}};
+  s["TokenizeRequest"] = {{"type", "object"},
+                          {"required", {"content"}},
+                          {"properties",
+                           {{"content", {{"type", "string"}}},
+                            {"add_special", {{"type", "boolean"}}},
+                            {"with_pieces", {{"type", "boolean"}}}}}};
   s["DetokenizeRequest"] = {
       {"type", "object"},
       {"required", {"tokens"}},
@@ -167,6 +171,109 @@ ordered_json get(const char* summary, const char* type) {
   return {{"get", {{"summary", summary}, {"responses", replies}}}};
 }
 
+// Anthropic's Messages API (serve/anthropic.h): text blocks only, and its
+// own error object.
+void add_anthropic(ordered_json& paths, ordered_json& schemas) {
+  const ordered_json text_block = {
+      {"type", "object"},
+      {"required", {"type", "text"}},
+      {"properties",
+       {{"type", {{"type", "string"}, {"enum", {"text"}}}}, {"text", {{"type", "string"}}}}}};
+  const ordered_json content = {
+      {"oneOf",
+       ordered_json::array({{{"type", "string"}}, {{"type", "array"}, {"items", text_block}}})}};
+  const ordered_json message = {
+      {"type", "object"},
+      {"required", {"role", "content"}},
+      {"properties",
+       {{"role", {{"type", "string"}, {"enum", {"user", "assistant"}}}}, {"content", content}}}};
+  ordered_json fields = {
+      {"model", {{"type", "string"}}},
+      {"messages", {{"type", "array"}, {"minItems", 1}, {"items", message}}},
+      {"system", content},
+  };
+  schemas["AnthropicCountTokensRequest"] = {
+      {"type", "object"}, {"required", {"model", "messages"}}, {"properties", fields}};
+  fields["max_tokens"] = integer(1, 1 << 24);
+  fields["temperature"] = number(0, 1);
+  fields["top_p"] = number(0, 1);
+  fields["top_k"] = integer(0, 1 << 30);
+  fields["stop_sequences"] = {{"type", "array"}, {"maxItems", 64}, {"items", {{"type", "string"}}}};
+  fields["metadata"] = {{"type", "object"}};
+  fields["stream"] = {{"type", "boolean"}};
+  schemas["AnthropicMessagesRequest"] = {{"type", "object"},
+                                         {"required", {"model", "max_tokens", "messages"}},
+                                         {"properties", fields}};
+  schemas["AnthropicError"] = {
+      {"type", "object"},
+      {"required", {"type", "error"}},
+      {"properties",
+       {{"type", {{"type", "string"}}},
+        {"error",
+         {{"type", "object"},
+          {"required", {"type", "message"}},
+          {"properties", {{"type", {{"type", "string"}}}, {"message", {{"type", "string"}}}}}}}}}};
+  const auto endpoint = [](const char* summary, const char* request) {
+    ordered_json op = post(summary, request, "text/event-stream");
+    for (auto& [code, reply] : op["post"]["responses"].items()) {
+      if (code != "200") {
+        reply = {{"description", "an Anthropic error object"},
+                 {"content", {{"application/json", {{"schema", ref("AnthropicError")}}}}}};
+      }
+    }
+    return op;
+  };
+  paths["/v1/messages"] = endpoint("an Anthropic message", "AnthropicMessagesRequest");
+  paths["/v1/messages/count_tokens"] =
+      endpoint("a Messages request's prompt tokens", "AnthropicCountTokensRequest");
+}
+
+// llama-server's native endpoints (serve/llama_api.h). GET /slots is left
+// out: it answers 501 (no per-slot state), which the description's fuzzing
+// would count as a server error.
+void add_llama(ordered_json& paths, ordered_json& schemas) {
+  ordered_json fields = {
+      {"prompt",
+       {{"oneOf",
+         ordered_json::array({{{"type", "string"}},
+                              {{"type", "array"},
+                               {"minItems", 1},
+                               {"items",
+                                {{"oneOf", ordered_json::array({integer(0, INT32_MAX),
+                                                                {{"type", "string"}}})}}}}})}}},
+      {"n_predict", integer(-1, 1 << 24)},
+      {"n_probs", integer(0, runtime::Request::kMaxTopLogprobs)},
+      {"temperature", number(-100, 100)},
+      {"top_k", integer(0, 1 << 30)},
+      {"top_p", number(0, 1)},
+      {"min_p", number(0, 1)},
+      {"repeat_penalty", number(1e-6, 1e6)},
+      {"repeat_last_n", integer(-1, 1 << 24)},
+      {"presence_penalty", number(-2, 2)},
+      {"frequency_penalty", number(-2, 2)},
+      {"seed", {{"type", "integer"}}},
+      {"stop", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+      {"stream", {{"type", "boolean"}}},
+      {"ignore_eos", {{"type", "boolean"}}},
+      {"cache_prompt", {{"type", "boolean"}}},
+      {"logit_bias", logit_bias()},
+      {"json_schema", {{"type", "object"}}},
+      {"response_format", ref("ResponseFormat")},
+  };
+  schemas["LlamaCompletionRequest"] = {
+      {"type", "object"}, {"required", {"prompt"}}, {"properties", fields}};
+  schemas["ApplyTemplateRequest"] = {
+      {"type", "object"},
+      {"required", {"messages"}},
+      {"properties",
+       {{"messages", {{"type", "array"}, {"minItems", 1}, {"items", ref("Message")}}}}}};
+  paths["/completion"] =
+      post("llama-server's completion", "LlamaCompletionRequest", "text/event-stream");
+  paths["/apply-template"] =
+      post("the chat template's text", "ApplyTemplateRequest", "application/json");
+  paths["/props"] = get("the server's properties", "application/json");
+}
+
 }  // namespace
 
 std::string openapi_document(bool api_key) {
@@ -187,6 +294,8 @@ std::string openapi_document(bool api_key) {
         {"/detokenize", post("token ids to text", "DetokenizeRequest", "application/json")}}},
       {"components", {{"schemas", schemas()}}},
   };
+  add_anthropic(doc["paths"], doc["components"]["schemas"]);
+  add_llama(doc["paths"], doc["components"]["schemas"]);
   if (api_key) {
     doc["components"]["securitySchemes"] = {{"bearer", {{"type", "http"}, {"scheme", "bearer"}}}};
     doc["security"] = ordered_json::array({{{"bearer", ordered_json::array()}}});

@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <thread>
 
+#include "serve/anthropic_reply.h"
 #include "serve/completion.h"
 #include "serve/http_server.h"
 #include "serve/json_format.h"
 #include "serve/json_reply.h"
+#include "serve/llama_api.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/openai_reply.h"
@@ -35,6 +37,7 @@ struct Server::Impl {
   std::unique_ptr<runtime::ChatFormatter> formatter;
   std::string model_id;
   int64_t n_ctx = 0;
+  int64_t n_slots = 0;
   std::atomic<uint64_t> next_id{1};
   Metrics metrics;
   ConstraintFactory constraints;
@@ -47,6 +50,10 @@ struct Server::Impl {
   void completion(const HttpRequest& req, HttpReply& reply, bool chat);
   void tokenize(const HttpRequest& req, HttpReply& reply);
   void detokenize(const HttpRequest& req, HttpReply& reply);
+  // llama-server's native endpoints (serve/llama_api.h).
+  void llama_routes();
+  void apply_template(const HttpRequest& req, HttpReply& reply);
+  ServerProps props() const;
 };
 
 HttpLimits Server::Impl::limits_of(const ServeOptions& o) {
@@ -90,14 +97,19 @@ bool Server::Impl::authorized(const HttpRequest& req) const {
   if (req.method == "OPTIONS" && !options.cors_origin.empty()) {
     return true;  // preflights carry no key
   }
-  return same_secret(req.header("Authorization"), "Bearer " + options.api_key);
+  // Anthropic's clients send the key as x-api-key; both compared whole.
+  const bool bearer = same_secret(req.header("Authorization"), "Bearer " + options.api_key);
+  const bool x_api_key = same_secret(req.header("x-api-key"), options.api_key);
+  return bearer || x_api_key;
 }
 
 // Before routing: the key, CORS, and 503 while loading or draining.
 bool Server::Impl::filter(const HttpRequest& req, HttpReply& reply) const {
   if (!authorized(req)) {
     reply.send(401, "application/json",
-               error_json(401, "invalid or missing API key (Authorization: Bearer KEY)"));
+               error_json(401,
+                          "invalid or missing API key (Authorization: Bearer KEY or "
+                          "x-api-key: KEY)"));
     return true;
   }
   if (!options.cors_origin.empty()) {
@@ -125,7 +137,23 @@ bool Server::Impl::filter(const HttpRequest& req, HttpReply& reply) const {
 void Server::Impl::routes() {
   using Runs = HttpServer::Runs;
   http.set_error_body(error_json);
-  http.set_filter([this](const HttpRequest& q, HttpReply& r) { return filter(q, r); });
+  // Anthropic's Messages API (serve/anthropic_reply.h): on its paths the
+  // filter's errors (key, loading, draining) come in Anthropic's shape too.
+  http.set_filter([this](const HttpRequest& q, HttpReply& r) {
+    if (!is_anthropic_path(q.path)) return filter(q, r);
+    AnthropicErrorReply anthropic(r);
+    return filter(q, anthropic);
+  });
+  http.route(
+      "POST", "/v1/messages",
+      [this](const HttpRequest& q, HttpReply& r) {
+        answer_messages(context(), options.sampling, q, "msg_" + std::to_string(next_id++), r);
+      },
+      Runs::kOnWorker);
+  http.route(
+      "POST", "/v1/messages/count_tokens",
+      [this](const HttpRequest& q, HttpReply& r) { answer_count_tokens(context(), q, r); },
+      Runs::kOnWorker);
   // Reached only when ready and not draining (the filter answers otherwise).
   http.route(
       "GET", "/health",
@@ -189,6 +217,44 @@ void Server::Impl::routes() {
   http.route(
       "POST", "/detokenize", [this](const HttpRequest& q, HttpReply& r) { detokenize(q, r); },
       Runs::kOnWorker);
+  llama_routes();
+}
+
+void Server::Impl::llama_routes() {
+  using Runs = HttpServer::Runs;
+  http.route(
+      "POST", "/completion",
+      [this](const HttpRequest& q, HttpReply& r) {
+        complete_llama(context(), options.sampling, q, r);
+      },
+      Runs::kOnWorker);
+  http.route(
+      "POST", "/apply-template",
+      [this](const HttpRequest& q, HttpReply& r) { apply_template(q, r); }, Runs::kOnWorker);
+  http.route(
+      "GET", "/props",
+      [this](const HttpRequest&, HttpReply& r) { send_json(r, 200, props_json(props())); },
+      Runs::kInline);
+  http.route(
+      "GET", "/slots",
+      [](const HttpRequest&, HttpReply& r) { send_json(r, 501, slots_unsupported_json()); },
+      Runs::kInline);
+}
+
+ServerProps Server::Impl::props() const {
+  ServerProps p;
+  p.model_id = model_id;
+  p.model_path = model->path();
+  if (!options.chat_template.empty()) {
+    p.chat_template = options.chat_template;
+  } else if (auto t = model->file().get_string("tokenizer.chat_template")) {
+    p.chat_template = *t;
+  }
+  p.n_ctx = n_ctx;
+  p.total_slots = n_slots;
+  p.n_predict = options.n_predict;
+  p.sampling = options.sampling;
+  return p;
 }
 
 namespace {
@@ -237,7 +303,23 @@ void Server::Impl::tokenize(const HttpRequest& req, HttpReply& reply) {
   const bool add_special = special != body->end() && special->is_boolean() && special->get<bool>();
   auto ids = model->tokenizer().encode(it->get<std::string>(), add_special, true);
   if (!ids) return send_error(reply, ids.status());
+  const auto pieces = body->find("with_pieces");
+  if (pieces != body->end() && pieces->is_boolean() && pieces->get<bool>()) {
+    return send_json(reply, 200, {{"tokens", token_pieces_json(*ids, model->tokenizer())}});
+  }
   send_json(reply, 200, {{"tokens", *ids}});
+}
+
+// llama-server's /apply-template: the chat template's text for `messages`,
+// exactly what a chat completion of them would tokenize.
+void Server::Impl::apply_template(const HttpRequest& req, HttpReply& reply) {
+  auto body = body_of(req);
+  if (!body) return send_error(reply, body.status());
+  auto params = parse_completion(*body, true, options.sampling);
+  if (!params) return send_error(reply, params.status());
+  auto text = formatter->render(params->messages);
+  if (!text) return send_error(reply, text.status());
+  send_json(reply, 200, {{"prompt", *text}});
 }
 
 void Server::Impl::detokenize(const HttpRequest& req, HttpReply& reply) {
@@ -319,6 +401,7 @@ Status Server::set_ready(const model::Model& model, std::unique_ptr<runtime::Eng
   auto formats = json_formats(model.tokenizer());
   if (!formats) return formats.status().with_context("response_format vocabulary");
   impl_->constraints = std::move(*formats);
+  impl_->n_slots = engine->options().n_slots;
   impl_->scheduler = std::make_unique<Scheduler>(std::move(engine), impl_->options.max_queue);
   impl_->ready = true;
   return Status::ok();

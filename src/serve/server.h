@@ -9,14 +9,14 @@
 //     GET /v1/models, POST /v1/chat/completions and
 //     /v1/completions (one JSON body, or with "stream": true SSE chunks
 //     "data: {...}" ending with "data: [DONE]"; stream_options.include_usage
-//     adds a last chunk with the usage), POST /tokenize, POST /detokenize;
-//     the /v1 prefix is optional. Bodies are parsed by nlohmann-json behind
-//     one depth bound (serve/request_json.h); every client error is a 4xx
-//     with the OpenAI error object (its code the HTTP status), malformed
-//     JSON, invalid UTF-8 and errors of the HTTP framing included, and a
-//     prompt past the context is 400 naming its token count and the
-//     context. The transport's limits (sizes, deadlines, connections) are
-//     http_server.h's, set from ServeOptions.
+//     adds a last chunk with the usage), POST /tokenize, POST /detokenize,
+//     and llama-server's POST /completion, POST /apply-template, GET /props
+//     and GET /slots (serve/llama_api.h); the /v1 prefix is optional. Bodies are parsed by
+//     nlohmann-json behind one depth bound (serve/request_json.h); every client error is a 4xx with
+//     the OpenAI error object (its code the HTTP status), malformed JSON, invalid UTF-8 and errors
+//     of the HTTP framing included, and a prompt past the context is 400 naming its token count and
+//     the context (llama-server's exceed_context_size_error). The transport's limits (sizes,
+//     deadlines, connections) are http_server.h's, set from ServeOptions.
 //   - With an API key every endpoint but /health and the web page (GET and
 //     HEAD /) wants "Authorization: Bearer KEY", byte for byte (401
 //     otherwise).

@@ -4,8 +4,11 @@ on a free port with the real Gemma 3 270M, raw HTTP, and failure bookkeeping
 import json
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -105,3 +108,266 @@ def finish():
         return 1
     print("all server checks passed")
     return 0
+
+
+# Raw HTTP over sockets, for the hostile-input and fuzz tests: every wait has a
+# deadline, and a reply is parsed by hand (Content-Length, chunked, or until
+# the server closes) so that a malformed one is a finding, not a crash.
+
+class Reply:
+    """One parsed HTTP response. `complete` is False when the deadline passed
+    or the connection ended in the middle of it; `chunked_end` tells that a
+    chunked body ended with its 0-size chunk."""
+
+    def __init__(self):
+        self.status, self.reason, self.headers, self.body = 0, b"", [], b""
+        self.complete, self.chunked_end = False, False
+
+    def header(self, name):
+        name = name.lower()
+        for k, v in self.headers:
+            if k == name:
+                return v
+        return None
+
+    def __repr__(self):
+        return (f"<{self.status} {self.reason!r} complete={self.complete} "
+                f"{len(self.body)} B body {self.body[:160]!r}>")
+
+
+class ReplyReader:
+    """Reads successive replies from one socket (pipelined requests), each
+    bounded by a deadline (time.time() based)."""
+
+    def __init__(self, sock, limit=64 << 20):
+        self.sock, self.buf, self.eof, self.limit = sock, b"", False, limit
+
+    def _fill(self, deadline):
+        if self.eof:
+            return False
+        left = deadline - time.time()
+        if left <= 0:
+            return False
+        self.sock.settimeout(min(left, 5.0))
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except (TimeoutError, OSError) as e:  # socket.timeout is a TimeoutError
+            if isinstance(e, TimeoutError) or "timed out" in str(e):
+                return time.time() < deadline
+            self.eof = True  # a reset
+            return False
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf += chunk
+        return True
+
+    def _line(self, deadline):
+        while b"\r\n" not in self.buf:
+            if len(self.buf) > 1 << 20 or not self._fill(deadline):
+                return None
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _take(self, n, deadline):
+        while len(self.buf) < n:
+            if not self._fill(deadline):
+                return None
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def next(self, deadline, head=False):
+        """The next reply; None when the connection ended (or the deadline
+        passed) before its first byte. Interim 1xx replies are skipped."""
+        while True:
+            r = Reply()
+            while not self.buf and self._fill(deadline):
+                pass
+            if not self.buf:
+                return None
+            line = self._line(deadline)
+            if line is None:
+                r.reason = self.buf[:80]
+                return r
+            parts = line.split(b" ", 2)
+            try:
+                r.status = int(parts[1]) if parts[0].startswith(b"HTTP/1.") else 0
+            except (IndexError, ValueError):
+                r.status = 0
+            r.reason = parts[2] if len(parts) > 2 else b""
+            if r.status == 0:
+                r.reason = line[:80]
+                return r
+            while True:
+                h = self._line(deadline)
+                if h is None:
+                    return r
+                if h == b"":
+                    break
+                name, _, value = h.partition(b":")
+                r.headers.append((name.strip().lower().decode("latin-1"),
+                                  value.strip().decode("latin-1")))
+            if 100 <= r.status < 200:
+                continue
+            if head or r.status in (204, 304):
+                r.complete = True
+                return r
+            if (r.header("transfer-encoding") or "").lower() == "chunked":
+                body = []
+                while True:
+                    size_line = self._line(deadline)
+                    if size_line is None:
+                        break
+                    try:
+                        size = int(size_line.split(b";")[0].strip(), 16)
+                    except ValueError:
+                        break
+                    if size == 0:
+                        while True:  # trailers, then the blank line
+                            t = self._line(deadline)
+                            if t is None or t == b"":
+                                break
+                        r.chunked_end = r.complete = t == b""
+                        break
+                    data = self._take(size + 2, deadline)
+                    if data is None:
+                        break
+                    body.append(data[:-2])
+                    if sum(map(len, body)) > self.limit:
+                        break
+                r.body = b"".join(body)
+                return r
+            length = r.header("content-length")
+            if length is not None:
+                try:
+                    n = int(length)
+                except ValueError:
+                    return r
+                data = self._take(min(n, self.limit), deadline)
+                if data is None:
+                    r.body = self.buf
+                    return r
+                r.body, r.complete = data, n <= self.limit
+                return r
+            while self._fill(deadline) and len(self.buf) < self.limit:  # until it closes
+                pass
+            r.body, self.buf = self.buf, b""
+            r.complete = self.eof
+            return r
+
+
+def connect(port, timeout=5.0):
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+
+def exchange(port, data, timeout=10.0, head=False):
+    """Sends raw request bytes, returns the first Reply (None when the
+    server closed, or the deadline passed, before answering)."""
+    try:
+        with connect(port, timeout) as s:
+            s.sendall(data)
+            return ReplyReader(s).next(time.time() + timeout, head=head)
+    except OSError:
+        return None
+
+
+def request(port, method, path, body=None, headers=None, timeout=10.0):
+    """A well-formed HTTP/1.1 request (Connection: close) through exchange()."""
+    head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+    hdrs = dict(headers or {})
+    if body is not None:
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        hdrs["Content-Length"] = str(len(body))
+    head += [f"{k}: {v}" for k, v in hdrs.items()]
+    data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
+    return exchange(port, data, timeout, head=method == "HEAD")
+
+
+def health_within(port, seconds=1.0):
+    """(ok, what): /health answers 200 within `seconds`."""
+    t0 = time.time()
+    r = exchange(port, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", seconds)
+    took = time.time() - t0
+    ok = r is not None and r.status == 200 and took <= seconds
+    return ok, f"/health: {r!r} after {took:.2f} s"
+
+
+def error_shape(reply):
+    """None when `reply` is an error object {"error": {"message": str,
+    "type": str, "code": int}} whose code is the HTTP status; else what is wrong."""
+    try:
+        err = json.loads(reply.body)["error"]
+        if not (isinstance(err["message"], str) and isinstance(err["type"], str) and
+                isinstance(err["code"], int) and not isinstance(err["code"], bool)):
+            return f"error object fields: {err!r:.200}"
+        if err["code"] != reply.status:
+            return f"error code {err['code']} for HTTP {reply.status}"
+        return None
+    except (ValueError, KeyError, TypeError) as e:
+        return f"not an error object ({e!r}): {reply.body[:200]!r}"
+
+
+def rss_mib(pid):
+    """The process's resident memory (VmRSS), MiB; -1 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            m = re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M)
+        return int(m.group(1)) / 1024 if m else -1
+    except OSError:
+        return -1
+
+
+def metrics_of(port, timeout=5.0):
+    """GET /metrics as {name: value} for the minfer_* samples ({} on failure)."""
+    r = request(port, "GET", "/metrics", timeout=timeout)
+    if r is None or r.status != 200:
+        return {}
+    return {k: float(v) for k, v in
+            re.findall(r"^(minfer_\w+) (\S+)$", r.body.decode("utf-8", "replace"), re.M)}
+
+
+def start_server(model, *extra, **kw):
+    """A Server, or None when it did not start (the failure recorded, the
+    process killed). Its stderr is drained on a thread into `srv.log` (the
+    last 200 lines), so that a chatty server never blocks on a full pipe."""
+    srv = Server.__new__(Server)
+    try:
+        Server.__init__(srv, model, *extra, **kw)
+    except Exception as e:  # noqa: BLE001 - any start failure is a finding
+        proc = getattr(srv, "proc", None)
+        rest = ""
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            try:
+                rest = proc.communicate(timeout=5)[1] or ""
+            except Exception:  # noqa: BLE001
+                rest = ""
+        check(False, f"the server with {list(extra)} did not start ({e}): {rest[-600:]}")
+        return None
+    srv.log = []
+
+    def drain():
+        for line in srv.proc.stderr:
+            srv.log.append(line)
+            del srv.log[:-200]
+    threading.Thread(target=drain, daemon=True).start()
+    return srv
+
+
+def end_server(srv, sig=signal.SIGTERM, timeout=10.0):
+    """Stops a start_server() server; returns its exit status (-9 when it
+    had to be killed, None when there was none)."""
+    if srv is None:
+        return None
+    if srv.proc.poll() is None:
+        srv.proc.send_signal(sig)
+        try:
+            srv.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            srv.proc.kill()
+            srv.proc.wait(timeout=10)
+            return -9
+    return srv.proc.returncode
