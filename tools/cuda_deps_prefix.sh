@@ -18,13 +18,19 @@ mkdir -p "$dir/include" "$dir/lib/pkgconfig" "$dir/share/cmake"
 for h in pcre2.h utf8proc.h gtest gmock nlohmann; do
   cp -r "$inc/$h" "$dir/include/"
 done
-# Only the Boost headers serve/http_server.cpp reaches (all of Boost is 140 MB).
-clang++ -std=c++20 -Isrc -M src/serve/http_server.cpp | tr ' \\' '\n\n' |
-  grep '^/usr/include/boost/' | sort -u | while read -r h; do
-  mkdir -p "$dir/include/$(dirname "${h#/usr/include/}")"
-  cp "$h" "$dir/include/${h#/usr/include/}"
+# Boost (Beast and Asio are header-only) for a machine without Boost of its
+# own: all of asio and beast and what clang and g++ reach from the transport,
+# in a folder of its own that run.sh names only where the machine has no
+# Boost (two versions mixed in one compile do not build). All of Boost is 140 MB.
+boost="$dir/boost/include"
+for src in src/serve/http_server.cpp src/serve/http_connection.cpp; do
+  for cxx in clang++ g++; do "$cxx" -std=c++20 -Isrc -M "$src"; done
+done | tr ' \\' '\n\n' | grep '^/usr/include/boost/' | sort -u | while read -r h; do
+  mkdir -p "$boost/$(dirname "${h#/usr/include/}")"
+  cp "$h" "$boost/${h#/usr/include/}"
 done
-cp "$inc/boost/version.hpp" "$dir/include/boost/"
+cp -r "$inc/boost/asio" "$inc/boost/beast" "$boost/boost/"
+cp "$inc/boost/version.hpp" "$inc/boost/config.hpp" "$boost/boost/"
 cp "$lib/libpcre2-8.a" "$lib/libutf8proc.a" "$lib"/libgtest*.a "$lib"/libgmock*.a "$dir/lib/"
 cp -r /usr/share/cmake/nlohmann_json "$dir/share/cmake/"
 # Static libraries are linked with -L/-l (a full path lands before the objects).
@@ -43,5 +49,7 @@ _deps=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export LD_LIBRARY_PATH=$_deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CMAKE_PREFIX_PATH=$_deps/share/cmake/nlohmann_json:$_deps${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
 export LDFLAGS="-Wl,-rpath-link,$_deps/lib ${LDFLAGS:-}"
+# The prefix's Boost headers only where the machine has none of its own.
+[ -f /usr/include/boost/version.hpp ] || export BOOST_ROOT=$_deps/boost
 SH
 du -sh "$dir"
