@@ -1,5 +1,7 @@
 #include "serve/json_reply.h"
 
+#include <algorithm>
+
 #include "serve/openai.h"
 
 namespace minfer::serve {
@@ -8,6 +10,16 @@ using nlohmann::json;
 
 std::string dump_json(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+double clamp_logprob(float lp) {
+  return std::max(static_cast<double>(lp), -9999.0);
+}
+
+json bytes_of(const std::string& piece) {
+  json b = json::array();
+  for (unsigned char c : piece) b.push_back(static_cast<int>(c));
+  return b;
 }
 
 void send_json(HttpReply& reply, int status, const json& body) {

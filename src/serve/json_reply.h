@@ -19,5 +19,10 @@ void send_error(HttpReply& reply, const Status& s);
 std::string error_json(int status, const std::string& message);
 // Compact JSON; invalid UTF-8 in strings is replaced rather than thrown on.
 std::string dump_json(const nlohmann::json& j);
+// A log-probability as the APIs write it: -9999 where the probability is 0
+// (JSON has no -inf).
+double clamp_logprob(float lp);
+// A token's bytes as a list of numbers (a piece may split a UTF-8 sequence).
+nlohmann::json bytes_of(const std::string& piece);
 
 }  // namespace minfer::serve

@@ -21,17 +21,6 @@ Status refused(const std::string& field, const std::string& why) {
   return Status::invalid_argument("'" + field + "' is not supported: " + why);
 }
 
-// Same as the OpenAI door: JSON has no -inf.
-double clamp_logprob(float lp) {
-  return std::max(static_cast<double>(lp), -9999.0);
-}
-
-json bytes_of(const std::string& piece) {
-  json b = json::array();
-  for (unsigned char c : piece) b.push_back(static_cast<int>(c));
-  return b;
-}
-
 bool is_id(const json& v) {
   return v.is_number_integer() && v.get<int64_t>() >= 0 &&
          v.get<int64_t>() <= std::numeric_limits<int32_t>::max();
@@ -272,8 +261,6 @@ void send_start_error(HttpReply& reply, const Status& s, const ContextOverflow& 
   send_error(reply, s);
 }
 
-namespace {
-
 json settings_json(const runtime::SamplerParams& s, int64_t n_ctx, const std::string& model,
                    int64_t n_predict) {
   return {{"n_ctx", n_ctx},
@@ -289,8 +276,6 @@ json settings_json(const runtime::SamplerParams& s, int64_t n_ctx, const std::st
           {"presence_penalty", s.presence_penalty},
           {"frequency_penalty", s.frequency_penalty}};
 }
-
-}  // namespace
 
 json props_json(const ServerProps& p) {
   json params = settings_json(p.sampling, p.n_ctx, p.model_id, p.n_predict);

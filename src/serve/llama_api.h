@@ -105,6 +105,9 @@ struct ServerProps {
   runtime::SamplerParams sampling;
 };
 nlohmann::json props_json(const ServerProps& p);
+// llama-server's generation settings: the context, the model and the samplers.
+nlohmann::json settings_json(const runtime::SamplerParams& s, int64_t n_ctx,
+                             const std::string& model, int64_t n_predict);
 nlohmann::json slots_unsupported_json();
 
 }  // namespace minfer::serve

@@ -111,23 +111,13 @@ std::string prompt_text(const CompletionParams& p, const tokenizer::Tokenizer& t
 }
 
 json settings_of(const CompletionContext& ctx, const LlamaCompletion& lc) {
-  const runtime::SamplerParams& s = lc.params.sampling;
-  return {{"n_ctx", ctx.n_ctx},
-          {"model", ctx.model_id},
-          {"n_predict", lc.params.max_tokens > 0 ? lc.params.max_tokens : ctx.n_predict},
-          {"seed", s.seed},
-          {"temperature", s.temperature},
-          {"top_k", s.top_k},
-          {"top_p", s.top_p},
-          {"min_p", s.min_p},
-          {"repeat_last_n", s.repeat_last_n},
-          {"repeat_penalty", s.repeat_penalty},
-          {"presence_penalty", s.presence_penalty},
-          {"frequency_penalty", s.frequency_penalty},
-          {"stop", lc.params.stop},
-          {"ignore_eos", lc.params.ignore_eos},
-          {"stream", lc.params.stream},
-          {"n_probs", lc.n_probs}};
+  json s = settings_json(lc.params.sampling, ctx.n_ctx, ctx.model_id,
+                         lc.params.max_tokens > 0 ? lc.params.max_tokens : ctx.n_predict);
+  s.update({{"stop", lc.params.stop},
+            {"ignore_eos", lc.params.ignore_eos},
+            {"stream", lc.params.stream},
+            {"n_probs", lc.n_probs}});
+  return s;
 }
 
 }  // namespace

@@ -17,17 +17,6 @@ std::string sse(const json& j) {
   return "data: " + dump_json(j) + "\n\n";
 }
 
-// OpenAI reports -9999 where a probability is 0 (JSON has no -inf).
-double clamp_logprob(float lp) {
-  return std::max(static_cast<double>(lp), -9999.0);
-}
-
-json bytes_of(const std::string& piece) {
-  json b = json::array();
-  for (unsigned char c : piece) b.push_back(static_cast<int>(c));
-  return b;
-}
-
 // chat: a logprobs.content entry; completions: [token, logprob, {alternative: logprob}].
 json logprob_json(const TokenLogprob& lp, bool chat) {
   if (!chat) {
