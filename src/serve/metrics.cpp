@@ -17,6 +17,37 @@ std::string metric(const std::string& name, const char* type, const std::string&
          value + "\n";
 }
 
+// The series llama-server exports (tools/server, `--metrics`) under the same
+// names, types and meanings, for routers and dashboards that read them. Only
+// those the engine's counts give exactly; docs/SERVER.md ("Metrics for a
+// router") lists the ones left out and why.
+std::string llama_server_series(const runtime::EngineStats& e) {
+  std::string out;
+  out += metric("llamacpp:prompt_tokens_total", "counter",
+                "prompt tokens computed (those reused from cached pages not counted)",
+                std::to_string(e.prompt_tokens));
+  out += metric("llamacpp:prompt_tokens_cached_total", "counter",
+                "prompt tokens taken from cached KV pages", std::to_string(e.reused_tokens));
+  out += metric("llamacpp:tokens_predicted_total", "counter", "tokens generated",
+                std::to_string(e.generated_tokens));
+  out += metric("llamacpp:n_decode_total", "counter",
+                "engine steps (one forward pass over a batch each)", std::to_string(e.steps));
+  // Sequences, as llama-server counts slots and deferred tasks: a request
+  // with n choices is n of them.
+  out += metric("llamacpp:requests_processing", "gauge", "sequences in the engine's batches",
+                std::to_string(e.running));
+  out += metric("llamacpp:requests_deferred", "gauge", "sequences waiting for a slot or KV pages",
+                std::to_string(e.waiting));
+  // Pages held by sequences over all pages: cached pages no sequence holds
+  // are evictable, so they count as free (as vLLM's kv_cache_usage_perc).
+  const double usage =
+      e.pool.pages > 0 ? static_cast<double>(e.pool.referenced) / static_cast<double>(e.pool.pages)
+                       : 0.0;
+  out += metric("llamacpp:kv_cache_usage_ratio", "gauge",
+                "KV pages held by sequences over all pages (0 to 1)", number(usage));
+  return out;
+}
+
 }  // namespace
 
 void Histogram::observe(double seconds) {
@@ -85,6 +116,7 @@ std::string Metrics::text(const runtime::EngineStats& e) const {
   out += inter_token_.text("minfer_inter_token_latency_seconds",
                            "mean time between a completion's tokens");
   out += e2e_.text("minfer_request_latency_seconds", "from the request's arrival to its end");
+  out += llama_server_series(e);
   return out;
 }
 

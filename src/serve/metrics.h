@@ -4,7 +4,8 @@
 // Contract: every method is thread-safe. Histograms have fixed buckets (in
 // seconds, cumulative "le" counts, _sum and _count as Prometheus expects);
 // text() adds the engine's gauges (sequences waiting and running, KV pages
-// in use, cached and free, prefix-cache hits) to the counters.
+// in use, cached and free, prefix-cache hits) to the counters, and the
+// llama-server series (llamacpp:*) computed from the same engine counts.
 #pragma once
 
 #include <array>

@@ -117,7 +117,8 @@ bool Server::Impl::filter(const HttpRequest& req, HttpReply& reply) const {
     reply.add_header("Vary", "Origin");
     if (req.method == "OPTIONS") {  // a preflight
       reply.add_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      reply.add_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      reply.add_header("Access-Control-Allow-Headers",
+                       "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
       reply.add_header("Access-Control-Max-Age", "600");
       reply.send(204, "", "");
       return true;

@@ -6,7 +6,8 @@
 - A bounded queue: one slot, a queue of one; a third request while one runs
   and one waits is a 503 error object with Retry-After, and the other two
   finish.
-- CORS: none without --cors; with it, preflights get 204 and every reply the
+- CORS: none without --cors; with it, preflights get 204 (allowing the
+  OpenAI and Anthropic request headers) and every reply the
   Access-Control-Allow-Origin header.
 - Bad input (huge and negative numbers, an overflowing float, a 10 MB
   body): each a 4xx error object; a client stalled in its headers is
@@ -113,6 +114,10 @@ def cors_and_timeout_checks(model):
         check(srv.headers.get("access-control-allow-origin") == "http://example.test" and
               "POST" in srv.headers.get("access-control-allow-methods", ""),
               f"preflight headers {srv.headers}")
+        allowed = srv.headers.get("access-control-allow-headers", "").lower()
+        check(all(h in allowed for h in ("authorization", "content-type", "x-api-key",
+                                           "anthropic-version", "anthropic-beta")),
+              f"preflight allows {allowed!r}")
         status, _ = srv.raw("GET", "/v1/models")
         check(srv.headers.get("access-control-allow-origin") == "http://example.test",
               f"reply headers {srv.headers}")

@@ -7,7 +7,8 @@ a well-behaved SDK never sends), on the real Gemma 3 270M Q4_K_M.
 Checks: sixteen concurrent greedy requests on four slots each equal to its
 solo answer, a client hanging up
 mid-stream (its sequence cancelled, the server unaffected), /health,
-/metrics, /v1/models, chat and text completions with and without
+/metrics (valid Prometheus text; the llama-server series: counters grow,
+gauges idle), /v1/models, chat and text completions with and without
 streaming (the streamed text equals the whole one; usage in the last chunk),
 stop strings (cut before the match, finish_reason "stop"), four concurrent
 greedy requests each equal to its solo answer (batch invariance through the
@@ -28,11 +29,100 @@ import openai
 
 from serve_testutil import Server, chat, check, error_object, finish, gemma_path
 
+METRIC_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+LABELS = r'\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*\}'
+SAMPLE = re.compile(rf"^({METRIC_NAME})({LABELS})? (\S+)$")
+LLAMA_SERIES = {  # llama-server's names and types (docs/SERVER.md, "Metrics for a router")
+    "llamacpp:prompt_tokens_total": "counter",
+    "llamacpp:prompt_tokens_cached_total": "counter",
+    "llamacpp:tokens_predicted_total": "counter",
+    "llamacpp:n_decode_total": "counter",
+    "llamacpp:requests_processing": "gauge",
+    "llamacpp:requests_deferred": "gauge",
+    "llamacpp:kv_cache_usage_ratio": "gauge",
+}
+
+
+def parse_prometheus(text):
+    """A strict reader of Prometheus text format 0.0.4: every line a HELP, a
+    TYPE or a sample; every family's HELP and TYPE once, before its samples;
+    no sample twice; histograms cumulative with +Inf equal to _count.
+    Returns ({family: type}, {(name, labels): value})."""
+    helps, types, samples, sampled = {}, {}, {}, set()
+    for n, line in enumerate(text.split("\n")[:-1], 1):
+        where = f"/metrics line {n} {line!r}"
+        if not line:
+            continue  # the format ignores empty lines
+        m = re.match(rf"^# (HELP|TYPE) ({METRIC_NAME}) (.+)$", line)
+        if m:
+            kind, name, rest = m.groups()
+            seen = helps if kind == "HELP" else types
+            check(name not in seen, f"{where}: a second {kind}")
+            check(name not in sampled, f"{where}: after its samples")
+            if kind == "TYPE":
+                check(rest in ("counter", "gauge", "histogram", "summary", "untyped"), where)
+            seen[name] = rest
+            continue
+        m = SAMPLE.match(line)
+        check(m is not None, f"{where}: not a sample")
+        if not m:
+            continue
+        name, labels, value = m.group(1), m.group(2) or "", m.group(3)
+        try:
+            v = float(value)
+        except ValueError:
+            check(False, f"{where}: value")
+            continue
+        family = name
+        for suffix in ("_bucket", "_sum", "_count"):
+            if name.endswith(suffix) and types.get(name[:-len(suffix)]) == "histogram":
+                family = name[:-len(suffix)]
+        check(family in helps and family in types, f"{where}: no HELP or TYPE for {family}")
+        check((name, labels) not in samples, f"{where}: twice")
+        check(types.get(family) != "counter" or v >= 0, f"{where}: a negative counter")
+        samples[(name, labels)] = v
+        sampled.add(family)
+    check(text.endswith("\n"), "/metrics ends with a newline")
+    for family, kind in types.items():
+        if kind != "histogram":
+            check((family, "") in samples, f"{family}: TYPE without a sample")
+            continue
+        buckets = [v for (name, _), v in samples.items() if name == family + "_bucket"]
+        check(buckets == sorted(buckets) and buckets and
+              buckets[-1] == samples.get((family + "_count", "")), f"{family} buckets {buckets}")
+    return types, {name: v for (name, labels), v in samples.items() if not labels}
+
+
+def llama_series_checks(before, after):
+    """The llama-server series on /metrics, before any completion and after
+    many, the server idle both times."""
+    for text in (before, after):
+        types, values = parse_prometheus(text)
+        for name, kind in LLAMA_SERIES.items():
+            check(types.get(name) == kind, f"{name}: TYPE {types.get(name)}, want {kind}")
+        check(values.get("llamacpp:requests_processing") == 0, "nothing processing when idle")
+        check(values.get("llamacpp:requests_deferred") == 0, "nothing deferred when idle")
+        ratio = values.get("llamacpp:kv_cache_usage_ratio", -1)
+        check(0 <= ratio <= 1, f"kv_cache_usage_ratio {ratio} outside [0, 1]")
+        check(ratio == 0, f"kv_cache_usage_ratio {ratio} when idle: no page held")
+    _, v0 = parse_prometheus(before)
+    _, v1 = parse_prometheus(after)
+    for name in ("llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total",
+                 "llamacpp:n_decode_total"):
+        check(v1.get(name, 0) > v0.get(name, 0), f"{name} grew: {v0.get(name)} -> {v1.get(name)}")
+    check(v1.get("llamacpp:prompt_tokens_cached_total", -1) >= v0.get(
+        "llamacpp:prompt_tokens_cached_total", 0), "cached prompt tokens do not go down")
+    # The engine generated at least the tokens the finished completions report.
+    check(v1["llamacpp:tokens_predicted_total"] >= v1["minfer_completion_tokens_total"],
+          f"tokens_predicted {v1['llamacpp:tokens_predicted_total']} < completion tokens "
+          f"{v1['minfer_completion_tokens_total']}")
+
 def main():
     model = gemma_path()
     srv = Server(model)
     client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none")
     try:
+        _, idle_metrics = srv.raw("GET", "/metrics")
         ids = [m.id for m in client.models.list().data]
         check(ids == ["gemma-test"], f"models: {ids}")
 
@@ -147,6 +237,7 @@ def main():
         check("minfer_time_to_first_token_seconds_bucket{le=\"+Inf\"}" in text, "ttft histogram")
         check(int(values.get("minfer_kv_pages", 0)) > 0, "KV pages")
         check(int(values.get("minfer_sequences_running", -1)) == 0, "nothing running now")
+        llama_series_checks(idle_metrics.decode(), text)
 
         status, body = srv.raw("POST", "/tokenize", json.dumps({"content": "Hello world"}).encode())
         tokens = json.loads(body)["tokens"] if status == 200 else []
