@@ -4,8 +4,10 @@ Gemma 3 270M:
 
   python3 tests/serve/fuzz_http_test.py MINFER_BINARY [EXAMPLES_PER_FUZZER]
 
-1. Bodies for POST /v1/chat/completions, /v1/completions, /tokenize and
-   /detokenize: random JSON trees, and objects whose known fields (messages,
+1. Bodies for POST /v1/chat/completions, /v1/completions, /tokenize,
+   /detokenize, llama-server's /completion and /apply-template, and the
+   Anthropic /v1/messages and /v1/messages/count_tokens (whose errors are
+   Anthropic's error object): random JSON trees, and objects whose known fields (messages,
    content parts, prompt, max_tokens, n, stop, logprobs, response_format with
    random schemas, logit_bias, ...) hold random or wrongly typed values; some
    cut short, some with invalid UTF-8, some not JSON at all. Generation stays
@@ -83,7 +85,7 @@ class Judge:
             raise OutOfTime()
         self.examples += 1
 
-    def reply(self, r, example, head=False, eof=True, method=b"POST"):
+    def reply(self, r, example, head=False, eof=True, method=b"POST", path=b""):
         """Judges one reply to a request with `method`; `eof`: the connection
         ended (an incomplete reply was cut by the server, not by the client's
         deadline). 501 is the answer to a method the server does not know."""
@@ -96,12 +98,19 @@ class Judge:
             pass
         elif 500 <= r.status < 600 and r.status != 503:
             what = f"a {r.status}"
-        elif r.status >= 400 and r.body and error_shape(r):
-            what = f"a {r.status} whose body is no error object: {error_shape(r)}"
+        elif r.status >= 400 and r.body and error_shape(r, self.anthropic(r, path)):
+            what = (f"a {r.status} whose body is no error object: "
+                    f"{error_shape(r, self.anthropic(r, path))}")
         elif r.status and not r.complete and eof and not head and r.status not in (204, 304):
             what = f"a reply cut short: {r!r}"
         if what:
             self.violations.append(f"{what}\n    example: {example!r:.1500}")
+
+    @staticmethod
+    def anthropic(r, path):
+        """The Anthropic endpoints answer their own errors in Anthropic's
+        shape; the transport's (framing, 404/405/408/413) stay OpenAI's."""
+        return path.startswith(b"/v1/messages") and b'"type":"error"' in r.body
 
     def alive(self, example):
         if self.srv.proc.poll() is not None:
@@ -228,6 +237,26 @@ BODIES = {
                                        optional={"add_special": mostly(st.booleans(), TREE)}),
     "/detokenize": st.fixed_dictionaries({"tokens": mostly(st.lists(TOKEN_ID, max_size=12),
                                                            TREE)}),
+    # llama-server's native completion and template endpoints.
+    "/completion": st.fixed_dictionaries(
+        {"prompt": mostly(WORDS | st.lists(TOKEN_ID, min_size=1, max_size=12),
+                          st.lists(WORDS | TOKEN_ID, max_size=3) | TREE)},
+        optional={**SAMPLING, "n_predict": COUNT, "n_probs": field(st.integers(0, 5), TREE),
+                  "ignore_eos": field(st.booleans(), TREE), "cache_prompt": TREE,
+                  "grammar": field(st.just("root ::= \"a\""), TREE),
+                  "json_schema": field(st.just({"type": "integer"}), TREE)}),
+    "/apply-template": st.fixed_dictionaries(
+        {"messages": mostly(st.lists(MESSAGE, min_size=1, max_size=4), TREE)}),
+    # The Anthropic Messages API (its own error object).
+    "/v1/messages": st.fixed_dictionaries(
+        {"model": st.text(max_size=6), "max_tokens": COUNT,
+         "messages": mostly(st.lists(MESSAGE, min_size=1, max_size=4), TREE)},
+        optional={"system": field(WORDS, TREE), "stop_sequences": field(
+            st.lists(WORDS, max_size=3), TREE), "temperature": field(st.floats(0, 1), TREE),
+                  "stream": field(st.booleans(), TREE), "tools": TREE}),
+    "/v1/messages/count_tokens": st.fixed_dictionaries(
+        {"model": st.text(max_size=6),
+         "messages": mostly(st.lists(MESSAGE, min_size=1, max_size=4), TREE)}),
 }
 BAD_UTF8 = [b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\xc0\xaf", b"\x80"]
 
@@ -239,7 +268,7 @@ def body_case(draw):
     if isinstance(tree, dict):
         if draw(st.booleans()):
             tree.update(draw(st.dictionaries(st.text(max_size=8), TREE, max_size=2)))
-        for k in ("max_tokens", "max_completion_tokens"):  # never many tokens: cheap
+        for k in ("max_tokens", "max_completion_tokens", "n_predict"):  # few tokens: cheap
             v = tree.get(k)
             if isinstance(v, int) and not isinstance(v, bool) and 4 < v <= 1 << 24:
                 tree[k] = 4
@@ -261,7 +290,8 @@ def body_case(draw):
 
 PATHS = ["/", "/health", "/metrics", "/v1/models", "/models", "/v1/chat/completions",
          "/chat/completions", "/v1/completions", "/completions", "/tokenize", "/detokenize",
-         "/openapi.json", "/index.html", "/favicon.ico", "/nope", "//", "/../../etc/passwd",
+         "/openapi.json", "/index.html", "/favicon.ico", "/completion", "/apply-template",
+         "/props", "/v1/messages", "/v1/messages/count_tokens", "/nope", "//", "/../../etc/passwd",
          "/v1/chat/completions/", "/health?x=1", "/%00", "/%zz"]
 CTL = st.sampled_from([b"\x00", b"\x01", b"\x7f", b"\x1b", b"\r", b"\n", b"\t", b"\xff", b" "])
 TOKEN = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12)
@@ -350,7 +380,7 @@ def http_request(draw):
         if framing == "chunked_trunc":
             payload = payload[:draw(st.integers(0, max(0, len(payload) - 3)))]
     head = line + b"\r\n" + b"".join(k + b": " + v + b"\r\n" for k, v in headers) + b"\r\n"
-    return {"method": method, "framing": framing, "bytes": head + payload}
+    return {"method": method, "target": target, "framing": framing, "bytes": head + payload}
 
 
 HTTP_CASE = st.fixed_dictionaries({
@@ -387,7 +417,7 @@ def fuzz_bodies(srv, examples):
         if r is None:
             judge.violations.append(f"no reply in 15 s\n    example: {case!r:.1500}")
         else:
-            judge.reply(r, case)
+            judge.reply(r, case, path=path.encode())
     return run, judge
 
 
@@ -433,7 +463,7 @@ def fuzz_framing(srv, examples):
                         judge.unanswered += not reader.eof and idle > 1
                         break
                     judge.reply(r, case, head=head or any(q["method"] == b"HEAD" for q in reqs),
-                                eof=reader.eof, method=req["method"])
+                                eof=reader.eof, method=req["method"], path=req["target"])
                     if r.status == 0 or reader.eof or r.header("connection") == "close":
                         break
                 s.close()

@@ -10,8 +10,9 @@ fresh one.
 1. nesting: bodies nesting arrays or objects deeper than 64 levels (a
    json_schema whose `items` nest 2,000 deep, a content list 100,000 and
    3,000,000 deep, a schema value 100,000 deep, a prompt and a /tokenize
-   body 100,000 deep, a body 70 deep) are 400 naming "64"; a schema 20 deep
-   still answers 200.
+   body 100,000 deep, a body 70 deep, and 100,000 deep at /completion,
+   /apply-template and the Anthropic endpoints, whose error object is
+   Anthropic's) are 400 naming "64"; a schema 20 deep still answers 200.
 2. slow clients: 300 connections that each sent one byte leave /health
    answering within 1 s and a 4-token completion prompt; with --read-timeout
    3 partial requests (one byte, or one byte every 0.5 s) get 408 and are
@@ -133,15 +134,16 @@ def run_check(h, only, name, fn, flags=(), fresh=False, exits=False):
     print(f"   {result} ({took:.1f} s)", flush=True)
 
 
-def expect_error(r, statuses, what, needle=None, within=None, took=None):
-    """r is one of `statuses` with the error object; its message holds needle."""
+def expect_error(r, statuses, what, needle=None, within=None, took=None, anthropic=False):
+    """r is one of `statuses` with the error object (Anthropic's, with
+    `anthropic`); its message holds needle."""
     statuses = statuses if isinstance(statuses, (tuple, list, range)) else (statuses,)
     if r is None:
         check(False, f"{what}: no reply")
         return
     check(r.status in statuses, f"{what}: status {r.status}, wanted {list(statuses)}: {r!r}")
     if r.status in statuses:
-        err = error_shape(r)
+        err = error_shape(r, anthropic)
         check(err is None, f"{what}: {err}")
         if needle is not None and err is None:
             msg = json.loads(r.body)["error"]["message"]
@@ -239,6 +241,16 @@ NESTING = {  # check name: {what: (path, body)}
         "a body 70 deep": ("/v1/chat/completions",
                            b'{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"x":' +
                            b"[" * 70 + b"]" * 70 + b"}")},
+    "1f nesting: the other front doors, 100,000 deep": {
+        "/completion": ("/completion",
+                        b'{"n_predict":4,"prompt":' + b"[" * DEEP + b"]" * DEEP + b"}"),
+        "/apply-template": ("/apply-template", b'{"messages":[{"role":"user","content":' +
+                            b"[" * DEEP + b"]" * DEEP + b"}]}"),
+        "/v1/messages": ("/v1/messages", b'{"model":"m","max_tokens":4,"messages":[{"role":'
+                         b'"user","content":' + b"[" * DEEP + b"]" * DEEP + b"}]}"),
+        "/v1/messages/count_tokens": (
+            "/v1/messages/count_tokens", b'{"model":"m","messages":[{"role":"user","content":' +
+            b"[" * DEEP + b"]" * DEEP + b"}]}")},
 }
 
 
@@ -246,7 +258,8 @@ def nesting_check(bodies):
     def run(srv):
         for what, (path, data) in bodies.items():
             r = post_raw(srv.port, path, data, 10.0)
-            expect_error(r, 400, f"nesting, {what}", needle="64")
+            expect_error(r, 400, f"nesting, {what}", needle="64",
+                         anthropic=path.startswith("/v1/messages"))
             if srv.proc.poll() is not None:
                 return  # the harness reports the crash
     return run

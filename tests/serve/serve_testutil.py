@@ -294,9 +294,21 @@ def health_within(port, seconds=1.0):
     return ok, f"/health: {r!r} after {took:.2f} s"
 
 
-def error_shape(reply):
+def error_shape(reply, anthropic=False):
     """None when `reply` is an error object {"error": {"message": str,
-    "type": str, "code": int}} whose code is the HTTP status; else what is wrong."""
+    "type": str, "code": int}} whose code is the HTTP status (with
+    `anthropic`, Anthropic's {"type": "error", "error": {"type": str,
+    "message": str}}); else what is wrong."""
+    if anthropic:
+        try:
+            doc = json.loads(reply.body)
+            err = doc["error"]
+            if doc["type"] == "error" and isinstance(err["type"], str) and \
+                    isinstance(err["message"], str):
+                return None
+            return f"Anthropic error fields: {doc!r:.200}"
+        except (ValueError, KeyError, TypeError) as e:
+            return f"not an Anthropic error object ({e!r}): {reply.body[:200]!r}"
     try:
         err = json.loads(reply.body)["error"]
         if not (isinstance(err["message"], str) and isinstance(err["type"], str) and
