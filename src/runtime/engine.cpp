@@ -438,7 +438,7 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
   const tokenizer::Tokenizer& tok = model_.tokenizer();
   const size_t rows = b.output.size();
   // The draws first, in parallel over rows (each sequence has its own
-  // sampler and constraint: 0.2 ms a row on a 152k vocabulary); the
+  // sampler and constraint, each costly on a large vocabulary); the
   // bookkeeping after, in row order.
   std::vector<SequenceEvent> drawn_events;
   std::vector<Result<int32_t>> drawn;

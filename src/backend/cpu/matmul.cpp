@@ -28,9 +28,7 @@ constexpr int64_t kTokensPerTask = 64;
 // alone balance the threads (128 rows are 8 tasks).
 constexpr int64_t kVnniTokensPerTask = 512;
 // The VNNI GEMM's repack pays for itself from about a dozen tokens; below,
-// the row-by-row dot kernels win (engine decode batches, Gemma 3 270M Q4_K_M
-// on 2 Zen 4 cores: 4 tokens 130 vs 81 t/s, 8 tokens 183 vs 139, 16 tokens
-// 192 vs 225 in favour of VNNI; docs/PERFORMANCE.md).
+// the row-by-row dot kernels win (docs/PERFORMANCE.md, "Constants and their measurements").
 constexpr int64_t kVnniMinTokens = 12;
 // Rows per task of the single-token VNNI GEMV: long enough runs of rows that
 // its prefetch of the next rows stays ahead (16 passes of 4 rows).

@@ -2,8 +2,8 @@
 // device-to-device copy moves it, the denominator of a decode roofline on the
 // GPU (a host-memory probe there printed rooflines of 1180-1720 %).
 //
-// A copy of B bytes reads B and writes B, so it moves 2B; an H200 copies at
-// 4153-4172 GB/s by that count (docs/PERFORMANCE.md, "How minfer bench measures"). 256 MiB per copy
+// A copy of B bytes reads B and writes B, so it moves 2B (the measured rate:
+// docs/PERFORMANCE.md, "How minfer bench measures"). 256 MiB per copy
 // is far beyond the L2 cache (50 MiB on an H200); when the model leaves too little device memory
 // free, smaller copies (down to 32 MiB) are used instead.
 #include <algorithm>

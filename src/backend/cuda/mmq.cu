@@ -28,8 +28,8 @@
 // The slices meet in shared memory; the epilogue adds the bias, then the residual (the unfused
 // order's value). Rows and tokens past the end are clamped for loads and never written.
 // One token of any of these types takes mmq_one.cuh's kernel instead: the
-// same sums, bit for bit, without the tensor cores (the 0.5B Q4_0 engine's
-// one-sequence decode 499 -> 607 t/s on the H200, the 7B level).
+// same sums, bit for bit, without the tensor cores (faster for one
+// sequence: docs/PERFORMANCE.md, "Constants and their measurements").
 #include <cuda_fp16.h>
 
 #include <type_traits>
@@ -77,11 +77,8 @@ constexpr int kMinBlocks = FormatOf<T>::F::kUnits == 1 && NJ <= 2 ? 3 : 2;
 // A launch whose weights take at least this many bytes is "large": far more
 // than its share of L2 between two reads of a row, so the blocks of one row
 // block (its token groups) run side by side and the rows come from DRAM once
-// (Segments::tokens_fastest). On an H100, `minfer batched-bench -npp 128
-// -ntg 32`: 7B Q4_K_M S_TG at B = 32 2990-3025 -> 3034-3113 t/s, S_PP 4.2k
-// -> 4.3k; with 32 tokens a warp for large Q4_0 / Q8_0 as well (the 0.5B's
-// 145 MB output matrix) the 0.5B Q4_0 at B = 64 18.5k-19.0k -> 19.4k-19.5k.
-// 32 tokens a warp for every type / size was slower (7B 2.84k-2.94k).
+// (Segments::tokens_fastest); 32 tokens a warp for large Q4_0 / Q8_0 too,
+// not for every type and size (docs/PERFORMANCE.md, "Constants and their measurements").
 constexpr int64_t kLargeBytes = int64_t{8} << 20;
 
 // Each segment as its own launch would compute it (mmq_segments.cuh).
@@ -200,10 +197,8 @@ int sm_count() {
 // shape and the device only, never of the batch). Q4_0 / Q8_0 (as tuned on
 // the 0.5B): by tiles per SM, at least two blocks a slice. K-quants (few
 // 256-value blocks a row): the fewest slices that give every SM its
-// resident warps (tiles * S >= SMs * resident), at least one block a slice;
-// on the H200's 7B Q4_K_M that took batched decode from 185 / 1090 / 2005 to
-// 197-201 / 1193-1211 / 2116-2135 t/s at 1 / 8 / 32 sequences (before the
-// activation loads above took it to 201 / 1360 / 2680).
+// resident warps (tiles * S >= SMs * resident), at least one block a slice
+// (docs/PERFORMANCE.md, "Constants and their measurements").
 int slices_for(int64_t rows, int64_t n_blocks, bool k_quant, int resident_warps) {
   const int sms = sm_count();
   const int64_t tiles = (rows + 15) / 16;

@@ -66,13 +66,8 @@ BufferRange whole_words(BufferRange r) {
 // the one with the least estimated time. Workgroups spread evenly over the
 // compute units, so the busiest unit runs ceil(groups / kComputeUnits) of
 // them, each taking its tile's area over the unit's rate with that many
-// resident. Measured on the H200 (132 SMs; core Vulkan does not report the
-// count), GFLOP/s per SM: 128 x 128 tiles ~225 (1 or more per SM), 64 x 64
-// tiles ~140 alone and ~167 with two or more. E.g. 896 rows x 2048 tokens:
-// 112 tiles of 128 x 128 (25.2 TFLOP/s) beat 448 of 64 x 64 (20.4); 4864 x
-// 512: 608 of 64 x 64 (22.0) beat 152 of 128 x 128 (17.7); 896 x 8: 14 of
-// 64 x 64 (152 GFLOP/s) beat 7 of 128 x 128 (58). vulkan_matmul_tiled_test's
-// benchmark (MINFER_TILED_BENCH=1) prints the table.
+// resident; the per-SM rates are measured (docs/PERFORMANCE.md, "Constants and their
+// measurements"); vulkan_matmul_tiled_test's benchmark (MINFER_TILED_BENCH=1) prints them.
 constexpr double kComputeUnits = 132;
 
 double estimated_time(const Tile& t, const MatmulShape& s) {

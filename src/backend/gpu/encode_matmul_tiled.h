@@ -6,9 +6,8 @@
 // weights.glsl, bit-exact with quant::dequantize_row, and the sums are f32 in
 // an order that depends on the shapes alone but differs from encode_matmul's:
 // use it where a batch need not be bit-identical to the same tokens decoded
-// one by one. H200 (Vulkan, December 2026): 25-30 TFLOP/s at 2048 tokens on
-// Qwen2.5-0.5B's shapes, 16-22 at 512, against ~1.8 (Q4_0) and ~3.4 (Q4_K)
-// for encode_matmul.
+// one by one. Many times encode_matmul's rate on prefill shapes
+// (docs/PERFORMANCE.md, "Constants and their measurements").
 //
 // Contract: as encoders.h (shapes checked and refused with the op, the value
 // and the limit; binding sizes checked; device limits by the Recorder;

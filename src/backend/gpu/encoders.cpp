@@ -127,9 +127,8 @@ int64_t matmul_units(quant::TensorType type, int64_t in_dim) {
 // 8-element ones each (a power of two), so that a row's loads are in flight
 // at once; at least 32 and the device's subgroup size (one whole subgroup
 // per row needs no barrier), at most the workgroup. From the type and in_dim
-// alone: a token's summation order never depends on the batch. Measured on
-// the H200 (tests' VulkanMatmulTiming): Q4_0 896 x 896 fastest at 32,
-// 896 x 4864 at 256, F16 896 x 896 at 64 (5.7 us; 128: 8.3 us).
+// alone: a token's summation order never depends on the batch. The sizes
+// were the fastest measured (docs/PERFORMANCE.md, "Constants and their measurements").
 uint32_t matmul_lanes_log2(quant::TensorType type, int64_t in_dim, uint32_t subgroup_size,
                            uint32_t workgroup) {
   const int64_t units = matmul_units(type, in_dim);

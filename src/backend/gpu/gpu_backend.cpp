@@ -28,11 +28,9 @@ constexpr uint64_t kErrBytes = MINFER_ERR_WORDS * sizeof(uint32_t);
 // Buffers up to this size get memory the host maps where the device has it
 // (MemoryUse::kHostAccess): the runner's inputs (token ids, positions, page
 // tables), the argmax output and small staged values, written or read every
-// step, then cost a memcpy instead of a staging copy's submission and wait
-// (51 us each on the H200; 0.5B Q4_0 tg128 went from 427-433 to 493-516
-// t/s with this and the fence polling of the Vulkan layer). Decode
-// activations of this size go there too: on the H200 the kernels reach that
-// memory as fast as the rest (7.02 against 7.07 us a dependent dispatch).
+// step, then cost a memcpy instead of a staging copy's submission and wait.
+// Decode activations of this size go there too: the kernels reach that
+// memory as fast as the rest (docs/PERFORMANCE.md, "Constants and their measurements").
 constexpr uint64_t kHostAccessMaxBytes = uint64_t{64} << 10;
 
 MemoryUse memory_use(uint64_t bytes) {

@@ -14,10 +14,9 @@ namespace {
 
 // How long teardown waits for work that a timed-out wait left running.
 constexpr double kTeardownWaitS = 60.0;
-// How long a wait polls its fence before blocking: about a decode step of
-// the 0.5B model on the H200 (2.0-2.3 ms a token). There, polling took a
-// staged 16-byte copy from 51 to 24 us and a list's wait ~65 us closer to
-// its GPU time (VulkanDispatchTiming.DISABLED_Floor).
+// How long a wait polls its fence before blocking: about one decode step of
+// a small model, so a step's wait rarely sleeps (docs/PERFORMANCE.md, "Constants and their
+// measurements").
 constexpr auto kFenceSpin = std::chrono::microseconds(2000);
 
 const char* memory_kind(const Core& core) {

@@ -13,11 +13,9 @@ namespace minfer::vulkan {
 namespace {
 
 constexpr uint64_t kStagingBytes = 64ull << 20;  // host copies go in chunks of this
-// Host reads of a BAR mapping are uncached, 20-35 ns a byte: past this size
-// a staging copy is faster. On the H200 (VulkanDispatchTiming.DISABLED_Floor)
-// a mapped read took 2.4 us for 16 B, 21-36 us for 1 KiB, 82 us for 4 KiB,
-// 1.3 ms for 64 KiB; a staged one 24 us up to 16 KiB. Writes are posted
-// (64 KiB in 4 us): always memcpy.
+// Host reads of a BAR mapping are uncached: past this size a staging copy is
+// faster. Writes are posted: always memcpy (docs/PERFORMANCE.md, "Constants and their
+// measurements").
 constexpr uint64_t kMappedReadMaxBytes = 512;
 constexpr VkBufferUsageFlags kBufferUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                             VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
