@@ -21,7 +21,6 @@ import sys
 import tempfile
 
 import gguf
-import llama_cpp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dump_gguf_vocab  # noqa: E402
@@ -194,6 +193,7 @@ ALL_MODES = ((True, False), (True, True), (False, False), (False, True))
 
 def cases_for(model_path, inputs, modes=ALL_MODES):
     """modes: (parse_special, add_special) pairs to record for every input."""
+    import llama_cpp  # only the goldens need llama.cpp; the inputs do not
     llm = llama_cpp.Llama(model_path=model_path, vocab_only=True, verbose=False)
     out = []
     for text in inputs:
@@ -211,6 +211,7 @@ def cases_for(model_path, inputs, modes=ALL_MODES):
 
 
 def write_golden(name, source, cases):
+    import llama_cpp
     path = os.path.join(GOLDEN, name + ".json")
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         json.dump({"source": source, "llama_cpp_python": llama_cpp.__version__, "cases": cases}, f,

@@ -40,6 +40,24 @@ std::string qwen_llama3_pattern(const std::string& digits) {
          s + "+";
 }
 
+// OpenAI's o200k pattern (GPT-4o, gpt-oss), with whitespace as above. Letter
+// runs are case-aware: an upper-case run ends where a lower-case run starts a
+// new word ("HelloWorld" is two pieces), and a contraction is the suffix of
+// the word before it rather than a piece of its own. llama.cpp rewrites the
+// two letter classes for its regex engine as "a letter but not a-z" and "a
+// letter but not A-Z", so it splits capitals outside ASCII differently
+// ("ÉCOLE"); this is the model's own pattern (docs/PARITY.md, "Tokenizers").
+std::string o200k_pattern() {
+  const std::string upper = "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]";
+  const std::string lower = "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]";
+  const std::string lead = "[^\\r\\n\\p{L}\\p{N}]?";
+  const std::string contraction = "(?i:'s|'t|'re|'ve|'m|'ll|'d)?";
+  const std::string s = ws_class();
+  return lead + upper + "*" + lower + "+" + contraction + "|" + lead + upper + "+" + lower + "*" +
+         contraction + "|\\p{N}{1,3}| ?[^" + kWs + "\\p{L}\\p{N}]+[\\r\\n/]*|" + s + "*[\\r\\n]+|" +
+         s + "+(?!" + non_ws_class() + ")|" + s + "+";
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> pre_tokenizer_patterns(const std::string& pre) {
@@ -48,6 +66,9 @@ Result<std::vector<std::string>> pre_tokenizer_patterns(const std::string& pre) 
   }
   if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") {
     return std::vector<std::string>{qwen_llama3_pattern("\\p{N}{1,3}")};
+  }
+  if (pre == "gpt-4o" || pre == "llama4") {
+    return std::vector<std::string>{o200k_pattern()};
   }
   if (pre == "default" || pre.empty()) {
     return std::vector<std::string>{
