@@ -44,9 +44,9 @@ std::string qwen_llama3_pattern(const std::string& digits) {
 // runs are case-aware: an upper-case run ends where a lower-case run starts a
 // new word ("HelloWorld" is two pieces), and a contraction is the suffix of
 // the word before it rather than a piece of its own. llama.cpp rewrites the
-// two letter classes for its regex engine as "a letter but not a-z" and "a
-// letter but not A-Z", so it splits capitals outside ASCII differently
-// ("ÉCOLE"); this is the model's own pattern (docs/PARITY.md, "Tokenizers").
+// letter classes for its regex engine so that a letter outside ASCII is both
+// upper and lower case and a combining mark neither; this is the model's own
+// pattern, which splits such text differently (docs/PARITY.md, "Tokenizers").
 std::string o200k_pattern() {
   const std::string upper = "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]";
   const std::string lower = "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]";

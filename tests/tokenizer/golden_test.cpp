@@ -143,6 +143,9 @@ TEST(Qwen2Golden, Llama3PreTokenizer) {
 TEST(Qwen2Golden, DefaultPreTokenizer) {
   check_with_pre("default", "qwen2_pre_default");
 }
+TEST(Qwen2Golden, O200kPreTokenizer) {
+  check_with_pre("gpt-4o", "qwen2_pre_gpt_4o");
+}
 
 TEST(SpmGolden, SmallHandMadeVocab) {
   Result<Vocab> v = testing::load_vocab_dump(kGolden + "/spm_small.vocab");
