@@ -21,8 +21,10 @@ esac
 # What `cmake --build BUILD --target minfer` needs (the REQUIRED packages of
 # CMakeLists.txt), and python3 + pip for the model package.
 apt_packages=(cmake ninja-build clang g++ pkg-config libpcre2-dev libutf8proc-dev python3 python3-pip
-              # The HTTP server (minfer serve): header-only libraries (Boost.Beast and Asio, nlohmann-json).
-              libboost-dev nlohmann-json3-dev)
+              # JSON (base/json.h and everything that reads or writes it), header-only.
+              nlohmann-json3-dev
+              # The HTTP server (minfer serve): header-only Boost.Beast and Asio.
+              libboost-dev)
 if ((tests)); then
   apt_packages+=(
     # Unit tests; clang-format for the format check; compiler-rt for the

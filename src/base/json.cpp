@@ -1,458 +1,260 @@
 #include "base/json.h"
 
-#include "base/utf8.h"
-
-#include <cassert>
-#include <cerrno>
-#include <cstdlib>
+#include <algorithm>
+#include <cstddef>
+#include <exception>
+#include <limits>
 #include <string>
 #include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "base/utf8.h"
 
 namespace minfer {
-
-JsonValue JsonValue::make_bool(bool b) {
-  JsonValue v;
-  v.kind_ = Kind::kBool;
-  v.bool_ = b;
-  return v;
-}
-
-JsonValue JsonValue::make_number(double d, bool is_int, int64_t i) {
-  JsonValue v;
-  v.kind_ = Kind::kNumber;
-  v.number_ = d;
-  v.is_int_ = is_int;
-  v.int_ = i;
-  return v;
-}
-
-JsonValue JsonValue::make_string(std::string s) {
-  JsonValue v;
-  v.kind_ = Kind::kString;
-  v.string_ = std::move(s);
-  return v;
-}
-
-JsonValue JsonValue::make_array(std::vector<JsonValue> items) {
-  JsonValue v;
-  v.kind_ = Kind::kArray;
-  v.items_ = std::move(items);
-  return v;
-}
-
-JsonValue JsonValue::make_object(std::vector<Member> members) {
-  JsonValue v;
-  v.kind_ = Kind::kObject;
-  v.members_ = std::move(members);
-  return v;
-}
-
-bool JsonValue::as_bool() const {
-  assert(is_bool());
-  return bool_;
-}
-double JsonValue::as_double() const {
-  assert(is_number());
-  return number_;
-}
-int64_t JsonValue::as_int() const {
-  assert(is_int());
-  return int_;
-}
-const std::string& JsonValue::as_string() const {
-  assert(is_string());
-  return string_;
-}
-const std::vector<JsonValue>& JsonValue::items() const {
-  assert(is_array());
-  return items_;
-}
-const std::vector<JsonValue::Member>& JsonValue::members() const {
-  assert(is_object());
-  return members_;
-}
-
-const JsonValue* JsonValue::find(std::string_view key) const {
-  if (!is_object()) return nullptr;
-  for (const Member& m : members_) {
-    if (m.first == key) return &m.second;
-  }
-  return nullptr;
-}
-
 namespace {
 
-// Length of the well-formed UTF-8 sequence at s[0..n), or 0 if ill-formed
-// (overlongs, surrogates and values above U+10FFFF are ill-formed).
-size_t utf8_sequence_length(const unsigned char* s, size_t n) {
-  unsigned char c = s[0];
-  if (c < 0x80) return 1;
-  size_t len;
-  uint32_t min;
-  uint32_t cp;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2, min = 0x80, cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3, min = 0x800, cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4, min = 0x10000, cp = c & 0x07;
-  } else {
-    return 0;
+// Where byte `read` (1-based; 0 is taken as 1) of `text` is: "line L,
+// column C", both 1-based, the column counted in bytes.
+std::string line_and_column(std::string_view text, std::size_t read) {
+  const size_t at = std::min(read > 0 ? read - 1 : 0, text.size());
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < at; ++i) {
+    if (text[i] == '\n') ++line, line_start = i + 1;
   }
-  if (n < len) return 0;
-  for (size_t i = 1; i < len; ++i) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
+  return "line " + std::to_string(line) + ", column " + std::to_string(at - line_start + 1);
 }
 
-class Parser {
- public:
-  Parser(std::string_view text, const JsonParseOptions& options) : text_(text), options_(options) {}
+// Adds the member `key` to `object` with a null value to fill: the slot, and
+// whether the key is new. A repeated key (when allowed) gets its first slot
+// back, so the last value wins in the first one's place, as in nlohmann.
+// json's object is a map, which says itself whether the key is new.
+std::pair<nlohmann::json*, bool> add_member(nlohmann::json::object_t& object,
+                                            std::unordered_set<std::string>&,
+                                            const std::string& key) {
+  auto [it, fresh] = object.emplace(key, nullptr);
+  return {&it->second, fresh};
+}
 
-  Result<JsonValue> parse_document() {
-    skip_ws();
-    MINFER_ASSIGN_OR_RETURN(JsonValue v, parse_value(0));
-    skip_ws();
-    if (pos_ != text_.size()) return error("unexpected trailing characters");
-    return v;
+// ordered_json's object is a vector, which nlohmann's own parser searches for
+// every key (quadratic in the members); `keys` finds repeats instead, and a
+// new key is appended.
+std::pair<nlohmann::ordered_json*, bool> add_member(nlohmann::ordered_json::object_t& object,
+                                                    std::unordered_set<std::string>& keys,
+                                                    const std::string& key) {
+  if (!keys.insert(key).second) return {&object.find(key)->second, false};
+  object.emplace_back(key, nullptr);
+  return {&object.back().second, true};
+}
+
+// A SAX consumer that builds the document as nlohmann's parser reads it and
+// stops at the first level past the limit or the first repeated key, so a
+// hostile text never has a level past the limit built. The open containers
+// are held by pointer: a container only grows again once its open child is
+// closed, so the pointers stay valid.
+template <typename Json>
+class Builder {
+ public:
+  Builder(std::string_view text, const JsonParseOptions& options)
+      : text_(text), options_(options) {}
+
+  Json document;
+  Status error;  // the first problem found; ok while the text is fine
+
+  bool null() { return add(Json(nullptr)); }
+  bool boolean(bool b) { return add(Json(b)); }
+  bool number_integer(int64_t v) { return add(Json(v)); }
+  bool number_unsigned(uint64_t v) { return add(Json(v)); }
+  bool number_float(double v, const std::string&) { return add(Json(v)); }
+  bool string(std::string& s) { return add(Json(s)); }
+  bool binary(typename Json::binary_t&) { return false; }  // not in JSON text
+  bool start_object(std::size_t) { return open(Json::value_t::object); }
+  bool start_array(std::size_t) { return open(Json::value_t::array); }
+  bool end_object() {
+    keys_.pop_back();
+    open_.pop_back();
+    return true;
+  }
+  bool end_array() {
+    open_.pop_back();
+    return true;
+  }
+  bool key(std::string& key) {
+    auto& members = open_.back()->template get_ref<typename Json::object_t&>();
+    const auto [slot, fresh] = add_member(members, keys_.back(), key);
+    if (!fresh && !options_.allow_duplicate_keys) {
+      // The key is valid UTF-8 (the lexer checked) but may hold control characters.
+      error =
+          Status::invalid_argument("JSON object has the key \"" + printable_text(key) + "\" twice");
+      return false;
+    }
+    member_ = slot;
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    error = syntax_error(position, e);
+    return false;
   }
 
  private:
-  Status error(const std::string& what) const { return error_at(pos_, what); }
-
-  Status error_at(size_t at, const std::string& what) const {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < at && i < text_.size(); ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
+  // Puts `v` where the parse is: the document, the open array's end or the
+  // member slot the last key made.
+  Json* place(Json&& v) {
+    if (open_.empty()) {
+      document = std::move(v);
+      return &document;
     }
-    return Status::invalid_argument("JSON line " + std::to_string(line) + ", column " +
-                                    std::to_string(col) + ": " + what);
-  }
-
-  bool at_end() const { return pos_ >= text_.size(); }
-  char peek() const { return text_[pos_]; }
-
-  void skip_ws() {
-    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r')) {
-      ++pos_;
+    if (open_.back()->is_array()) {
+      auto& items = open_.back()->template get_ref<typename Json::array_t&>();
+      items.push_back(std::move(v));
+      return &items.back();
     }
+    *member_ = std::move(v);
+    return member_;
   }
-
-  Result<JsonValue> parse_value(int depth) {
-    if (at_end()) return error("unexpected end of input, expected a value");
-    switch (peek()) {
-      case '{':
-        return parse_object(depth + 1);
-      case '[':
-        return parse_array(depth + 1);
-      case '"': {
-        MINFER_ASSIGN_OR_RETURN(std::string s, parse_string());
-        return JsonValue::make_string(std::move(s));
-      }
-      case 't':
-        return parse_literal("true", JsonValue::make_bool(true));
-      case 'f':
-        return parse_literal("false", JsonValue::make_bool(false));
-      case 'n':
-        return parse_literal("null", JsonValue());
-      default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return parse_number();
-        return error(std::string("unexpected character '") + printable(peek()) + "'");
+  bool add(Json&& v) {
+    place(std::move(v));
+    return true;
+  }
+  bool open(typename Json::value_t kind) {
+    if (open_.size() >= static_cast<size_t>(std::max(options_.max_depth, 0))) {
+      error = Status::out_of_range("JSON nests arrays and objects deeper than " +
+                                   std::to_string(options_.max_depth) + " levels");
+      return false;
     }
+    open_.push_back(place(Json(kind)));
+    if (kind == Json::value_t::object) keys_.emplace_back();
+    return true;
   }
 
-  static std::string printable(char c) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7F) return std::string(1, c);
-    static const char* kHex = "0123456789ABCDEF";
-    return std::string("\\x") + kHex[u >> 4] + kHex[u & 15];
+  // "JSON line L, column C: <nlohmann's reason>". The position is computed
+  // here from the byte offset, because nlohmann's own line and column are
+  // off after a token that ended at a newline. The reason loses nlohmann's
+  // "[json.exception.parse_error.101] parse error at ...: " prefix; the text
+  // it quotes ("last read: ...") is raw input, so it is made printable.
+  Status syntax_error(std::size_t position, const nlohmann::detail::exception& e) const {
+    std::string reason = e.what();
+    if (reason.starts_with("[json.exception.")) reason.erase(0, reason.find("] ") + 2);
+    if (reason.starts_with("parse error")) reason.erase(0, reason.find(": ") + 2);
+    return Status::invalid_argument("JSON " + line_and_column(text_, position) + ": " +
+                                    printable_text(reason));
   }
-
-  Result<JsonValue> parse_literal(std::string_view word, JsonValue value) {
-    if (text_.substr(pos_, word.size()) != word) return error("invalid literal");
-    pos_ += word.size();
-    return value;
-  }
-
-  Result<JsonValue> parse_number();
-  Result<std::string> parse_string();
-  Status parse_escape(std::string& out);
-  Result<uint32_t> parse_hex4();
-  Result<JsonValue> parse_array(int depth);
-  Result<JsonValue> parse_object(int depth);
 
   std::string_view text_;
   const JsonParseOptions& options_;
-  size_t pos_ = 0;
+  std::vector<Json*> open_;                            // the open arrays and objects
+  std::vector<std::unordered_set<std::string>> keys_;  // per open object, for ordered_json
+  Json* member_ = nullptr;                             // the slot the last key made
 };
 
-Result<JsonValue> Parser::parse_number() {
-  const size_t start = pos_;
-  auto digit = [&] { return !at_end() && peek() >= '0' && peek() <= '9'; };
-  if (peek() == '-') ++pos_;
-  if (!digit()) return error("expected a digit");
-  if (peek() == '0') {
-    ++pos_;
-    if (digit()) return error_at(start, "leading zeros are not allowed");
-  } else {
-    while (digit()) ++pos_;
+template <typename Json>
+Result<Json> parse_checked(std::string_view text, const JsonParseOptions& options) {
+  // nlohmann's lexer takes a NUL byte for the end of the input and would
+  // ignore whatever follows it. No JSON text holds one (inside a string it
+  // must be written \u0000), so it is refused here.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return Status::invalid_argument("JSON " + line_and_column(text, nul + 1) + ": a raw NUL byte");
   }
-  bool is_int = true;
-  if (!at_end() && peek() == '.') {
-    is_int = false;
-    ++pos_;
-    if (!digit()) return error("expected a digit after '.'");
-    while (digit()) ++pos_;
+  Builder<Json> builder(text, options);
+  bool ok = false;
+  try {
+    ok = Json::sax_parse(text, &builder);
+  } catch (const std::exception& e) {  // the parser reports through parse_error; belt and braces
+    return Status::invalid_argument(std::string("JSON ") + e.what());
   }
-  if (!at_end() && (peek() == 'e' || peek() == 'E')) {
-    is_int = false;
-    ++pos_;
-    if (!at_end() && (peek() == '+' || peek() == '-')) ++pos_;
-    if (!digit()) return error("expected a digit in the exponent");
-    while (digit()) ++pos_;
-  }
-  const std::string literal(text_.substr(start, pos_ - start));
-  const double d = std::strtod(literal.c_str(), nullptr);
-  int64_t i = 0;
-  if (is_int) {
-    errno = 0;
-    const long long ll = std::strtoll(literal.c_str(), nullptr, 10);
-    if (errno == ERANGE) {
-      is_int = false;  // still a valid number, just not an exact int64
-    } else {
-      i = ll;
-    }
-  }
-  return JsonValue::make_number(d, is_int, i);
+  if (!builder.error.is_ok()) return builder.error;
+  if (!ok) return Status::internal("JSON parse stopped without a reason");
+  return std::move(builder.document);
 }
 
-Result<uint32_t> Parser::parse_hex4() {
-  if (text_.size() - pos_ < 4) return error("truncated \\u escape");
-  uint32_t v = 0;
-  for (int k = 0; k < 4; ++k) {
-    const char c = text_[pos_];
-    v <<= 4;
-    if (c >= '0' && c <= '9') {
-      v |= static_cast<uint32_t>(c - '0');
-    } else if (c >= 'a' && c <= 'f') {
-      v |= static_cast<uint32_t>(c - 'a' + 10);
-    } else if (c >= 'A' && c <= 'F') {
-      v |= static_cast<uint32_t>(c - 'A' + 10);
-    } else {
-      return error("invalid hex digit in \\u escape");
-    }
-    ++pos_;
+std::string quoted(std::string_view key) {
+  return "\"" + printable_text(key) + "\"";
+}
+
+template <typename Json>
+Result<const Json*> member(const Json& object, std::string_view key) {
+  if (!object.is_object()) {
+    return Status::invalid_argument("expected an object holding " + quoted(key));
   }
+  const Json* v = json_find(object, key);
+  if (v == nullptr) return Status::invalid_argument("no " + quoted(key));
   return v;
-}
-
-// Called with pos_ on the character after the backslash.
-Status Parser::parse_escape(std::string& out) {
-  if (at_end()) return error("unterminated escape");
-  const size_t esc_start = pos_ - 1;
-  const char c = text_[pos_++];
-  switch (c) {
-    case '"':
-      out += '"';
-      return Status::ok();
-    case '\\':
-      out += '\\';
-      return Status::ok();
-    case '/':
-      out += '/';
-      return Status::ok();
-    case 'b':
-      out += '\b';
-      return Status::ok();
-    case 'f':
-      out += '\f';
-      return Status::ok();
-    case 'n':
-      out += '\n';
-      return Status::ok();
-    case 'r':
-      out += '\r';
-      return Status::ok();
-    case 't':
-      out += '\t';
-      return Status::ok();
-    case 'u':
-      break;
-    default:
-      return error_at(esc_start, std::string("invalid escape '\\") + printable(c) + "'");
-  }
-  MINFER_ASSIGN_OR_RETURN(uint32_t cp, parse_hex4());
-  if (cp >= 0xDC00 && cp <= 0xDFFF) return error_at(esc_start, "lone low surrogate");
-  if (cp >= 0xD800 && cp <= 0xDBFF) {
-    if (text_.substr(pos_, 2) != "\\u") return error_at(esc_start, "lone high surrogate");
-    pos_ += 2;
-    MINFER_ASSIGN_OR_RETURN(uint32_t lo, parse_hex4());
-    if (lo < 0xDC00 || lo > 0xDFFF) {
-      return error_at(esc_start, "high surrogate not followed by a low surrogate");
-    }
-    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-  }
-  append_utf8(out, cp);
-  return Status::ok();
-}
-
-Result<std::string> Parser::parse_string() {
-  const size_t start = pos_;
-  ++pos_;  // opening quote
-  std::string out;
-  while (true) {
-    if (at_end()) return error_at(start, "unterminated string");
-    const unsigned char c = static_cast<unsigned char>(peek());
-    if (c == '"') {
-      ++pos_;
-      return out;
-    }
-    if (c == '\\') {
-      ++pos_;
-      MINFER_RETURN_IF_ERROR(parse_escape(out));
-      continue;
-    }
-    if (c < 0x20) return error("unescaped control character in string");
-    const size_t len = utf8_sequence_length(
-        reinterpret_cast<const unsigned char*>(text_.data()) + pos_, text_.size() - pos_);
-    if (len == 0) return error("invalid UTF-8 in string");
-    out.append(text_.substr(pos_, len));
-    pos_ += len;
-  }
-}
-
-Result<JsonValue> Parser::parse_array(int depth) {
-  if (depth > options_.max_depth) {
-    return error("nesting deeper than " + std::to_string(options_.max_depth));
-  }
-  ++pos_;  // '['
-  std::vector<JsonValue> items;
-  skip_ws();
-  if (!at_end() && peek() == ']') {
-    ++pos_;
-    return JsonValue::make_array(std::move(items));
-  }
-  while (true) {
-    skip_ws();
-    MINFER_ASSIGN_OR_RETURN(JsonValue v, parse_value(depth));
-    items.push_back(std::move(v));
-    skip_ws();
-    if (at_end()) return error("unterminated array");
-    if (peek() == ',') {
-      ++pos_;
-      continue;
-    }
-    if (peek() == ']') {
-      ++pos_;
-      return JsonValue::make_array(std::move(items));
-    }
-    return error("expected ',' or ']' in array");
-  }
-}
-
-Result<JsonValue> Parser::parse_object(int depth) {
-  if (depth > options_.max_depth) {
-    return error("nesting deeper than " + std::to_string(options_.max_depth));
-  }
-  ++pos_;  // '{'
-  std::vector<JsonValue::Member> members;
-  std::unordered_set<std::string> seen;
-  skip_ws();
-  if (!at_end() && peek() == '}') {
-    ++pos_;
-    return JsonValue::make_object(std::move(members));
-  }
-  while (true) {
-    skip_ws();
-    if (at_end() || peek() != '"') return error("expected a string key");
-    const size_t key_pos = pos_;
-    MINFER_ASSIGN_OR_RETURN(std::string key, parse_string());
-    if (!seen.insert(key).second) return error_at(key_pos, "duplicate key \"" + key + "\"");
-    skip_ws();
-    if (at_end() || peek() != ':') return error("expected ':' after object key");
-    ++pos_;
-    skip_ws();
-    MINFER_ASSIGN_OR_RETURN(JsonValue v, parse_value(depth));
-    members.emplace_back(std::move(key), std::move(v));
-    skip_ws();
-    if (at_end()) return error("unterminated object");
-    if (peek() == ',') {
-      ++pos_;
-      continue;
-    }
-    if (peek() == '}') {
-      ++pos_;
-      return JsonValue::make_object(std::move(members));
-    }
-    return error("expected ',' or '}' in object");
-  }
 }
 
 }  // namespace
 
-Result<JsonValue> parse_json(std::string_view text, const JsonParseOptions& options) {
-  Parser parser(text, options);
-  return parser.parse_document();
+Result<nlohmann::json> parse_json(std::string_view text, const JsonParseOptions& options) {
+  return parse_checked<nlohmann::json>(text, options);
 }
 
-std::string json_quote(std::string_view s) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char ch = s[i];
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (c >= 0x80) {  // JSON text is UTF-8: an ill-formed byte becomes U+FFFD
-      const int n = utf8_sequence_status(s.substr(i));
-      if (n > 0) {
-        out.append(s.substr(i, static_cast<size_t>(n)));
-        i += static_cast<size_t>(n) - 1;
-      } else {
-        out += "\xEF\xBF\xBD";
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += ch;
-        }
-    }
+Result<nlohmann::ordered_json> parse_ordered_json(std::string_view text,
+                                                  const JsonParseOptions& options) {
+  return parse_checked<nlohmann::ordered_json>(text, options);
+}
+
+template <typename Json>
+const Json* json_find(const Json& object, std::string_view key) {
+  if (!object.is_object()) return nullptr;
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+template <typename Json>
+Result<int64_t> json_to_int(const Json& value, std::string_view what, int64_t min, int64_t max) {
+  bool in_range = false;
+  int64_t v = 0;
+  if (value.is_number_unsigned()) {
+    // Compared as unsigned: a value above INT64_MAX must not wrap negative.
+    const auto u = value.template get<uint64_t>();
+    in_range = u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    v = static_cast<int64_t>(u);
+  } else if (value.is_number_integer()) {
+    in_range = true;
+    v = value.template get<int64_t>();
   }
-  out += '"';
-  return out;
+  if (!in_range || v < min || v > max) {
+    return Status::invalid_argument(std::string(what) + ": expected an integer in [" +
+                                    std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  return v;
+}
+
+template <typename Json>
+Result<std::string> json_get_string(const Json& object, std::string_view key) {
+  MINFER_ASSIGN_OR_RETURN(const Json* v, member(object, key));
+  if (!v->is_string()) return Status::invalid_argument(quoted(key) + " is not a string");
+  return v->template get<std::string>();
+}
+
+template <typename Json>
+Result<bool> json_get_bool(const Json& object, std::string_view key) {
+  MINFER_ASSIGN_OR_RETURN(const Json* v, member(object, key));
+  if (!v->is_boolean()) return Status::invalid_argument(quoted(key) + " is not a boolean");
+  return v->template get<bool>();
+}
+
+template <typename Json>
+Result<int64_t> json_get_int(const Json& object, std::string_view key, int64_t min, int64_t max) {
+  MINFER_ASSIGN_OR_RETURN(const Json* v, member(object, key));
+  return json_to_int(*v, quoted(key), min, max);
+}
+
+// The readers exist for the two document types parse_json() and
+// parse_ordered_json() make.
+#define MINFER_JSON_READERS(Json)                                                        \
+  template const Json* json_find(const Json&, std::string_view);                         \
+  template Result<int64_t> json_to_int(const Json&, std::string_view, int64_t, int64_t); \
+  template Result<std::string> json_get_string(const Json&, std::string_view);           \
+  template Result<bool> json_get_bool(const Json&, std::string_view);                    \
+  template Result<int64_t> json_get_int(const Json&, std::string_view, int64_t, int64_t);
+MINFER_JSON_READERS(nlohmann::json)
+MINFER_JSON_READERS(nlohmann::ordered_json)
+#undef MINFER_JSON_READERS
+
+std::string json_quote(std::string_view s) {
+  // Serialising a string value never throws with error_handler_t::replace.
+  return nlohmann::json(std::string(s))
+      .dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace minfer

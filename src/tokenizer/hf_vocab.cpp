@@ -26,20 +26,22 @@ Result<std::string> read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
+// Document order, as the files list their tokens (and faster to build than
+// a map for vocab.json's hundred thousand and more keys).
+using json = nlohmann::ordered_json;
+
 // Parses a JSON file, or returns a null value when the file does not exist.
-Result<JsonValue> read_json(const std::filesystem::path& path, bool required) {
-  if (!required && !std::filesystem::exists(path)) return JsonValue();
+Result<json> read_json(const std::filesystem::path& path, bool required) {
+  if (!required && !std::filesystem::exists(path)) return json();
   MINFER_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  Result<JsonValue> v = parse_json(text);
+  Result<json> v = parse_ordered_json(text);
   if (!v) return v.status().with_context(path.string());
   return v;
 }
 
-Result<int32_t> as_id(const JsonValue& v, const std::string& what) {
-  if (!v.is_int() || v.as_int() < 0 || v.as_int() >= INT32_MAX) {
-    return Status::invalid_argument(what + ": expected a non-negative integer id");
-  }
-  return static_cast<int32_t>(v.as_int());
+Result<int32_t> as_id(const json& v, const std::string& what) {
+  MINFER_ASSIGN_OR_RETURN(int64_t id, json_to_int(v, what + " id", 0, INT32_MAX - 1));
+  return static_cast<int32_t>(id);
 }
 
 bool looks_special(const std::string& t) {
@@ -52,32 +54,32 @@ bool looks_special(const std::string& t) {
 
 // Added tokens from added_tokens.json and tokenizer_config.json's
 // added_tokens_decoder (which also says whether a token is special).
-Status collect_added(const JsonValue& added_json, const JsonValue& config,
+Status collect_added(const json& added_json, const json& config,
                      std::map<int32_t, AddedToken>& added) {
   if (added_json.is_object()) {
-    for (const auto& [content, idv] : added_json.members()) {
+    for (const auto& [content, idv] : added_json.items()) {
       MINFER_ASSIGN_OR_RETURN(int32_t id, as_id(idv, "added_tokens.json \"" + content + "\""));
       added[id].content = content;
     }
   }
-  const JsonValue* dec = config.find("added_tokens_decoder");
+  const json* dec = json_find(config, "added_tokens_decoder");
   if (dec == nullptr || !dec->is_object()) return Status::ok();
-  for (const auto& [key, entry] : dec->members()) {
+  for (const auto& [key, entry] : dec->items()) {
     char* end = nullptr;
     const long id = std::strtol(key.c_str(), &end, 10);
     if (key.empty() || *end != '\0' || id < 0 || id >= INT32_MAX) {
       return Status::invalid_argument("tokenizer_config.json: added_tokens_decoder key \"" + key +
                                       "\" is not an id");
     }
-    const JsonValue* content = entry.find("content");
+    const json* content = json_find(entry, "content");
     if (content == nullptr || !content->is_string()) {
       return Status::invalid_argument("tokenizer_config.json: added token " + key +
                                       " has no content");
     }
     AddedToken& t = added[static_cast<int32_t>(id)];
-    t.content = content->as_string();
-    const JsonValue* special = entry.find("special");
-    t.special = special != nullptr && special->is_bool() && special->as_bool();
+    t.content = content->get<std::string>();
+    const json* special = json_find(entry, "special");
+    t.special = special != nullptr && special->is_boolean() && special->get<bool>();
   }
   return Status::ok();
 }
@@ -107,25 +109,24 @@ Status read_merges(const std::filesystem::path& path, std::vector<std::string>& 
   return Status::ok();
 }
 
-int32_t special_id(const JsonValue& config, const JsonValue& model_config, const std::string& typ,
+int32_t special_id(const json& config, const json& model_config, const std::string& typ,
                    const std::unordered_map<std::string, int32_t>& ids) {
-  const JsonValue* e = config.find(typ + "_token");
-  const JsonValue* content = e;
-  if (e != nullptr && e->is_object()) content = e->find("content");
+  const json* e = json_find(config, typ + "_token");
+  const json* content = e;
+  if (e != nullptr && e->is_object()) content = json_find(*e, "content");
   if (content != nullptr && content->is_string()) {
-    auto it = ids.find(content->as_string());
+    auto it = ids.find(content->get<std::string>());
     if (it != ids.end()) return it->second;
   }
-  const JsonValue* id = model_config.find(typ + "_token_id");
-  if (id != nullptr && id->is_int() && id->as_int() >= 0 && id->as_int() < INT32_MAX) {
-    return static_cast<int32_t>(id->as_int());
-  }
-  return -1;
+  const json* id = json_find(model_config, typ + "_token_id");
+  if (id == nullptr) return -1;
+  auto v = json_to_int(*id, typ + "_token_id", 0, INT32_MAX - 1);
+  return v.is_ok() ? static_cast<int32_t>(*v) : -1;  // not an id: no such special token
 }
 
-bool flag(const JsonValue& config, const std::string& key) {
-  const JsonValue* v = config.find(key);
-  return v != nullptr && v->is_bool() && v->as_bool();
+bool flag(const json& config, const std::string& key) {
+  const json* v = json_find(config, key);
+  return v != nullptr && v->is_boolean() && v->get<bool>();
 }
 
 }  // namespace
@@ -138,12 +139,12 @@ struct IdTable {
   std::unordered_map<std::string, int32_t> ids;
 };
 
-Result<IdTable> build_id_table(const std::string& dir, const JsonValue& vocab_json,
+Result<IdTable> build_id_table(const std::string& dir, const json& vocab_json,
                                const std::map<int32_t, AddedToken>& added) {
   if (!vocab_json.is_object())
     return Status::invalid_argument(dir + "/vocab.json: expected an object");
   IdTable t;
-  for (const auto& [text, idv] : vocab_json.members()) {
+  for (const auto& [text, idv] : vocab_json.items()) {
     MINFER_ASSIGN_OR_RETURN(int32_t id, as_id(idv, dir + "/vocab.json \"" + text + "\""));
     if (!t.by_id.emplace(id, text).second) {
       return Status::invalid_argument(dir + "/vocab.json: id " + std::to_string(id) +
@@ -161,12 +162,14 @@ Result<IdTable> build_id_table(const std::string& dir, const JsonValue& vocab_js
   return t;
 }
 
-Result<int64_t> vocab_size(const std::string& dir, const IdTable& t, const JsonValue& model_config,
+Result<int64_t> vocab_size(const std::string& dir, const IdTable& t, const json& model_config,
                            const HfVocabOptions& options) {
   const int64_t n = t.by_id.empty() ? 0 : static_cast<int64_t>(t.by_id.rbegin()->first) + 1;
   int64_t want = options.vocab_size;
-  const JsonValue* cfg_size = model_config.find("vocab_size");
-  if (want == 0 && cfg_size != nullptr && cfg_size->is_int()) want = cfg_size->as_int();
+  const json* cfg_size = json_find(model_config, "vocab_size");
+  if (want == 0 && cfg_size != nullptr && cfg_size->is_number_integer()) {
+    MINFER_ASSIGN_OR_RETURN(want, json_to_int(*cfg_size, dir + "/config.json vocab_size", 0));
+  }
   if (want != 0 && want < n) {
     return Status::invalid_argument(dir + ": vocab_size " + std::to_string(want) +
                                     " is smaller than the highest token id + 1 (" +
@@ -200,10 +203,10 @@ void fill_tokens(const IdTable& t, const std::map<int32_t, AddedToken>& added, i
 
 Result<Vocab> load_hf_vocab(const std::string& dir, const HfVocabOptions& options) {
   const std::filesystem::path root(dir);
-  MINFER_ASSIGN_OR_RETURN(JsonValue vocab_json, read_json(root / "vocab.json", true));
-  MINFER_ASSIGN_OR_RETURN(JsonValue added_json, read_json(root / "added_tokens.json", false));
-  MINFER_ASSIGN_OR_RETURN(JsonValue config, read_json(root / "tokenizer_config.json", false));
-  MINFER_ASSIGN_OR_RETURN(JsonValue model_config, read_json(root / "config.json", false));
+  MINFER_ASSIGN_OR_RETURN(json vocab_json, read_json(root / "vocab.json", true));
+  MINFER_ASSIGN_OR_RETURN(json added_json, read_json(root / "added_tokens.json", false));
+  MINFER_ASSIGN_OR_RETURN(json config, read_json(root / "tokenizer_config.json", false));
+  MINFER_ASSIGN_OR_RETURN(json model_config, read_json(root / "config.json", false));
 
   std::map<int32_t, AddedToken> added;
   MINFER_RETURN_IF_ERROR(collect_added(added_json, config, added).with_context(dir));
@@ -214,8 +217,8 @@ Result<Vocab> load_hf_vocab(const std::string& dir, const HfVocabOptions& option
   v.model = "gpt2";
   v.pre = options.pre;
   if (v.pre.empty()) {
-    const JsonValue* cls = config.find("tokenizer_class");
-    const bool qwen2 = cls != nullptr && cls->is_string() && cls->as_string() == "Qwen2Tokenizer";
+    const json* cls = json_find(config, "tokenizer_class");
+    const bool qwen2 = cls != nullptr && cls->is_string() && *cls == "Qwen2Tokenizer";
     v.pre = qwen2 ? "qwen2" : "default";
   }
   fill_tokens(table, added, n, v);

@@ -153,19 +153,23 @@ TEST(Msl, SidecarJsonRoundTripsAndNamesABadField) {
     EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
   };
   bad("[1]", "not a JSON object");
-  bad("{not json", "not a JSON object");
+  bad("{not json", "MSL sidecar: JSON line 1, column 3: syntax error");
   bad(R"({"kernel": "a", "variant": "b", "entry": "a_b", "threadgroup": [1, 1, 1],
           "buffers": [], "args_bytes": 0})",
-      "no 'args_index'");
+      "MSL sidecar: no \"args_index\"");
   bad(R"({"kernel": 3, "variant": "b", "entry": "a_b", "threadgroup": [1, 1, 1],
           "buffers": [], "args_index": null, "args_bytes": 0})",
-      "'kernel' has the wrong type");
+      "\"kernel\" is not a string");
   bad(R"({"kernel": "a", "variant": "b", "entry": "a_b", "threadgroup": [1, 1],
           "buffers": [], "args_index": null, "args_bytes": 0})",
-      "'threadgroup' has the wrong type");
+      "\"threadgroup\" is not three sizes");
   bad(R"({"kernel": "a", "variant": "b", "entry": "a_b", "threadgroup": [1, 1, 1],
           "buffers": [{"binding": 0}], "args_index": null, "args_bytes": 0})",
-      "no 'index'");
+      "no \"index\"");
+  bad(R"({"kernel": "a", "variant": "b", "entry": "a_b", "threadgroup": [1, 1, 1],
+          "buffers": [{"binding": -1, "index": 0, "name": "x", "writable": true}],
+          "args_index": null, "args_bytes": 0})",
+      "\"binding\": expected an integer in [0, 4294967295]");
 }
 
 }  // namespace

@@ -26,29 +26,30 @@ TEST(ChatFormatter, TemplateConversationsMatchJinja2) {
   auto cases = parse_json(ss.str());
   ASSERT_TRUE(cases.is_ok()) << cases.message();
   int checked = 0;
-  for (const JsonValue& c : cases->items()) {
-    const std::string name = c.find("name")->as_string();
+  for (const nlohmann::json& c : *cases) {
+    const std::string name = c.at("name").get<std::string>();
     if (!name.starts_with("qwen2/") && !name.starts_with("chatml_like/") &&
         !name.starts_with("headers_like/")) {
       continue;
     }
-    const JsonValue& ctx = *c.find("context");
+    const nlohmann::json& ctx = c.at("context");
     std::vector<ChatMessage> messages;
     bool strings = true;
-    for (const JsonValue& m : ctx.find("messages")->items()) {
-      strings = strings && m.find("content")->is_string();
-      if (strings)
-        messages.push_back({m.find("role")->as_string(), m.find("content")->as_string()});
+    for (const nlohmann::json& m : ctx.at("messages")) {
+      strings = strings && m.at("content").is_string();
+      if (strings) {
+        messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+      }
     }
-    if (!strings || c.find("error") != nullptr) continue;
-    auto fmt = ChatFormatter::from_template(c.find("template")->as_string(),
-                                            ctx.find("bos_token")->as_string(),
-                                            ctx.find("eos_token")->as_string());
+    if (!strings || c.contains("error")) continue;
+    auto fmt = ChatFormatter::from_template(c.at("template").get<std::string>(),
+                                            ctx.at("bos_token").get<std::string>(),
+                                            ctx.at("eos_token").get<std::string>());
     ASSERT_TRUE(fmt.is_ok()) << name << ": " << fmt.message();
     EXPECT_TRUE(fmt->uses_template());
-    auto text = fmt->render(messages, ctx.find("add_generation_prompt")->as_bool());
+    auto text = fmt->render(messages, ctx.at("add_generation_prompt").get<bool>());
     ASSERT_TRUE(text.is_ok()) << name << ": " << text.message();
-    EXPECT_EQ(*text, c.find("expected")->as_string()) << name;
+    EXPECT_EQ(*text, c.at("expected").get<std::string>()) << name;
     ++checked;
   }
   EXPECT_GE(checked, 12);

@@ -18,28 +18,26 @@
 namespace minfer::tmpl {
 namespace {
 
-Value from_json(const JsonValue& j) {
-  switch (j.kind()) {
-    case JsonValue::Kind::kNull:
-      return Value::none();
-    case JsonValue::Kind::kBool:
-      return Value(j.as_bool());
-    case JsonValue::Kind::kNumber:
-      return j.is_int() ? Value(j.as_int()) : Value(j.as_double());
-    case JsonValue::Kind::kString:
-      return Value(j.as_string());
-    case JsonValue::Kind::kArray: {
-      List l;
-      for (const JsonValue& x : j.items()) l.push_back(from_json(x));
-      return Value(std::move(l));
-    }
-    case JsonValue::Kind::kObject: {
-      Dict d;
-      for (const auto& [k, v] : j.members()) d.emplace_back(k, from_json(v));
-      return Value(std::move(d));
-    }
+using nlohmann::ordered_json;
+
+// Document order, as Python's dicts keep it.
+Value from_json(const ordered_json& j) {
+  if (j.is_null()) return Value::none();
+  if (j.is_boolean()) return Value(j.get<bool>());
+  if (j.is_number_integer()) {
+    auto i = json_to_int(j, "a golden integer");
+    if (i.is_ok()) return Value(*i);
   }
-  return {};
+  if (j.is_number()) return Value(j.get<double>());
+  if (j.is_string()) return Value(j.get<std::string>());
+  if (j.is_array()) {
+    List l;
+    for (const ordered_json& x : j) l.push_back(from_json(x));
+    return Value(std::move(l));
+  }
+  Dict d;
+  for (const auto& [k, v] : j.items()) d.emplace_back(k, from_json(v));
+  return Value(std::move(d));
 }
 
 Result<std::string> render(std::string_view source, const Dict& context = {}) {
@@ -60,19 +58,19 @@ TEST(Template, MatchesJinja2OnEveryGoldenCase) {
   ASSERT_TRUE(f) << "golden file missing";
   std::stringstream ss;
   ss << f.rdbuf();
-  auto cases = parse_json(ss.str());
+  auto cases = parse_ordered_json(ss.str());
   ASSERT_TRUE(cases.is_ok()) << cases.message();
-  ASSERT_GE(cases->items().size(), 60u);
+  ASSERT_GE(cases->size(), 60u);
   int failures = 0;
-  for (const JsonValue& c : cases->items()) {
-    const std::string name = c.find("name")->as_string();
-    const Value context = from_json(*c.find("context"));
+  for (const ordered_json& c : *cases) {
+    const std::string name = c.at("name").get<std::string>();
+    const Value context = from_json(c.at("context"));
     // A real chat template is named ("template_file"), the others inline.
-    const JsonValue* file = c.find("template_file");
-    const std::string source =
-        file != nullptr ? read_template(file->as_string()) : c.find("template")->as_string();
+    const std::string source = c.contains("template_file")
+                                   ? read_template(c.at("template_file").get<std::string>())
+                                   : c.at("template").get<std::string>();
     auto got = render(source, context.as_dict());
-    if (c.find("error") != nullptr) {
+    if (c.contains("error")) {
       EXPECT_FALSE(got.is_ok()) << name << ": jinja2 failed, we rendered: " << *got;
       failures += got.is_ok();
       continue;
@@ -82,7 +80,7 @@ TEST(Template, MatchesJinja2OnEveryGoldenCase) {
       ++failures;
       continue;
     }
-    const std::string& want = c.find("expected")->as_string();
+    const std::string want = c.at("expected").get<std::string>();
     EXPECT_EQ(*got, want) << name;
     failures += *got != want;
   }

@@ -88,26 +88,38 @@ Result<Vocab> load_vocab_dump(const std::string& path) {
   return v;
 }
 
+// One case of a golden file: the text, its flags, its ids and detokenization.
+Result<GoldenCase> golden_case(const nlohmann::json& c) {
+  GoldenCase g;
+  MINFER_ASSIGN_OR_RETURN(g.text, json_get_string(c, "text"));
+  MINFER_ASSIGN_OR_RETURN(g.add_special, json_get_bool(c, "add_special"));
+  MINFER_ASSIGN_OR_RETURN(g.parse_special, json_get_bool(c, "parse_special"));
+  const nlohmann::json* ids = json_find(c, "ids");
+  if (ids == nullptr || !ids->is_array()) return Status::error("no \"ids\" array");
+  for (const nlohmann::json& id : *ids) {
+    MINFER_ASSIGN_OR_RETURN(int64_t v, json_to_int(id, "ids", 0, INT32_MAX));
+    g.ids.push_back(static_cast<int32_t>(v));
+  }
+  if (json_find(c, "detok") != nullptr) {
+    MINFER_ASSIGN_OR_RETURN(g.detok, json_get_string(c, "detok"));
+  } else {
+    MINFER_ASSIGN_OR_RETURN(std::string hex, json_get_string(c, "detok_hex"));
+    MINFER_ASSIGN_OR_RETURN(g.detok, unhex(hex));
+  }
+  return g;
+}
+
 Result<std::vector<GoldenCase>> load_golden(const std::string& path) {
   MINFER_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  Result<JsonValue> doc = parse_json(text);
+  Result<nlohmann::json> doc = parse_json(text);
   if (!doc) return doc.status().with_context(path);
-  const JsonValue* cases = doc->find("cases");
+  const nlohmann::json* cases = json_find(*doc, "cases");
   if (cases == nullptr || !cases->is_array()) return Status::error(path + ": no cases");
   std::vector<GoldenCase> out;
-  for (const JsonValue& c : cases->items()) {
-    GoldenCase g;
-    g.text = c.find("text")->as_string();
-    g.add_special = c.find("add_special")->as_bool();
-    g.parse_special = c.find("parse_special")->as_bool();
-    for (const JsonValue& id : c.find("ids")->items())
-      g.ids.push_back(static_cast<int32_t>(id.as_int()));
-    if (const JsonValue* d = c.find("detok")) {
-      g.detok = d->as_string();
-    } else {
-      MINFER_ASSIGN_OR_RETURN(g.detok, unhex(c.find("detok_hex")->as_string()));
-    }
-    out.push_back(std::move(g));
+  for (const nlohmann::json& c : *cases) {
+    Result<GoldenCase> g = golden_case(c);
+    if (!g) return g.status().with_context(path + ": case " + std::to_string(out.size()));
+    out.push_back(std::move(g).value());
   }
   return out;
 }

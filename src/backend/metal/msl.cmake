@@ -19,7 +19,8 @@ set(MINFER_SPIRV_CROSS_LIBS spirv-cross-msl spirv-cross-glsl spirv-cross-core)
 # The generator builds from its own objects (not minfer_core, which embeds
 # its output in Metal builds).
 add_executable(minfer_msl_gen ${MINFER_METAL_DIR}/msl_gen_main.cpp ${MINFER_METAL_DIR}/msl_abi.cpp
-               ${MINFER_METAL_DIR}/msl_translate.cpp ${CMAKE_CURRENT_SOURCE_DIR}/src/base/status.cpp)
+               ${MINFER_METAL_DIR}/msl_translate.cpp ${CMAKE_CURRENT_SOURCE_DIR}/src/base/status.cpp
+               ${CMAKE_CURRENT_SOURCE_DIR}/src/base/json.cpp ${CMAKE_CURRENT_SOURCE_DIR}/src/base/utf8.cpp)
 target_include_directories(minfer_msl_gen PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_compile_options(minfer_msl_gen PRIVATE ${MINFER_WARNINGS})
 target_link_libraries(minfer_msl_gen PRIVATE ${MINFER_SPIRV_CROSS_LIBS} nlohmann_json::nlohmann_json)

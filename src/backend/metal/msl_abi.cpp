@@ -1,6 +1,6 @@
 #include "backend/metal/msl_abi.h"
 
-#include <nlohmann/json.hpp>
+#include "base/json.h"
 
 namespace minfer::metal {
 namespace {
@@ -63,26 +63,56 @@ Status check_args(const gpu::KernelInfo& k, const MslSidecar& s) {
   return Status::ok();
 }
 
-// The field `key` of `j`, read as T; invalid_argument naming it otherwise.
-template <typename T>
-Result<T> field(const json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end()) return Status::invalid_argument(std::string("MSL sidecar: no '") + key + "'");
-  try {
-    return it->template get<T>();
-  } catch (const json::exception&) {
-    return Status::invalid_argument(std::string("MSL sidecar: '") + key + "' has the wrong type");
-  }
+Result<uint32_t> u32(const json& j, std::string_view key) {
+  MINFER_ASSIGN_OR_RETURN(int64_t v, json_get_int(j, key, 0, UINT32_MAX));
+  return static_cast<uint32_t>(v);
 }
 
 Result<MslBuffer> buffer_from_json(const json& j) {
-  if (!j.is_object()) return Status::invalid_argument("MSL sidecar: a buffer is not an object");
+  if (!j.is_object()) return Status::invalid_argument("a buffer is not an object");
   MslBuffer b;
-  MINFER_ASSIGN_OR_RETURN(b.binding, field<uint32_t>(j, "binding"));
-  MINFER_ASSIGN_OR_RETURN(b.index, field<uint32_t>(j, "index"));
-  MINFER_ASSIGN_OR_RETURN(b.name, field<std::string>(j, "name"));
-  MINFER_ASSIGN_OR_RETURN(b.writable, field<bool>(j, "writable"));
+  MINFER_ASSIGN_OR_RETURN(b.binding, u32(j, "binding"));
+  MINFER_ASSIGN_OR_RETURN(b.index, u32(j, "index"));
+  MINFER_ASSIGN_OR_RETURN(b.name, json_get_string(j, "name"));
+  MINFER_ASSIGN_OR_RETURN(b.writable, json_get_bool(j, "writable"));
   return b;
+}
+
+Result<std::array<uint32_t, 3>> threadgroup_from_json(const json& j) {
+  const json* t = json_find(j, "threadgroup");
+  if (t == nullptr) return Status::invalid_argument("no \"threadgroup\"");
+  if (!t->is_array() || t->size() != 3) {
+    return Status::invalid_argument("\"threadgroup\" is not three sizes");
+  }
+  std::array<uint32_t, 3> size{};
+  for (size_t i = 0; i < size.size(); ++i) {
+    MINFER_ASSIGN_OR_RETURN(int64_t v, json_to_int((*t)[i], "\"threadgroup\"", 0, UINT32_MAX));
+    size[i] = static_cast<uint32_t>(v);
+  }
+  return size;
+}
+
+Result<MslSidecar> sidecar_from_object(const json& j) {
+  MslSidecar s;
+  MINFER_ASSIGN_OR_RETURN(s.kernel, json_get_string(j, "kernel"));
+  MINFER_ASSIGN_OR_RETURN(s.variant, json_get_string(j, "variant"));
+  MINFER_ASSIGN_OR_RETURN(s.entry, json_get_string(j, "entry"));
+  MINFER_ASSIGN_OR_RETURN(s.threadgroup, threadgroup_from_json(j));
+  const json* buffers = json_find(j, "buffers");
+  if (buffers == nullptr || !buffers->is_array()) {
+    return Status::invalid_argument("\"buffers\" is not an array");
+  }
+  for (const json& b : *buffers) {
+    MINFER_ASSIGN_OR_RETURN(MslBuffer buffer, buffer_from_json(b));
+    s.buffers.push_back(std::move(buffer));
+  }
+  const json* args = json_find(j, "args_index");
+  if (args == nullptr) return Status::invalid_argument("no \"args_index\"");
+  if (!args->is_null()) {
+    MINFER_ASSIGN_OR_RETURN(s.args_index, u32(j, "args_index"));
+  }
+  MINFER_ASSIGN_OR_RETURN(s.args_bytes, u32(j, "args_bytes"));
+  return s;
 }
 
 }  // namespace
@@ -124,25 +154,11 @@ std::string sidecar_to_json(const MslSidecar& s) {
 }
 
 Result<MslSidecar> sidecar_from_json(std::string_view text) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return Status::invalid_argument("MSL sidecar: not a JSON object");
-  MslSidecar s;
-  MINFER_ASSIGN_OR_RETURN(s.kernel, field<std::string>(j, "kernel"));
-  MINFER_ASSIGN_OR_RETURN(s.variant, field<std::string>(j, "variant"));
-  MINFER_ASSIGN_OR_RETURN(s.entry, field<std::string>(j, "entry"));
-  MINFER_ASSIGN_OR_RETURN(s.threadgroup, (field<std::array<uint32_t, 3>>(j, "threadgroup")));
-  MINFER_ASSIGN_OR_RETURN(const json buffers, field<json>(j, "buffers"));
-  if (!buffers.is_array()) return Status::invalid_argument("MSL sidecar: 'buffers' is no array");
-  for (const json& b : buffers) {
-    MINFER_ASSIGN_OR_RETURN(MslBuffer buffer, buffer_from_json(b));
-    s.buffers.push_back(std::move(buffer));
-  }
-  const auto args = j.find("args_index");
-  if (args == j.end()) return Status::invalid_argument("MSL sidecar: no 'args_index'");
-  if (!args->is_null()) {
-    MINFER_ASSIGN_OR_RETURN(s.args_index, field<uint32_t>(j, "args_index"));
-  }
-  MINFER_ASSIGN_OR_RETURN(s.args_bytes, field<uint32_t>(j, "args_bytes"));
+  Result<json> j = parse_json(text);
+  if (!j.is_ok()) return j.status().with_context("MSL sidecar");
+  if (!j->is_object()) return Status::invalid_argument("MSL sidecar: not a JSON object");
+  Result<MslSidecar> s = sidecar_from_object(*j);
+  if (!s.is_ok()) return s.status().with_context("MSL sidecar");
   return s;
 }
 
