@@ -3,7 +3,9 @@
 
 Uses the `gguf` Python package (not minfer's code) to read the file, then checks:
   - the architecture's hyper-parameter keys are present and consistent with the
-    tensor shapes (embedding, heads, head dim, FFN, vocabulary, layer count);
+    tensor shapes (embedding, heads, head dim, FFN, vocabulary, layer count;
+    for a mixture of experts the expert count, used count and expert FFN width
+    against the router and the 3-D expert tensors);
   - the tokenizer arrays have one entry per embedding row, and merges / scores
     are present for the tokenizer model;
   - every tensor dequantizes (gguf's numpy dequantizers) to finite values with
@@ -30,6 +32,7 @@ def field(reader, key, default=None):
 
 
 def intended_std(name, arch, d, n_layer, q_dim, n_ff):
+    """n_ff is the expert FFN width for the experts of a mixture of experts."""
     if name.endswith("norm.weight"):
         return None  # exactly ones
     if name == "rope_freqs.weight":
@@ -41,9 +44,13 @@ def intended_std(name, arch, d, n_layer, q_dim, n_ff):
     residual = 1.0 / math.sqrt(2.0 * n_layer)
     if name.endswith("attn_output.weight"):
         return residual / math.sqrt(q_dim)
-    if name.endswith("ffn_down.weight"):
+    if name.endswith("ffn_down.weight") or name.endswith("ffn_down_exps.weight"):
         return residual / math.sqrt(n_ff)
     return 1.0 / math.sqrt(d)
+
+
+def shape(t):
+    return tuple(int(x) for x in t.shape)
 
 
 def main(path):
@@ -58,15 +65,30 @@ def main(path):
     tensors = {t.name: t for t in r.tensors}
     emb = tensors["token_embd.weight"]
     n_vocab = int(emb.shape[1])
-    checks = [
+    n_expert = int(field(r, f"{arch}.expert_count", 0))
+    if n_expert:
+        n_used = int(field(r, f"{arch}.expert_used_count"))
+        n_ff = int(field(r, f"{arch}.expert_feed_forward_length"))
+        ffn = "ffn_down_exps"
+        moe_checks = [
+            (0 < n_used <= n_expert, "expert_used_count not in [1, expert_count]"),
+            (shape(tensors["blk.0.ffn_gate_inp.weight"]) == (d, n_expert), "ffn_gate_inp shape"),
+            (tensors["blk.0.ffn_gate_inp.weight"].tensor_type.name == "F32", "router not F32"),
+            (shape(tensors["blk.0.ffn_gate_exps.weight"]) == (d, n_ff, n_expert), "gate_exps"),
+            (shape(tensors["blk.0.ffn_up_exps.weight"]) == (d, n_ff, n_expert), "up_exps"),
+            (shape(tensors["blk.0.ffn_down_exps.weight"]) == (n_ff, d, n_expert), "down_exps"),
+        ]
+    else:
+        ffn = "ffn_down"
+        moe_checks = [(shape(tensors["blk.0.ffn_down.weight"]) == (n_ff, d), "ffn_down")]
+    checks = moe_checks + [
         (int(emb.shape[0]) == d, "token_embd row length != embedding_length"),
         (tuple(int(x) for x in tensors["blk.0.attn_q.weight"].shape) == (d, n_head * head_dim),
          "attn_q shape"),
         (tuple(int(x) for x in tensors["blk.0.attn_k.weight"].shape) == (d, n_head_kv * head_dim),
          "attn_k shape"),
-        (tuple(int(x) for x in tensors["blk.0.ffn_down.weight"].shape) == (n_ff, d), "ffn_down"),
-        (f"blk.{n_layer - 1}.ffn_up.weight" in tensors, "last layer missing"),
-        (f"blk.{n_layer}.ffn_up.weight" not in tensors, "extra layer"),
+        (f"blk.{n_layer - 1}.{ffn}.weight" in tensors, "last layer missing"),
+        (f"blk.{n_layer}.{ffn}.weight" not in tensors, "extra layer"),
         (len(field(r, "tokenizer.ggml.tokens")) == n_vocab, "token count != embedding rows"),
         (len(field(r, "tokenizer.ggml.token_type")) == n_vocab, "token types count"),
     ]

@@ -96,13 +96,20 @@ std::vector<TestSpec> test_matrix(const BenchOptions& o) {
 
 // Bytes of every matrix one decode step reads: all 2-D weights, with the
 // token embedding counted only when it doubles as the (tied) output matrix —
-// its lookup reads one row per token otherwise.
+// its lookup reads one row per token otherwise — and of a 3-D expert tensor
+// the share of the experts one token uses.
 uint64_t decode_weight_bytes(const model::Model& m) {
   const bool tied = m.weights().find("output.weight") == nullptr;
+  const model::HParams& hp = m.hparams();
   uint64_t bytes = 0;
   for (const auto& w : m.weights().all()) {
     if (w.dims.size() < 2 || w.rows() < 2) continue;
     if (w.name == "token_embd.weight" && !tied) continue;
+    if (w.dims.size() == 3 && hp.is_moe() && w.dims[2] == hp.n_expert) {
+      bytes +=
+          w.nbytes / static_cast<uint64_t>(hp.n_expert) * static_cast<uint64_t>(hp.n_expert_used);
+      continue;
+    }
     bytes += w.nbytes;
   }
   return bytes;

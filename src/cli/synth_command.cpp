@@ -29,12 +29,16 @@ ArgParser make_parser() {
   return p;
 }
 
+// A mixture of experts shows its expert FFN width and "used/count" experts.
 void list_presets() {
-  std::printf("%-14s %-7s %6s %6s %6s %4s %6s %8s\n", "shape", "arch", "d", "layers", "heads", "kv",
-              "ffn", "vocab");
+  std::printf("%-14s %-8s %6s %6s %6s %4s %6s %8s %8s\n", "shape", "arch", "d", "layers", "heads",
+              "kv", "ffn", "vocab", "experts");
   for (const auto& s : model::presets()) {
-    std::printf("%-14s %-7s %6d %6d %6d %4d %6d %8d\n", s.name.c_str(), s.arch.c_str(), s.n_embd,
-                s.n_layer, s.n_head, s.n_head_kv, s.n_ff, s.n_vocab);
+    const std::string experts =
+        s.n_expert > 0 ? std::to_string(s.n_expert_used) + "/" + std::to_string(s.n_expert) : "-";
+    std::printf("%-14s %-8s %6d %6d %6d %4d %6d %8d %8s\n", s.name.c_str(), s.arch.c_str(),
+                s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.n_expert > 0 ? s.n_ff_exp : s.n_ff,
+                s.n_vocab, experts.c_str());
   }
 }
 

@@ -51,6 +51,10 @@ const OpTraits& op_traits(Op op) {
       /* kFusedFFN     */ {"fused_ffn",      false, false, false},
       /* kMatMulAdd    */ {"mul_mat_add",    false, false, false},
       /* kArgMax       */ {"argmax",         false, false, false},
+      /* kMoeTopK      */ {"moe_topk",       false, false, false},
+      /* kMoeWeights   */ {"moe_weights",    false, false, false},
+      /* kMatMulId     */ {"mul_mat_id",     false, false, false},
+      /* kMoeSum       */ {"moe_sum",        false, false, false},
   };
   // clang-format on
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
@@ -74,6 +78,9 @@ std::vector<std::string> weights_read(const Graph& g) {
             add(m.weight);
             add(m.bias);
             add(m.in_norm.weight);
+          } else if constexpr (std::is_same_v<M, MatMulIdMeta>) {
+            add(m.weight);
+            add(m.bias);
           } else if constexpr (std::is_same_v<M, RopeMeta>) {
             add(m.freq_factors);
           } else if constexpr (std::is_same_v<M, FusedQkvMeta>) {

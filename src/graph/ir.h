@@ -49,6 +49,11 @@ enum class Op : uint8_t {
   kFusedFFN,      // decode: gate and up matmuls + SwiGLU/GeGLU
   kMatMulAdd,     // y = x W^T (+ bias) + r: a matmul fused with the residual add after it
   kArgMax,        // i32 [1, rows]: each row's first largest element (NaN never; -1: all -inf)
+  // Mixture of experts (MoeRouteMeta, MatMulIdMeta, MoeSumMeta; docs/MOE.md):
+  kMoeTopK,     // i32 [k, T]: each token's k experts from router logits [n_expert, T]
+  kMoeWeights,  // f32 [k, T]: the gating weights of those experts (logits, ids)
+  kMatMulId,    // f32 [out, k*T]: row t*k+j = x_t (or row t*k+j of x) times expert ids[j,t]
+  kMoeSum,      // f32 [d, T]: row t = sum over j of y[t*k+j] * weights[j,t]
   kCount,
 };
 
@@ -216,9 +221,54 @@ struct ArgMaxMeta {
   int64_t row_len = 0;
 };
 
-using NodeMeta =
-    std::variant<std::monostate, InputMeta, GetRowsMeta, RmsNormMeta, MatMulMeta, ScaleMeta,
-                 RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta, FusedFfnMeta, ArgMaxMeta>;
+// How a mixture-of-experts layer turns router logits into k experts and
+// their weights. Scores are compared by value, larger first, a tie going to
+// the lower expert id.
+enum class MoeGating : uint8_t {
+  // p = softmax over all n_expert logits; the k largest p; weights are those p.
+  kSoftmax,
+  // as kSoftmax, the k weights then divided by their sum (GGUF
+  // `<arch>.expert_weights_norm`; the sum is clamped below at 2^-14).
+  kSoftmaxNormalized,
+  // the k largest logits; weights are the softmax over those k logits only.
+  kTopKSoftmax,
+};
+
+// kMoeTopK (input: logits f32 [n_expert, T]; output i32 [n_used, T]: ids in
+// descending score) and kMoeWeights (inputs: logits, the kMoeTopK ids;
+// output f32 [n_used, T]: weight j of token t belongs to expert ids[j, t]).
+// Both nodes of one layer carry the same meta.
+struct MoeRouteMeta {
+  int64_t n_expert = 0;
+  int64_t n_used = 0;  // k
+  MoeGating gating = MoeGating::kSoftmax;
+};
+
+// kMatMulId: the expert matmul. Inputs: x f32 [in_dim, T] (or [in_dim,
+// n_used*T] with per_row_input), ids i32 [n_used, T]. The weight is a 3-D
+// GGUF tensor [in_dim, out_dim, n_expert], each expert's [in_dim, out_dim]
+// matrix contiguous; bias (optional) is [out_dim, n_expert]. Output f32
+// [out_dim, n_used*T]: row t*n_used+j = (row t, or row t*n_used+j with
+// per_row_input, of x) times expert ids[j, t]'s matrix (+ its bias row).
+struct MatMulIdMeta {
+  std::string weight;
+  std::string bias;
+  quant::TensorType weight_type = quant::TensorType::F32;
+  int64_t in_dim = 0, out_dim = 0, n_expert = 0, n_used = 0;
+  bool per_row_input = false;
+  bool batch_invariant = false;
+};
+
+// kMoeSum: inputs y f32 [d, n_used*T] and weights f32 [n_used, T]; output
+// f32 [d, T], row t = (y[t*k] * w[0,t] + y[t*k+1] * w[1,t]) + ... in f32,
+// each product rounded, summed in order of j.
+struct MoeSumMeta {
+  int64_t n_used = 0;
+};
+
+using NodeMeta = std::variant<std::monostate, InputMeta, GetRowsMeta, RmsNormMeta, MatMulMeta,
+                              ScaleMeta, RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta,
+                              FusedFfnMeta, ArgMaxMeta, MoeRouteMeta, MatMulIdMeta, MoeSumMeta>;
 
 struct Node {
   Op op = Op::kInput;

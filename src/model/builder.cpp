@@ -20,9 +20,8 @@ Result<graph::Graph> build_graph(const HParams& hp, const Weights& weights,
     Builder build;
   };
   static constexpr Entry kBuilders[] = {
-      {Arch::kQwen2, builders::build_qwen2},
-      {Arch::kQwen3, builders::build_qwen3},
-      {Arch::kLlama, builders::build_llama},
+      {Arch::kQwen2, builders::build_qwen2},       {Arch::kQwen3, builders::build_qwen3},
+      {Arch::kQwen3Moe, builders::build_qwen3moe}, {Arch::kLlama, builders::build_llama},
       {Arch::kGemma3, builders::build_gemma3},
   };
   for (const auto& e : kBuilders) {

@@ -41,6 +41,10 @@ struct GraphParams {
   // [n_outputs]) instead of its logits: a few bytes to read back, not
   // n_outputs * n_vocab floats.
   bool argmax = false;
+  // The graph's output is each output row's final hidden state after the
+  // output norm, f32 [n_embd, n_outputs], before the output matrix: what
+  // embeddings pool. Exclusive with argmax.
+  bool hidden_output = false;
 
   bool operator==(const GraphParams&) const = default;
 };

@@ -10,10 +10,11 @@ namespace {
 Result<Arch> parse_arch(const std::string& name) {
   if (name == "qwen2") return Arch::kQwen2;
   if (name == "qwen3") return Arch::kQwen3;
+  if (name == "qwen3moe") return Arch::kQwen3Moe;
   if (name == "llama") return Arch::kLlama;
   if (name == "gemma3") return Arch::kGemma3;
   return Status::unimplemented("unsupported architecture '" + name +
-                               "' (supported: qwen2, qwen3, llama, gemma3)");
+                               "' (supported: qwen2, qwen3, qwen3moe, llama, gemma3)");
 }
 
 Result<int64_t> positive(const gguf::File& f, const std::string& key) {
@@ -38,6 +39,15 @@ Status expect_shape(const gguf::File& f, const std::string& name, std::vector<in
   return Status::ok();
 }
 
+// The router and the 3-D expert tensors of one layer (prefix "blk.N.").
+Status check_expert_shapes(const gguf::File& f, const HParams& h, const std::string& b) {
+  const int64_t d = h.n_embd, ff = h.n_ff_exp, n = h.n_expert;
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_gate_inp.weight", {d, n}));
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_gate_exps.weight", {d, ff, n}));
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_up_exps.weight", {d, ff, n}));
+  return expect_shape(f, b + "ffn_down_exps.weight", {ff, d, n});
+}
+
 Status check_shapes(const gguf::File& f, const HParams& h) {
   MINFER_RETURN_IF_ERROR(expect_shape(f, "token_embd.weight", {h.n_embd, h.n_vocab}));
   MINFER_RETURN_IF_ERROR(expect_shape(f, "output_norm.weight", {h.n_embd}));
@@ -52,9 +62,13 @@ Status check_shapes(const gguf::File& f, const HParams& h) {
     MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_v.weight", {h.n_embd, h.kv_dim()}));
     MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_output.weight", {h.q_dim(), h.n_embd}));
     MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_norm.weight", {h.n_embd}));
-    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_gate.weight", {h.n_embd, h.n_ff}));
-    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_up.weight", {h.n_embd, h.n_ff}));
-    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_down.weight", {h.n_ff, h.n_embd}));
+    if (h.is_moe()) {
+      MINFER_RETURN_IF_ERROR(check_expert_shapes(f, h, b));
+    } else {
+      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_gate.weight", {h.n_embd, h.n_ff}));
+      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_up.weight", {h.n_embd, h.n_ff}));
+      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_down.weight", {h.n_ff, h.n_embd}));
+    }
     if (h.qkv_bias) {
       MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_q.bias", {h.q_dim()}));
       MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_k.bias", {h.kv_dim()}));
@@ -89,7 +103,9 @@ Status read_common(const gguf::File& f, HParams& h) {
         "key '" + a + "attention.head_count' (" + std::to_string(h.n_head) +
         ") is not a multiple of head_count_kv (" + std::to_string(h.n_head_kv) + ")");
   }
-  MINFER_ASSIGN_OR_RETURN(h.n_ff, positive(f, a + "feed_forward_length"));
+  if (f.has(a + "feed_forward_length")) {  // required below unless the model is a MoE
+    MINFER_ASSIGN_OR_RETURN(h.n_ff, positive(f, a + "feed_forward_length"));
+  }
   MINFER_ASSIGN_OR_RETURN(h.n_ctx_train, positive(f, a + "context_length"));
   MINFER_ASSIGN_OR_RETURN(h.rms_eps, f.get_f32(a + "attention.layer_norm_rms_epsilon"));
   if (!(h.rms_eps > 0.0f))
@@ -133,6 +149,57 @@ Status read_common(const gguf::File& f, HParams& h) {
   return Status::ok();
 }
 
+// A key that asks for a mixture-of-experts feature the engine lacks.
+Status refuse_unless(bool ok, const std::string& key, const std::string& why) {
+  if (ok) return Status::ok();
+  return Status::unimplemented("key '" + key + "': " + why + " is not supported");
+}
+
+// The mixture-of-experts keys llama.cpp writes (gguf-py's Keys.LLM.EXPERT_*).
+Status read_moe(const gguf::File& f, HParams& h) {
+  const std::string a = h.arch_name + ".";
+  MINFER_ASSIGN_OR_RETURN(h.n_expert, positive(f, a + "expert_count"));
+  MINFER_ASSIGN_OR_RETURN(h.n_expert_used, positive(f, a + "expert_used_count"));
+  if (h.n_expert_used > h.n_expert) {
+    return Status::invalid_argument("key '" + a + "expert_used_count' (" +
+                                    std::to_string(h.n_expert_used) + ") exceeds expert_count (" +
+                                    std::to_string(h.n_expert) + ")");
+  }
+  // As llama.cpp: without the expert width, the dense width split over the used experts.
+  if (f.has(a + "expert_feed_forward_length") || h.n_ff == 0) {
+    MINFER_ASSIGN_OR_RETURN(h.n_ff_exp, positive(f, a + "expert_feed_forward_length"));
+  } else {
+    h.n_ff_exp = h.n_ff / h.n_expert_used;
+  }
+  for (const char* k : {"expert_shared_count", "expert_shared_feed_forward_length"}) {
+    if (!f.has(a + k)) continue;
+    MINFER_ASSIGN_OR_RETURN(uint32_t v, f.get_u32(a + k));
+    MINFER_RETURN_IF_ERROR(refuse_unless(v == 0, a + k, "a shared expert"));
+  }
+  if (f.has(a + "expert_group_count")) {
+    MINFER_ASSIGN_OR_RETURN(uint32_t v, f.get_u32(a + "expert_group_count"));
+    MINFER_RETURN_IF_ERROR(refuse_unless(v <= 1, a + "expert_group_count", "grouped routing"));
+  }
+  if (f.has(a + "expert_weights_scale")) {
+    MINFER_ASSIGN_OR_RETURN(float v, f.get_f32(a + "expert_weights_scale"));
+    MINFER_RETURN_IF_ERROR(
+        refuse_unless(v == 0.0f || v == 1.0f, a + "expert_weights_scale", "scaled expert weights"));
+  }
+  if (f.has(a + "expert_gating_func")) {  // llama.cpp's enum: 1 is softmax
+    MINFER_ASSIGN_OR_RETURN(uint32_t v, f.get_u32(a + "expert_gating_func"));
+    MINFER_RETURN_IF_ERROR(
+        refuse_unless(v == 1, a + "expert_gating_func", "gating function " + std::to_string(v)));
+  }
+  // Qwen3-MoE renormalizes the selected probabilities (norm_topk_prob;
+  // llama.cpp always does for this architecture); the key can say otherwise.
+  bool norm = true;
+  if (f.has(a + "expert_weights_norm")) {
+    MINFER_ASSIGN_OR_RETURN(norm, f.get_bool(a + "expert_weights_norm"));
+  }
+  h.moe_gating = norm ? graph::MoeGating::kSoftmaxNormalized : graph::MoeGating::kSoftmax;
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<HParams> load_hparams(const gguf::File& f) {
@@ -153,6 +220,10 @@ Result<HParams> load_hparams(const gguf::File& f) {
     case Arch::kQwen3:
       h.qk_norm = true;
       break;
+    case Arch::kQwen3Moe:
+      h.qk_norm = true;
+      MINFER_RETURN_IF_ERROR(read_moe(f, h));
+      break;
     case Arch::kLlama:
       h.rope_mode = graph::RopeMode::kNormal;
       h.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
@@ -171,6 +242,9 @@ Result<HParams> load_hparams(const gguf::File& f) {
       h.rope_freq_base_swa = 10000.0f;
       break;
     }
+  }
+  if (!h.is_moe() && h.n_ff == 0) {
+    MINFER_ASSIGN_OR_RETURN(h.n_ff, positive(f, h.arch_name + ".feed_forward_length"));
   }
   h.attn_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
   MINFER_RETURN_IF_ERROR(check_shapes(f, h));

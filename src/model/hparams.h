@@ -1,11 +1,13 @@
 // Hyper-parameters of a transformer, read only from GGUF metadata.
 //
 // Contract: load_hparams() reads the `<arch>.*` keys of a supported
-// architecture (qwen2, qwen3, llama, gemma3), checks them for consistency
+// architecture (qwen2, qwen3, qwen3moe, llama, gemma3), checks them for consistency
 // with each other and with the tensor shapes, and returns a plain value. A
 // missing key, a key of the wrong type, or an inconsistent value is an error
 // naming the key (and the file); an unsupported architecture is an error
-// naming it and listing the supported ones. Thread-safe (pure function).
+// naming it and listing the supported ones; a key the engine cannot honour
+// (a mixture-of-experts feature it lacks) is an error naming the key.
+// Thread-safe (pure function).
 #pragma once
 
 #include <string>
@@ -20,7 +22,7 @@ class File;
 
 namespace minfer::model {
 
-enum class Arch { kQwen2, kQwen3, kLlama, kGemma3 };
+enum class Arch { kQwen2, kQwen3, kQwen3Moe, kLlama, kGemma3 };
 
 struct HParams {
   Arch arch = Arch::kLlama;
@@ -31,7 +33,7 @@ struct HParams {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;  // of queries and keys (attention.key_length)
-  int64_t n_ff = 0;
+  int64_t n_ff = 0;      // dense FFN width (0 in a MoE model without the key)
   int64_t n_ctx_train = 0;
   float rms_eps = 1e-6f;
   int64_t n_rot = 0;  // rotated dimensions per head
@@ -47,7 +49,15 @@ struct HParams {
   int64_t sliding_window = 0;  // gemma3 local layers
   int64_t swa_pattern = 0;     // every swa_pattern-th layer is global (0: none)
   float rope_freq_base_swa = 10000.0f;
+  // Mixture of experts (n_expert > 0): every layer's FFN is n_expert_used of
+  // n_expert SwiGLU experts of width n_ff_exp, chosen and weighted per token
+  // by `moe_gating` over the router (ffn_gate_inp) logits.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  graph::MoeGating moe_gating = graph::MoeGating::kSoftmaxNormalized;
 
+  bool is_moe() const { return n_expert > 0; }
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
   bool is_swa_layer(int64_t layer) const {

@@ -61,6 +61,10 @@ std::string Model::describe() const {
                 hparams_.arch_name.c_str(), static_cast<long long>(hparams_.n_layer),
                 static_cast<long long>(hparams_.n_embd), static_cast<double>(params) / 1e6,
                 static_cast<double>(bytes) / (1024.0 * 1024.0));
+  if (hparams_.is_moe()) {  // "..., 8 of 128 experts"
+    return std::string(buf) + ", " + std::to_string(hparams_.n_expert_used) + " of " +
+           std::to_string(hparams_.n_expert) + " experts";
+  }
   return buf;
 }
 

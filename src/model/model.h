@@ -33,7 +33,8 @@ class Model {
   const Weights& weights() const { return weights_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   const std::string& path() const { return path_; }
-  // Short description: "gemma3 18 layers, d 640, 268.1M params, 241.4 MiB".
+  // Short description: "gemma3 18 layers, d 640, 268.1M params, 241.4 MiB"
+  // (a mixture of experts adds ", 8 of 128 experts").
   std::string describe() const;
 
  private:

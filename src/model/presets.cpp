@@ -103,6 +103,24 @@ std::vector<ModelShape> make_presets() {
     p.push_back(s);
   }
 
+  {  // Qwen3-30B-A3B: Qwen3 attention, 128 experts of which 8 per token.
+    ModelShape s = qwen3("qwen3-30b-a3b", "Qwen3 30B-A3B (synthetic)", 2048, 48, 32, 4, 6144);
+    s.arch = "qwen3moe";
+    s.tied_output = false;
+    s.n_expert = 128;
+    s.n_expert_used = 8;
+    s.n_ff_exp = 768;
+    p.push_back(s);
+    // A mid-size Qwen3-MoE with the real vocabulary, for perplexity parity.
+    ModelShape m = qwen3("qwen3moe-small", "Qwen3-MoE small (synthetic)", 512, 4, 4, 2, 1024);
+    m.arch = "qwen3moe";
+    m.n_expert = 16;
+    m.n_expert_used = 4;
+    m.n_ff_exp = 256;
+    p.push_back(m);
+  }
+  const ModelShape qwen3moe = p.back();
+
   // Tiny shapes for fast tests: every row length a multiple of 256 so that
   // every quant type applies; small vocabularies.
   auto tiny = [](const ModelShape& like, std::string name) {
@@ -125,6 +143,11 @@ std::vector<ModelShape> make_presets() {
   p.push_back(tiny(p[3], "tiny-qwen3"));
   p.push_back(tiny(p[5], "tiny-llama"));
   p.push_back(tiny(p[6], "tiny-gemma3"));
+  ModelShape tiny_moe = tiny(qwen3moe, "tiny-qwen3moe");
+  tiny_moe.n_expert = 8;
+  tiny_moe.n_expert_used = 2;
+  tiny_moe.n_ff_exp = 256;
+  p.push_back(tiny_moe);
   return p;
 }
 

@@ -22,7 +22,7 @@ enum class VocabKind {
 
 struct ModelShape {
   std::string name;          // preset name, e.g. "qwen2.5-0.5b"
-  std::string arch;          // general.architecture: qwen2, qwen3, llama, gemma3
+  std::string arch;          // general.architecture: qwen2, qwen3, qwen3moe, llama, gemma3
   std::string display_name;  // general.name
   int n_embd = 0;
   int n_layer = 0;
@@ -41,6 +41,12 @@ struct ModelShape {
   bool gemma_norms = false;        // gemma3: post-attention and post-FFN norms
   int sliding_window = 0;          // gemma3: window of the local layers
   bool llama3_rope_freqs = false;  // llama 3.x: rope_freqs.weight factors (rope scaling)
+  // Mixture of experts (n_expert > 0): every layer's FFN is n_expert SwiGLU
+  // experts of width n_ff_exp (3-D ffn_{gate,up,down}_exps tensors) behind an
+  // F32 router ffn_gate_inp; n_ff is then only the feed_forward_length key.
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
   VocabKind vocab = VocabKind::kSyntheticBpe;
 };
 

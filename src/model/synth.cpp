@@ -40,6 +40,17 @@ class Planner {
     TensorType t = choose_type(mix_, role, layer, s_.n_layer, in, s_.tied_output);
     tensors.push_back({std::move(name), {in, out}, t, Init::kGaussian, sd});
   }
+  // n_expert matrices [in, out] in one 3-D tensor, typed as a 2-D one of the role.
+  void experts(std::string name, int64_t in, int64_t out, int64_t n_expert, TensorRole role,
+               int layer, float sd) {
+    TensorType t = choose_type(mix_, role, layer, s_.n_layer, in, s_.tied_output);
+    tensors.push_back({std::move(name), {in, out, n_expert}, t, Init::kGaussian, sd});
+  }
+  // A matrix kept in F32 whatever the mix (llama.cpp's converter and
+  // quantizer never quantize the MoE router).
+  void f32_matrix(std::string name, int64_t in, int64_t out, float sd) {
+    tensors.push_back({std::move(name), {in, out}, TensorType::F32, Init::kGaussian, sd});
+  }
   void vector(std::string name, int64_t n, Init init, float sd = 0.0f) {
     tensors.push_back({std::move(name), {n}, TensorType::F32, init, sd});
   }
@@ -50,6 +61,19 @@ class Planner {
   const ModelShape& s_;
   const QuantMix& mix_;
 };
+
+// A MoE layer's router and experts (prefix b = "blk.N."). The router's
+// logits come out at about unit scale, so each token's choice is clear but
+// not one-sided; the weighted sum of experts has one expert's scale.
+void plan_experts(Planner& p, const ModelShape& s, const std::string& b, int layer, float in_sd,
+                  float residual_scale) {
+  const int64_t d = s.n_embd, ff = s.n_ff_exp, n = s.n_expert;
+  p.f32_matrix(b + "ffn_gate_inp.weight", d, n, in_sd);
+  p.experts(b + "ffn_gate_exps.weight", d, ff, n, TensorRole::kFfnGateUp, layer, in_sd);
+  p.experts(b + "ffn_up_exps.weight", d, ff, n, TensorRole::kFfnGateUp, layer, in_sd);
+  const float down_sd = residual_scale / std::sqrt(static_cast<float>(ff));
+  p.experts(b + "ffn_down_exps.weight", ff, d, n, TensorRole::kFfnDown, layer, down_sd);
+}
 
 std::vector<PlannedTensor> plan(const ModelShape& s, const QuantMix& mix) {
   Planner p(s, mix);
@@ -78,10 +102,14 @@ std::vector<PlannedTensor> plan(const ModelShape& s, const QuantMix& mix) {
     p.matrix(b + "attn_output.weight", q_dim, d, TensorRole::kOtherMatrix, i, out_sd);
     if (s.gemma_norms) p.vector(b + "post_attention_norm.weight", d, Init::kOnes);
     p.vector(b + "ffn_norm.weight", d, Init::kOnes);
-    p.matrix(b + "ffn_gate.weight", d, ff, TensorRole::kFfnGateUp, i, in_sd);
-    p.matrix(b + "ffn_up.weight", d, ff, TensorRole::kFfnGateUp, i, in_sd);
-    const float down_sd = residual_scale / std::sqrt(static_cast<float>(ff));
-    p.matrix(b + "ffn_down.weight", ff, d, TensorRole::kFfnDown, i, down_sd);
+    if (s.n_expert > 0) {
+      plan_experts(p, s, b, i, in_sd, residual_scale);
+    } else {
+      p.matrix(b + "ffn_gate.weight", d, ff, TensorRole::kFfnGateUp, i, in_sd);
+      p.matrix(b + "ffn_up.weight", d, ff, TensorRole::kFfnGateUp, i, in_sd);
+      const float down_sd = residual_scale / std::sqrt(static_cast<float>(ff));
+      p.matrix(b + "ffn_down.weight", ff, d, TensorRole::kFfnDown, i, down_sd);
+    }
     if (s.gemma_norms) p.vector(b + "post_ffw_norm.weight", d, Init::kOnes);
   }
   p.vector("output_norm.weight", d, Init::kOnes);
@@ -195,6 +223,11 @@ void write_hparams(gguf::Writer& w, const ModelShape& s, const QuantMix& mix) {
   }
   if (s.sliding_window > 0) {
     w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  }
+  if (s.n_expert > 0) {  // the keys llama.cpp's converter writes for Qwen3-MoE
+    w.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
+    w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
   }
 }
 

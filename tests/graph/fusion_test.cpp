@@ -231,6 +231,46 @@ TEST(FusionTest, WholeRowNormFoldsIntoEveryMatmulReadingIt) {
   }
 }
 
+// A mixture-of-experts layer on the CPU: the experts' Mul(Silu(gate), up)
+// becomes SwiGLU over [n_ff_exp, k*T]; nothing else around the MoE ops
+// fuses. On a backend that folds input norms, ffn_norm stays a node (the
+// expert matmuls read it too) while attn_norm and the output norm fold.
+TEST(FusionTest, MoeLayerFusesOnlyItsGlu) {
+  const model::Model& m = tiny_model("tiny-qwen3moe");
+  const int n_layer = static_cast<int>(m.hparams().n_layer);
+  cpu::CpuBackend cpu(m.weights(), 1);
+  {
+    std::vector<backend::Backend*> backends = {&cpu};
+    Graph g = unfused(m);
+    EXPECT_EQ(fuse(g, backends), n_layer);  // one SwiGLU per layer
+    check_well_formed(g);
+    EXPECT_EQ(count(g, Op::kSwiGLU), n_layer);
+    EXPECT_EQ(count(g, Op::kMatMulId), 3 * n_layer);
+    EXPECT_EQ(count(g, Op::kMoeSum), n_layer);
+    for (const Node& n : g.nodes) {
+      if (n.op != Op::kSwiGLU) continue;
+      EXPECT_EQ(g.at(n.inputs[0]).op, Op::kMatMulId) << n.name;
+      EXPECT_EQ(g.at(n.inputs[1]).op, Op::kMatMulId) << n.name;
+    }
+  }
+  std::set<Op> ops = testing::elementwise_ops();
+  ops.insert({Op::kMatMul, Op::kRmsNorm});
+  PartialBackend partial(m.weights(), ops, {Op::kRmsNorm});
+  partial.fold_input_norms();
+  std::vector<backend::Backend*> backends = {&partial, &cpu};
+  Graph g = unfused(m);
+  // Per layer q, k and v (attn_norm); the output norm.
+  EXPECT_EQ(fuse(g, backends), 3 * n_layer + 1);
+  check_well_formed(g);
+  int whole_row_norms = 0;  // the per-head q/k norms are never folded
+  for (const Node& n : g.nodes) {
+    if (n.op != Op::kRmsNorm || std::get<RmsNormMeta>(n.meta).group != 0) continue;
+    ++whole_row_norms;
+    EXPECT_NE(n.name.find("ffn_norm"), std::string::npos) << n.name;
+  }
+  EXPECT_EQ(whole_row_norms, n_layer);
+}
+
 TEST(FusionTest, OptionTurnsThePassOff) {
   const model::Model& m = tiny_model("tiny-gemma3");
   cpu::CpuBackend cpu(m.weights(), 1);

@@ -166,8 +166,48 @@ INSTANTIATE_TEST_SUITE_P(
     TinyArchs, SchedulerTest,
     ::testing::Values(Config{"tiny-qwen2", "matmul"}, Config{"tiny-qwen3", "matmul"},
                       Config{"tiny-llama", "matmul"}, Config{"tiny-gemma3", "matmul"},
-                      Config{"tiny-qwen2", "elementwise"}, Config{"tiny-gemma3", "elementwise"}),
+                      Config{"tiny-qwen2", "elementwise"}, Config{"tiny-gemma3", "elementwise"},
+                      Config{"tiny-qwen3moe", "elementwise"}),
     config_name);
+
+// A backend with no mixture-of-experts kernels (as the GPU backends today)
+// in front of the CPU: every MoE node goes to the CPU (as do the KV cache's
+// nodes: the cache is the CPU's here), the rest stays in front, values cross
+// both ways, and the logits are the CPU-only run's.
+TEST(SchedulerMoeTest, MoeOpsRunOnTheNextBackend) {
+  const model::Model& m = tiny_model("tiny-qwen3moe");
+  const std::set<Op> moe = {Op::kMoeTopK, Op::kMoeWeights, Op::kMatMulId, Op::kMoeSum};
+  std::set<Op> claims = {Op::kInput,  Op::kGetRows, Op::kRmsNorm,
+                         Op::kMatMul, Op::kRope,    Op::kArgMax};
+  for (Op op : testing::elementwise_ops()) claims.insert(op);
+  PartialBackend partial(m.weights(), claims, {Op::kSwiGLU});
+  cpu::CpuBackend cpu(m.weights(), 1);
+  cpu::CpuBackend cpu_only(m.weights(), 1);
+  Forward mixed = Forward::make(m, {&partial, &cpu}, 1);
+  Forward reference = Forward::make(m, {&cpu_only}, 0);
+  int moe_nodes = 0;
+  mixed.on_plan = [&](const Graph& g, const Plan& plan) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const bool on_cpu = moe.count(g.nodes[i].op) > 0 || op_traits(g.nodes[i].op).uses_kv;
+      moe_nodes += moe.count(g.nodes[i].op) > 0;
+      EXPECT_EQ(plan.node_backend[i], on_cpu ? 1 : 0) << g.nodes[i].name;
+    }
+    const std::string text = describe_plan(g, plan, mixed.backends);
+    for (const char* name : {"moe_topk", "moe_weights", "mul_mat_id", "moe_sum"}) {
+      EXPECT_NE(text.find(name), std::string::npos) << name << " missing from:\n" << text;
+    }
+  };
+  const std::vector<std::vector<int32_t>> batches = {{1, 17, 42, 300, 5, 511}, {7}};
+  for (const auto& batch : batches) {
+    const std::vector<float> got = mixed.run(m, batch);
+    const std::vector<float> want = reference.run(m, batch);
+    ASSERT_EQ(got.size(), static_cast<size_t>(m.hparams().n_vocab));
+    EXPECT_LE(testing::max_abs_diff(got, want), 1e-6f) << "batch of " << batch.size();
+  }
+  // Per layer: the top-k and weights nodes, three expert matmuls and the sum.
+  EXPECT_EQ(moe_nodes, 2 * 6 * m.hparams().n_layer);
+  for (const auto& v : partial.violations()) ADD_FAILURE() << v;
+}
 
 // The PartialBackend's own checks must fire when a node is handed a buffer of
 // another backend: otherwise the clean run above would prove nothing.

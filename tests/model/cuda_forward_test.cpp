@@ -140,7 +140,9 @@ INSTANTIATE_TEST_SUITE_P(Tiny, CudaForward,
                                            GpuCase{"tiny-gemma3", "F16", kF16, 80, 2e-3},
                                            GpuCase{"tiny-gemma3", "Q4_K_M", kF32, 80, 2e-4},
                                            GpuCase{"tiny-qwen2", "Q4_0", kF16, 160, 2e-2},
-                                           GpuCase{"tiny-gemma3", "Q4_K_M", kF32, 160, 2e-2}),
+                                           GpuCase{"tiny-gemma3", "Q4_K_M", kF32, 160, 2e-2},
+                                           GpuCase{"tiny-qwen3moe", "F32", kF32, 50, 2e-4},
+                                           GpuCase{"tiny-qwen3moe", "Q4_K_M", kF32, 50, 2e-4}),
                          [](const auto& info) {
                            std::string s = info.param.shape + "_" + info.param.quant + "_" +
                                            graph::dtype_name(info.param.kv_type);
@@ -263,6 +265,39 @@ TEST(CudaForward, QuantizedKvCacheMatchesTheCpuSession) {
 // The decode graph on the GPU carries one FusedQKV (or FusedQkvNorm) and one
 // FusedFFN per layer, so the decode cases above run the fused kernels; each
 // switch turns its fusion off; prompts (more tokens) keep the plain ops.
+// The mixture-of-experts ops have CUDA kernels: after fusion every routing,
+// expert and weighted-sum node of a MoE graph is one the CUDA backend takes
+// (six a layer), for one token, a short batch and a prompt.
+TEST(CudaForward, MoeNodesRunOnCuda) {
+  SKIP_WITHOUT_CUDA();
+  for (const char* quant : {"F32", "Q4_K_M"}) {
+    auto model = synth_model("tiny-qwen3moe", quant);
+    ASSERT_TRUE(model.is_ok()) << model.message();
+    auto gpu = cuda::create_backend((*model)->weights(), cuda::testing::env_options());
+    ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+    cpu::CpuBackend cpu((*model)->weights(), 1);
+    std::vector<backend::Backend*> backends = {gpu->get(), &cpu};
+    for (int64_t n_tokens : {1, 7, 200}) {
+      GraphParams p;
+      p.n_tokens = n_tokens;
+      p.backends = 0b11;
+      auto g = build_graph((*model)->hparams(), (*model)->weights(), p);
+      ASSERT_TRUE(g.is_ok()) << g.message();
+      graph::fuse(*g, backends, cuda::testing::env_options());
+      int moe = 0;
+      for (const graph::Node& n : g->nodes) {
+        if (n.op != graph::Op::kMoeTopK && n.op != graph::Op::kMoeWeights &&
+            n.op != graph::Op::kMatMulId && n.op != graph::Op::kMoeSum) {
+          continue;
+        }
+        ++moe;
+        EXPECT_TRUE((*gpu)->supports_op(n)) << n.name << ", " << quant << ", " << n_tokens;
+      }
+      EXPECT_EQ(moe, 6 * (*model)->hparams().n_layer) << quant << ", " << n_tokens;
+    }
+  }
+}
+
 TEST(CudaForward, DecodeGraphIsFused) {
   SKIP_WITHOUT_CUDA();
   for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-gemma3"}) {

@@ -1,6 +1,7 @@
 // End-to-end parity with llama.cpp (docs/PARITY.md): perplexity of
 // tests/data/text.txt at context 512 on synthetic Qwen2.5-0.5B (Q4_0, Q8_0),
-// Qwen3-0.6B (Q8_0, Q4_K) and the real Gemma 3 270M Q4_K_M must agree with
+// Qwen3-0.6B (Q8_0, Q4_K), a small Qwen3-MoE (Q8_0, Q4_K: 16 experts, 4
+// used) and the real Gemma 3 270M Q4_K_M must agree with
 // llama.cpp's within |Δ ln PPL| <= 0.003; greedy Gemma 3 continuations must
 // match llama.cpp's token for token. The reference numbers in golden/ were
 // made by tools/ref/make_parity_goldens.py (llama-cpp-python); the synthetic
@@ -33,19 +34,21 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-JsonValue load_golden(const std::string& name) {
+using nlohmann::json;
+
+json load_golden(const std::string& name) {
   auto v = parse_json(read_file(std::string(MINFER_TEST_DATA_DIR) + "/golden/" + name));
   EXPECT_TRUE(v.is_ok()) << name << ": " << v.message();
-  return v.is_ok() ? std::move(v).value() : JsonValue();
+  return v.is_ok() ? std::move(v).value() : json();
 }
 
 // The model file for a golden entry: synthesized into `dir`, or the real Gemma.
-std::string model_file(const std::string& name, const JsonValue& entry, const fs::path& dir) {
-  const JsonValue* shape = entry.find("shape");
+std::string model_file(const std::string& name, const json& entry, const fs::path& dir) {
+  const json* shape = json_find(entry, "shape");
   if (shape == nullptr || shape->is_null()) return testing::gemma3_model_path();
   model::SynthOptions o;
-  o.shape = shape->as_string();
-  o.quant = entry.find("quant")->as_string();
+  o.shape = shape->get<std::string>();
+  o.quant = entry.at("quant").get<std::string>();
   o.output_path = (dir / (name + ".gguf")).string();
   Status s = model::synthesize(o);
   EXPECT_TRUE(s.is_ok()) << s.message();
@@ -53,8 +56,9 @@ std::string model_file(const std::string& name, const JsonValue& entry, const fs
 }
 
 void check_perplexity(const std::string& name) {
-  const JsonValue golden = load_golden("parity.json");
-  const JsonValue* entry = golden.find("models") ? golden.find("models")->find(name) : nullptr;
+  const json golden = load_golden("parity.json");
+  const json* models = json_find(golden, "models");
+  const json* entry = models != nullptr ? json_find(*models, name) : nullptr;
   ASSERT_NE(entry, nullptr) << name << " missing from golden/parity.json";
   const fs::path dir = fs::temp_directory_path() / ("minfer_parity_" + std::to_string(getpid()));
   fs::create_directories(dir);
@@ -65,7 +69,7 @@ void check_perplexity(const std::string& name) {
   const std::string text = read_file(std::string(MINFER_SOURCE_DIR) + "/tests/data/text.txt");
   auto tokens = (*model)->tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/false);
   ASSERT_TRUE(tokens.is_ok()) << tokens.message();
-  EXPECT_EQ(static_cast<int64_t>(tokens->size()), entry->find("n_tokens")->as_int())
+  EXPECT_EQ(static_cast<int64_t>(tokens->size()), entry->at("n_tokens").get<int64_t>())
       << "tokenization differs from llama.cpp's";
   runtime::EngineOptions eo;
   eo.n_slots = 1;
@@ -79,12 +83,12 @@ void check_perplexity(const std::string& name) {
   po.n_ctx = 512;
   auto r = runtime::perplexity(**engine, *tokens, po);
   ASSERT_TRUE(r.is_ok()) << r.message();
-  const double want = entry->find("ln_ppl")->as_double();
+  const double want = entry->at("ln_ppl").get<double>();
   std::printf(
       "%s: ln PPL %.5f (PPL %.4f), llama.cpp %.5f (PPL %.4f), delta %+.5f over %lld chunks\n",
       name.c_str(), r->mean_nll, r->ppl, want, std::exp(want), r->mean_nll - want,
       static_cast<long long>(r->chunks));
-  EXPECT_EQ(r->chunks, entry->find("chunks")->as_int());
+  EXPECT_EQ(r->chunks, entry->at("chunks").get<int64_t>());
   EXPECT_LE(std::fabs(r->mean_nll - want), 0.003) << name;
   fs::remove_all(dir);
 }
@@ -100,6 +104,12 @@ TEST(Parity, Qwen3_06B_Q8_0) {
 }
 TEST(Parity, Qwen3_06B_Q4_K) {
   check_perplexity("qwen3-0.6b-Q4_K");
+}
+TEST(Parity, Qwen3Moe_Small_Q8_0) {
+  check_perplexity("qwen3moe-small-Q8_0");
+}
+TEST(Parity, Qwen3Moe_Small_Q4_K) {
+  check_perplexity("qwen3moe-small-Q4_K");
 }
 TEST(Parity, Gemma3_270M_Q4_K_M) {
   check_perplexity("gemma3-270m-Q4_K_M");
@@ -124,20 +134,18 @@ TEST(Parity, Gemma3GreedyMatchesLlamaCpp) {
   ASSERT_FALSE(path.empty()) << testing::kMissingGemma3;
   auto model = model::Model::load(path);
   ASSERT_TRUE(model.is_ok()) << model.message();
-  const JsonValue golden = load_golden("gemma3_greedy.json");
-  ASSERT_NE(golden.find("cases"), nullptr);
+  const json golden = load_golden("gemma3_greedy.json");
+  ASSERT_NE(json_find(golden, "cases"), nullptr);
   int exact = 0, cases = 0;
-  for (const JsonValue& c : golden.find("cases")->items()) {
-    const std::string prompt = c.find("prompt")->as_string();
+  for (const json& c : golden.at("cases")) {
+    const std::string prompt = c.at("prompt").get<std::string>();
     auto ids = (*model)->tokenizer().encode(prompt, true, true);
     ASSERT_TRUE(ids.is_ok()) << ids.message();
     std::vector<int32_t> want_prompt, want;
     std::vector<double> margins;
-    for (const auto& v : c.find("prompt_ids")->items()) {
-      want_prompt.push_back(static_cast<int32_t>(v.as_int()));
-    }
-    for (const auto& v : c.find("ids")->items()) want.push_back(static_cast<int32_t>(v.as_int()));
-    for (const auto& v : c.find("margins")->items()) margins.push_back(v.as_double());
+    for (const json& v : c.at("prompt_ids")) want_prompt.push_back(v.get<int32_t>());
+    for (const json& v : c.at("ids")) want.push_back(v.get<int32_t>());
+    for (const json& v : c.at("margins")) margins.push_back(v.get<double>());
     ASSERT_EQ(margins.size(), want.size());
     if (want.empty()) continue;
     EXPECT_EQ(*ids, want_prompt) << prompt;

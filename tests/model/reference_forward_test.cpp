@@ -233,6 +233,9 @@ std::vector<Case> cases() {
       make("tiny-qwen3", "Q4_K_M", kKvF32, 50, kQ4_K_M),
       make("tiny-llama", "Q4_K_M", kKvF32, 50, kQ4_K_M),
       make("tiny-gemma3", "Q4_K_M", kKvF16, 80, kQ4_K_M),
+      make("tiny-qwen3moe", "F32", kKvF32, 50, kF32),
+      make("tiny-qwen3moe", "Q8_0", kKvF32, 50, kQ8_0),
+      make("tiny-qwen3moe", "Q4_K_M", kKvF16, 50, kQ4_K_M),
   };
 }
 

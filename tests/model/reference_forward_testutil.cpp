@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "quant/reference.h"
 
@@ -56,9 +57,17 @@ Result<ReferenceLayer> load_layer(const Weights& wt, const HParams& hp, int il) 
   }
   MINFER_ASSIGN_OR_RETURN(l.wo, dequantize(wt, b + "attn_output.weight", {q, d}));
   MINFER_ASSIGN_OR_RETURN(l.ffn_norm, dequantize(wt, b + "ffn_norm.weight", {d}));
-  MINFER_ASSIGN_OR_RETURN(l.w_gate, dequantize(wt, b + "ffn_gate.weight", {d, ff}));
-  MINFER_ASSIGN_OR_RETURN(l.w_up, dequantize(wt, b + "ffn_up.weight", {d, ff}));
-  MINFER_ASSIGN_OR_RETURN(l.w_down, dequantize(wt, b + "ffn_down.weight", {ff, d}));
+  if (hp.is_moe()) {
+    const int64_t fe = hp.n_ff_exp, ne = hp.n_expert;
+    MINFER_ASSIGN_OR_RETURN(l.router, dequantize(wt, b + "ffn_gate_inp.weight", {d, ne}));
+    MINFER_ASSIGN_OR_RETURN(l.exp_gate, dequantize(wt, b + "ffn_gate_exps.weight", {d, fe, ne}));
+    MINFER_ASSIGN_OR_RETURN(l.exp_up, dequantize(wt, b + "ffn_up_exps.weight", {d, fe, ne}));
+    MINFER_ASSIGN_OR_RETURN(l.exp_down, dequantize(wt, b + "ffn_down_exps.weight", {fe, d, ne}));
+  } else {
+    MINFER_ASSIGN_OR_RETURN(l.w_gate, dequantize(wt, b + "ffn_gate.weight", {d, ff}));
+    MINFER_ASSIGN_OR_RETURN(l.w_up, dequantize(wt, b + "ffn_up.weight", {d, ff}));
+    MINFER_ASSIGN_OR_RETURN(l.w_down, dequantize(wt, b + "ffn_down.weight", {ff, d}));
+  }
   if (hp.gemma) {
     MINFER_ASSIGN_OR_RETURN(l.post_attn_norm,
                             dequantize(wt, b + "post_attention_norm.weight", {d}));
@@ -203,11 +212,73 @@ void attention_block(const ReferenceWeights& w, int il, std::vector<float>& x, i
   for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 }
 
+// The experts token t uses and their weights: softmax over the router
+// logits, the n_expert_used largest (ties to the lower id), renormalized
+// to sum 1 for kSoftmaxNormalized; for kTopKSoftmax the largest logits and
+// a softmax over those.
+std::vector<std::pair<int64_t, double>> route(const HParams& hp, const std::vector<float>& logits) {
+  const int64_t ne = hp.n_expert;
+  const double mx = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(static_cast<size_t>(ne));
+  double sum = 0;
+  for (int64_t e = 0; e < ne; ++e) sum += p[e] = std::exp(double(logits[e]) - mx);
+  for (double& v : p) v /= sum;
+  std::vector<int64_t> ids(static_cast<size_t>(ne));
+  for (int64_t e = 0; e < ne; ++e) ids[e] = e;
+  std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+  std::vector<std::pair<int64_t, double>> out;
+  double total = 0, logit_sum = 0;
+  for (int64_t j = 0; j < hp.n_expert_used; ++j) {
+    out.push_back({ids[j], p[ids[j]]});
+    total += p[ids[j]];
+    logit_sum += std::exp(double(logits[ids[j]]) - mx);
+  }
+  for (auto& [e, wt] : out) {
+    if (hp.moe_gating == graph::MoeGating::kSoftmaxNormalized) wt /= total;
+    if (hp.moe_gating == graph::MoeGating::kTopKSoftmax)
+      wt = std::exp(double(logits[e]) - mx) / logit_sum;
+  }
+  return out;
+}
+
+// The mixture-of-experts FFN of h [n][n_embd]: each token's experts' SwiGLU
+// outputs, weighted and summed.
+std::vector<float> moe_ffn(const HParams& hp, const ReferenceLayer& l, const std::vector<float>& h,
+                           int64_t n) {
+  const int64_t d = hp.n_embd, fe = hp.n_ff_exp;
+  const std::vector<float> logits = matmul(h, l.router, n, d, hp.n_expert);  // [n][n_expert]
+  std::vector<float> out(static_cast<size_t>(n * d), 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    const std::vector<float> ht(h.begin() + t * d, h.begin() + (t + 1) * d);
+    const std::vector<float> lt(logits.begin() + t * hp.n_expert,
+                                logits.begin() + (t + 1) * hp.n_expert);
+    std::vector<double> acc(static_cast<size_t>(d), 0.0);
+    for (const auto& [expert, weight] : route(hp, lt)) {
+      const int64_t e = expert;
+      auto slice = [&](const std::vector<float>& all, int64_t size) {
+        return std::vector<float>(all.begin() + e * size, all.begin() + (e + 1) * size);
+      };
+      std::vector<float> gate = matmul(ht, slice(l.exp_gate, fe * d), 1, d, fe);  // [n_ff_exp]
+      const std::vector<float> up = matmul(ht, slice(l.exp_up, fe * d), 1, d, fe);
+      for (int64_t i = 0; i < fe; ++i) gate[i] = static_cast<float>(silu(gate[i]) * up[i]);
+      const std::vector<float> down = matmul(gate, slice(l.exp_down, d * fe), 1, fe, d);
+      for (int64_t i = 0; i < d; ++i) acc[i] += weight * down[i];
+    }
+    for (int64_t i = 0; i < d; ++i) out[t * d + i] = static_cast<float>(acc[i]);
+  }
+  return out;
+}
+
 void ffn_block(const ReferenceWeights& w, int il, std::vector<float>& x, int64_t n) {
   const HParams& hp = w.hp;
   const ReferenceLayer& l = w.layers[il];
   std::vector<float> h = x;  // [n][n_embd]
   rms_norm(h, l.ffn_norm, n, hp.n_embd, hp.rms_eps);
+  if (hp.is_moe()) {
+    const std::vector<float> f = moe_ffn(hp, l, h, n);  // [n][n_embd]
+    for (size_t i = 0; i < x.size(); ++i) x[i] += f[i];
+    return;
+  }
   std::vector<float> gate = matmul(h, l.w_gate, n, hp.n_embd, hp.n_ff);  // [n][n_ff]
   std::vector<float> up = matmul(h, l.w_up, n, hp.n_embd, hp.n_ff);      // [n][n_ff]
   for (size_t i = 0; i < gate.size(); ++i) {  // SwiGLU, or GeGLU for Gemma

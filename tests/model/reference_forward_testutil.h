@@ -1,5 +1,5 @@
 // A plain reference forward pass for the supported architectures (qwen2,
-// qwen3, llama, gemma3), in the spirit of llama2.c: every weight dequantized
+// qwen3, qwen3moe, llama, gemma3), in the spirit of llama2.c: every weight dequantized
 // to f32 once, then naive loops over whole rows, f64 accumulation, no graph,
 // no builders, no backend kernels. It exists to be read and to check the
 // engine (Session) against an independent statement of the maths.
@@ -42,6 +42,11 @@ struct ReferenceLayer {
   std::vector<float> w_up;            // [n_ff][n_embd]
   std::vector<float> w_down;          // [n_embd][n_ff]
   std::vector<float> post_ffn_norm;   // [n_embd] (gemma3); else empty
+  // Mixture of experts (hp.n_expert > 0; w_gate/w_up/w_down then empty):
+  std::vector<float> router;    // [n_expert][n_embd]
+  std::vector<float> exp_gate;  // [n_expert][n_ff_exp][n_embd]
+  std::vector<float> exp_up;    // [n_expert][n_ff_exp][n_embd]
+  std::vector<float> exp_down;  // [n_expert][n_embd][n_ff_exp]
 };
 
 struct ReferenceWeights {

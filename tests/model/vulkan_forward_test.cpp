@@ -17,6 +17,8 @@
 // Tolerances: f32 cache rel < 2e-4; f16 cache rel < 2e-3; q8_0 cache
 // rel < 3e-2 (the CPU path's bound, reference_forward_test.cpp); top1 >= 0.98
 // (a near-tie may flip), 0.9 with a q8_0 cache.
+// tiny-qwen3moe's expert nodes run on Vulkan too (the shared GPU layer's
+// MoE kernels, docs/GPU.md), at f32 accuracy with its F32 weights.
 // Skipped (with the reason) where no Vulkan device exists.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -130,7 +132,9 @@ INSTANTIATE_TEST_SUITE_P(
                       VulkanCase{"tiny-gemma3", "F32", kQ8, kF16, 80, 3e-2},
                       // Prompts of >= 64 tokens: the tiled GEMM.
                       VulkanCase{"tiny-qwen2", "Q4_0", kF32, kF32, 160, 2e-4},
-                      VulkanCase{"tiny-gemma3", "Q4_K_M", kF32, kF32, 160, 2e-4}),
+                      VulkanCase{"tiny-gemma3", "Q4_K_M", kF32, kF32, 160, 2e-4},
+                      // A mixture of experts (F32 experts: f32 dots).
+                      VulkanCase{"tiny-qwen3moe", "F32", kF32, kF32, 40, 2e-4}),
     [](const auto& info) {
       std::string s = info.param.shape + "_" + info.param.quant + "_" +
                       std::string(quant::type_name(info.param.k)) + "_" +
@@ -198,6 +202,39 @@ TEST(VulkanForward, EveryNodeRunsOnVulkan) {
           }
         }
       }
+    }
+  }
+}
+
+// The mixture-of-experts ops have Vulkan kernels: the planner keeps every
+// node of a MoE model, the routing and expert nodes included, on Vulkan.
+TEST(VulkanForward, MoeNodesRunOnVulkan) {
+  MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
+  auto model = synth_model("tiny-qwen3moe", "Q4_K_M");
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  auto gpu = vulkan::create_backend((*model)->weights(), vulkan_options());
+  ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+  cpu::CpuBackend cpu((*model)->weights(), 1);
+  std::vector<backend::Backend*> backends = {gpu->get(), &cpu};
+  for (int64_t n_tokens : {1, 7}) {
+    for (int64_t page_size : {0, 16}) {
+      GraphParams p;
+      p.n_tokens = n_tokens;
+      p.n_outputs = n_tokens;
+      if (page_size > 0) {
+        p.page_size = page_size;
+        p.n_slots = 4;
+        p.max_pages = 8;
+      }
+      auto placed = placement(**model, backends, p);
+      ASSERT_TRUE(placed.is_ok()) << placed.message();
+      int moe = 0;
+      for (const Placed& n : *placed) {
+        moe += n.node.find("(moe_") != std::string::npos ||
+               n.node.find("(mul_mat_id)") != std::string::npos;
+        EXPECT_EQ(n.backend, 0) << n.node << ", " << n_tokens << " tokens";
+      }
+      EXPECT_EQ(moe, 6 * (*model)->hparams().n_layer);
     }
   }
 }

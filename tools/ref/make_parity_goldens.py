@@ -33,6 +33,8 @@ PARITY_MODELS = [  # (name, synth shape or None for the real Gemma file, quantiz
     ("qwen2.5-0.5b-Q8_0", "qwen2.5-0.5b", "Q8_0"),
     ("qwen3-0.6b-Q8_0", "qwen3-0.6b", "Q8_0"),
     ("qwen3-0.6b-Q4_K", "qwen3-0.6b", "Q4_K"),
+    ("qwen3moe-small-Q8_0", "qwen3moe-small", "Q8_0"),
+    ("qwen3moe-small-Q4_K", "qwen3moe-small", "Q4_K"),
     ("gemma3-270m-Q4_K_M", None, None),
 ]
 

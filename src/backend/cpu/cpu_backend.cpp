@@ -82,6 +82,36 @@ bool rope_ok(const Node& n, const model::Weights& w) {
   return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->freq_factors);
 }
 
+bool moe_route_ok(const Node& n, const model::Weights&) {
+  const auto* m = std::get_if<graph::MoeRouteMeta>(&n.meta);
+  const DType want = n.op == Op::kMoeTopK ? DType::kI32 : DType::kF32;
+  const size_t n_inputs = n.op == Op::kMoeTopK ? 1 : 2;
+  return m != nullptr && m->n_used >= 1 && m->n_used <= m->n_expert && n.dtype == want &&
+         n.shape.ne[0] == m->n_used && n.inputs.size() == n_inputs;
+}
+
+bool matmul_id_ok(const Node& n, const model::Weights& w) {
+  const auto* m = std::get_if<graph::MatMulIdMeta>(&n.meta);
+  if (m == nullptr || n.dtype != DType::kF32 || n.inputs.size() != 2 || m->n_used < 1 ||
+      n.shape.ne[0] != m->out_dim || n.shape.ne[1] % m->n_used != 0) {
+    return false;
+  }
+  const model::WeightView* v = w.find(m->weight);
+  if (v == nullptr || v->dims != std::vector<int64_t>{m->in_dim, m->out_dim, m->n_expert} ||
+      !vec_dot_type(v->type).is_ok()) {
+    return false;
+  }
+  if (m->bias.empty()) return true;
+  const model::WeightView* b = w.find(m->bias);
+  return b != nullptr && b->type == TensorType::F32 &&
+         b->dims == std::vector<int64_t>{m->out_dim, m->n_expert};
+}
+
+bool moe_sum_ok(const Node& n, const model::Weights&) {
+  const auto* m = std::get_if<graph::MoeSumMeta>(&n.meta);
+  return m != nullptr && m->n_used >= 1 && n.dtype == DType::kF32 && n.inputs.size() == 2;
+}
+
 const OpEntry& entry(Op op) {
   static const OpEntry kTable[] = {
       /* kInput        */ {input_node, nullptr},
@@ -104,6 +134,10 @@ const OpEntry& entry(Op op) {
       /* kFusedFFN     */ {no_kernel, nullptr},
       /* kMatMulAdd    */ {no_kernel, nullptr},
       /* kArgMax       */ {argmax_ok, &CpuBackend::run_argmax},
+      /* kMoeTopK      */ {moe_route_ok, &CpuBackend::run_moe_topk},
+      /* kMoeWeights   */ {moe_route_ok, &CpuBackend::run_moe_weights},
+      /* kMatMulId     */ {matmul_id_ok, &CpuBackend::run_matmul_id},
+      /* kMoeSum       */ {moe_sum_ok, &CpuBackend::run_moe_sum},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];

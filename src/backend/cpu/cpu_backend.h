@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/matmul_packed.h"
+#include "backend/cpu/moe.h"
 #include "backend/cpu/thread_pool.h"
 #include "model/weights.h"
 
@@ -75,6 +76,11 @@ class CpuBackend final : public backend::Backend {
   Status paged_view(const Call& c, const graph::AttentionMeta& m, AttentionShape& shape) const;
   Status run_elementwise(const Call& c);
   Status run_argmax(const Call& c);
+  // Mixture of experts (cpu_kernels_moe.cpp, backend/cpu/moe.h).
+  Status run_moe_topk(const Call& c);
+  Status run_moe_weights(const Call& c);
+  Status run_matmul_id(const Call& c);
+  Status run_moe_sum(const Call& c);
 
  private:
   struct Buffer {
@@ -95,6 +101,7 @@ class CpuBackend final : public backend::Backend {
   std::vector<Buffer> buffers_;
   std::vector<uint8_t> scratch_;  // quantized activations for matmul
   std::vector<float> staging_;    // matmul output when it aliases its input
+  MoeScratch moe_scratch_;        // the expert matmul's gathered rows
 };
 
 }  // namespace minfer::cpu

@@ -134,6 +134,54 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   return add(std::move(attn));
 }
 
+NodeId LayerBuilder::moe_topk(NodeId logits, int layer) {
+  const int64_t n = node(logits).shape.ne[1];
+  Node ids = make(Op::kMoeTopK, {{hp_.n_expert_used, n}}, {logits},
+                  layer_name(layer, "ffn_moe_topk"), layer);
+  ids.dtype = DType::kI32;
+  ids.meta = graph::MoeRouteMeta{hp_.n_expert, hp_.n_expert_used, hp_.moe_gating};
+  return add(std::move(ids));
+}
+
+NodeId LayerBuilder::moe_weights(NodeId logits, NodeId ids, int layer) {
+  Node w = make(Op::kMoeWeights, node(ids).shape, {logits, ids},
+                layer_name(layer, "ffn_moe_weights"), layer);
+  w.meta = graph::MoeRouteMeta{hp_.n_expert, hp_.n_expert_used, hp_.moe_gating};
+  return add(std::move(w));
+}
+
+Result<NodeId> LayerBuilder::matmul_id(NodeId x, NodeId ids, const std::string& weight, int layer) {
+  MINFER_ASSIGN_OR_RETURN(const WeightView* w, w_.require(weight));
+  const int64_t in = node(x).shape.ne[0], k = node(ids).shape.ne[0], n = node(ids).shape.ne[1];
+  const int64_t x_rows = node(x).shape.ne[1];
+  if (w->dims.size() != 3 || w->row_length() != in || (x_rows != n && x_rows != k * n)) {
+    return Status::invalid_argument(
+        "expert weight '" + weight + "' (" + std::to_string(w->dims.size()) + "-D, rows of " +
+        std::to_string(w->row_length()) + ") does not fit an input of " + std::to_string(x_rows) +
+        " rows of " + std::to_string(in));
+  }
+  Node y = make(Op::kMatMulId, {{w->dims[1], k * n}}, {x, ids}, weight, layer);
+  graph::MatMulIdMeta m;
+  m.weight = weight;
+  m.weight_type = w->type;
+  m.in_dim = in;
+  m.out_dim = w->dims[1];
+  m.n_expert = w->dims[2];
+  m.n_used = k;
+  m.per_row_input = x_rows != n;
+  m.batch_invariant = p_.batch_invariant;
+  y.meta = std::move(m);
+  return add(std::move(y));
+}
+
+NodeId LayerBuilder::moe_sum(NodeId y, NodeId weights, int layer) {
+  const int64_t k = node(weights).shape.ne[0], n = node(weights).shape.ne[1];
+  Node out = make(Op::kMoeSum, {{node(y).shape.ne[0], n}}, {y, weights},
+                  layer_name(layer, "ffn_moe_out"), layer);
+  out.meta = graph::MoeSumMeta{k};
+  return add(std::move(out));
+}
+
 NodeId LayerBuilder::tail_rows(NodeId x) {
   const int64_t n = node(x).shape.ne[1];
   if (p_.page_size > 0) {  // the rows to keep are an input: any rows, in its order
@@ -153,6 +201,11 @@ NodeId LayerBuilder::tail_rows(NodeId x) {
 Result<NodeId> LayerBuilder::output(NodeId x) {
   x = tail_rows(x);  // [n_embd, n_outputs]
   MINFER_ASSIGN_OR_RETURN(x, norm(x, "output_norm.weight", 0, -1));
+  if (p_.hidden_output) {  // embeddings: the normed state is the output
+    g_.at(x).name = "hidden_output";
+    g_.logits = x;
+    return x;
+  }
   const std::string w = hp_.tied_output ? "token_embd.weight" : "output.weight";
   MINFER_ASSIGN_OR_RETURN(NodeId logits, matmul(x, w, "", -1));  // [n_vocab, n_outputs]
   g_.at(logits).name = "logits";

@@ -38,10 +38,22 @@ class LayerBuilder {
   // Stores k, v at the batch positions and attends over the layer's cache:
   // f32 [q_dim, n_tokens].
   graph::NodeId attention(graph::NodeId q, graph::NodeId k, graph::NodeId v, int layer);
+  // Mixture of experts (docs/MOE.md). ids: i32 [k, n] = each token's
+  // hp().n_expert_used experts from router logits [n_expert, n].
+  graph::NodeId moe_topk(graph::NodeId logits, int layer);
+  // weights: f32 [k, n] = the gating weights of those experts.
+  graph::NodeId moe_weights(graph::NodeId logits, graph::NodeId ids, int layer);
+  // y: f32 [out, k*n], row t*k+j = x_t (x: [in, n]) or row t*k+j of x (x:
+  // [in, k*n]) times expert ids[j, t] of the 3-D weight [in, out, n_expert].
+  Result<graph::NodeId> matmul_id(graph::NodeId x, graph::NodeId ids, const std::string& weight,
+                                  int layer);
+  // out: f32 [d, n], row t = sum over j of y[t*k+j] * weights[j, t].
+  graph::NodeId moe_sum(graph::NodeId y, graph::NodeId weights, int layer);
   // Keeps the last n_outputs rows (paged: the output_rows input's rows):
   // f32 [n, n_outputs].
   graph::NodeId tail_rows(graph::NodeId x);
-  // logits: f32 [n_vocab, n_outputs] = norm(x) W_out^T
+  // logits: f32 [n_vocab, n_outputs] = norm(x) W_out^T; with
+  // GraphParams::hidden_output the graph ends at norm(x): f32 [n_embd, n_outputs]
   Result<graph::NodeId> output(graph::NodeId x);
 
   std::string layer_name(int layer, const char* what) const {
@@ -62,6 +74,7 @@ class LayerBuilder {
 // The per-architecture forward passes.
 Result<graph::Graph> build_qwen2(const HParams& hp, const Weights& w, const GraphParams& p);
 Result<graph::Graph> build_qwen3(const HParams& hp, const Weights& w, const GraphParams& p);
+Result<graph::Graph> build_qwen3moe(const HParams& hp, const Weights& w, const GraphParams& p);
 Result<graph::Graph> build_llama(const HParams& hp, const Weights& w, const GraphParams& p);
 Result<graph::Graph> build_gemma3(const HParams& hp, const Weights& w, const GraphParams& p);
 
