@@ -33,7 +33,7 @@ using quant::TensorType;
 const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
                              TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
                              TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
-                             TensorType::Q6_K};
+                             TensorType::Q6_K, TensorType::MXFP4};
 
 // These tests check the f32-activation path (one-token GEMVs otherwise take
 // the int8 path, tested in cuda_gemv_q8_test.cpp): MINFER_GEMV_F32=1 while

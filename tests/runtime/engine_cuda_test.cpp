@@ -37,7 +37,7 @@ namespace {
 
 TEST(CudaEngine, LogitsRowsAreBatchInvariantBitForBit) {
   SKIP_WITHOUT_CUDA();
-  for (const char* shape : {"tiny-qwen2", "tiny-gemma3"}) {
+  for (const char* shape : {"tiny-qwen2", "tiny-gemma3", "tiny-qwen3moe"}) {
     SCOPED_TRACE(shape);
     const model::Model& m = testing::tiny_model(shape, 9);
     ASSERT_TRUE(testing::PagedRunner(m, true, true).gpu()) << "the GPU did not take part";
@@ -74,7 +74,7 @@ TEST(CudaEngine, PagedRowsFollowTheCpu) {
       {{1, 40, {23}, 150}, {0, 5, {17}, 6}},
       {{0, 5, {29}, 7}},
       {{0, 5, {31}, 8}, {1, 40, {37}, 151}}};
-  for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-gemma3"}) {
+  for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3moe"}) {
     const model::Model& m = testing::tiny_model(shape, 9);
     for (bool invariant : {true, false}) {
       SCOPED_TRACE(std::string(shape) + (invariant ? " invariant" : " batch-dependent"));
@@ -147,7 +147,8 @@ TEST(CudaEngine, StaggeredSequencesGiveTheirTokensAlone) {
     const char* shape;
     const char* quant;
   };
-  for (const Case& c : {Case{"tiny-qwen3", "Q8_0"}, Case{"tiny-gemma3", "Q4_K_M"}}) {
+  for (const Case& c : {Case{"tiny-qwen3", "Q8_0"}, Case{"tiny-gemma3", "Q4_K_M"},
+                        Case{"tiny-qwen3moe", "Q4_K_M"}}) {
     const model::Model& m = testing::tiny_model(c.shape, 9, c.quant);
     for (quant::TensorType kv : {quant::TensorType::F16, quant::TensorType::Q8_0}) {
       SCOPED_TRACE(std::string(c.shape) + " " + c.quant + " cache " +

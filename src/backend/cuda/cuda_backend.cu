@@ -50,6 +50,10 @@ const OpEntry& entry(Op op) {
       /* kFusedFFN     */ {fused_ffn_ok, &CudaBackend::run_fused_ffn},
       /* kMatMulAdd    */ {matmul_add_ok, &CudaBackend::run_matmul},
       /* kArgMax       */ {argmax_ok, &CudaBackend::run_argmax},
+      /* kMoeTopK      */ {moe_topk_ok, &CudaBackend::run_moe_topk},
+      /* kMoeWeights   */ {moe_weights_ok, &CudaBackend::run_moe_weights},
+      /* kMatMulId     */ {matmul_id_ok, &CudaBackend::run_matmul_id},
+      /* kMoeSum       */ {moe_sum_ok, &CudaBackend::run_moe_sum},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];
@@ -195,6 +199,14 @@ Status CudaBackend::synchronize() {
     if (code == kErrTokenRange) {
       return Status::invalid_argument("CUDA: token id " + std::to_string(a) + " outside [0, " +
                                       std::to_string(b) + "); " + recent_kernels());
+    }
+    if (code == kErrExpertRange) {
+      return Status::invalid_argument("CUDA: expert id " + std::to_string(a) + " outside [0, " +
+                                      std::to_string(b) + "); " + recent_kernels());
+    }
+    if (code == kErrNanRouterLogit) {
+      return Status::invalid_argument("CUDA: the router logits of token " + std::to_string(a) +
+                                      " hold a NaN; " + recent_kernels());
     }
     if (code == kErrNonFiniteKv) {
       return Status::invalid_argument(

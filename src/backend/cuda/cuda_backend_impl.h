@@ -107,6 +107,11 @@ class CudaBackend final : public backend::Backend {
   Status run_argmax(const Call& c);
   Status run_fused_qkv(const Call& c);
   Status run_fused_ffn(const Call& c);
+  // The mixture-of-experts ops (op_runners_moe.cu).
+  Status run_moe_topk(const Call& c);
+  Status run_moe_weights(const Call& c);
+  Status run_matmul_id(const Call& c);
+  Status run_moe_sum(const Call& c);
 
  private:
   struct Slot {

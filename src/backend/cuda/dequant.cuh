@@ -54,12 +54,25 @@ template <> struct TypeInfo<TensorType::Q4_1> { static constexpr int kBlock = 32
 template <> struct TypeInfo<TensorType::Q5_0> { static constexpr int kBlock = 32, kBytes = 22; };
 template <> struct TypeInfo<TensorType::Q5_1> { static constexpr int kBlock = 32, kBytes = 24; };
 template <> struct TypeInfo<TensorType::Q8_0> { static constexpr int kBlock = 32, kBytes = 34; };
+template <> struct TypeInfo<TensorType::MXFP4> { static constexpr int kBlock = 32, kBytes = 17; };
 template <> struct TypeInfo<TensorType::Q2_K> { static constexpr int kBlock = 256, kBytes = 84; };
 template <> struct TypeInfo<TensorType::Q3_K> { static constexpr int kBlock = 256, kBytes = 110; };
 template <> struct TypeInfo<TensorType::Q4_K> { static constexpr int kBlock = 256, kBytes = 144; };
 template <> struct TypeInfo<TensorType::Q5_K> { static constexpr int kBlock = 256, kBytes = 176; };
 template <> struct TypeInfo<TensorType::Q6_K> { static constexpr int kBlock = 256, kBytes = 210; };
 // clang-format on
+
+// MXFP4: an E2M1 code (bit 3 the sign, bits 2-1 the exponent, bit 0 the
+// mantissa) as twice its value, an integer (quant/blocks.h's kMxfp4Values),
+// and the E8M0 byte as half its power of two (mxfp4_half_scale there).
+__device__ __forceinline__ float e2m1_doubled(unsigned code) {
+  const unsigned exp = (code >> 1) & 3u, man = code & 1u;
+  const int mag = exp == 0 ? static_cast<int>(man) : static_cast<int>((2u + man) << (exp - 1u));
+  return static_cast<float>((code & 8u) != 0 ? -mag : mag);
+}
+__device__ __forceinline__ float e8m0_half(unsigned e) {
+  return __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1u) << 23);
+}
 
 template <TensorType T>
 __device__ __forceinline__ void dequant_chunk(const uint8_t* __restrict__ row, int64_t c,
@@ -83,6 +96,14 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* __restrict__ row, i
     const unsigned short* p = reinterpret_cast<const unsigned short*>(row) + c * 32;
 #pragma unroll
     for (int i = 0; i < 32; ++i) out[i] = __uint_as_float(static_cast<unsigned>(p[i]) << 16);
+  } else if constexpr (T == TensorType::MXFP4) {
+    const uint8_t* b = row + c * I::kBytes;
+    const float d = e8m0_half(b[0]);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      out[i] = e2m1_doubled(b[1 + i] & 15u) * d;
+      out[i + 16] = e2m1_doubled(static_cast<unsigned>(b[1 + i]) >> 4) * d;
+    }
   } else if constexpr (I::kBlock == 32) {
     const uint8_t* b = row + c * I::kBytes;
     const float d = f16_at(b);
@@ -215,6 +236,7 @@ bool dispatch_type(TensorType t, F&& f) {
     case TensorType::Q5_0: f(TypeTag<TensorType::Q5_0>{}); return true;
     case TensorType::Q5_1: f(TypeTag<TensorType::Q5_1>{}); return true;
     case TensorType::Q8_0: f(TypeTag<TensorType::Q8_0>{}); return true;
+    case TensorType::MXFP4: f(TypeTag<TensorType::MXFP4>{}); return true;
     case TensorType::Q2_K: f(TypeTag<TensorType::Q2_K>{}); return true;
     case TensorType::Q3_K: f(TypeTag<TensorType::Q3_K>{}); return true;
     case TensorType::Q4_K: f(TypeTag<TensorType::Q4_K>{}); return true;

@@ -22,9 +22,11 @@ namespace minfer::cuda {
 constexpr int kErrWords = 4;
 enum ErrCode : int {
   kErrNone = 0,
-  kErrTokenRange = 1,     // err[1] = id, err[2] = rows of the table
-  kErrPositionRange = 2,  // err[1] = position, err[2] = cache rows
-  kErrNonFiniteKv = 3,    // err[1] = position of a q8_0 cache row given inf/NaN
+  kErrTokenRange = 1,      // err[1] = id, err[2] = rows of the table
+  kErrPositionRange = 2,   // err[1] = position, err[2] = cache rows
+  kErrNonFiniteKv = 3,     // err[1] = position of a q8_0 cache row given inf/NaN
+  kErrExpertRange = 4,     // err[1] = expert id, err[2] = experts of the layer
+  kErrNanRouterLogit = 5,  // err[1] = token whose router logits hold a NaN
 };
 
 // --- matmul.cu -------------------------------------------------------------
@@ -301,5 +303,43 @@ cudaError_t launch_fused_ffn(quant::TensorType type, const void* gate, const voi
 cudaError_t launch_gemv_add(quant::TensorType type, const void* w, size_t row_bytes, int64_t rows,
                             int64_t in_dim, const float* x, int64_t n_tokens, const float* bias,
                             const float* residual, float* y, cudaStream_t stream);
+
+// --- moe.cu ----------------------------------------------------------------
+// The mixture-of-experts ops (graph/ir.h: kMoeTopK, kMoeWeights, kMatMulId,
+// kMoeSum). Router logits [n_tokens][n_expert], n_expert <= kMoeMaxExperts;
+// ids and weights [n_tokens][n_used], n_used <= min(n_expert, kMoeMaxUsed);
+// `gating` is graph::MoeGating's value. A NaN logit (kErrNanRouterLogit) or
+// an id out of range (kErrExpertRange) is reported through err; the kernels
+// then go on with valid ids, so nothing reads out of bounds.
+constexpr int kMoeMaxExperts = 512;
+constexpr int kMoeMaxUsed = 32;
+cudaError_t launch_moe_topk(const float* logits, int64_t n_tokens, int n_expert, int n_used,
+                            int gating, int32_t* ids, int* err, cudaStream_t stream);
+cudaError_t launch_moe_weights(const float* logits, const int32_t* ids, int64_t n_tokens,
+                               int n_expert, int n_used, int gating, float* weights, int* err,
+                               cudaStream_t stream);
+// The expert matmul: y[i][r] for output rows i = t*n_used+j is row (i if
+// per_row_input, else t) of x times row r of expert ids[i]'s matrix, whose
+// rows start at w + ids[i] * expert_bytes (+ bias[ids[i]][r] when bias is
+// set). in_dim a multiple of 32.
+struct MatMulIdArgs {
+  quant::TensorType type;
+  const void* w;
+  size_t row_bytes, expert_bytes;
+  int64_t rows, in_dim, n_expert;
+  const float* x;
+  bool per_row_input;
+  const int32_t* ids;
+  int64_t n_tokens;
+  int n_used;
+  const float* bias;
+  float* y;
+  int* err;
+};
+cudaError_t launch_matmul_id(const MatMulIdArgs& a, cudaStream_t stream);
+// out[t][d] = y[t*n_used][d] * w[t][0] + y[t*n_used+1][d] * w[t][1] + ...,
+// each product and sum rounded in order of j.
+cudaError_t launch_moe_sum(const float* y, const float* weights, int64_t n_tokens, int n_used,
+                           int64_t dim, float* out, cudaStream_t stream);
 
 }  // namespace minfer::cuda

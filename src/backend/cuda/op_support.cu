@@ -155,4 +155,39 @@ bool fused_ffn_ok(const Node& n, const DeviceWeights& w) {
          (!m->in_norm.on || f32_vector(w, m->in_norm.weight, m->in_dim));
 }
 
+namespace {
+
+bool route_ok(const Node& n, DType out, size_t n_inputs) {
+  const auto* m = std::get_if<graph::MoeRouteMeta>(&n.meta);
+  return m != nullptr && n.dtype == out && n.inputs.size() == n_inputs && m->n_used >= 1 &&
+         m->n_used <= kMoeMaxUsed && m->n_used <= m->n_expert && m->n_expert <= kMoeMaxExperts &&
+         n.shape.ne[0] == m->n_used;
+}
+
+}  // namespace
+
+bool moe_topk_ok(const Node& n, const DeviceWeights&) {
+  return route_ok(n, DType::kI32, 1);
+}
+
+bool moe_weights_ok(const Node& n, const DeviceWeights&) {
+  return route_ok(n, DType::kF32, 2);
+}
+
+bool matmul_id_ok(const Node& n, const DeviceWeights& w) {
+  const auto* m = std::get_if<graph::MatMulIdMeta>(&n.meta);
+  if (m == nullptr || n.dtype != DType::kF32 || n.inputs.size() != 2 || m->n_used < 1 ||
+      n.shape.ne[0] != m->out_dim) {
+    return false;
+  }
+  const DeviceWeight* v = gemv_weight(w, m->weight, m->in_dim);
+  return v != nullptr && v->rows == m->out_dim * m->n_expert &&
+         f32_vector(w, m->bias, m->out_dim * m->n_expert);
+}
+
+bool moe_sum_ok(const Node& n, const DeviceWeights&) {
+  const auto* m = std::get_if<graph::MoeSumMeta>(&n.meta);
+  return m != nullptr && n.dtype == DType::kF32 && n.inputs.size() == 2 && m->n_used >= 1;
+}
+
 }  // namespace minfer::cuda

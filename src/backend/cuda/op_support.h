@@ -37,5 +37,12 @@ bool attention_ok(const graph::Node& n, const DeviceWeights& w);
 bool fused_qkv_ok(const graph::Node& n, const DeviceWeights& w);
 // FusedFFN for the GEMVs' batches, gate and up of one type.
 bool fused_ffn_ok(const graph::Node& n, const DeviceWeights& w);
+// The mixture-of-experts ops (moe.cu): up to kMoeMaxExperts experts, up to
+// kMoeMaxUsed a token; the expert matmul over a 3-D weight with a decoder
+// whose rows are the experts' matrices one after another.
+bool moe_topk_ok(const graph::Node& n, const DeviceWeights& w);
+bool moe_weights_ok(const graph::Node& n, const DeviceWeights& w);
+bool matmul_id_ok(const graph::Node& n, const DeviceWeights& w);
+bool moe_sum_ok(const graph::Node& n, const DeviceWeights& w);
 
 }  // namespace minfer::cuda
