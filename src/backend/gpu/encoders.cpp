@@ -116,6 +116,7 @@ int64_t matmul_unit_elements(quant::TensorType type) {
 std::atomic<uint32_t> forced_matmul_lanes{0};
 std::atomic<uint32_t> forced_matmul_rows{0};
 std::atomic<bool> forced_scalar_x{false};
+std::atomic<uint32_t> forced_id_groups{0};
 
 // Units of a matmul row (matmul_units.glsl).
 int64_t matmul_units(quant::TensorType type, int64_t in_dim) {
@@ -302,10 +303,98 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
   return rec.dispatch_args(kernel, bindings, args, groups, note);
 }
 
+Result<uint32_t> matmul_id_kernel(const Device& device, quant::TensorType type) {
+  return weight_kernel(device, "matmul_id", type);
+}
+
+namespace {
+
+// The expert matmul's shape and bindings, checked; the bytes of one weight row.
+Result<uint64_t> check_matmul_id(quant::TensorType type, const BufferRange& w, const BufferRange& x,
+                                 const BufferRange& ids, const BufferRange& bias,
+                                 const BufferRange& y, const BufferRange& err,
+                                 const MatmulIdShape& s) {
+  MINFER_RETURN_IF_ERROR(positive("matmul_id", "in_dim", s.in_dim));
+  MINFER_RETURN_IF_ERROR(positive("matmul_id", "out_dim", s.out_dim));
+  MINFER_RETURN_IF_ERROR(positive("matmul_id", "n_expert", s.n_expert));
+  MINFER_RETURN_IF_ERROR(positive("matmul_id", "n_tokens", s.n_tokens));
+  if (s.n_used < 1 || s.n_used > s.n_expert) {
+    return Status::invalid_argument("matmul_id: n_used = " + std::to_string(s.n_used) +
+                                    " (must be in 1.." + std::to_string(s.n_expert) + ")");
+  }
+  const uint64_t w_rows = uint64_t(s.out_dim) * uint64_t(s.n_expert);
+  const uint64_t n_rows = uint64_t(s.n_tokens) * uint64_t(s.n_used);
+  const uint64_t x_rows = s.per_row_input ? n_rows : uint64_t(s.n_tokens);
+  if (uint64_t(s.in_dim) * w_rows > uint64_t(kMaxIndex) ||
+      uint64_t(s.in_dim) * x_rows > uint64_t(kMaxIndex) ||
+      uint64_t(s.out_dim) * n_rows > uint64_t(kMaxIndex)) {
+    return Status::invalid_argument("matmul_id: " + std::to_string(s.n_expert) + " experts of " +
+                                    std::to_string(s.out_dim) + " x " + std::to_string(s.in_dim) +
+                                    " for " + std::to_string(n_rows) +
+                                    " rows exceed 32-bit indices");
+  }
+  auto row = quant::row_bytes(type, s.in_dim);  // refuses rows of partial blocks
+  if (!row.is_ok()) return row.status().with_context("matmul_id");
+  if (*row * w_rows > uint64_t(kMaxIndex)) {
+    return Status::invalid_argument("matmul_id: W of " + std::to_string(w_rows) + " rows of " +
+                                    std::to_string(*row) + " bytes exceeds 32-bit offsets");
+  }
+  MINFER_RETURN_IF_ERROR(needs("matmul_id", "W", w, *row * w_rows));
+  MINFER_RETURN_IF_ERROR(needs("matmul_id", "x", x, uint64_t(s.in_dim) * x_rows * 4));
+  MINFER_RETURN_IF_ERROR(needs("matmul_id", "ids", ids, n_rows * 4));
+  MINFER_RETURN_IF_ERROR(needs("matmul_id", "y", y, uint64_t(s.out_dim) * n_rows * 4));
+  MINFER_RETURN_IF_ERROR(needs("matmul_id", "err", err, MINFER_ERR_WORDS * 4));
+  if (bias.buffer != nullptr) MINFER_RETURN_IF_ERROR(needs("matmul_id", "bias", bias, w_rows * 4));
+  return *row;
+}
+
+}  // namespace
+
+Status encode_matmul_id(Recorder& rec, uint32_t kernel, quant::TensorType type,
+                        const BufferRange& w, const BufferRange& x, const BufferRange& ids,
+                        const BufferRange& bias, const BufferRange& y, const BufferRange& err,
+                        const MatmulIdShape& s, std::string_view note) {
+  MINFER_RETURN_IF_ERROR(check_weight_kernel("matmul_id", kernel, type));
+  MINFER_RETURN_IF_ERROR(check_matmul_id(type, w, x, ids, bias, y, err, s).status());
+  const DeviceLimits& limits = rec.device().info().limits;
+  const uint32_t workgroup = embedded_kernels()[kernel].workgroup[0];
+  // The lanes and rows of a plain matmul of this expert's shape, so that a
+  // row's sums are that matmul's.
+  const uint32_t lanes_log2 = matmul_lanes_log2(type, s.in_dim, limits.subgroup_size, workgroup);
+  const uint32_t lane_rows = matmul_lane_rows(s.in_dim, s.out_dim);
+  const uint64_t rows_per_group = uint64_t(workgroup >> lanes_log2) * lane_rows;
+  MINFER_ASSIGN_OR_RETURN(
+      Groups groups,
+      fold_groups((uint64_t(s.out_dim) + rows_per_group - 1) / rows_per_group, limits));
+  // One output row per z group; the kernel loops over the rows past the limit.
+  const uint64_t n_rows = uint64_t(s.n_tokens) * uint64_t(s.n_used);
+  uint32_t max_z = std::max<uint32_t>(limits.max_workgroup_count[2], 1);
+  if (const uint32_t forced = forced_id_groups.load()) max_z = std::min(max_z, forced);
+  groups.z = static_cast<uint32_t>(std::min<uint64_t>(n_rows, max_z));
+  const bool x_vec4 = x.offset % 16 == 0 && s.in_dim % 4 == 0 && !forced_scalar_x.load();
+  args::MatmulIdArgs args{};
+  args.in_dim = static_cast<uint32_t>(s.in_dim);
+  args.out_dim = static_cast<uint32_t>(s.out_dim);
+  args.n_tokens = static_cast<uint32_t>(s.n_tokens);
+  args.lanes_log2 = lanes_log2;
+  args.lane_rows = lane_rows;
+  args.x_vec4 = x_vec4 ? 1u : 0u;
+  args.has_bias = bias.buffer != nullptr ? 1u : 0u;
+  args.y_stride = static_cast<uint32_t>(s.out_dim);
+  args.n_used = static_cast<uint32_t>(s.n_used);
+  args.n_expert = static_cast<uint32_t>(s.n_expert);
+  args.per_row_input = s.per_row_input ? 1u : 0u;
+  // Bindings a call does not use are x again: bound, never read.
+  const BufferRange bindings[] = {
+      whole_words(w), x, y, bias.buffer != nullptr ? bias : x, x, x, ids, err};
+  return rec.dispatch_args(kernel, bindings, args, groups, note);
+}
+
 void force_matmul_for_testing(MatmulForTesting how) {
   forced_matmul_lanes.store(how.lanes == 0 ? 0 : std::bit_floor(how.lanes));
   forced_matmul_rows.store(std::min<uint32_t>(how.lane_rows, MINFER_MATMUL_MAX_LANE_ROWS));
   forced_scalar_x.store(how.scalar_x);
+  forced_id_groups.store(how.id_groups);
 }
 
 Result<uint32_t> get_rows_kernel(const Device& device, quant::TensorType type) {

@@ -92,15 +92,44 @@ Status encode_matmul(Recorder& rec, uint32_t kernel, quant::TensorType type, con
                      std::string_view note = {}, const MatmulEpilogue& epilogue = {},
                      const MatmulPrologue& prologue = {});
 
-// Tests only: how every later encode_matmul runs instead of its own choice
-// (the defaults restore that choice). lanes: the invocations per row
+// The expert matmul of a mixture of experts (graph/ir.h's kMatMulId) on the
+// row kernel (matmul.comp built with MATMUL_ID). W holds n_expert matrices
+// of [out_dim][in_dim] of `type` back to back (the 3-D GGUF tensor); ids i32
+// [n_tokens][n_used]; x f32 [n_tokens][in_dim], or [n_tokens * n_used]
+// [in_dim] with per_row_input; y f32 [n_tokens * n_used][out_dim], row i =
+// t * n_used + j = x row t (or i) times expert ids[i]'s matrix, plus its row
+// of `bias` (f32 [n_expert][out_dim]; a null buffer: none). Each row sums in
+// the order of a plain matmul of one token (type, in_dim and the subgroup
+// size alone), so a row never depends on the rest of the batch. An id
+// outside [0, n_expert) is reported as MINFER_ERR_EXPERT_ID through `err`
+// (as encode_get_rows) and its row computed with expert 0. `kernel` is
+// matmul_id_kernel(type) or (tests) another available variant of the type.
+struct MatmulIdShape {
+  int64_t in_dim = 0;
+  int64_t out_dim = 0;  // rows of one expert's matrix
+  int64_t n_expert = 0;
+  int64_t n_used = 0;
+  int64_t n_tokens = 0;
+  bool per_row_input = false;
+};
+Result<uint32_t> matmul_id_kernel(const Device& device, quant::TensorType type);
+Status encode_matmul_id(Recorder& rec, uint32_t kernel, quant::TensorType type,
+                        const BufferRange& w, const BufferRange& x, const BufferRange& ids,
+                        const BufferRange& bias, const BufferRange& y, const BufferRange& err,
+                        const MatmulIdShape& shape, std::string_view note = {});
+
+// Tests only: how every later encode_matmul and encode_matmul_id runs
+// instead of its own choice (the defaults restore that choice). lanes: the invocations per row
 // (rounded down to a power of two, at most the workgroup); lane_rows: the
 // rows each set of them computes (1..4); scalar_x: x read element by element
-// even where vec4 loads are possible. Not for use while other threads encode.
+// even where vec4 loads are possible; id_groups: encode_matmul_id's z groups
+// at most this many (its kernel loops over the other rows, as past the
+// device's limit). Not for use while other threads encode.
 struct MatmulForTesting {
   uint32_t lanes = 0;
   uint32_t lane_rows = 0;
   bool scalar_x = false;
+  uint32_t id_groups = 0;
 };
 void force_matmul_for_testing(MatmulForTesting how);
 

@@ -1,6 +1,6 @@
 // The Backend interface of GpuBackend (contract in gpu_backend.h): weights,
 // buffers over the pool, host copies, the bounded synchronize and the error
-// words. Ops are in op_support.cpp and op_runners.cpp.
+// words. Ops are in op_support.cpp, op_runners.cpp and op_runners_moe.cpp.
 #include "backend/gpu/gpu_backend.h"
 
 #include <algorithm>
@@ -54,6 +54,11 @@ std::string error_text(const uint32_t w[MINFER_ERR_WORDS]) {
     case MINFER_ERR_POSITION:
       return "a position or page " + value + " outside the cache or page tables (bound " + bound +
              ") (attention)";
+    case MINFER_ERR_ROUTER_NAN:
+      return "a NaN router logit in token " + value + " of " + bound + " experts (moe_topk)";
+    case MINFER_ERR_EXPERT_ID:  // the id as the i32 it was
+      return "an expert id " + std::to_string(static_cast<int32_t>(w[1])) + " outside [0, " +
+             bound + ") (moe_weights or matmul_id)";
     default:
       return "error code " + std::to_string(w[0]) + " (value " + value + ", bound " + bound + ")";
   }
@@ -80,6 +85,7 @@ GpuBackend::GpuBackend(std::string name, std::shared_ptr<Device> device, const O
     const auto t = static_cast<quant::TensorType>(i);
     matmul_types_[i] = matmul_kernel(*device_, t).is_ok() ? 1 : 0;
     get_rows_types_[i] = get_rows_kernel(*device_, t).is_ok() ? 1 : 0;
+    matmul_id_types_[i] = matmul_id_kernel(*device_, t).is_ok() ? 1 : 0;
     tiled_types_[i] = matmul_tiled_kernel(*device_, t).is_ok() ? 1 : 0;
   }
   tiled_min_tokens_ = matmul_tiled_min_tokens(*device_);
@@ -140,6 +146,11 @@ int64_t GpuBackend::rows_per_binding(const DeviceWeight& w) const {
 bool GpuBackend::has_matmul(quant::TensorType type) const {
   const auto i = static_cast<size_t>(type);
   return i < matmul_types_.size() && matmul_types_[i] == 1;
+}
+
+bool GpuBackend::has_matmul_id(quant::TensorType type) const {
+  const auto i = static_cast<size_t>(type);
+  return i < matmul_id_types_.size() && matmul_id_types_[i] == 1;
 }
 
 bool GpuBackend::has_get_rows(quant::TensorType type) const {

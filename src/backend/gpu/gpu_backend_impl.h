@@ -2,7 +2,8 @@
 // backend/gpu/gpu_backend.h), shared by the files that define its members:
 // gpu_backend.cpp (the Backend interface: buffers, host copies, the bounded
 // synchronize and the error words), op_support.cpp (which nodes it runs) and
-// op_runners.cpp (one runner per op, reached through the op table).
+// op_runners.cpp / op_runners_moe.cpp (one runner per op, reached through
+// the op table).
 //
 // Ownership: the backend holds a share of the device, the weights registry
 // (every weight of the model), the buffer pool (graph buffers, KV regions,
@@ -118,6 +119,8 @@ class GpuBackend final : public backend::Backend {
   // Whether the matmul / get_rows kernels have a variant for `type` here.
   bool has_matmul(quant::TensorType type) const;
   bool has_get_rows(quant::TensorType type) const;
+  // Whether the expert matmul (matmul_id) has a variant for `type` here.
+  bool has_matmul_id(quant::TensorType type) const;
   // The device's minStorageBufferOffsetAlignment: where a binding may start.
   uint64_t binding_alignment() const {
     return device_->info().limits.min_storage_buffer_offset_alignment;
@@ -151,6 +154,11 @@ class GpuBackend final : public backend::Backend {
   Status run_argmax(const Call& c);
   Status run_fused_ffn(const Call& c);
   Status run_fused_qkv(const Call& c);
+  // The mixture-of-experts ops (op_runners_moe.cpp).
+  Status run_moe_topk(const Call& c);
+  Status run_moe_weights(const Call& c);
+  Status run_matmul_id(const Call& c);
+  Status run_moe_sum(const Call& c);
 
  private:
   BufferRange range(BufferId id) const;
@@ -198,13 +206,14 @@ class GpuBackend final : public backend::Backend {
   CacheTypePolicy cache_policy_ = nullptr;  // default_cache_type(), when the API has one
   static constexpr size_t kMaxReplays = 64;
   std::map<uint64_t, Recorder::Kept> replays_;
-  std::optional<uint64_t> capturing_;        // the key of the split being recorded
-  std::optional<uint64_t> replaying_;        // the key of the split being replayed
-  size_t timed_in_split_ = 0;                // nodes timed since the last synchronize
-  std::vector<double> node_times_;           // seconds per timed node, not yet taken
-  std::array<int8_t, 64> matmul_types_{};    // by TensorType value: -1 unknown, 0 no, 1 yes
-  std::array<int8_t, 64> get_rows_types_{};  // likewise
-  std::array<int8_t, 64> tiled_types_{};     // likewise, the tiled GEMM
+  std::optional<uint64_t> capturing_;         // the key of the split being recorded
+  std::optional<uint64_t> replaying_;         // the key of the split being replayed
+  size_t timed_in_split_ = 0;                 // nodes timed since the last synchronize
+  std::vector<double> node_times_;            // seconds per timed node, not yet taken
+  std::array<int8_t, 64> matmul_types_{};     // by TensorType value: -1 unknown, 0 no, 1 yes
+  std::array<int8_t, 64> get_rows_types_{};   // likewise
+  std::array<int8_t, 64> matmul_id_types_{};  // likewise, the expert matmul
+  std::array<int8_t, 64> tiled_types_{};      // likewise, the tiled GEMM
   int64_t tiled_min_tokens_ = 0;
 };
 

@@ -94,14 +94,17 @@ struct SpinArgs {
 // access `atomic`: word 0 the first error's code, word 1 the offending
 // value, word 2 its bound. The backend reads the words after each wait.
 #define MINFER_ERR_WORDS 4
-#define MINFER_ERR_ROW_ID 1u     // get_rows: an id outside the rows of its table
-#define MINFER_ERR_CACHE_ROW 2u  // kv_store: a position or cell outside the cache
-#define MINFER_ERR_POSITION 3u   // attention: a position or page outside the cache/tables
+#define MINFER_ERR_ROW_ID 1u      // get_rows: an id outside the rows of its table
+#define MINFER_ERR_CACHE_ROW 2u   // kv_store: a position or cell outside the cache
+#define MINFER_ERR_POSITION 3u    // attention: a position or page outside the cache/tables
+#define MINFER_ERR_ROUTER_NAN 4u  // moe_topk: a NaN router logit (value: the token)
+#define MINFER_ERR_EXPERT_ID 5u   // moe_weights, matmul_id: an expert id outside the experts
 
 // The argument structs of each kernel family, one header each (same rules;
 // each keeps its own static_asserts under __cplusplus).
 #include "kernel_args_activation.h"
 #include "kernel_args_attention.h"
+#include "kernel_args_moe.h"
 #include "kernel_args_quant.h"
 #include "kernel_args_tiled.h"
 

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <string>
 
+#include "backend/gpu/encode_moe.h"
 #include "backend/gpu/gpu_backend_impl.h"
 
 namespace minfer::gpu::detail {
@@ -160,6 +161,41 @@ bool fused_ffn_ok(const GpuBackend& b, const Node& n) {
          (!m->in_norm.on || f32_vector(b, m->in_norm.weight, m->in_dim));
 }
 
+// Mixture of experts (docs/MOE.md): routing of the experts and selections
+// the routing kernels hold (encode_moe.h), ids [n_used, T] from logits
+// [n_expert, T].
+bool moe_route_ok(const GpuBackend&, const Node& n) {
+  const auto* m = std::get_if<graph::MoeRouteMeta>(&n.meta);
+  const bool topk = n.op == Op::kMoeTopK;
+  return m != nullptr && moe_route_fits(m->n_expert, m->n_used) &&
+         n.dtype == (topk ? DType::kI32 : DType::kF32) && n.shape.ne[0] == m->n_used &&
+         n.inputs.size() == (topk ? 1u : 2u);
+}
+
+// The expert matmul over a 3-D weight [in_dim, out_dim, n_expert] that one
+// binding holds (no row ranges: a row reads any expert), in a type the
+// matmul_id kernels decode here; the bias, if any, f32 [out_dim, n_expert].
+bool matmul_id_ok(const GpuBackend& b, const Node& n) {
+  const auto* m = std::get_if<graph::MatMulIdMeta>(&n.meta);
+  if (m == nullptr || n.dtype != DType::kF32 || n.inputs.size() != 2 || m->n_used < 1 ||
+      m->n_used > m->n_expert || n.shape.ne[0] != m->out_dim || n.shape.ne[1] % m->n_used != 0) {
+    return false;
+  }
+  const DeviceWeight* w = b.weight(m->weight);
+  if (w == nullptr || w->shape.size() != 3 || w->shape[0] != m->in_dim ||
+      w->shape[1] != m->out_dim || w->shape[2] != m->n_expert || !b.has_matmul_id(w->type) ||
+      !b.binds_whole(*w)) {
+    return false;
+  }
+  return m->in_dim % quant::type_traits(w->type).block_size == 0 &&
+         f32_vector(b, m->bias, m->out_dim * m->n_expert);
+}
+
+bool moe_sum_ok(const GpuBackend&, const Node& n) {
+  const auto* m = std::get_if<graph::MoeSumMeta>(&n.meta);
+  return m != nullptr && m->n_used >= 1 && n.dtype == DType::kF32 && n.inputs.size() == 2;
+}
+
 }  // namespace
 
 const OpEntry& op_entry(Op op) {
@@ -183,6 +219,10 @@ const OpEntry& op_entry(Op op) {
       /* kFusedFFN     */ {fused_ffn_ok, &GpuBackend::run_fused_ffn},
       /* kMatMulAdd    */ {matmul_ok, &GpuBackend::run_matmul},
       /* kArgMax       */ {argmax_ok, &GpuBackend::run_argmax},
+      /* kMoeTopK      */ {moe_route_ok, &GpuBackend::run_moe_topk},
+      /* kMoeWeights   */ {moe_route_ok, &GpuBackend::run_moe_weights},
+      /* kMatMulId     */ {matmul_id_ok, &GpuBackend::run_matmul_id},
+      /* kMoeSum       */ {moe_sum_ok, &GpuBackend::run_moe_sum},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];

@@ -30,19 +30,38 @@
 //   - GLU: a set computes lane_rows gate rows and the same up rows (W's rows
 //     r and out_dim + r), and the lane that stores gets both sums and writes
 //     act(gate) * up (glu.comp's formula).
+//
+// MATMUL_ID (matmul_id.manifest, the expert matmul of a mixture of experts):
+// W holds n_expert matrices of out_dim rows back to back; each z group
+// computes one output row i = t * n_used + j (a loop over i where the rows
+// outnumber the grid's z), reading expert ids[i]'s rows (and bias row) and x
+// row t (or i with per_row_input). The row is the plain kernel's with one
+// token, so its order of additions is the dense matmul's and never depends
+// on the batch. An id outside [0, n_expert) is reported (MINFER_ERR_EXPERT_ID)
+// and the row computed with expert 0, so every read stays in W.
 #version 450
 #include "common.glsl"
 #include "kernel_args.h"
 
+#if defined(MATMUL_ID)
+layout(push_constant) uniform Push { MatmulIdArgs args; };
+#else
 layout(push_constant) uniform Push { MatmulArgs args; };
+#endif
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
 layout(std430, binding = 5) readonly buffer NormW { float norm_w[]; };
-
+#if defined(MATMUL_ID)
+layout(std430, binding = 6) readonly buffer Ids { int ids[]; };
+#define MINFER_ERR_BINDING 7
+#include "errors.glsl"
+const uint kTokens = 1u;  // one output row (token, expert slot) per group
+#else
 const uint kTokens = MINFER_MATMUL_TOKENS_PER_GROUP;
+#endif
 const uint kRows = MINFER_MATMUL_MAX_LANE_ROWS;
 #include "matmul_units.glsl"
 #include "activation.glsl"
@@ -52,24 +71,36 @@ shared float partial_sums[kTokens * kWorkgroupInvocations];
 #include "rms.glsl"
 
 uint row0;                        // the first output row of this invocation's set
+uint group_z;                     // the z group being computed (a row of tokens)
+uint expert_row0 = 0u;            // MATMUL_ID: the first W row of this row's expert
 float gate_sums[kRows][kTokens];  // GLU: a set's gate sums, kept by the lane that stores
 
 // y[t][row] = s (+ bias[row]) (+ residual[t][row]) for the tokens of this
 // group: the adds in the order of separate element-wise kernels.
 void store_y(uint row, uint t, float s) {
-  const uint i = (gl_WorkGroupID.z * kTokens + t) * args.y_stride + row;
-  if (args.has_bias != 0u) s = s + bias[row];
+  const uint i = (group_z * kTokens + t) * args.y_stride + row;
+  if (args.has_bias != 0u) s = s + bias[expert_row0 + row];
   if (args.has_residual != 0u) s = s + residual[i];
   y[i] = s;
 }
 
 // Where weight row slot r (< the set's weight rows) of the set reads: with
 // a GLU, slots lane_rows.. are the up rows of slots 0... Rows past out_dim
-// read the last row; their sums are never stored.
+// read the last row; their sums are never stored. MATMUL_ID: rows of the
+// row's expert.
 uint weight_row(uint r) {
   const bool up = args.glu != 0u && r >= args.lane_rows;
   const uint row = min(row0 + (up ? r - args.lane_rows : r), args.out_dim - 1u);
-  return up ? row + args.out_dim : row;
+  return expert_row0 + (up ? row + args.out_dim : row);
+}
+
+// Where token slot t of this group reads its x row.
+uint x_base(uint t) {
+#if defined(MATMUL_ID)
+  return (args.per_row_input != 0u ? group_z : group_z / args.n_used) * args.in_dim;
+#else
+  return (group_z * kTokens + t) * args.in_dim;
+#endif
 }
 
 // Slot r's total for token t, in a lane that stores.
@@ -87,18 +118,22 @@ void finish(uint r, uint t, float s) {
   const float g = gate_sums[r - args.lane_rows][t];
   const float a = args.glu == MINFER_MATMUL_GLU_SWIGLU ? silu_f32(g) : gelu_f32(g);
   precise float v = a * s;
-  y[(gl_WorkGroupID.z * kTokens + t) * args.y_stride + row] = v;
+  y[(group_z * kTokens + t) * args.y_stride + row] = v;
 }
 
-void main() {
+// The rows of this workgroup for the tokens of z group group_z.
+void compute_group() {
   const uint lanes = 1u << args.lanes_log2;
   const uint sg = gl_SubgroupSize;
   const uint v = gl_SubgroupID * sg + gl_SubgroupInvocationID;
   const uint lane = v & (lanes - 1u);
   const uint sets = kWorkgroupInvocations >> args.lanes_log2;
   row0 = (folded_group_index() * sets + (v >> args.lanes_log2)) * args.lane_rows;
-  const uint t0 = gl_WorkGroupID.z * kTokens;
-  const uint n_here = args.n_tokens - t0;  // tokens of this group (uniform)
+#if defined(MATMUL_ID)
+  const uint n_here = 1u;  // the caller's loop keeps group_z below the rows
+#else
+  const uint n_here = args.n_tokens - group_z * kTokens;  // tokens of this group (uniform)
+#endif
   const bool lane_ok = v < kWorkgroupInvocations;
   const uint n_slots = args.glu != 0u ? 2u * args.lane_rows : args.lane_rows;
 
@@ -106,7 +141,7 @@ void main() {
   for (uint t = 0; t < kTokens; ++t) {
     x_scales[t] = 1.0;
     if (args.norm == 0u || t >= n_here) continue;
-    x_scales[t] = rms_scale((t0 + t) * args.in_dim, args.in_dim, args.norm_eps, true);
+    x_scales[t] = rms_scale(x_base(t), args.in_dim, args.norm_eps, true);
     barrier();  // the next token's (or the reduction's) slot writes wait for these reads
   }
 
@@ -129,7 +164,7 @@ void main() {
       if (t >= n_here) break;
       mm_x_scale = x_scales[t];
       vec4 xv[kUnitChunks];
-      for (uint c = 0; c < kUnitChunks; ++c) xv[c] = mm_x_chunk((t0 + t) * args.in_dim, u, c);
+      for (uint c = 0; c < kUnitChunks; ++c) xv[c] = mm_x_chunk(x_base(t), u, c);
       for (uint r = 0; r < kRows; ++r) {
         if (r >= n_slots) break;
         for (uint c = 0; c < kUnitChunks; ++c) {
@@ -174,4 +209,31 @@ void main() {
       }
     }
   }
+}
+
+#if defined(MATMUL_ID)
+// Expert ids[i], or 0 where it is out of range (reported by the first
+// workgroup alone, which visits every row: one atomic per bad row, not per group).
+uint expert_of(uint i) {
+  const int e = ids[i];
+  if (e >= 0 && uint(e) < args.n_expert) return uint(e);
+  if (gl_LocalInvocationIndex == 0u && folded_group_index() == 0u) {
+    report_error(MINFER_ERR_EXPERT_ID, uint(e), args.n_expert);
+  }
+  return 0u;
+}
+#endif
+
+void main() {
+#if defined(MATMUL_ID)
+  const uint n_rows = args.n_tokens * args.n_used;
+  for (uint i = gl_WorkGroupID.z; i < n_rows; i += gl_NumWorkGroups.z) {
+    group_z = i;
+    expert_row0 = expert_of(i) * args.out_dim;
+    compute_group();
+  }
+#else
+  group_z = gl_WorkGroupID.z;
+  compute_group();
+#endif
 }
