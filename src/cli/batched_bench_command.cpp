@@ -13,6 +13,10 @@
 // (a shared system prompt), the other PP - N each sequence's own; with -pps
 // the N are what the warm-up computes. Default: all PP with -pps, none
 // without.
+// --spec ngram / -md FILE: the sequences speculate (docs/ENGINE.md
+// "Speculative decoding"); each case then adds a line with the drafts
+// verified and kept and the tokens per decoding step (JSON: draft_n,
+// draft_n_accepted, tokens_per_step).
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -22,6 +26,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/output.h"
+#include "cli/speculative_options.h"
 #include "cli/value_list.h"
 #include "runtime/engine.h"
 
@@ -39,6 +44,9 @@ struct Timing {
   double t_pp = 0, t_tg = 0, ttft_mean = 0;
   double forward = 0;  // seconds in forward passes (the rest is the engine's host work)
   int64_t reused = 0;
+  // Speculative decoding: drafts verified and kept; tokens and the steps
+  // that decoded them, summed over the sequences.
+  int64_t drafted = 0, accepted = 0, generated = 0, decode_steps = 0;
 };
 
 std::vector<int32_t> bench_prompt(int64_t n, int64_t n_vocab, uint64_t seed) {
@@ -52,7 +60,8 @@ std::vector<int32_t> bench_prompt(int64_t n, int64_t n_vocab, uint64_t seed) {
 }
 
 // Runs every sequence of one case to its end and times it.
-Result<Timing> run_case(runtime::Engine& e, const Case& c, bool shared, int64_t n_vocab) {
+Result<Timing> run_case(runtime::Engine& e, const Case& c, bool shared, int64_t n_vocab,
+                        const runtime::SpeculativeParams& spec) {
   runtime::SamplerParams greedy;
   greedy.temperature = 0.0f;
   const std::vector<int32_t> common = bench_prompt(c.prefix, n_vocab, 7);
@@ -72,8 +81,11 @@ Result<Timing> run_case(runtime::Engine& e, const Case& c, bool shared, int64_t 
     prompt.insert(prompt.end(), own.begin(), own.end());
     // Ignoring end-of-generation tokens is not possible here; greedy
     // decoding of a random prompt rarely meets one, and T_TG counts what ran.
-    MINFER_RETURN_IF_ERROR(e.add({std::move(prompt), greedy, c.tg}).status());
+    runtime::Request r(std::move(prompt), greedy, c.tg);
+    r.speculative = spec;
+    MINFER_RETURN_IF_ERROR(e.add(std::move(r)).status());
   }
+  std::map<runtime::SequenceId, runtime::SequenceEvent> last;
   Timing t;
   const auto t0 = Clock::now();
   auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -84,18 +96,31 @@ Result<Timing> run_case(runtime::Engine& e, const Case& c, bool shared, int64_t 
         first_token[ev.id] = since();
         t.reused += ev.reused_tokens;
       }
+      last[ev.id] = ev;
     }
     if (static_cast<int64_t>(first_token.size()) == c.b && t.t_pp == 0) t.t_pp = since();
   }
   t.t_tg = since() - t.t_pp;
   t.forward = e.stats().forward_seconds - forward_before;
+  for (const auto& [id, ev] : last) {
+    t.drafted += ev.drafted;
+    t.accepted += ev.draft_accepted;
+    t.generated += ev.generated;
+    t.decode_steps += ev.decode_steps;
+  }
   for (const auto& [id, s] : first_token) t.ttft_mean += s / static_cast<double>(c.b);
   return t;
 }
 
+double tokens_per_step(const Timing& t) {
+  return t.decode_steps > 0 ? static_cast<double>(t.generated) / static_cast<double>(t.decode_steps)
+                            : 0.0;
+}
+
 // One line of JSON per case (llama-batched-bench's jsonl field names, plus
 // ttft and reused).
-Status print_json(const Case& c, const Timing& t, const runtime::EngineOptions& o, bool shared) {
+Status print_json(const Case& c, const Timing& t, const runtime::EngineOptions& o, bool shared,
+                  bool speculative) {
   const double pp_tokens = static_cast<double>(c.b * c.pp);
   const double tg_tokens = static_cast<double>(c.b * (c.tg - 1));
   const double total = t.t_pp + t.t_tg;
@@ -106,13 +131,33 @@ Status print_json(const Case& c, const Timing& t, const runtime::EngineOptions& 
       "\"n_threads\": %d, \"pp\": %lld, \"tg\": %lld, \"pl\": %lld, \"n_kv\": %lld, "
       "\"t_pp\": %.6f, \"speed_pp\": %.3f, \"t_tg\": %.6f, \"speed_tg\": %.3f, "
       "\"t\": %.6f, \"speed\": %.3f, \"ttft\": %.6f, \"reused\": %lld, \"t_forward\": %.6f, "
-      "\"prefix\": %lld}\n",
+      "\"prefix\": %lld",
       static_cast<long long>(o.n_ctx * o.n_slots), static_cast<long long>(o.max_batch),
       shared ? 1 : 0, o.n_threads, static_cast<long long>(c.pp), static_cast<long long>(c.tg),
       static_cast<long long>(c.b), static_cast<long long>(c.b * (c.pp + c.tg)), t.t_pp,
       t.t_pp > 0 ? pp_tokens / t.t_pp : 0.0, t.t_tg, t.t_tg > 0 ? tg_tokens / t.t_tg : 0.0, total,
       total > 0 ? (pp_tokens + tg_tokens + static_cast<double>(c.b)) / total : 0.0, t.ttft_mean,
       static_cast<long long>(t.reused), t.forward, static_cast<long long>(c.prefix));
+  std::string out = line;
+  if (speculative) {
+    std::snprintf(line, sizeof(line),
+                  ", \"draft_n\": %lld, \"draft_n_accepted\": %lld, \"tokens_per_step\": %.3f",
+                  static_cast<long long>(t.drafted), static_cast<long long>(t.accepted),
+                  tokens_per_step(t));
+    out += line;
+  }
+  return write_stdout(out + "}\n");
+}
+
+Status print_speculation(const Timing& t) {
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "speculative: %lld drafted, %lld accepted (%.1f%%), %.2f tokens per step\n",
+                static_cast<long long>(t.drafted), static_cast<long long>(t.accepted),
+                t.drafted > 0
+                    ? 100.0 * static_cast<double>(t.accepted) / static_cast<double>(t.drafted)
+                    : 0.0,
+                tokens_per_step(t));
   return write_stdout(line);
 }
 
@@ -163,6 +208,7 @@ Status run(const ArgParser& p) {
   MINFER_ASSIGN_OR_RETURN(int64_t page_size, p.get_int("--page-size", 16, 1, 4096));
   const bool json = p.has("--json");
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/json));
+  MINFER_ASSIGN_OR_RETURN(const Speculation spec, speculation(p, *model, config, json));
   if (!json)
     MINFER_RETURN_IF_ERROR(write_stdout(
         "|     PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s "
@@ -180,9 +226,12 @@ Status run(const ArgParser& p) {
     if (p.has("--ctx-size")) o.n_ctx = config.n_ctx;
     o.page_size = page_size;
     o.await_shared_prefill = !p.has("--no-await-prefill");
+    o.drafter = spec.drafter;
     MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, o));
-    MINFER_ASSIGN_OR_RETURN(Timing t, run_case(*engine, c, shared, model->hparams().n_vocab));
-    MINFER_RETURN_IF_ERROR(json ? print_json(c, t, o, shared) : print_row(c, t));
+    MINFER_ASSIGN_OR_RETURN(Timing t,
+                            run_case(*engine, c, shared, model->hparams().n_vocab, spec.params));
+    MINFER_RETURN_IF_ERROR(json ? print_json(c, t, o, shared, spec.on()) : print_row(c, t));
+    if (spec.on() && !json) MINFER_RETURN_IF_ERROR(print_speculation(t));
     if (!engine->op_profile().empty()) {
       std::fprintf(stderr, "%s", engine->op_profile().table().c_str());
     }
@@ -203,6 +252,7 @@ int run_batched_bench(std::span<const std::string_view> args) {
   p.option("--prefix", "N",
            "only the first N prompt tokens are shared (computed beforehand with -pps); the "
            "rest are each sequence's own (all with -pps, none without)");
+  add_speculative_options(p);
   p.flag("--no-await-prefill",
          "sequences whose prompts share a prefix all compute it, instead of the later ones "
          "waiting for the first one's pages");

@@ -7,6 +7,7 @@
 #include "cli/common.h"
 #include "cli/interrupt.h"
 #include "cli/output.h"
+#include "cli/speculative_options.h"
 #include "runtime/generate.h"
 
 namespace minfer::cli {
@@ -28,7 +29,16 @@ Status run(const ArgParser& p, bool& interrupted) {
                                 " tokens, more than the context of " +
                                 std::to_string(config.n_ctx) + " allows (raise it with -c)");
   }
-  MINFER_ASSIGN_OR_RETURN(auto engine, solo_engine(*model, config));
+  MINFER_ASSIGN_OR_RETURN(const Speculation spec, speculation(p, *model, config));
+  runtime::EngineOptions engine_options = solo_engine_options(config);
+  if (spec.on()) {
+    // Checking a draft in one chunk gives each row the logits of a
+    // one-token step only with the batch-invariant kernels (docs/ENGINE.md
+    // "Speculative decoding"): on unless MINFER_BATCH_INVARIANT=0.
+    engine_options.options.batch_invariant = config.options.batch_invariant;
+    engine_options.drafter = spec.drafter;
+  }
+  MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, engine_options));
   // Ctrl-C ends the generation and the summary still follows; installed
   // before the "seed:" line, so that a caller who waits for it can signal.
   Interrupts interrupts;
@@ -41,6 +51,7 @@ Status run(const ArgParser& p, bool& interrupted) {
       std::min<int64_t>(n_predict, config.n_ctx - static_cast<int64_t>(tokens->size()));
   Status written;  // the first failed write stops generation: nobody reads the rest
   runtime::Request request(*tokens, sp, budget);
+  request.speculative = spec.params;
   auto stats = runtime::generate(*engine, std::move(request), [&](int32_t t) {
     written = write_stdout(detok.push(t));
     return written.is_ok() && !interrupts.requested();
@@ -63,6 +74,16 @@ Status run(const ArgParser& p, bool& interrupted) {
                interrupted        ? " (interrupted)"
                : at_context_limit ? " (stopped at the context limit)"
                                   : "");
+  if (spec.on()) {
+    std::fprintf(
+        stderr, "speculative: %lld drafted, %lld accepted (%.1f%%), %.2f tokens per step\n",
+        static_cast<long long>(s.drafted), static_cast<long long>(s.draft_accepted),
+        s.drafted > 0
+            ? 100.0 * static_cast<double>(s.draft_accepted) / static_cast<double>(s.drafted)
+            : 0.0,
+        s.decode_steps > 0 ? static_cast<double>(s.generated) / static_cast<double>(s.decode_steps)
+                           : 0.0);
+  }
   if (!engine->op_profile().empty()) {
     std::fprintf(stderr, "%s", engine->op_profile().table().c_str());
   }
@@ -79,6 +100,7 @@ int run_run(std::span<const std::string_view> args) {
   p.option("-n,--n-predict", "N", "tokens to generate (128)");
   p.flag("--no-display-prompt", "do not echo the prompt before the generated text");
   add_sampling_options(p);
+  add_speculative_options(p);
   bool interrupted = false;
   const int code =
       parse_and_run(p, "run", args, [&](const ArgParser& a) { return run(a, interrupted); });

@@ -1,6 +1,8 @@
 #include "runtime/engine.h"
+#include "runtime/engine_sequence.h"
 
 #include "backend/cpu/thread_pool.h"
+#include "runtime/ngram_draft.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,41 +10,6 @@
 #include <string>
 
 namespace minfer::runtime {
-
-struct Engine::Sequence {
-  SequenceId id = -1;
-  Request request;
-  std::vector<int32_t> tokens;  // the prompt, then every sampled token
-  SequencePages pages;
-  Sampler sampler;
-  int64_t slot = -1;
-  int64_t computed = 0;  // positions whose keys and values are in the pool
-  int64_t reused = 0;    // prompt tokens taken from cached pages
-  int64_t generated = 0;
-  FinishReason finished = FinishReason::kNone;
-
-  int64_t prompt_size() const { return static_cast<int64_t>(request.prompt.size()); }
-  bool prefilling() const { return computed < prompt_size(); }
-  bool scores_prompt() const { return static_cast<bool>(request.on_prompt_logits); }
-  // How many prompt tokens cached pages may stand for: not the last (a
-  // step computes at least one), none from the first position whose logits
-  // the request wants, at most max_reused.
-  int64_t reuse_limit() const {
-    int64_t n = prompt_size() - 1;
-    if (scores_prompt()) n = std::min(n, request.prompt_logits_from);
-    if (request.max_reused >= 0) n = std::min(n, request.max_reused);
-    return n;
-  }
-  SequenceEvent event(FinishReason reason) const {
-    SequenceEvent e;
-    e.id = id;
-    e.finished = reason;
-    e.prompt_tokens = prompt_size();
-    e.reused_tokens = reused;
-    e.generated = generated;
-    return e;
-  }
-};
 
 // One step's tokens, and which of them need logits (and for whom).
 struct Engine::Batch {
@@ -132,6 +99,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const 
   if (e->options_.graph_buckets == 1) e->runner_->set_cache_size(16);
   e->options_.k_type = e->runner_->kv().k_type();
   e->options_.v_type = e->runner_->kv().v_type();
+  e->drafter_ = o.drafter ? o.drafter : std::make_shared<NgramDrafter>();
   e->sampling_pool_ = std::make_unique<cpu::ThreadPool>(o.n_threads > 0 ? o.n_threads : 0);
   e->slot_used_.assign(static_cast<size_t>(o.n_slots), false);
   e->page_table_.assign(static_cast<size_t>(e->page_table_rows() * e->max_pages_), 0);
@@ -158,6 +126,15 @@ model::GraphParams Engine::graph_params(int64_t n_tokens, int64_t n_outputs) con
   return p;
 }
 
+// While embedding prompts and other work both wait, every other step is
+// theirs: neither kind can hold the other up for more than one step.
+bool Engine::embedding_step() {
+  bool embeds = false, others = false;
+  for (const auto& s : running_) (s->embeds() ? embeds : others) = true;
+  last_step_embedded_ = embeds && (!others || !last_step_embedded_);
+  return last_step_embedded_;
+}
+
 int64_t Engine::pages_for(const Sequence& s) const {
   const int64_t positions = std::min(options_.n_ctx, s.prompt_size() + s.request.max_tokens);
   return (positions + options_.page_size - 1) / options_.page_size;
@@ -166,7 +143,13 @@ int64_t Engine::pages_for(const Sequence& s) const {
 Result<SequenceId> Engine::add(Request request) {
   const auto n = static_cast<int64_t>(request.prompt.size());
   if (n == 0) return Status::invalid_argument("the prompt has no tokens");
-  const bool score_only = request.on_prompt_logits && request.max_tokens == 0;
+  const bool embeds = static_cast<bool>(request.on_prompt_hidden);
+  if (embeds && (request.max_tokens != 0 || request.on_prompt_logits)) {
+    return Status::invalid_argument(
+        "an embedding request generates nothing: max_tokens must be 0, with no prompt-logits "
+        "sink");
+  }
+  const bool score_only = (request.on_prompt_logits || embeds) && request.max_tokens == 0;
   if (request.max_tokens < 1 && !score_only) {
     return Status::invalid_argument("max_tokens " + std::to_string(request.max_tokens) +
                                     " must be positive (0 only with a prompt-logits sink)");
@@ -194,6 +177,7 @@ Result<SequenceId> Engine::add(Request request) {
                                     " must be -1 (off) or 0 to " +
                                     std::to_string(Request::kMaxTopLogprobs));
   }
+  MINFER_RETURN_IF_ERROR(check(request.speculative));
   MINFER_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(request.sampling));
   auto s = std::make_unique<Sequence>(
       Sequence{next_id_++, std::move(request), {}, {}, std::move(sampler)});
@@ -252,11 +236,14 @@ void Engine::admit() {
 }
 
 // Decode tokens first (one per running sequence past its prompt), then
-// prompt chunks in admission order while the step has room.
-Status Engine::build_batch(Batch& b) {
+// prompt chunks in admission order while the step has room. An embedding
+// step carries only embedding prompts, every position an output row; the
+// others none of them.
+Status Engine::build_batch(Batch& b, bool embedding) {
   const int64_t ps = options_.page_size;
-  // n tokens of s; output rows for the prompt positions from `scored` on
-  // (its sink's) and for the last token when `sample_last`.
+  // n tokens of s (past s.tokens: its draft's); output rows for the prompt
+  // positions from `scored` on (its sink's), for the last token when
+  // `sample_last`, and for every drafted token and the one before it.
   auto add_tokens = [&](Sequence& s, int64_t n, int64_t scored, bool sample_last) -> Status {
     const int64_t before = s.pages.n_pages();
     MINFER_RETURN_IF_ERROR(s.pages.extend(*pool_, s.computed + n - s.pages.size()));
@@ -265,18 +252,21 @@ Status Engine::build_batch(Batch& b) {
     if (first_scored < s.computed + n) {
       b.prompt_rows.push_back({&s, b.output.size(), first_scored, s.computed + n - first_scored});
     }
+    const auto known = static_cast<int64_t>(s.tokens.size());
+    const auto first_verified = s.computed + n - 1 - static_cast<int64_t>(s.draft.size());
     for (int64_t i = 0; i < n; ++i) {
       const int64_t pos = s.computed + i;
-      b.tokens.push_back(s.tokens[static_cast<size_t>(pos)]);
+      b.tokens.push_back(pos < known ? s.tokens[static_cast<size_t>(pos)]
+                                     : s.draft[static_cast<size_t>(pos - known)]);
       b.positions.push_back(static_cast<int32_t>(pos));
       b.cells.push_back(s.pages.cell(pos, ps));
       b.slots.push_back(static_cast<int32_t>(s.slot));
       b.owner.push_back(&s);
-      const bool last = i + 1 == n;
-      if (pos >= first_scored || (last && sample_last)) {
+      const bool drawn = sample_last && (i + 1 == n || pos >= first_verified);
+      if (pos >= first_scored || drawn) {
         b.output_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1));
         b.output.push_back(&s);
-        b.sampled.push_back(last && sample_last);
+        b.sampled.push_back(drawn);
       }
     }
     return Status::ok();
@@ -285,28 +275,42 @@ Status Engine::build_batch(Batch& b) {
   auto add_prompt_chunks = [&](int64_t limit) -> Status {
     for (auto& s : running_) {
       const auto room = limit - static_cast<int64_t>(b.tokens.size());
-      if (!s->prefilling() || room <= 0) continue;
+      if (!s->prefilling() || room <= 0 || s->embeds() != embedding) continue;
       const int64_t chunk = std::min(room, s->prompt_size() - s->computed);
       b.prompt_tokens += chunk;
       const bool completes = s->computed + chunk == s->prompt_size();
-      MINFER_RETURN_IF_ERROR(add_tokens(*s, chunk,
-                                        s->scores_prompt() ? s->request.prompt_logits_from : kNone,
-                                        completes && s->request.max_tokens > 0));
+      const int64_t scored = embedding            ? 0
+                             : s->scores_prompt() ? s->request.prompt_logits_from
+                                                  : kNone;
+      MINFER_RETURN_IF_ERROR(add_tokens(*s, chunk, scored, completes && s->request.max_tokens > 0));
     }
     return Status::ok();
   };
-  if (options_.decode_per_step <= 0) {
-    for (auto& s : running_) {
-      if (!s->prefilling()) MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, kNone, true));
+  // Each decoder's token and its draft, if any: drafts take what room the
+  // step has left after one token for every decoder still to come.
+  auto add_decoders = [&](std::span<Sequence* const> ds) -> Status {
+    for (size_t i = 0; i < ds.size(); ++i) {
+      const auto room = options_.max_batch - static_cast<int64_t>(b.tokens.size() + ds.size() - i);
+      MINFER_RETURN_IF_ERROR(prepare_draft(*ds[i], room));
+      MINFER_RETURN_IF_ERROR(
+          add_tokens(*ds[i], 1 + static_cast<int64_t>(ds[i]->draft.size()), kNone, true));
     }
+    return Status::ok();
+  };
+  if (embedding) {
+    MINFER_RETURN_IF_ERROR(add_prompt_chunks(options_.max_batch));
+  } else if (options_.decode_per_step <= 0) {
+    std::vector<Sequence*> ds;
+    for (auto& s : running_) {
+      if (!s->prefilling()) ds.push_back(s.get());
+    }
+    MINFER_RETURN_IF_ERROR(add_decoders(ds));
     MINFER_RETURN_IF_ERROR(add_prompt_chunks(options_.max_batch));
   } else {
     // Decoders that waited a step keep their room: prompts get the rest.
     const int64_t reserved = decoders_waited_ ? options_.decode_per_step : 0;
     MINFER_RETURN_IF_ERROR(add_prompt_chunks(options_.max_batch - reserved));
-    for (Sequence* s : decoders(b.prompt_tokens)) {
-      MINFER_RETURN_IF_ERROR(add_tokens(*s, 1, kNone, true));
-    }
+    MINFER_RETURN_IF_ERROR(add_decoders(decoders(b.prompt_tokens)));
   }
   // Page tables of every slot (a free slot's row is never read).
   for (auto& s : running_) {
@@ -362,7 +366,8 @@ Result<std::vector<SequenceEvent>> Engine::step() {
   pending_.clear();
   admit();
   Batch b;
-  MINFER_RETURN_IF_ERROR(build_batch(b));
+  const bool embedding = embedding_step();
+  MINFER_RETURN_IF_ERROR(build_batch(b, embedding));
   if (b.tokens.empty()) return events;
   // A graph has at least one output row; with none wanted, row 0's is dropped.
   const bool no_output = b.output_rows.empty();
@@ -376,7 +381,8 @@ Result<std::vector<SequenceEvent>> Engine::step() {
   in.page_table = page_table_;
   in.output_rows = b.output_rows;
   const auto n_tokens = static_cast<int64_t>(b.tokens.size());
-  const model::GraphParams p = graph_params(n_tokens, static_cast<int64_t>(b.output_rows.size()));
+  model::GraphParams p = graph_params(n_tokens, static_cast<int64_t>(b.output_rows.size()));
+  p.hidden_output = embedding;
   // Every wanted row greedy: only the tokens come back from the device.
   const bool argmax =
       b.prompt_rows.empty() && std::all_of(b.output.begin(), b.output.end(), [](const Sequence* s) {
@@ -401,9 +407,9 @@ Result<std::vector<SequenceEvent>> Engine::step() {
     }
   }
   totals_.prompt_tokens += b.prompt_tokens;
-  deliver_prompt_logits(b, logits, events);
-  if (!no_output) MINFER_RETURN_IF_ERROR(sample(b, logits, ids, events));
-  for (auto& s : running_) {  // scored prompts without a budget to generate end here
+  deliver_prompt_rows(b, logits, embedding, events);
+  if (!no_output && !embedding) MINFER_RETURN_IF_ERROR(sample(b, logits, ids, events));
+  for (auto& s : running_) {  // scored and embedded prompts without a budget to generate end here
     if (s->finished == FinishReason::kNone && !s->prefilling() && s->request.max_tokens == 0) {
       finish(*s, FinishReason::kLength, events);
     }
@@ -412,17 +418,18 @@ Result<std::vector<SequenceEvent>> Engine::step() {
   return events;
 }
 
-// Hands each scoring sequence its rows of this step; a sink's error ends
-// that sequence alone.
-void Engine::deliver_prompt_logits(const Batch& b, std::span<const float> logits,
-                                   std::vector<SequenceEvent>& events) {
-  const auto n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
+// Hands each scoring or embedding sequence its rows of this step; a sink's
+// error ends that sequence alone.
+void Engine::deliver_prompt_rows(const Batch& b, std::span<const float> rows, bool hidden,
+                                 std::vector<SequenceEvent>& events) {
+  const auto width =
+      static_cast<size_t>(hidden ? model_.hparams().n_embd : model_.hparams().n_vocab);
   for (const Batch::PromptRows& r : b.prompt_rows) {
     Sequence& s = *r.seq;
     if (s.finished != FinishReason::kNone) continue;
-    const Status st = s.request.on_prompt_logits(
-        r.first_position,
-        logits.subspan(r.first_row * n_vocab, static_cast<size_t>(r.n) * n_vocab));
+    const auto& sink = hidden ? s.request.on_prompt_hidden : s.request.on_prompt_logits;
+    const Status st =
+        sink(r.first_position, rows.subspan(r.first_row * width, static_cast<size_t>(r.n) * width));
     if (!st) {
       finish(s, FinishReason::kError, events);
       events.back().error = "sequence " + std::to_string(s.id) + ": " + st.message();
@@ -435,7 +442,6 @@ void Engine::deliver_prompt_logits(const Batch& b, std::span<const float> logits
 Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<const int32_t> ids,
                       std::vector<SequenceEvent>& events) {
   const auto n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
-  const tokenizer::Tokenizer& tok = model_.tokenizer();
   const size_t rows = b.output.size();
   // The draws first, in parallel over rows (each sequence has its own
   // sampler and constraint, each costly on a large vocabulary); the
@@ -449,7 +455,8 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
     sampling_pool_->parallel_for(static_cast<int64_t>(rows), [&](int64_t lo, int64_t hi, int t) {
       for (auto r = static_cast<size_t>(lo); r < static_cast<size_t>(hi); ++r) {
         Sequence& s = *b.output[r];
-        if (!b.sampled[r] || s.finished != FinishReason::kNone) continue;
+        // (A draft's rows are drawn in order by verify(): each draw depends on the last.)
+        if (!b.sampled[r] || s.finished != FinishReason::kNone || !s.draft.empty()) continue;
         drawn_events[r] = s.event(FinishReason::kNone);
         drawn[r] = draw(s, logits.subspan(r * n_vocab, n_vocab), drawn_events[r],
                         scratch_[static_cast<size_t>(t)]);
@@ -459,38 +466,54 @@ Status Engine::sample(const Batch& b, std::span<const float> logits, std::span<c
   for (size_t r = 0; r < rows; ++r) {
     Sequence& s = *b.output[r];
     if (!b.sampled[r] || s.finished != FinishReason::kNone) continue;
+    if (!s.draft.empty()) {  // rows r .. r + k are the draft's
+      const size_t k = s.draft.size();
+      verify(s, r, logits, ids, events);
+      r += k;
+      continue;
+    }
+    ++s.decode_steps;
     s.pages.publish_full(*pool_, s.tokens);  // whole pages now computed can serve later prompts
-    SequenceEvent e = ids.empty() ? std::move(drawn_events[r]) : s.event(FinishReason::kNone);
-    e.has_token = true;
-    Result<int32_t> next_or = ids.empty() ? std::move(drawn[r]) : Result<int32_t>(ids[r]);
-    if (next_or && (*next_or < 0 || *next_or >= static_cast<int32_t>(n_vocab))) {
-      next_or = Status::internal("every logit is -inf or NaN");
-    }
-    if (!next_or) {  // this sequence's draw failed; the others go on
-      finish(s, FinishReason::kError, events);
-      events.back().error = "sequence " + std::to_string(s.id) + ": " + next_or.message();
-      continue;
-    }
-    const int32_t next = *next_or;
-    s.sampler.accept(next);
-    if (tok.is_eog(next) && !s.request.ignore_eog) {
-      finish(s, FinishReason::kStop, events);
-      continue;
-    }
-    s.tokens.push_back(next);
-    ++s.generated;
-    ++totals_.generated_tokens;
-    e.token = next;
-    e.generated = s.generated;
-    if (s.generated >= s.request.max_tokens) {
-      e.finished = FinishReason::kLength;
-    } else if (s.computed + 1 > options_.n_ctx) {
-      e.finished = FinishReason::kContext;  // no cell left for the token just sampled
-    }
-    events.push_back(e);
-    if (e.finished != FinishReason::kNone) finish(s, e.finished, events);
+    (void)emit(s, ids.empty() ? std::move(drawn_events[r]) : s.event(FinishReason::kNone),
+               ids.empty() ? std::move(drawn[r]) : Result<int32_t>(ids[r]), events);
   }
   return Status::ok();
+}
+
+bool Engine::emit(Sequence& s, SequenceEvent e, Result<int32_t> next_or,
+                  std::vector<SequenceEvent>& events) {
+  const auto n_vocab = static_cast<int32_t>(model_.hparams().n_vocab);
+  e.has_token = true;
+  if (next_or && (*next_or < 0 || *next_or >= n_vocab)) {
+    next_or = Status::internal("every logit is -inf or NaN");
+  }
+  if (!next_or) {  // this sequence's draw failed; the others go on
+    finish(s, FinishReason::kError, events);
+    events.back().error = "sequence " + std::to_string(s.id) + ": " + next_or.message();
+    return false;
+  }
+  const int32_t next = *next_or;
+  s.sampler.accept(next);
+  if (model_.tokenizer().is_eog(next) && !s.request.ignore_eog) {
+    finish(s, FinishReason::kStop, events);
+    return false;
+  }
+  s.tokens.push_back(next);
+  ++s.generated;
+  ++totals_.generated_tokens;
+  e.token = next;
+  e.generated = s.generated;
+  e.drafted = s.drafted;
+  e.draft_accepted = s.draft_accepted;
+  e.decode_steps = s.decode_steps;
+  if (s.generated >= s.request.max_tokens) {
+    e.finished = FinishReason::kLength;
+  } else if (s.computed + 1 > options_.n_ctx) {
+    e.finished = FinishReason::kContext;  // no cell left for the token just sampled
+  }
+  events.push_back(e);
+  if (e.finished != FinishReason::kNone) finish(s, e.finished, events);
+  return e.finished == FinishReason::kNone;
 }
 
 Result<int32_t> Engine::draw(Sequence& s, std::span<const float> row, SequenceEvent& e,
@@ -524,6 +547,7 @@ void Engine::finish(Sequence& s, FinishReason reason, std::vector<SequenceEvent>
   if (!reported) {
     events.push_back(s.event(reason));
   }
+  if (s.request.speculative.n_max > 0) drafter_->release(s.id);
   if (s.slot >= 0) {
     s.pages.publish_full(*pool_, std::span(s.tokens).first(static_cast<size_t>(s.computed)));
     reserved_pages_ -= pages_for(s) - s.pages.n_pages();

@@ -32,6 +32,10 @@
 //     full pages stay cached for later prompts.
 //   - A request with a prompt-logits sink gets the logits of its prompt's
 //     positions as they are computed (Request::on_prompt_logits).
+//   - An embedding request (Request::on_prompt_hidden) gets the final hidden
+//     state of every prompt position instead, and generates nothing. Its
+//     prompt chunks run in steps of their own (a graph outputs either logits
+//     or hidden states): while both kinds have work, steps alternate.
 //   - A request's constraint masks the logits before each of its draws and
 //     is told the token drawn; requests with a constraint or log-probs take
 //     the logits back from the device (the others may take only argmaxes).
@@ -43,6 +47,17 @@
 //     attention takes one kernel path whatever the batch, and the tests pin
 //     a sequence's tokens alone and in company (docs/ENGINE.md says how far
 //     this holds for the matmul kernels).
+//   - Speculative decoding (Request::speculative, runtime/speculative.h): a
+//     decoding sequence may carry a draft (from EngineOptions::drafter, or
+//     prompt lookup when none is given); it then computes its last token and
+//     the k drafted ones as one chunk, draws a token from each of the k + 1
+//     rows in order with its own sampler and keeps drafts while each draw
+//     equals the drafted token. The rejected positions' cells are given back
+//     (the sequence's pages truncated). With batch invariance on, every
+//     token emitted is the one decoding one token per step emits, bit for
+//     bit, greedy or sampled with the same seed; a step then reports several
+//     token events for one sequence, in order. Drafts never exceed the step's
+//     max_batch room, the token budget or the context.
 // Threading: one thread drives an Engine (add/step/cancel); a server puts
 // its own queue in front.
 #pragma once
@@ -63,6 +78,7 @@
 #include "runtime/logprobs.h"
 #include "runtime/run_options.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 #include "runtime/token_constraint.h"
 
 namespace minfer::cpu {
@@ -99,6 +115,10 @@ struct EngineOptions : RunOptions {
   // sequence's prefill publishes its full pages as it goes). Off: each
   // computes what is not cached when it is admitted.
   bool await_shared_prefill = true;
+  // Drafts for requests that speculate (Request::speculative); null: prompt
+  // lookup (runtime/ngram_draft.h, its default sizes). Shared so that the
+  // options stay copyable; the engine is its only caller.
+  std::shared_ptr<Drafter> drafter;
 };
 
 struct Request {
@@ -125,12 +145,23 @@ struct Request {
   using PromptLogitsSink = std::function<Status(int64_t, std::span<const float>)>;
   PromptLogitsSink on_prompt_logits;
   int64_t prompt_logits_from = 0;
+  // Embedding: with a sink, every prompt position's final hidden state after
+  // the output norm (before the output matrix) is handed to it during
+  // step(), in position order, a step's rows at once: (first position, rows
+  // [n][n_embd]). Every position is computed (no cached page stands for
+  // one). The request generates nothing: max_tokens must be 0, and it ends
+  // (kLength) when its prompt is computed; it may fill the whole context.
+  // Exclusive with on_prompt_logits. An error from the sink ends it (kError).
+  using PromptHiddenSink = std::function<Status(int64_t, std::span<const float>)>;
+  PromptHiddenSink on_prompt_hidden;
   // Cached pages stand for at most this many prompt tokens (-1: as many as
   // match). A benchmark keeps its measured prompt from being reused.
   int64_t max_reused = -1;
   // End-of-generation tokens are emitted like any other and do not end the
   // sequence (a benchmark's fixed token count).
   bool ignore_eog = false;
+  // Speculative decoding for this sequence (n_max > 0; see the contract).
+  SpeculativeParams speculative;
 };
 
 // kError: this sequence's draw failed (its constraint allowed no token, or
@@ -152,6 +183,9 @@ struct SequenceEvent {
   float logprob = 0;
   std::vector<TokenLogprob> top_logprobs;
   std::string error;  // with kError
+  // Speculative decoding, so far for this sequence: tokens drafted, drafts
+  // the target agreed with (kept), and the steps that decoded it.
+  int64_t drafted = 0, draft_accepted = 0, decode_steps = 0;
 };
 
 struct EngineStats {
@@ -163,6 +197,8 @@ struct EngineStats {
   int64_t argmax_steps = 0;
   double forward_seconds = 0;  // in the forward passes (the rest of step() is host work)
   int64_t padding_tokens = 0;  // added to steps to reach their bucket (graph_buckets)
+  // Speculative decoding: draft tokens verified, and those kept (<= drafted).
+  int64_t drafted_tokens = 0, accepted_tokens = 0;
   PagePoolStats pool;
 };
 
@@ -197,15 +233,19 @@ class Engine {
   struct Batch;
   Engine(const model::Model& model, const EngineOptions& options);
   model::GraphParams graph_params(int64_t n_tokens, int64_t n_outputs) const;
+  // Whether this step computes embedding prompts (see the contract).
+  bool embedding_step();
   void admit();
   bool awaits_shared_prefill(const Sequence& s) const;
-  Status build_batch(Batch& batch);
+  Status build_batch(Batch& batch, bool embedding);
   // graph_buckets: padding tokens and output rows up to the step's bucket.
   void pad_to_bucket(Batch& batch);
   // The sequences past their prompt that this step decodes.
   std::vector<Sequence*> decoders(int64_t prompt_tokens);
-  void deliver_prompt_logits(const Batch& batch, std::span<const float> logits,
-                             std::vector<SequenceEvent>& events);
+  // The prompt rows of this step to their sinks: logits, or with
+  // `hidden` the hidden states of embedding requests.
+  void deliver_prompt_rows(const Batch& batch, std::span<const float> rows, bool hidden,
+                           std::vector<SequenceEvent>& events);
   Status sample(const Batch& batch, std::span<const float> logits, std::span<const int32_t> ids,
                 std::vector<SequenceEvent>& events);
   // One row's token for `s` (its constraint and sampler), and its logprobs;
@@ -215,6 +255,17 @@ class Engine {
                        std::vector<float>& scratch) const;
   Result<int32_t> draw_token(Sequence& s, std::span<const float> row,
                              std::vector<float>& scratch) const;
+  // Records a drawn token (or its failed draw) for s: its event, sampler and
+  // end. Returns whether s goes on.
+  bool emit(Sequence& s, SequenceEvent e, Result<int32_t> next_or,
+            std::vector<SequenceEvent>& events);
+  // Speculative decoding (engine_speculative.cpp). The draft s carries into
+  // this step, at most `room` tokens; none without Request::speculative.
+  Status prepare_draft(Sequence& s, int64_t room);
+  // The k + 1 output rows of s from first_row: draws in order while the
+  // drafts hold, then gives back the rejected positions' cells.
+  void verify(Sequence& s, size_t first_row, std::span<const float> logits,
+              std::span<const int32_t> ids, std::vector<SequenceEvent>& events);
   void finish(Sequence& s, FinishReason reason, std::vector<SequenceEvent>& events);
   int64_t pages_for(const Sequence& s) const;
   // Page-table rows: a slot's each, and the padding slot's when there is one.
@@ -235,9 +286,11 @@ class Engine {
   SequenceId next_id_ = 0;
   SequenceId last_decoded_ = -1;        // decode_per_step > 0: the turn goes on after it
   bool decoders_waited_ = false;        // the last step left every ready decoder waiting
+  bool last_step_embedded_ = false;     // the last step computed embedding prompts
   std::vector<SequenceEvent> pending_;  // ends decided outside step() (cancel)
   std::unique_ptr<cpu::ThreadPool> sampling_pool_;  // draws rows in parallel
   std::vector<std::vector<float>> scratch_;         // per pool thread: a masked row
+  std::shared_ptr<Drafter> drafter_;                // options_.drafter, or prompt lookup
   EngineStats totals_;
 };
 

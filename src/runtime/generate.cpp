@@ -50,8 +50,12 @@ Result<GenerationStats> generate(Engine& engine, Request request, const TokenSin
   for (bool done = false; !done;) {
     MINFER_ASSIGN_OR_RETURN(std::vector<SequenceEvent> events, engine.step());
     for (const SequenceEvent& e : events) {
-      if (e.id != id) continue;
+      // (A speculative step brings several tokens: none after a stop.)
+      if (e.id != id || done) continue;
       st.reused_tokens = e.reused_tokens;
+      st.drafted = e.drafted;
+      st.draft_accepted = e.draft_accepted;
+      st.decode_steps = e.decode_steps;
       if (!first && (e.has_token || e.finished != FinishReason::kNone)) first = Clock::now();
       if (e.has_token) {
         st.generated++;

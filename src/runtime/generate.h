@@ -30,6 +30,10 @@ struct GenerationStats {
   double prompt_seconds = 0;
   double generation_seconds = 0;  // from the first sampled token to the last eval
   bool stopped_at_eog = false;
+  // The engine form with Request::speculative: tokens drafted and kept, and
+  // the steps that decoded the sequence (generated / decode_steps tokens
+  // per step).
+  int64_t drafted = 0, draft_accepted = 0, decode_steps = 0;
 };
 
 // Called with each generated token id; return false to stop.
