@@ -151,6 +151,25 @@ FEATURES = {
         "{% set t = none %}{{ t | selectattr('type', 'equalto', 'x') | list }}"
         "{{ t | rejectattr('type') | list | length }}{{ none | map('upper') | list }}"
         "{{ '' | select | list }}{{ t | map(attribute='a') | list }}"),
+    # What tool-calling templates use: tojson with indent and on nested
+    # values, selectattr / map over tool lists, namespace state, string
+    # methods on arguments, membership tests on dicts.
+    "tool_features": (
+        "{% set tools = [{'type': 'function', 'function': {'name': 'f', 'parameters': "
+        "{'type': 'object', 'properties': {'a': {'type': 'string'}}}}}, {'type': 'other'}] %}"
+        "{{ tools | selectattr('type', 'equalto', 'function') | map(attribute='function') "
+        "| map(attribute='name') | join(',') }}|{{ tools[0] | tojson(indent=4) }}|"
+        "{{ tools[0].function.parameters | tojson(indent=2) }}|"
+        "{% set ns = namespace(found=false, names=[]) %}{% for t in tools %}"
+        "{% if t.function is defined %}{% set ns.found = true %}"
+        "{% set ns.names = ns.names + [t.function.name] %}{% endif %}{% endfor %}"
+        "{{ ns.found }} {{ ns.names }}|{{ 'function' in tools[0] }} {{ 'x' in tools[0] }}|"
+        "{{ tools[0].get('function').get('name') }} {{ tools[1].get('function', 'none') }}|"
+        "{% for k, v in tools[0].function.parameters.properties.items() %}{{ k }}:{{ v.type }}"
+        "{% endfor %}|{{ '<think>\\nx\\n</think>\\n\\nans'.split('</think>')[-1].lstrip('\\n') }}|"
+        "{{ '  a b  '.strip().rstrip('b').upper() }}|{{ tools | length }}|"
+        "{{ tools[0].function.parameters.properties is mapping }}|"
+        "{{ messages | map(attribute='role') | select('equalto', 'user') | list | length }}"),
     "in_none": "{{ 'a' in messages[0].missing }}{{ 'a' in none }}",
     "in_string_needs_string": "{{ 'ser' in messages[0].role }}{{ 1 in 'a1' }}",
     "errors_raise": (
@@ -212,6 +231,13 @@ REAL_SOURCES = {
     # Llama 3.1 fine-tune whose template adds |safe strings to plain ones
     # (Markup escaping) and filters `tools` when it is none.
     "functionary": LLAMA_CPP + "meetkai-functionary-medium-v3.1.jinja",
+    # Ours, in the Hermes / Qwen3 convention (tools, <tool_call>,
+    # <tool_response>, enable_thinking): what the tool-calling server tests
+    # serve a synthetic Qwen3 model with.
+    "qwen3_tools": "written for minfer's tests",
+    # Ours, in OpenAI's harmony format (gpt-oss): channels, a TypeScript tool
+    # namespace, reasoning_effort, `thinking` before a call kept.
+    "harmony": "written for minfer's tests",
 }
 TEMPLATE_DIR = os.path.join(ROOT, "tests", "template", "golden", "templates")
 
@@ -266,6 +292,42 @@ REAL_CONVERSATIONS.update({
         {"role": "tool", "tool_call_id": "call12345", "content": "18 C"},
         {"role": "tool", "tool_call_id": "call67890", "content": "24 C"},
     ],
+    "tool_round_trip": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": "<think>\nTwo cities.\n</think>\n\nChecking.",
+         "tool_calls": [
+             {"id": "call1", "type": "function",
+              "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+             {"id": "call2", "type": "function",
+              "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+        {"role": "tool", "tool_call_id": "call1", "content": "18 C"},
+        {"role": "tool", "tool_call_id": "call2", "content": "24 C"},
+        {"role": "user", "content": "Thanks"},
+    ],
+    # Harmony: the reasoning before a call (`thinking`) is kept while no
+    # answer follows it, dropped once one does.
+    "harmony_call_pending": [
+        {"role": "developer", "content": "Use the tools."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "thinking": "Need the weather tool.",
+         "tool_calls": [{"id": "call1", "type": "function", "function": {
+             "name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}]},
+        {"role": "tool", "tool_call_id": "call1", "content": "{\"temp\": 18}"},
+    ],
+    "harmony_call_answered": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "thinking": "Need the weather tool.",
+         "tool_calls": [{"id": "call1", "type": "function", "function": {
+             "name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+        {"role": "tool", "tool_call_id": "call1", "content": "18 C"},
+        {"role": "assistant", "content": "It is 18 C.", "thinking": "Tool said 18."},
+        {"role": "user", "content": "Thanks"},
+    ],
+    "harmony_last_thinking": [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4", "thinking": "Add them."},
+    ],
     "builtin_tool_call": [
         {"role": "user", "content": "Search the news."},
         {"role": "assistant", "content": None, "tool_calls": [
@@ -309,6 +371,18 @@ REAL_TEMPLATES = {
     "chatml": {"bos": "<|begin_of_text|>", "eos": "<|im_end|>",
                "conversations": BASIC + ["tool_turns"],
                "variants": {"": {}, "+tools": {"tools": TOOLS}}},
+    "qwen3_tools": {"bos": "", "eos": "<|im_end|>",
+                    "conversations": BASIC + ["thinking", "tool_turns", "tool_round_trip"],
+                    "variant_conversations": ["one_user", "system_and_turns", "tool_round_trip"],
+                    "variants": {"": {}, "+tools": {"tools": TOOLS},
+                                 "+no_thinking": {"tools": TOOLS, "enable_thinking": False},
+                                 "+thinking": {"enable_thinking": True}}},
+    "harmony": {"bos": "<|startoftext|>", "eos": "<|return|>",
+                "conversations": BASIC + ["tool_turns", "harmony_call_pending",
+                                          "harmony_call_answered", "harmony_last_thinking"],
+                "variant_conversations": ["one_user", "system_and_turns", "harmony_call_pending"],
+                "variants": {"": {}, "+tools": {"tools": TOOLS},
+                             "+effort": {"tools": TOOLS, "reasoning_effort": "high"}}},
     "functionary": {"bos": "<|begin_of_text|>", "eos": "<|eot_id|>",
                     "conversations": ["one_user", "system_and_turns", "tool_turns"],
                     "variants": {"": {}, "+tools": {"tools": TOOLS}}},

@@ -3,7 +3,9 @@
 // built-in format (runtime/chat_formatter.h). It runs on a one-slot engine:
 // each turn is a request for the whole conversation, whose pages the last
 // turn left cached are reused (runtime/engine.h), so a turn computes little
-// more than its new message.
+// more than its new message. A harmony model (gpt-oss) shows its final
+// channel only: the analysis stays hidden and out of the history, whose
+// earlier reasoning the template drops anyway.
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,15 +20,18 @@
 #include "cli/output.h"
 #include "runtime/chat_formatter.h"
 #include "runtime/generate.h"
+#include "serve/harmony.h"
 
 namespace minfer::cli {
 namespace {
 
 // One turn: the whole conversation's prompt as one request (the pages the
 // conversation so far left in the pool are reused), then the reply.
+// `harmony`: the reply is read as harmony messages, and `reply` and the
+// screen get its answer alone.
 Status chat_turn(runtime::Engine& engine, const runtime::SamplerParams& sampling,
                  const std::string& text, int64_t n_predict, const Interrupts& interrupts,
-                 std::string& reply) {
+                 bool harmony, std::string& reply) {
   const tokenizer::Tokenizer& tok = engine.model().tokenizer();
   auto ids = runtime::encode_prompt(tok, text);
   if (!ids) return ids.status().with_context("message");
@@ -36,16 +41,25 @@ Status chat_turn(runtime::Engine& engine, const runtime::SamplerParams& sampling
         "the conversation no longer fits in the context (-c); /reset starts over");
   }
   tokenizer::Detokenizer detok(tok, /*render_special=*/false);
+  std::optional<serve::HarmonyStream> channels;
+  if (harmony) channels.emplace();
+  // The text to show and keep: a harmony reply's answer, else all of it.
+  const auto shown = [&](std::string piece, bool last) {
+    if (!channels) return piece;
+    std::string answer = channels->push(piece).content;
+    if (last) answer += channels->finish().content;
+    return answer;
+  };
   Status written;  // a failed write ends the chat: nobody reads the reply
   auto stats = runtime::generate(engine, {std::move(*ids), sampling, std::min(n_predict, room)},
                                  [&](int32_t t) {
-                                   const std::string piece = detok.push(t);
+                                   const std::string piece = shown(detok.push(t), false);
                                    reply += piece;
                                    written = write_stdout(piece);
                                    return written.is_ok() && !interrupts.requested();
                                  });
   MINFER_RETURN_IF_ERROR(written);
-  const std::string rest = detok.flush();
+  const std::string rest = shown(detok.flush(), true);
   reply += rest;
   MINFER_RETURN_IF_ERROR(write_stdout(rest + "\n"));
   return stats.status();
@@ -88,6 +102,7 @@ Status run(const ArgParser& p) {
                "chat format: %s, seed %llu. Type a message; an empty line, /exit or EOF ends, "
                "/reset starts over, Ctrl-C stops a reply (twice: quits).\n",
                formatter.name().c_str(), static_cast<unsigned long long>(sp.seed));
+  const bool harmony = serve::is_harmony_template(formatter.template_source());
   std::vector<runtime::ChatMessage> messages;
   if (auto sys = p.get("--system")) messages.push_back({"system", *sys});
   const size_t n_fixed = messages.size();
@@ -107,8 +122,8 @@ Status run(const ArgParser& p) {
     messages.push_back({"user", *line});
     std::string reply;
     auto prompt = formatter.render(messages);
-    const Status s =
-        prompt ? chat_turn(*engine, sp, *prompt, n_predict, interrupts, reply) : prompt.status();
+    const Status s = prompt ? chat_turn(*engine, sp, *prompt, n_predict, interrupts, harmony, reply)
+                            : prompt.status();
     if (s.code() == StatusCode::kIoError) return s;  // nobody reads the replies
     if (!s) {  // this turn failed; the conversation goes on without it
       report_turn_error(s);

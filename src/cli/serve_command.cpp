@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/interrupt.h"
+#include "cli/speculative_options.h"
 #include "serve/server.h"
 
 namespace minfer::cli {
@@ -33,10 +34,6 @@ constexpr ForeignFlag kRefusedFlags[] = {
     {"--control-vector", "FILE", "control vectors"},
     {"-mm,--mmproj", "FILE", "multimodal projectors"},
     {"-mmu,--mmproj-url", "URL", "multimodal projectors"},
-    {"-md,--model-draft,--spec-draft-model", "FILE", "speculative decoding"},
-    {"--spec-type", "TYPES", "speculative decoding"},
-    {"--embedding,--embeddings", "", "embeddings"},
-    {"--pooling", "TYPE", "embeddings"},
     {"--rerank,--reranking", "", "reranking"},
     {"--grammar", "GBNF", "GBNF grammars (a request may give json_schema)"},
     {"--grammar-file", "FILE", "GBNF grammars (a request may give json_schema)"},
@@ -193,7 +190,17 @@ Status run(const ArgParser& p) {
   o.http_threads =
       static_cast<int>(threads > 0 ? threads : std::min<int64_t>(slots + o.max_queue + 32, 1024));
   o.web_ui = !p.has("--no-webui");
+  MINFER_ASSIGN_OR_RETURN(
+      o.chat.reasoning_format,
+      serve::parse_reasoning_format(p.get_or("--reasoning-format", "auto"), "--reasoning-format"));
+  MINFER_ASSIGN_OR_RETURN(int64_t budget, p.get_int("--reasoning-budget", -1, -1, 0));
+  o.chat.reasoning_budget = static_cast<int>(budget);
+  o.embeddings = p.has("--embedding");
+  if (auto pooling = p.get("--pooling")) {
+    MINFER_ASSIGN_OR_RETURN(o.pooling, runtime::parse_pooling(*pooling));
+  }
   MINFER_ASSIGN_OR_RETURN(runtime::RunOptions config, run_options(p, 4096 * slots));
+  MINFER_ASSIGN_OR_RETURN(o.speculative, speculative_params(p));
 
   serve::Server server(o);
   MINFER_RETURN_IF_ERROR(server.bind());
@@ -215,6 +222,8 @@ Status run(const ArgParser& p) {
     }
     e.decode_per_step = decode_per_step;
     e.graph_buckets = static_cast<int>(graph_buckets);
+    MINFER_ASSIGN_OR_RETURN(const Speculation spec, speculation(p, *model, e, /*quiet=*/true));
+    e.drafter = spec.drafter;  // (a draft model's sessions take the slots' context)
     MINFER_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(*model, e));
     const int64_t per_step = engine->options().decode_per_step;
     const bool buckets = engine->options().graph_buckets == 1;
@@ -244,6 +253,7 @@ int run_serve(std::span<const std::string_view> args) {
   ArgParser p("serve", "-m MODEL.gguf [--host 127.0.0.1] [--port 8080] [options]");
   add_model_options(p);
   add_sampling_options(p);
+  add_speculative_options(p);
   p.option("--host", "ADDR", "address to listen on (127.0.0.1)");
   p.option("--port", "N", "port to listen on, 0 for any free one (8080)");
   p.option("-np,--parallel", "N", "sequences served at once (4)");
@@ -274,7 +284,16 @@ int run_serve(std::span<const std::string_view> args) {
   p.option("--cors,--cors-origins", "ORIGIN",
            "allow browser requests from ORIGIN (or *); off by default");
   p.option("--shutdown-timeout", "S", "on SIGTERM, seconds running requests may finish (30)");
+  p.option("--reasoning-format", "FORMAT",
+           "none: thinking stays in the content; deepseek, auto: <think> text goes to "
+           "reasoning_content (auto)");
+  p.option("--reasoning-budget", "N", "-1: thinking unlimited; 0: thinking off (-1)");
   p.flag("--no-webui,--no-ui", "do not serve the web chat page at /");
+  p.flag("--embedding,--embeddings",
+         "answer POST /v1/embeddings, /embedding and /embeddings (completions still work)");
+  p.option("--pooling", "TYPE",
+           "embeddings' pooling: none, mean, cls or last (the model's <arch>.pooling_type, else "
+           "none)");
   p.flag("--webui,--ui", "accepted (the page is served unless --no-webui)");
   // llama-server flags that have no meaning here: accepted, so that its
   // scripts run unchanged.

@@ -9,16 +9,40 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/hparams.h"
+#include "template/value.h"
 #include "tokenizer/tokenizer.h"
 
 namespace minfer::runtime {
 
+// A call an assistant turn made (OpenAI's tool_calls[i]).
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // the JSON text the request gave
+  // What a template sees as `arguments`: the parsed object (templates apply
+  // tojson or items() to it, as HF passes it), or undefined to pass the text.
+  tmpl::Value arguments_value;
+};
+
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+
+  std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
+  // Tool calling and reasoning, seen only by a chat template (the built-in
+  // formats render role and content alone).
+  std::vector<ChatToolCall> tool_calls;  // an assistant's calls
+  std::string tool_call_id;              // a tool result: the call it answers
+  std::string name;                      // a tool result: the tool's name, when given
+  // An assistant's earlier reasoning, when given (a template that reads
+  // `thinking` and never `reasoning_content`, gpt-oss's, sees it as thinking).
+  std::string reasoning_content;
+  bool null_content = false;  // content was null (a turn of calls only)
 };
 
 enum class ChatFormat { kChatML, kGemma, kLlama3, kPlain };

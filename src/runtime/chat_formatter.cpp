@@ -55,6 +55,7 @@ Result<ChatFormatter> ChatFormatter::from_template(std::string_view source, std:
   MINFER_ASSIGN_OR_RETURN(tmpl::Template t, tmpl::Template::parse(source));
   ChatFormatter f;
   f.template_ = std::move(t);
+  f.source_ = std::string(source);
   f.bos_ = std::move(bos_token);
   f.eos_ = std::move(eos_token);
   return f;
@@ -64,18 +65,60 @@ std::string ChatFormatter::name() const {
   return template_ ? "template" : chat_format_name(builtin_);
 }
 
+namespace {
+
+// A message as HF hands it to a template: the keys the request gave.
+// `reasoning_key`: the name the template reads an assistant's earlier
+// reasoning under (gpt-oss's reads `thinking`).
+tmpl::Value message_value(const ChatMessage& m, const char* reasoning_key) {
+  tmpl::Dict d{{"role", tmpl::Value(m.role)},
+               {"content", m.null_content ? tmpl::Value::none() : tmpl::Value(m.content)}};
+  if (!m.tool_calls.empty()) {
+    tmpl::List calls;
+    for (const ChatToolCall& c : m.tool_calls) {
+      const tmpl::Value args =
+          c.arguments_value.is_undefined() ? tmpl::Value(c.arguments) : c.arguments_value;
+      tmpl::Dict call{{"type", tmpl::Value("function")},
+                      {"function", tmpl::Value(tmpl::Dict{{"name", tmpl::Value(c.name)},
+                                                          {"arguments", args}})}};
+      if (!c.id.empty()) call.insert(call.begin(), {"id", tmpl::Value(c.id)});
+      calls.emplace_back(std::move(call));
+    }
+    d.emplace_back("tool_calls", tmpl::Value(std::move(calls)));
+  }
+  if (!m.tool_call_id.empty()) d.emplace_back("tool_call_id", tmpl::Value(m.tool_call_id));
+  if (!m.name.empty()) d.emplace_back("name", tmpl::Value(m.name));
+  if (!m.reasoning_content.empty()) {
+    d.emplace_back(reasoning_key, tmpl::Value(m.reasoning_content));
+  }
+  return tmpl::Value(std::move(d));
+}
+
+}  // namespace
+
 Result<std::string> ChatFormatter::render(const std::vector<ChatMessage>& messages,
-                                          bool add_generation_prompt) const {
+                                          bool add_generation_prompt,
+                                          const tmpl::Dict& variables) const {
   if (!template_) return render_chat(builtin_, messages);
   tmpl::List list;
-  for (const ChatMessage& m : messages) {
-    list.emplace_back(
-        tmpl::Dict{{"role", tmpl::Value(m.role)}, {"content", tmpl::Value(m.content)}});
+  // A template that reads `thinking` and never `reasoning_content` gets the
+  // reasoning under the name it knows.
+  const bool thinking = source_.find("thinking") != std::string::npos &&
+                        source_.find("reasoning_content") == std::string::npos;
+  const char* reasoning_key = thinking ? "thinking" : "reasoning_content";
+  for (const ChatMessage& m : messages) list.push_back(message_value(m, reasoning_key));
+  tmpl::Dict context = {{"messages", tmpl::Value(std::move(list))},
+                        {"add_generation_prompt", tmpl::Value(add_generation_prompt)},
+                        {"bos_token", tmpl::Value(bos_)},
+                        {"eos_token", tmpl::Value(eos_)}};
+  for (const auto& var : variables) {
+    const auto same = [&](const auto& kv) { return kv.first == var.first; };
+    if (auto it = std::find_if(context.begin(), context.end(), same); it != context.end()) {
+      it->second = var.second;  // chat_template_kwargs may set what HF passes, as HF lets them
+    } else {
+      context.push_back(var);
+    }
   }
-  const tmpl::Dict context = {{"messages", tmpl::Value(std::move(list))},
-                              {"add_generation_prompt", tmpl::Value(add_generation_prompt)},
-                              {"bos_token", tmpl::Value(bos_)},
-                              {"eos_token", tmpl::Value(eos_)}};
   auto text = template_->render(context);
   if (!text) return text.status().with_context("chat template");
   return text;

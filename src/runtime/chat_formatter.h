@@ -42,8 +42,15 @@ class ChatFormatter {
   bool uses_template() const { return template_.has_value(); }
   // "template" or the built-in format's name.
   std::string name() const;
+  // `variables` joins the template's context (HF apply_chat_template's
+  // extra arguments: tools, enable_thinking, chat_template_kwargs' keys);
+  // the built-in formats ignore them.
   Result<std::string> render(const std::vector<ChatMessage>& messages,
-                             bool add_generation_prompt = true) const;
+                             bool add_generation_prompt = true,
+                             const tmpl::Dict& variables = {}) const;
+  // The template's source ("" for a built-in format): what tool calling and
+  // reasoning read the model's conventions from.
+  const std::string& template_source() const { return source_; }
 
   // A lower bound on encode_prompt()'s token count for `text` with the
   // model's vocabulary, from the text's length alone: no token stands for
@@ -59,6 +66,7 @@ class ChatFormatter {
 
   ChatFormat builtin_ = ChatFormat::kPlain;
   std::optional<tmpl::Template> template_;
+  std::string source_;
   std::string bos_, eos_;
   size_t longest_token_ = 0;  // bytes of the vocabulary's longest token text
 };

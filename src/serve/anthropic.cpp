@@ -1,8 +1,14 @@
 #include "serve/anthropic.h"
 
+#include <algorithm>
 #include <cctype>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
 
-#include "serve/json_reply.h"
+#include "serve/request_json.h"
+#include "serve/tool_request.h"
 
 namespace minfer::serve {
 namespace {
@@ -14,8 +20,7 @@ Status wrong(const std::string& field, const std::string& want) {
 }
 
 Status not_supported(const std::string& field, const std::string& what) {
-  return Status::invalid_argument("'" + field + "': " + what +
-                                  " not supported yet (text conversations only)");
+  return Status::invalid_argument("'" + field + "': " + what + " not supported yet");
 }
 
 // The field, or nullptr when it is absent or null (both mean "not given").
@@ -48,22 +53,36 @@ Result<int64_t> integer(const json& body, const char* field, int64_t lo, int64_t
   return n;
 }
 
-// A list of content blocks as text: text blocks joined by a blank line, any
-// other block refused by its type.
+// The type of block `b` at `at`, checked to be an object with a string type.
+Result<std::string> block_type(const json& b, const std::string& at) {
+  if (!b.is_object()) return wrong(at, "a content block (an object with a \"type\")");
+  const json* type = given(b, "type");
+  if (type == nullptr || !type->is_string()) return wrong(at + ".type", "a string");
+  return type->get<std::string>();
+}
+
+Result<std::string> string_field(const json& b, const char* name, const std::string& at) {
+  const json* v = given(b, name);
+  if (v == nullptr || !v->is_string()) return wrong(at + "." + name, "a string");
+  return v->get<std::string>();
+}
+
+void join(std::string& text, const std::string& more) {
+  if (!text.empty() && !more.empty()) text += "\n\n";
+  text += more;
+}
+
+// A list of text blocks as text, joined by a blank line; any other block
+// refused by its type.
 Result<std::string> blocks_text(const json& blocks, const std::string& field) {
   std::string text;
   for (size_t j = 0; j < blocks.size(); ++j) {
-    const json& b = blocks[j];
     const std::string at = field + "[" + std::to_string(j) + "]";
-    if (!b.is_object()) return wrong(at, "a content block (an object with a \"type\")");
-    const json* type = given(b, "type");
-    if (type == nullptr || !type->is_string()) return wrong(at + ".type", "a string");
-    const auto& t = type->get_ref<const std::string&>();
+    MINFER_ASSIGN_OR_RETURN(std::string t, block_type(blocks[j], at));
     if (t != "text") return not_supported(at, "\"" + t + "\" content blocks are");
-    const json* block_text = given(b, "text");
-    if (block_text == nullptr || !block_text->is_string()) return wrong(at + ".text", "a string");
+    MINFER_ASSIGN_OR_RETURN(std::string block_text, string_field(blocks[j], "text", at));
     if (j > 0) text += "\n\n";
-    text += block_text->get_ref<const std::string&>();
+    text += block_text;
   }
   return text;
 }
@@ -74,31 +93,171 @@ Result<std::string> content_text(const json* c, const std::string& field) {
   return blocks_text(*c, field);
 }
 
-// The turns, consecutive ones of one role joined (Anthropic combines them);
-// a trailing empty assistant turn is no prefill and is dropped.
-Status read_turns(const json& body, std::vector<runtime::ChatMessage>& out) {
+// The ids of earlier tool_use blocks and their tools' names.
+using CallNames = std::map<std::string, std::string>;
+
+Result<runtime::ChatMessage> tool_result(const json& b, const std::string& at,
+                                         const CallNames& names) {
+  runtime::ChatMessage m("tool", "");
+  MINFER_ASSIGN_OR_RETURN(m.tool_call_id, string_field(b, "tool_use_id", at));
+  if (const json* c = given(b, "content")) {
+    MINFER_ASSIGN_OR_RETURN(m.content, content_text(c, at + ".content"));
+  }
+  if (const json* e = given(b, "is_error")) {
+    if (!e->is_boolean()) return wrong(at + ".is_error", "true or false");
+    // The template has no field for it: the model reads it in the text.
+    if (e->get<bool>()) m.content = "Error: " + m.content;
+  }
+  if (const auto it = names.find(m.tool_call_id); it != names.end()) m.name = it->second;
+  return m;
+}
+
+Result<runtime::ChatToolCall> tool_use(const json& b, const std::string& at, CallNames& names) {
+  runtime::ChatToolCall call;
+  MINFER_ASSIGN_OR_RETURN(call.id, string_field(b, "id", at));
+  MINFER_ASSIGN_OR_RETURN(call.name, string_field(b, "name", at));
+  const json* input = given(b, "input");
+  if (input == nullptr || !input->is_object()) return wrong(at + ".input", "an object");
+  call.arguments = input->dump();
+  call.arguments_value = template_value(nlohmann::ordered_json(*input));
+  names[call.id] = call.name;
+  return call;
+}
+
+// A user turn's blocks: its text one user message, each tool_result a
+// "tool" message, in the order written.
+Status user_blocks(const json& blocks, const std::string& field, const CallNames& names,
+                   std::vector<runtime::ChatMessage>& out) {
+  runtime::ChatMessage text("user", "");
+  bool has_text = false;
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    const std::string at = field + "[" + std::to_string(j) + "]";
+    MINFER_ASSIGN_OR_RETURN(std::string t, block_type(blocks[j], at));
+    if (t == "text") {
+      MINFER_ASSIGN_OR_RETURN(std::string more, string_field(blocks[j], "text", at));
+      if (has_text) text.content += "\n\n";
+      text.content += more;
+      has_text = true;
+    } else if (t == "tool_result") {
+      if (has_text) out.push_back(std::exchange(text, runtime::ChatMessage("user", "")));
+      has_text = false;
+      MINFER_ASSIGN_OR_RETURN(runtime::ChatMessage result, tool_result(blocks[j], at, names));
+      out.push_back(std::move(result));
+    } else if (t == "tool_use" || t == "thinking" || t == "redacted_thinking") {
+      return wrong(at, "a block of a user turn (\"" + t + "\" blocks are the assistant's)");
+    } else {
+      return not_supported(at, "\"" + t + "\" content blocks are");
+    }
+  }
+  if (has_text || out.empty()) out.push_back(std::move(text));
+  return Status::ok();
+}
+
+// An assistant turn's blocks as one message: text, tool_use calls, thinking
+// as reasoning_content (redacted thinking dropped: nothing can read it).
+Status assistant_blocks(const json& blocks, const std::string& field, CallNames& names,
+                        runtime::ChatMessage& out) {
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    const std::string at = field + "[" + std::to_string(j) + "]";
+    MINFER_ASSIGN_OR_RETURN(std::string t, block_type(blocks[j], at));
+    if (t == "text") {
+      MINFER_ASSIGN_OR_RETURN(std::string more, string_field(blocks[j], "text", at));
+      join(out.content, more);
+    } else if (t == "tool_use") {
+      MINFER_ASSIGN_OR_RETURN(runtime::ChatToolCall call, tool_use(blocks[j], at, names));
+      out.tool_calls.push_back(std::move(call));
+    } else if (t == "thinking") {
+      MINFER_ASSIGN_OR_RETURN(std::string thought, string_field(blocks[j], "thinking", at));
+      join(out.reasoning_content, thought);
+    } else if (t == "tool_result") {
+      return wrong(at, "a block of an assistant turn (\"tool_result\" blocks are the user's)");
+    } else if (t != "redacted_thinking") {
+      return not_supported(at, "\"" + t + "\" content blocks are");
+    }
+  }
+  out.null_content = out.content.empty() && !out.tool_calls.empty();
+  return Status::ok();
+}
+
+// One turn's messages (a user turn may give several: tool results first).
+Status read_turn(const json& m, const std::string& at, CallNames& names,
+                 std::vector<runtime::ChatMessage>& turn) {
+  if (!m.is_object()) return wrong(at, "an object with \"role\" and \"content\"");
+  const json* role = given(m, "role");
+  if (role == nullptr || !role->is_string() || (*role != "user" && *role != "assistant")) {
+    return wrong(at + ".role", "\"user\" or \"assistant\"");
+  }
+  const json* content = given(m, "content");
+  const std::string field = at + ".content";
+  if (content != nullptr && content->is_string()) {
+    turn.emplace_back(role->get<std::string>(), content->get<std::string>());
+    return Status::ok();
+  }
+  if (content == nullptr || !content->is_array()) {
+    return wrong(field, "a string or a list of content blocks");
+  }
+  if (*role == "user") return user_blocks(*content, field, names, turn);
+  turn.emplace_back("assistant", "");
+  return assistant_blocks(*content, field, names, turn.back());
+}
+
+// A message into the conversation, joined to the one before when both are
+// of one role (Anthropic combines consecutive turns); tool results stand
+// alone.
+void append(std::vector<runtime::ChatMessage>& out, size_t first, runtime::ChatMessage m) {
+  if (out.size() <= first || m.role == "tool" || out.back().role != m.role) {
+    out.push_back(std::move(m));
+    return;
+  }
+  runtime::ChatMessage& last = out.back();
+  // Text joins as Anthropic joins it; a turn of calls alone adds no break.
+  if (last.tool_calls.empty() && m.tool_calls.empty()) {
+    last.content += "\n\n" + m.content;
+  } else {
+    join(last.content, m.content);
+  }
+  join(last.reasoning_content, m.reasoning_content);
+  for (runtime::ChatToolCall& c : m.tool_calls) last.tool_calls.push_back(std::move(c));
+  last.null_content = last.content.empty() && !last.tool_calls.empty();
+}
+
+// A last assistant turn is a prefill the reply continues.
+Status read_prefill(std::vector<runtime::ChatMessage>& out, CompletionParams& p) {
+  runtime::ChatMessage& last = out.back();
+  if (last.role != "assistant") return Status::ok();
+  if (!last.tool_calls.empty()) {
+    return Status::invalid_argument(
+        "the final assistant message (a prefill the reply continues) must not hold tool_use "
+        "blocks: answer them with tool_result blocks in a user turn");
+  }
+  if (last.content.empty() && last.reasoning_content.empty()) {
+    out.pop_back();  // an empty prefill is no prefill
+    return Status::ok();
+  }
+  if (!last.content.empty() && std::isspace(static_cast<unsigned char>(last.content.back()))) {
+    return Status::invalid_argument(
+        "the final assistant message (a prefill the reply continues) must not end in whitespace");
+  }
+  p.continue_final = true;
+  return Status::ok();
+}
+
+// The turns, consecutive ones of one role joined.
+Status read_turns(const json& body, CompletionParams& p) {
   const json* turns = given(body, "messages");
   if (turns == nullptr || !turns->is_array() || turns->empty()) {
     return wrong("messages", "a non-empty list");
   }
+  std::vector<runtime::ChatMessage>& out = p.messages;
   const size_t first = out.size();
+  CallNames names;
   for (size_t i = 0; i < turns->size(); ++i) {
-    const json& m = (*turns)[i];
-    const std::string at = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return wrong(at, "an object with \"role\" and \"content\"");
-    const json* role = given(m, "role");
-    if (role == nullptr || !role->is_string() || (*role != "user" && *role != "assistant")) {
-      return wrong(at + ".role", "\"user\" or \"assistant\"");
-    }
-    MINFER_ASSIGN_OR_RETURN(std::string text, content_text(given(m, "content"), at + ".content"));
-    if (out.size() > first && out.back().role == role->get_ref<const std::string&>()) {
-      out.back().content += "\n\n" + text;
-    } else {
-      out.push_back({role->get<std::string>(), std::move(text)});
-    }
+    std::vector<runtime::ChatMessage> turn;
+    MINFER_RETURN_IF_ERROR(
+        read_turn((*turns)[i], "messages[" + std::to_string(i) + "]", names, turn));
+    for (runtime::ChatMessage& m : turn) append(out, first, std::move(m));
   }
-  if (out.back().role == "assistant" && out.back().content.empty()) out.pop_back();
-  return Status::ok();
+  return read_prefill(out, p);
 }
 
 Status read_system(const json& body, std::vector<runtime::ChatMessage>& out) {
@@ -112,14 +271,118 @@ Status read_system(const json& body, std::vector<runtime::ChatMessage>& out) {
   return Status::ok();
 }
 
-// Tool calling is being built separately: until then a request that offers
-// tools is refused rather than answered as if it had none.
-Status refuse_tools(const json& body) {
-  if (const json* tools = given(body, "tools")) {
-    if (!tools->is_array()) return wrong("tools", "a list");
-    if (!tools->empty()) return not_supported("tools", "tool calling is");
+// One of `tools` in OpenAI's shape for the template; its input_schema
+// checked as the OpenAI door checks parameters.
+Result<ToolDefinition> read_tool(const json& t, const std::string& at,
+                                 nlohmann::ordered_json& defs) {
+  if (!t.is_object()) return wrong(at, "an object {\"name\", \"description\", \"input_schema\"}");
+  if (const json* type = given(t, "type"); type != nullptr && *type != "custom") {
+    return not_supported(at + ".type", (type->is_string() ? "\"" + type->get<std::string>() + "\""
+                                                          : std::string("this type of")) +
+                                           " tools (Anthropic's server tools) are");
   }
-  if (given(body, "tool_choice") != nullptr) return not_supported("tool_choice", "tool calling is");
+  ToolDefinition def;
+  const json* name = given(t, "name");
+  if (name == nullptr || !name->is_string() || !valid_tool_name(name->get<std::string>())) {
+    return wrong(at + ".name", "1 to 64 letters, digits, '_', '-' or '.'");
+  }
+  def.name = name->get<std::string>();
+  nlohmann::ordered_json fn{{"name", def.name}};
+  if (const json* d = given(t, "description")) {
+    if (!d->is_string()) return wrong(at + ".description", "a string");
+    def.description = d->get<std::string>();
+    fn["description"] = def.description;
+  }
+  const json* schema = given(t, "input_schema");
+  if (schema == nullptr) return wrong(at + ".input_schema", "a JSON schema object");
+  MINFER_RETURN_IF_ERROR(check_tool_parameters(*schema, at + ".input_schema"));
+  def.parameters = nlohmann::ordered_json(*schema);
+  fn["parameters"] = def.parameters;
+  defs.push_back({{"type", "function"}, {"function", std::move(fn)}});
+  return def;
+}
+
+// tool_choice onto OpenAI's choices: any is "required", tool a named one.
+Status read_tool_choice(const json& body, ChatTools& out) {
+  out.choice = out.tools.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
+  const json* c = given(body, "tool_choice");
+  if (c == nullptr) return Status::ok();
+  const std::string want = "an object {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}";
+  if (!c->is_object()) return wrong("tool_choice", want);
+  const json* type = given(*c, "type");
+  if (type == nullptr || !type->is_string()) return wrong("tool_choice.type", want);
+  const std::string& t = type->get_ref<const std::string&>();
+  if (t == "none") {
+    out.choice = ToolChoice::kNone;
+  } else if (t == "any") {
+    out.choice = ToolChoice::kRequired;
+  } else if (t == "tool") {
+    const json* name = given(*c, "name");
+    if (name == nullptr || !name->is_string()) return wrong("tool_choice.name", "a string");
+    out.choice = ToolChoice::kNamed;
+    out.named = name->get<std::string>();
+    const auto same = [&](const ToolDefinition& d) { return d.name == out.named; };
+    if (!out.tools.empty() && std::none_of(out.tools.begin(), out.tools.end(), same)) {
+      return wrong("tool_choice.name",
+                   "the name of one of 'tools' ('" + out.named + "' is none of them)");
+    }
+  } else if (t != "auto") {
+    return wrong("tool_choice.type", "\"auto\", \"any\", \"tool\" or \"none\"");
+  }
+  if (out.forced() && out.tools.empty()) {
+    return Status::invalid_argument("'tool_choice' {\"type\": \"" + t + "\"} needs 'tools'");
+  }
+  if (const json* d = given(*c, "disable_parallel_tool_use")) {
+    if (!d->is_boolean()) return wrong("tool_choice.disable_parallel_tool_use", "true or false");
+    out.parallel = !d->get<bool>();
+  }
+  return Status::ok();
+}
+
+Result<ChatTools> read_message_tools(const json& body) {
+  ChatTools out;
+  out.definitions = nlohmann::ordered_json::array();
+  if (const json* tools = given(body, "tools")) {
+    if (!tools->is_array()) return wrong("tools", "a list of tools");
+    std::set<std::string> names;
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      MINFER_ASSIGN_OR_RETURN(ToolDefinition def, read_tool((*tools)[i], at, out.definitions));
+      if (!names.insert(def.name).second) {
+        return wrong(at + ".name", "unique ('" + def.name + "' is given twice)");
+      }
+      out.tools.push_back(std::move(def));
+    }
+  }
+  MINFER_RETURN_IF_ERROR(read_tool_choice(body, out));
+  return out;
+}
+
+// thinking: on or off for the template; absent, its default.
+Status read_thinking(const json& body, CompletionParams& p) {
+  const json* t = given(body, "thinking");
+  if (t == nullptr) return Status::ok();
+  const std::string want =
+      "{\"type\": \"enabled\", \"budget_tokens\"}, {\"type\": \"adaptive\"} or "
+      "{\"type\": \"disabled\"}";
+  if (!t->is_object()) return wrong("thinking", want);
+  const json* type = given(*t, "type");
+  if (type == nullptr || !type->is_string()) return wrong("thinking.type", want);
+  if (*type == "disabled") {
+    p.enable_thinking = false;
+  } else if (*type == "enabled") {
+    // Anthropic's own floor; the budget itself is not enforced (docs/SERVER.md).
+    const json* b = given(*t, "budget_tokens");
+    const bool ok =
+        b != nullptr && b->is_number_integer() &&
+        (b->is_number_unsigned() ? b->get<uint64_t>() >= 1024 : b->get<int64_t>() >= 1024);
+    if (!ok) return wrong("thinking.budget_tokens", "an integer >= 1024");
+    p.enable_thinking = true;
+  } else if (*type == "adaptive") {
+    p.enable_thinking = true;
+  } else {
+    return wrong("thinking.type", "\"enabled\", \"adaptive\" or \"disabled\"");
+  }
   return Status::ok();
 }
 
@@ -150,10 +413,6 @@ Status read_sampling(const json& body, runtime::SamplerParams& s) {
   return Status::ok();
 }
 
-json stop_json(const std::string& s) {
-  return s.empty() ? json(nullptr) : json(s);
-}
-
 }  // namespace
 
 Result<MessagesRequest> parse_messages(const json& body, const runtime::SamplerParams& defaults,
@@ -167,9 +426,10 @@ Result<MessagesRequest> parse_messages(const json& body, const runtime::SamplerP
     if (!model->is_string()) return wrong("model", "a string");
     r.model = model->get<std::string>();
   }
-  MINFER_RETURN_IF_ERROR(refuse_tools(body));
+  MINFER_ASSIGN_OR_RETURN(p.tools, read_message_tools(body));
+  MINFER_RETURN_IF_ERROR(read_thinking(body, p));
   MINFER_RETURN_IF_ERROR(read_system(body, p.messages));
-  MINFER_RETURN_IF_ERROR(read_turns(body, p.messages));
+  MINFER_RETURN_IF_ERROR(read_turns(body, p));
   if (count_only) return r;
   constexpr int64_t kMaxTokens = 1 << 24;
   MINFER_ASSIGN_OR_RETURN(p.max_tokens, integer(body, "max_tokens", 1, kMaxTokens));
@@ -185,74 +445,18 @@ Result<MessagesRequest> parse_messages(const json& body, const runtime::SamplerP
   return r;
 }
 
-Result<std::string> messages_prompt(const runtime::ChatFormatter& formatter,
-                                    const std::vector<runtime::ChatMessage>& messages) {
-  if (messages.empty() || messages.back().role != "assistant") return formatter.render(messages);
-  const std::string& prefill = messages.back().content;
-  if (!prefill.empty() && std::isspace(static_cast<unsigned char>(prefill.back()))) {
-    return Status::invalid_argument(
-        "the final assistant message (a prefill the reply continues) must not end in whitespace");
+void order_message_tools(ChatTools& tools, std::string_view body) {
+  if (tools.tools.empty()) return;
+  auto doc = parse_request_ordered_json(body);
+  if (!doc) return;
+  const auto it = doc->find("tools");
+  if (it == doc->end() || !it->is_array() || it->size() != tools.tools.size()) return;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const auto schema = (*it)[i].find("input_schema");
+    if (schema == (*it)[i].end() || !schema->is_object()) continue;
+    tools.tools[i].parameters = *schema;
+    tools.definitions[i]["function"]["parameters"] = *schema;
   }
-  const std::vector<runtime::ChatMessage> before(messages.begin(), messages.end() - 1);
-  MINFER_ASSIGN_OR_RETURN(std::string opening, formatter.render(before, true));
-  MINFER_ASSIGN_OR_RETURN(std::string closed, formatter.render(messages, false));
-  // Continuing is sound only where the template writes the prefill verbatim
-  // right where a reply would begin; a template that trims or rewrites it
-  // would make the reply continue a text the model never sees that way.
-  if (closed.compare(0, opening.size(), opening) != 0 ||
-      closed.compare(opening.size(), prefill.size(), prefill) != 0) {
-    return Status::invalid_argument(
-        "the final assistant message (a prefill) cannot be continued: this model's chat "
-        "template does not write it verbatim at the start of the assistant's turn");
-  }
-  return opening + prefill;
-}
-
-const char* stop_reason(std::string_view finish_reason, const std::string& stop_sequence) {
-  if (!stop_sequence.empty()) return "stop_sequence";
-  return finish_reason == "stop" ? "end_turn" : "max_tokens";
-}
-
-json message_json(const MessageReply& m) {
-  return {{"id", m.id},
-          {"type", "message"},
-          {"role", "assistant"},
-          {"model", m.model},
-          {"content", json::array({{{"type", "text"}, {"text", m.text}}})},
-          {"stop_reason", stop_json(m.stop_reason)},
-          {"stop_sequence", stop_json(m.stop_sequence)},
-          {"usage", {{"input_tokens", m.input_tokens}, {"output_tokens", m.output_tokens}}}};
-}
-
-std::string sse_event(const json& data) {
-  return "event: " + data.value("type", std::string("message")) + "\ndata: " + dump_json(data) +
-         "\n\n";
-}
-
-std::string stream_opening(const MessageReply& m) {
-  json message = message_json(m);
-  message["content"] = json::array();
-  return sse_event({{"type", "message_start"}, {"message", message}}) +
-         sse_event({{"type", "content_block_start"},
-                    {"index", 0},
-                    {"content_block", {{"type", "text"}, {"text", ""}}}}) +
-         sse_event({{"type", "ping"}});
-}
-
-std::string text_delta_event(std::string_view text) {
-  return sse_event({{"type", "content_block_delta"},
-                    {"index", 0},
-                    {"delta", {{"type", "text_delta"}, {"text", text}}}});
-}
-
-std::string stream_closing(const MessageReply& m) {
-  return sse_event({{"type", "content_block_stop"}, {"index", 0}}) +
-         sse_event({{"type", "message_delta"},
-                    {"delta",
-                     {{"stop_reason", stop_json(m.stop_reason)},
-                      {"stop_sequence", stop_json(m.stop_sequence)}}},
-                    {"usage", {{"output_tokens", m.output_tokens}}}}) +
-         sse_event({{"type", "message_stop"}});
 }
 
 const char* anthropic_error_type(int http_status) {
@@ -279,10 +483,6 @@ const char* anthropic_error_type(int http_status) {
 json anthropic_error_json(int http_status, const std::string& message) {
   return {{"type", "error"},
           {"error", {{"type", anthropic_error_type(http_status)}, {"message", message}}}};
-}
-
-std::string error_event(const Status& s) {
-  return sse_event(anthropic_error_json(http_status(s), s.message()));
 }
 
 }  // namespace minfer::serve

@@ -1,7 +1,8 @@
-// Anthropic's Messages API (POST /v1/messages, /v1/messages/count_tokens)
-// as data: a request body into CompletionParams, the prompt a conversation
-// renders to, and the reply bodies, stream events and error objects. The
-// front door that runs them is serve/anthropic_reply.h.
+// Anthropic's Messages API request (POST /v1/messages, /v1/messages/count_tokens)
+// as data: a body into CompletionParams for the chat plan (serve/chat_plan.h),
+// and Anthropic's error objects. The reply's content blocks and stream
+// events are serve/anthropic_content.h; the front door that runs them is
+// serve/anthropic_reply.h.
 //
 // Contract:
 //   - parse_messages() reads a Messages body. Unknown fields are ignored; a
@@ -9,20 +10,34 @@
 //     Status naming it. Read: model (a string, echoed), max_tokens (an
 //     integer >= 1; required unless `count_only`), system (a string or a
 //     list of text blocks), messages (roles "user" and "assistant"; content a
-//     string or a list of text blocks; consecutive turns of one role are
-//     joined into one turn, as Anthropic combines them), stop_sequences,
+//     string or a list of blocks; consecutive turns of one role are joined
+//     into one turn, as Anthropic combines them), stop_sequences,
 //     temperature (0..1), top_p (0..1), top_k, metadata (an object, unused),
-//     stream. Refused, naming them as not supported yet: image, document,
-//     tool_use, tool_result, thinking and redacted_thinking blocks (and any
-//     other non-text block), a non-empty `tools`, and `tool_choice`.
-//     Text blocks within one message, and joined turns, are separated by a
-//     blank line ("\n\n").
-//   - A last assistant turn is a prefill: the reply continues it (an empty
-//     one is dropped). messages_prompt() renders it as the template's
-//     opening of an assistant turn followed by the prefill, and refuses
-//     (invalid_argument) a prefill the template would not render that way
-//     (e.g. one it trims), or one that ends in whitespace (Anthropic refuses
-//     those too), rather than answer a different prompt.
+//     stream, tools, tool_choice and thinking (below).
+//   - Blocks: text; in a user turn tool_result {tool_use_id, content (a
+//     string or text blocks), is_error} — a "tool" message answering the
+//     call (its name looked up among the earlier tool_use blocks; is_error
+//     writes "Error: " before the content); in an assistant turn tool_use
+//     {id, name, input (an object)} — one of the turn's tool_calls — and
+//     thinking {thinking, signature} — its reasoning_content (the signature
+//     unused) — while redacted_thinking is dropped. Refused, naming the
+//     block as not supported yet: image, document and any other type; and a
+//     block in the wrong role's turn. Text blocks within one message, and
+//     joined turns, are separated by a blank line ("\n\n").
+//   - tools: [{name, description?, input_schema}] (type absent or "custom";
+//     Anthropic's server tools are refused), checked as the OpenAI door
+//     checks its tools (serve/tool_request.h) and handed to the template in
+//     OpenAI's shape. tool_choice {type: auto | any | tool | none, name,
+//     disable_parallel_tool_use}: any is OpenAI's "required", tool a named
+//     function; any or tool without tools, or a name none of them has, is
+//     refused.
+//   - thinking: {type: "enabled", budget_tokens (an integer >= 1024, as
+//     Anthropic requires; not enforced)} or {type: "adaptive"} turns the
+//     template's thinking on, {type: "disabled"} off; absent, the template's
+//     default.
+//   - A last assistant turn is a prefill: the reply continues it
+//     (continue_final; an empty one is dropped). Refused: a prefill that
+//     ends in whitespace (Anthropic refuses those too) or holds tool_use.
 //   - Errors are {"type": "error", "error": {"type", "message"}}: 400
 //     invalid_request_error, 401 authentication_error, 403
 //     permission_error, 404 not_found_error, 413 request_too_large, 429
@@ -32,13 +47,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "base/status.h"
-#include "runtime/chat_formatter.h"
 #include "runtime/sampler.h"
 #include "serve/openai.h"
 
@@ -46,7 +58,8 @@ namespace minfer::serve {
 
 struct MessagesRequest {
   // chat = true; messages: the system prompt first (role "system") when
-  // given, then the turns, roles alternating once joined.
+  // given, then the turns (tool results as role "tool"); tools,
+  // enable_thinking and continue_final as read.
   CompletionParams params;
   std::string model;  // as the request wrote it
 };
@@ -55,40 +68,12 @@ struct MessagesRequest {
                                                      const runtime::SamplerParams& defaults,
                                                      bool count_only);
 
-// The prompt text of a conversation through the model's chat format, with a
-// final assistant turn continued rather than closed.
-[[nodiscard]] Result<std::string> messages_prompt(
-    const runtime::ChatFormatter& formatter, const std::vector<runtime::ChatMessage>& messages);
-
-// Anthropic's stop_reason for a finished choice: "stop_sequence" when a stop
-// string ended it, "end_turn" for an end-of-generation token ("stop"),
-// "max_tokens" otherwise ("length").
-const char* stop_reason(std::string_view finish_reason, const std::string& stop_sequence);
-
-// A reply as it stands; stop_reason "" while it runs (null in JSON), and
-// stop_sequence "" when none ended it (null).
-struct MessageReply {
-  std::string id, model, text;
-  std::string stop_reason, stop_sequence;
-  int64_t input_tokens = 0, output_tokens = 0;
-};
-
-// The whole "message" object (the body of a reply that is not streamed).
-nlohmann::json message_json(const MessageReply& m);
-// One server-sent event: "event: <data.type>\ndata: <data>\n\n".
-std::string sse_event(const nlohmann::json& data);
-// The stream's first events: message_start (no content, the input tokens),
-// content_block_start (index 0, empty text) and ping.
-std::string stream_opening(const MessageReply& m);
-// A content_block_delta with a text_delta.
-std::string text_delta_event(std::string_view text);
-// The stream's last events: content_block_stop, message_delta (stop_reason,
-// stop_sequence, output tokens) and message_stop.
-std::string stream_closing(const MessageReply& m);
+// The tools' input schemas again from the raw body, keys in the order
+// written (what the template prints and the order a forced call's input is
+// generated in); leaves them as they are when the body cannot be read again.
+void order_message_tools(ChatTools& tools, std::string_view body);
 
 const char* anthropic_error_type(int http_status);
 nlohmann::json anthropic_error_json(int http_status, const std::string& message);
-// An error event, for a request that fails once streaming has begun.
-std::string error_event(const Status& s);
 
 }  // namespace minfer::serve

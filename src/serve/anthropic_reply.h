@@ -4,17 +4,21 @@
 // serve/anthropic.h).
 //
 // Contract:
-//   - answer_messages(): not streamed, one "message" body (its text, the
+//   - answer_messages(): not streamed, one "message" body (its content
+//     blocks — thinking, text, tool_use: serve/anthropic_content.h — the
 //     stop_reason, the matched stop_sequence, the usage). Streamed, SSE with
-//     `event:` lines: message_start, content_block_start, ping, a
-//     content_block_delta per chunk of text, content_block_stop,
+//     `event:` lines: message_start, ping, each block's
+//     content_block_start, content_block_delta(s) and content_block_stop,
 //     message_delta, message_stop. A request refused before streaming began
-//     (a bad field, a prompt past the context, busy) is an HTTP error; one
-//     that fails after ends with an `event: error`.
-//   - The prompt is the conversation rendered through the model's chat
-//     format (messages_prompt()) and tokenized here, so that message_start
-//     carries the input tokens; answer_count_tokens() counts the very same
-//     tokens ({"input_tokens": N}; no max_tokens needed).
+//     (a bad field, a prompt past the context, a schema the forced call's
+//     constraint cannot compile, busy) is an HTTP error; one that fails
+//     after ends with an `event: error`.
+//   - The prompt is the conversation planned as a chat (serve/chat_plan.h:
+//     tools, thinking, a forced call, a prefill continued) and tokenized
+//     here, so that message_start carries the input tokens;
+//     answer_count_tokens() counts the very same tokens ({"input_tokens":
+//     N}; no max_tokens needed). The reply is read as the OpenAI door reads
+//     it (serve/chat_output.h, the server's --reasoning-format).
 //   - Every error is Anthropic's {"type": "error", "error": {...}}.
 //     AnthropicErrorReply rewrites the errors that code shared with the
 //     OpenAI door sends on these paths (the server's filter: a wrong key,

@@ -22,6 +22,7 @@ struct Choice {
   tokenizer::Detokenizer detok;
   StopText text;
   int64_t tokens = 0;
+  int64_t drafted = 0, draft_accepted = 0;
   runtime::FinishReason reason = runtime::FinishReason::kNone;
   bool finished = false;
   Clock::time_point first_token, last_token;
@@ -32,7 +33,7 @@ Result<std::vector<int32_t>> prompt_of(const CompletionContext& ctx, const Compl
                                        ContextOverflow& overflow) {
   if (!p.prompt_tokens.empty()) return p.prompt_tokens;
   Result<std::string> text = p.prompt;
-  if (p.chat) text = ctx.formatter->render(p.messages);
+  if (p.chat && !p.chat_prompt_rendered) text = ctx.formatter->render(p.messages);
   if (!text) return text.status();
   // A text that cannot fit is refused before it is tokenized (a huge
   // prompt would cost seconds of tokenizing for the same 400).
@@ -43,6 +44,16 @@ Result<std::vector<int32_t>> prompt_of(const CompletionContext& ctx, const Compl
                                 " (n_ctx " + std::to_string(ctx.n_ctx) + ")");
   }
   return runtime::encode_prompt(ctx.model->tokenizer(), *text);
+}
+
+// The server's speculative settings, with the request's fields over them.
+runtime::SpeculativeParams speculative_of(const CompletionContext& ctx, const CompletionParams& p) {
+  runtime::SpeculativeParams s = ctx.speculative;
+  if (s.n_max <= 0) return s;  // no drafter: nothing to ask for
+  if (p.spec_n_max >= 0) s.n_max = p.spec_n_max;
+  if (p.spec_n_min >= 0) s.n_min = p.spec_n_min;
+  if (p.spec_p_min >= 0) s.p_min = p.spec_p_min;
+  return s;
 }
 
 Result<std::vector<runtime::Request>> requests_of(const CompletionContext& ctx,
@@ -66,6 +77,7 @@ Result<std::vector<runtime::Request>> requests_of(const CompletionContext& ctx,
     runtime::Request r(prompt, s, std::min(p.max_tokens > 0 ? p.max_tokens : dflt, room));
     r.top_logprobs = p.top_logprobs;
     r.ignore_eog = p.ignore_eos;
+    r.speculative = speculative_of(ctx, p);
     if (p.format != CompletionParams::Format::kText) {
       if (!ctx.constraints) {
         return Status::unimplemented("response_format json_object / json_schema");
@@ -87,7 +99,8 @@ struct CompletionRun::State {
         channel(std::move(ch)),
         top_logprobs(p.top_logprobs),
         deadline(start + std::chrono::seconds(ctx.timeout_s)),
-        timeout_s(ctx.timeout_s) {
+        timeout_s(ctx.timeout_s),
+        speculative(ctx.speculative.n_max > 0) {
     for (int i = 0; i < p.n; ++i) choices.emplace_back(tok, p.stop);
   }
   void take(const Channel::Item& it, std::vector<ChoiceDelta>& out);
@@ -103,6 +116,7 @@ struct CompletionRun::State {
   bool timed_out = false;
   bool recorded = false;
   int64_t prompt_tokens = 0;
+  bool speculative;  // the server drafts (the timings report it)
   std::vector<Choice> choices;
 };
 
@@ -120,6 +134,8 @@ void CompletionRun::State::take(const Channel::Item& it, std::vector<ChoiceDelta
   Choice& c = choices[static_cast<size_t>(it.choice)];
   ChoiceDelta& d = out[static_cast<size_t>(it.choice)];
   prompt_tokens = it.prompt_tokens;
+  c.drafted = std::max(c.drafted, it.drafted);
+  c.draft_accepted = std::max(c.draft_accepted, it.draft_accepted);
   if (it.has_token && !c.text.stopped()) {
     c.last_token = Clock::now();
     if (c.tokens == 0) c.first_token = c.last_token;
@@ -226,6 +242,9 @@ CompletionTimings CompletionRun::timings() const {
   t.predicted_n = c.tokens;
   t.prompt_ms = c.tokens > 0 ? ms(s.start, c.first_token) : ms(s.start, Clock::now());
   t.predicted_ms = c.tokens > 0 ? ms(c.first_token, c.last_token) : 0;
+  t.speculative = s.speculative;
+  t.draft_n = c.drafted;
+  t.draft_n_accepted = c.draft_accepted;
   return t;
 }
 

@@ -36,6 +36,7 @@
 #include "model/model.h"
 #include "runtime/chat_formatter.h"
 #include "runtime/token_constraint.h"
+#include "serve/chat_plan.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/scheduler.h"
@@ -56,6 +57,10 @@ struct CompletionContext {
   int64_t n_ctx = 0;
   int64_t n_predict = -1;  // the server's default max tokens (-1: up to the context)
   int timeout_s = 600;
+  ChatOptions chat;  // --reasoning-format, --reasoning-budget
+  // The server's speculative decoding (n_max 0: off; then requests' own
+  // speculative.* fields are ignored: the server has no drafter).
+  runtime::SpeculativeParams speculative;
 };
 
 // One generated token's log-probability and the top alternatives.
@@ -84,6 +89,9 @@ struct CompletionTimings {
   double prompt_ms = 0;
   int64_t predicted_n = 0;
   double predicted_ms = 0;
+  // Speculative decoding (llama-server's names): tokens drafted and kept.
+  bool speculative = false;
+  int64_t draft_n = 0, draft_n_accepted = 0;
 };
 
 // What one poll brought for one choice.

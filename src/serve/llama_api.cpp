@@ -120,7 +120,8 @@ Status refuse_unsupported(const json& body) {
 // the server's seed; the fields read here are taken out.
 Result<json> openai_spelling(const json& body) {
   json oa = body;  // safe to copy: parse_request_json() bounded its depth
-  for (const char* f : {"prompt", "n_predict", "n_probs", "stop", "logprobs", "n", "seed"}) {
+  for (const char* f : {"prompt", "n_predict", "n_probs", "stop", "logprobs", "n", "seed",
+                        "speculative.n_max", "speculative.n_min", "speculative.p_min"}) {
     oa.erase(f);
   }
   oa["prompt"] = "";
@@ -149,6 +150,31 @@ Result<json> openai_spelling(const json& body) {
 
 }  // namespace
 
+namespace {
+
+// llama-server's per-request speculative fields (flat keys with a dot).
+Status read_speculative(const json& body, CompletionParams& p) {
+  for (const char* f : {"speculative.n_max", "speculative.n_min"}) {
+    const auto it = body.find(f);
+    if (it == body.end() || it->is_null()) continue;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 ||
+        it->get<int64_t>() > runtime::kMostDrafted) {
+      return wrong(f, "an integer from 0 to " + std::to_string(runtime::kMostDrafted));
+    }
+    (std::string(f) == "speculative.n_max" ? p.spec_n_max : p.spec_n_min) =
+        static_cast<int>(it->get<int64_t>());
+  }
+  if (const auto it = body.find("speculative.p_min"); it != body.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() >= 0.0 && it->get<double>() <= 1.0)) {
+      return wrong("speculative.p_min", "a number from 0 to 1");
+    }
+    p.spec_p_min = static_cast<float>(it->get<double>());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<LlamaCompletion> parse_llama_completion(const json& body,
                                                const runtime::SamplerParams& defaults) {
   if (!body.is_object()) return Status::invalid_argument("the body must be a JSON object");
@@ -173,6 +199,7 @@ Result<LlamaCompletion> parse_llama_completion(const json& body,
     }
     out.params.sampling.repeat_last_n = static_cast<int>(r->get<int64_t>());
   }
+  MINFER_RETURN_IF_ERROR(read_speculative(body, out.params));
   if (const auto e = body.find("ignore_eos"); e != body.end() && !e->is_null()) {
     if (!e->is_boolean()) return wrong("ignore_eos", "true or false");
     out.params.ignore_eos = e->get<bool>();
@@ -204,14 +231,19 @@ json timings_json(const CompletionTimings& t) {
   const auto per_second = [](double ms, int64_t n) {
     return ms > 0 ? 1e3 * static_cast<double>(n) / ms : 0.0;
   };
-  return {{"prompt_n", t.prompt_n},
-          {"prompt_ms", t.prompt_ms},
-          {"prompt_per_token_ms", per_token(t.prompt_ms, t.prompt_n)},
-          {"prompt_per_second", per_second(t.prompt_ms, t.prompt_n)},
-          {"predicted_n", t.predicted_n},
-          {"predicted_ms", t.predicted_ms},
-          {"predicted_per_token_ms", per_token(t.predicted_ms, t.predicted_n)},
-          {"predicted_per_second", per_second(t.predicted_ms, t.predicted_n)}};
+  json j = {{"prompt_n", t.prompt_n},
+            {"prompt_ms", t.prompt_ms},
+            {"prompt_per_token_ms", per_token(t.prompt_ms, t.prompt_n)},
+            {"prompt_per_second", per_second(t.prompt_ms, t.prompt_n)},
+            {"predicted_n", t.predicted_n},
+            {"predicted_ms", t.predicted_ms},
+            {"predicted_per_token_ms", per_token(t.predicted_ms, t.predicted_n)},
+            {"predicted_per_second", per_second(t.predicted_ms, t.predicted_n)}};
+  if (t.speculative) {  // as llama-server: only where the server drafts
+    j["draft_n"] = t.draft_n;
+    j["draft_n_accepted"] = t.draft_n_accepted;
+  }
+  return j;
 }
 
 json probabilities_json(const std::vector<TokenLogprob>& lps) {

@@ -111,6 +111,11 @@ std::string Metrics::text(const runtime::EngineStats& e) const {
                 std::to_string(e.pool.prefix_hits));
   out +=
       metric("minfer_engine_steps_total", "counter", "engine steps run", std::to_string(e.steps));
+  out += metric("minfer_draft_tokens_total", "counter",
+                "speculative decoding: draft tokens verified", std::to_string(e.drafted_tokens));
+  out += metric("minfer_draft_tokens_accepted_total", "counter",
+                "speculative decoding: draft tokens the target agreed with (kept)",
+                std::to_string(e.accepted_tokens));
   out += ttft_.text("minfer_time_to_first_token_seconds",
                     "from the request's arrival to its first token");
   out += inter_token_.text("minfer_inter_token_latency_seconds",

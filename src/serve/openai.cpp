@@ -65,6 +65,31 @@ Result<std::string> content_text(const json& c, size_t i) {
   return text;
 }
 
+// An assistant's tool_calls and reasoning_content, a tool result's
+// tool_call_id and name.
+Status read_message_tools(const json& m, size_t i, runtime::ChatMessage& out) {
+  const std::string field = "messages[" + std::to_string(i) + "]";
+  if (const auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+    if (!calls->is_array()) return wrong(field + ".tool_calls", "a list of function calls");
+    for (size_t k = 0; k < calls->size(); ++k) {
+      MINFER_ASSIGN_OR_RETURN(
+          runtime::ChatToolCall call,
+          read_tool_call((*calls)[k], field + ".tool_calls[" + std::to_string(k) + "]"));
+      out.tool_calls.push_back(std::move(call));
+    }
+  }
+  const auto text_field = [&](const char* key, std::string& to) -> Status {
+    const auto it = m.find(key);
+    if (it == m.end() || it->is_null()) return Status::ok();
+    if (!it->is_string()) return wrong(field + "." + key, "a string");
+    to = it->get<std::string>();
+    return Status::ok();
+  };
+  MINFER_RETURN_IF_ERROR(text_field("tool_call_id", out.tool_call_id));
+  MINFER_RETURN_IF_ERROR(text_field("name", out.name));
+  return text_field("reasoning_content", out.reasoning_content);
+}
+
 Status read_messages(const json& body, CompletionParams& p) {
   const auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty()) {
@@ -80,7 +105,34 @@ Status read_messages(const json& body, CompletionParams& p) {
     static const json kNull;
     MINFER_ASSIGN_OR_RETURN(std::string text,
                             content_text(content == m.end() ? kNull : *content, i));
-    p.messages.push_back({m["role"].get<std::string>(), std::move(text)});
+    runtime::ChatMessage msg{m["role"].get<std::string>(), std::move(text)};
+    msg.null_content = content == m.end() || content->is_null();
+    MINFER_RETURN_IF_ERROR(read_message_tools(m, i, msg));
+    p.messages.push_back(std::move(msg));
+  }
+  return Status::ok();
+}
+
+// What a chat request hands its template and reply reading besides the
+// messages: tools, chat_template_kwargs, reasoning_effort, reasoning_format.
+Status read_chat_extras(const json& body, CompletionParams& p) {
+  MINFER_ASSIGN_OR_RETURN(p.tools, read_tools(body));
+  if (p.tools.forced() && p.format != CompletionParams::Format::kText) {
+    return Status::invalid_argument(
+        "'tool_choice' that requires a call cannot be combined with a JSON 'response_format'");
+  }
+  if (const auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
+    if (!k->is_object()) return wrong("chat_template_kwargs", "an object");
+    p.chat_template_kwargs = *k;
+  }
+  if (const auto e = body.find("reasoning_effort"); e != body.end() && !e->is_null()) {
+    if (!e->is_string()) return wrong("reasoning_effort", "a string (low, medium, high)");
+    p.reasoning_effort = e->get<std::string>();
+  }
+  if (const auto f = body.find("reasoning_format"); f != body.end() && !f->is_null()) {
+    if (!f->is_string()) return wrong("reasoning_format", "none, deepseek or auto");
+    MINFER_ASSIGN_OR_RETURN(p.reasoning_format,
+                            parse_reasoning_format(f->get<std::string>(), "'reasoning_format'"));
   }
   return Status::ok();
 }
@@ -319,6 +371,7 @@ Result<CompletionParams> parse_completion(const json& body, bool chat,
   }
   MINFER_RETURN_IF_ERROR(read_logprobs(body, p));
   MINFER_RETURN_IF_ERROR(read_format(body, p));
+  if (chat) MINFER_RETURN_IF_ERROR(read_chat_extras(body, p));
   MINFER_RETURN_IF_ERROR(read_logit_bias(body, p));
   MINFER_ASSIGN_OR_RETURN(p.stream, boolean(body, "stream", false));
   if (const auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {

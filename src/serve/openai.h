@@ -20,7 +20,11 @@
 //     stream_options.include_usage, logit_bias (OpenAI's {"<token id>":
 //     bias} or llama-server's [[token id, bias], ...]; bias in -100..100,
 //     -100 and false meaning never (-inf); added to the logits before any
-//     other sampling step, runtime/sampler.h). It does not copy or recurse into the body's
+//     other sampling step, runtime/sampler.h); chat: tools, tool_choice,
+//     parallel_tool_calls (serve/tool_request.h), an assistant's tool_calls
+//     and reasoning_content and a tool's tool_call_id and name in messages,
+//     chat_template_kwargs (an object), reasoning_effort (a string),
+//     reasoning_format (none, deepseek, auto). It does not copy or recurse into the body's
 //     subtrees, so a body that skipped parse_request_json() (which bounds
 //     the depth, serve/request_json.h) cannot exhaust the stack here.
 //   - check_token_ids() checks what parse_completion() cannot, not knowing
@@ -36,6 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +48,8 @@
 #include "base/status.h"
 #include "runtime/chat_format.h"
 #include "runtime/sampler.h"
+#include "serve/reasoning.h"
+#include "serve/tool_request.h"
 
 namespace minfer::serve {
 
@@ -52,6 +59,9 @@ struct CompletionParams {
   std::string prompt;                          // completions: text ...
   std::vector<int32_t> prompt_tokens;          // ... or token ids
   int64_t max_tokens = -1;                     // -1: the server's default
+  // /completion's speculative.n_max, .n_min, .p_min; -1: the server's.
+  int spec_n_max = -1, spec_n_min = -1;
+  float spec_p_min = -1;
   runtime::SamplerParams sampling;
   std::vector<std::string> stop;
   bool stream = false;
@@ -64,6 +74,18 @@ struct CompletionParams {
   // in that order); parse_completion() leaves it to the caller, which parses
   // the body again as ordered_json (ordered_schema()).
   nlohmann::ordered_json schema;
+  // Chat: tool calling (serve/tool_request.h) and what else the request
+  // hands the chat template (serve/chat_plan.h).
+  ChatTools tools;
+  nlohmann::json chat_template_kwargs;              // an object, or null
+  std::string reasoning_effort;                     // "" : not given
+  std::optional<ReasoningFormat> reasoning_format;  // the request's own, over the server's
+  std::optional<bool> enable_thinking;  // the request turns thinking on or off (Anthropic's)
+  // The last message is an assistant's prefill the reply continues (HF's
+  // continue_final_message), not a closed turn.
+  bool continue_final = false;
+  // The chat prompt, rendered already (serve/chat_plan.h): `prompt` holds it.
+  bool chat_prompt_rendered = false;
   static constexpr int kMaxChoices = 16;
 };
 

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <vector>
 
+#include "serve/chat_output.h"
 #include "serve/json_reply.h"
 #include "serve/llama_api.h"
 
@@ -69,7 +70,28 @@ json usage_json(const CompletionRun& run) {
           {"total_tokens", run.prompt_tokens() + run.completion_tokens()}};
 }
 
-void reply_whole(CompletionRun& run, const Header& h, bool want_logprobs, HttpReply& out) {
+json tool_calls_json(const std::vector<ToolCall>& calls) {
+  json out = json::array();
+  for (const ToolCall& c : calls) {
+    out.push_back({{"id", c.id},
+                   {"type", "function"},
+                   {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  return out;
+}
+
+// A chat choice's message: content (null when the turn is only calls),
+// reasoning_content and tool_calls when there are any.
+json message_json(const ChatDelta& d) {
+  json msg = {{"role", "assistant"},
+              {"content", d.content.empty() && !d.calls.empty() ? json(nullptr) : json(d.content)}};
+  if (!d.reasoning.empty()) msg["reasoning_content"] = d.reasoning;
+  if (!d.calls.empty()) msg["tool_calls"] = tool_calls_json(d.calls);
+  return msg;
+}
+
+void reply_whole(CompletionRun& run, const Header& h, bool want_logprobs,
+                 const ReplyReading& reading, HttpReply& out) {
   std::vector<std::string> text(run.n());
   std::vector<std::vector<TokenLogprob>> logprobs(run.n());
   while (!run.finished()) {
@@ -86,7 +108,14 @@ void reply_whole(CompletionRun& run, const Header& h, bool want_logprobs, HttpRe
   for (size_t i = 0; i < run.n(); ++i) {
     json choice = {{"index", i}, {"finish_reason", run.finish_reason(i)}};
     if (h.chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", text[i]}};
+      ChatOutput reader(reading);
+      ChatDelta d = reader.push(text[i]);
+      ChatDelta rest = reader.finish();
+      d.reasoning += rest.reasoning;
+      d.content += rest.content;
+      d.calls = std::move(rest.calls);
+      if (!d.calls.empty()) choice["finish_reason"] = "tool_calls";
+      choice["message"] = message_json(d);
     } else {
       choice["text"] = text[i];
     }
@@ -112,25 +141,71 @@ json chunk_json(const Header& h, const json& choices) {
           {"choices", choices}};
 }
 
+// A chat choice's stream deltas for one poll: reasoning, content, then each
+// call as OpenAI streams one (its index, id, type and name, then its
+// arguments).
+std::vector<json> chat_deltas(const ChatDelta& d) {
+  std::vector<json> out;
+  if (!d.reasoning.empty()) out.push_back({{"reasoning_content", d.reasoning}});
+  if (!d.content.empty()) out.push_back({{"content", d.content}});
+  for (size_t k = 0; k < d.calls.size(); ++k) {
+    const ToolCall& c = d.calls[k];
+    out.push_back(
+        {{"tool_calls", json::array({{{"index", k},
+                                      {"id", c.id},
+                                      {"type", "function"},
+                                      {"function", {{"name", c.name}, {"arguments", ""}}}}})}});
+    out.push_back({{"tool_calls",
+                    json::array({{{"index", k}, {"function", {{"arguments", c.arguments}}}}})}});
+  }
+  return out;
+}
+
+// One choice's chunks of one poll; the last carries the finish reason.
+void choice_chunks(const Header& h, size_t i, std::vector<json> deltas, const char* finish,
+                   const std::vector<TokenLogprob>& logprobs, bool want_logprobs,
+                   std::string& out) {
+  if (deltas.empty() && (finish != nullptr || !logprobs.empty())) {
+    deltas.push_back(finish != nullptr ? json::object() : json{{"content", ""}});
+  }
+  for (size_t j = 0; j < deltas.size(); ++j) {
+    const bool last = j + 1 == deltas.size();
+    json ch = {{"index", i},
+               {"finish_reason", last && finish != nullptr ? json(finish) : json(nullptr)}};
+    ch[h.chat ? "delta" : "text"] = std::move(deltas[j]);
+    if (want_logprobs && j == 0 && !logprobs.empty()) {
+      ch["logprobs"] = logprobs_json(logprobs, h.chat);
+    }
+    out += sse(chunk_json(h, json::array({ch})));
+  }
+}
+
 // The SSE chunks of one poll: each choice's new text, its end, and at the
 // very end the usage (when asked) and [DONE].
 std::string stream_chunks(CompletionRun& run, const Header& h, bool want_logprobs,
-                          bool include_usage) {
+                          bool include_usage, std::vector<ChatOutput>& readers) {
   std::string out;
   const auto deltas = run.poll(100);
   const bool failed = !run.status().is_ok();
   for (size_t i = 0; i < run.n(); ++i) {
     const ChoiceDelta& d = deltas[i];
     const bool end = d.ended && !failed;
-    if (d.text.empty() && d.logprobs.empty() && !end) continue;
-    json ch = {{"index", i}, {"finish_reason", end ? json(run.finish_reason(i)) : json(nullptr)}};
-    if (h.chat) {
-      ch["delta"] = d.text.empty() && end ? json::object() : json{{"content", d.text}};
+    const char* finish = end ? run.finish_reason(i) : nullptr;
+    std::vector<json> parts;
+    if (!h.chat) {
+      if (!d.text.empty() || end || !d.logprobs.empty()) parts.push_back(d.text);
     } else {
-      ch["text"] = d.text;
+      ChatDelta cd = readers[i].push(d.text);
+      if (d.ended) {
+        ChatDelta rest = readers[i].finish();
+        cd.reasoning += rest.reasoning;
+        cd.content += rest.content;
+        cd.calls = std::move(rest.calls);
+        if (end && !cd.calls.empty()) finish = "tool_calls";
+      }
+      parts = chat_deltas(cd);
     }
-    if (want_logprobs && !d.logprobs.empty()) ch["logprobs"] = logprobs_json(d.logprobs, h.chat);
-    out += sse(chunk_json(h, json::array({ch})));
+    choice_chunks(h, i, std::move(parts), finish, d.logprobs, want_logprobs, out);
   }
   if (!run.finished()) return out;
   run.record();
@@ -156,11 +231,12 @@ std::string role_chunks(size_t n, const Header& h) {
 }
 
 void reply_stream(CompletionRun& run, const Header& h, bool want_logprobs, bool include_usage,
-                  HttpReply& out) {
+                  const ReplyReading& reading, HttpReply& out) {
   if (!out.begin_stream("text/event-stream")) return run.cancel();
   std::string first = h.chat ? role_chunks(run.n(), h) : "";
+  std::vector<ChatOutput> readers(run.n(), ChatOutput(reading));
   for (;;) {
-    const std::string chunks = first + stream_chunks(run, h, want_logprobs, include_usage);
+    const std::string chunks = first + stream_chunks(run, h, want_logprobs, include_usage, readers);
     first.clear();
     if (!out.write(chunks)) return run.cancel();  // the client is gone
     if (run.finished()) break;
@@ -170,21 +246,28 @@ void reply_stream(CompletionRun& run, const Header& h, bool want_logprobs, bool 
 
 }  // namespace
 
-void complete_openai(const CompletionContext& ctx, const CompletionParams& params,
+void complete_openai(const CompletionContext& ctx, const CompletionParams& request,
                      const std::string& id, HttpReply& reply) {
+  CompletionParams params = request;
+  ReplyReading reading;
+  if (params.chat) {
+    auto planned = plan_chat(*ctx.formatter, ctx.chat, params);
+    if (!planned) return send_error(reply, planned.status());
+    reading = std::move(*planned);
+  }
   ContextOverflow overflow;
   auto run = CompletionRun::start(ctx, params, &overflow);
   if (!run) return send_start_error(reply, run.status(), overflow);
   const Header h{id, ctx.model_id, static_cast<int64_t>(std::time(nullptr)), params.chat};
   const bool want_logprobs = params.top_logprobs >= 0;
-  if (!params.stream) return reply_whole(**run, h, want_logprobs, reply);
+  if (!params.stream) return reply_whole(**run, h, want_logprobs, reading, reply);
   // A request the scheduler refused at once (busy, stopping) is an HTTP
   // error, not a stream that fails.
   if (const Status s = (*run)->status(); !s) {
     (*run)->record();
     return send_error(reply, s);
   }
-  reply_stream(**run, h, want_logprobs, params.include_usage, reply);
+  reply_stream(**run, h, want_logprobs, params.include_usage, reading, reply);
 }
 
 }  // namespace minfer::serve

@@ -7,6 +7,7 @@
 
 #include "runtime/engine.h"
 #include "serve/openai.h"
+#include "serve/openapi_tools.h"
 
 namespace minfer::serve {
 namespace {
@@ -114,6 +115,7 @@ ordered_json schemas() {
   chat["messages"] = {{"type", "array"}, {"minItems", 1}, {"items", ref("Message")}};
   chat["logprobs"] = {{"type", "boolean"}};
   chat["top_logprobs"] = integer(0, runtime::Request::kMaxTopLogprobs);
+  add_chat_tool_fields(chat, s["Message"], s);
   s["ChatCompletionRequest"] = {
       {"type", "object"}, {"required", {"messages"}}, {"properties", chat}};
   ordered_json text = common_fields();
@@ -171,17 +173,20 @@ ordered_json get(const char* summary, const char* type) {
   return {{"get", {{"summary", summary}, {"responses", replies}}}};
 }
 
-// Anthropic's Messages API (serve/anthropic.h): text blocks only, and its
-// own error object.
+// Anthropic's Messages API (serve/anthropic.h): its blocks, tools and
+// thinking (serve/openapi_tools.h), and its own error object.
 void add_anthropic(ordered_json& paths, ordered_json& schemas) {
   const ordered_json text_block = {
       {"type", "object"},
       {"required", {"type", "text"}},
       {"properties",
        {{"type", {{"type", "string"}, {"enum", {"text"}}}}, {"text", {{"type", "string"}}}}}};
-  const ordered_json content = {
+  const ordered_json system = {
       {"oneOf",
        ordered_json::array({{{"type", "string"}}, {{"type", "array"}, {"items", text_block}}})}};
+  const ordered_json content = {
+      {"oneOf", ordered_json::array(
+                    {{{"type", "string"}}, {{"type", "array"}, {"items", anthropic_blocks()}}})}};
   const ordered_json message = {
       {"type", "object"},
       {"required", {"role", "content"}},
@@ -190,8 +195,9 @@ void add_anthropic(ordered_json& paths, ordered_json& schemas) {
   ordered_json fields = {
       {"model", {{"type", "string"}}},
       {"messages", {{"type", "array"}, {"minItems", 1}, {"items", message}}},
-      {"system", content},
+      {"system", system},
   };
+  add_anthropic_tool_fields(fields);
   schemas["AnthropicCountTokensRequest"] = {
       {"type", "object"}, {"required", {"model", "messages"}}, {"properties", fields}};
   fields["max_tokens"] = integer(1, 1 << 24);
@@ -274,9 +280,36 @@ void add_llama(ordered_json& paths, ordered_json& schemas) {
   paths["/props"] = get("the server's properties", "application/json");
 }
 
+// The embeddings endpoints (serve/embeddings.h), described only when the
+// server answers them (--embedding): otherwise they are 501.
+void add_embeddings(ordered_json& paths, ordered_json& schemas) {
+  const ordered_json ids = {{"type", "array"}, {"minItems", 1}, {"items", integer(0, INT32_MAX)}};
+  const ordered_json one = {
+      {"oneOf", ordered_json::array({{{"type", "string"}, {"minLength", 1}}, ids})}};
+  const ordered_json input = {
+      {"oneOf", ordered_json::array(
+                    {one["oneOf"][0],
+                     ids,
+                     {{"type", "array"}, {"minItems", 1}, {"maxItems", 2048}, {"items", one}}})}};
+  const ordered_json options = {
+      {"encoding_format", {{"type", "string"}, {"enum", {"float", "base64"}}}},
+      {"embd_normalize", integer(-1, 64)},
+      {"model", {{"type", "string"}}}};
+  ordered_json oai = {{"input", input}}, native = {{"content", input}};
+  oai.update(options);
+  native.update(options);
+  schemas["EmbeddingRequest"] = {{"type", "object"}, {"required", {"input"}}, {"properties", oai}};
+  schemas["NativeEmbeddingRequest"] = {
+      {"type", "object"}, {"required", {"content"}}, {"properties", native}};
+  paths["/v1/embeddings"] = post("OpenAI embeddings", "EmbeddingRequest", "application/json");
+  paths["/embedding"] =
+      post("llama-server's embeddings", "NativeEmbeddingRequest", "application/json");
+  paths["/embeddings"] = paths["/embedding"];
+}
+
 }  // namespace
 
-std::string openapi_document(bool api_key) {
+std::string openapi_document(bool api_key, bool embeddings) {
   ordered_json doc = {
       {"openapi", "3.0.3"},
       {"info",
@@ -294,8 +327,11 @@ std::string openapi_document(bool api_key) {
         {"/detokenize", post("token ids to text", "DetokenizeRequest", "application/json")}}},
       {"components", {{"schemas", schemas()}}},
   };
+  doc["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]["content"]["application/json"]
+     ["schema"] = ref("ChatCompletionResponse");
   add_anthropic(doc["paths"], doc["components"]["schemas"]);
   add_llama(doc["paths"], doc["components"]["schemas"]);
+  if (embeddings) add_embeddings(doc["paths"], doc["components"]["schemas"]);
   if (api_key) {
     doc["components"]["securitySchemes"] = {{"bearer", {{"type", "http"}, {"scheme", "bearer"}}}};
     doc["security"] = ordered_json::array({{{"bearer", ordered_json::array()}}});

@@ -175,7 +175,7 @@ void Scheduler::deliver(const std::vector<runtime::SequenceEvent>& events) {
       it->channel->cancel();  // and its other choices
     } else {
       it->channel->push({it->choice, e.has_token, e.token, e.logprob, e.top_logprobs, e.finished,
-                         e.prompt_tokens});
+                         e.prompt_tokens, e.drafted, e.draft_accepted});
     }
     const bool first_choice = it->choice == 0;
     if (e.finished != runtime::FinishReason::kNone) live_.erase(it);

@@ -46,6 +46,8 @@ class Channel {
     std::vector<runtime::TokenLogprob> top_logprobs;
     runtime::FinishReason finished = runtime::FinishReason::kNone;
     int64_t prompt_tokens = 0;
+    // Speculative decoding, so far for this choice (SequenceEvent's counts).
+    int64_t drafted = 0, draft_accepted = 0;
   };
   explicit Channel(int n_choices = 1) : n_choices_(n_choices) {}
   // Waits (at most `timeout_ms`) for items; false when none came in time.

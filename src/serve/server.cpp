@@ -6,7 +6,9 @@
 #include <thread>
 
 #include "serve/anthropic_reply.h"
+#include "serve/chat_plan.h"
 #include "serve/completion.h"
+#include "serve/embeddings.h"
 #include "serve/http_server.h"
 #include "serve/json_format.h"
 #include "serve/json_reply.h"
@@ -41,6 +43,7 @@ struct Server::Impl {
   std::atomic<uint64_t> next_id{1};
   Metrics metrics;
   ConstraintFactory constraints;
+  runtime::Pooling pooling = runtime::Pooling::kNone;
 
   void routes();
   // What every front door's completions run with.
@@ -52,6 +55,7 @@ struct Server::Impl {
   void detokenize(const HttpRequest& req, HttpReply& reply);
   // llama-server's native endpoints (serve/llama_api.h).
   void llama_routes();
+  void embedding_routes();
   void apply_template(const HttpRequest& req, HttpReply& reply);
   ServerProps props() const;
 };
@@ -197,7 +201,8 @@ void Server::Impl::routes() {
   http.route(
       "GET", "/openapi.json",
       [this](const HttpRequest&, HttpReply& r) {
-        r.send(200, "application/json", openapi_document(!options.api_key.empty()));
+        r.send(200, "application/json",
+               openapi_document(!options.api_key.empty(), options.embeddings));
       },
       Runs::kInline);
   http.route("GET", "/v1/models", models, Runs::kInline);
@@ -219,6 +224,32 @@ void Server::Impl::routes() {
       "POST", "/detokenize", [this](const HttpRequest& q, HttpReply& r) { detokenize(q, r); },
       Runs::kOnWorker);
   llama_routes();
+  embedding_routes();
+}
+
+void Server::Impl::embedding_routes() {
+  const auto route = [this](const char* path, bool openai) {
+    http.route(
+        "POST", path,
+        [this, openai](const HttpRequest& q, HttpReply& r) {
+          EmbeddingContext ctx;
+          ctx.enabled = options.embeddings;
+          ctx.pooling = pooling;
+          ctx.model = model;
+          ctx.scheduler = scheduler.get();
+          ctx.metrics = &metrics;
+          ctx.formatter = formatter.get();
+          ctx.model_id = model_id;
+          ctx.n_ctx = n_ctx;
+          ctx.n_slots = n_slots;
+          ctx.timeout_s = options.timeout_s;
+          answer_embeddings(ctx, q, openai, r);
+        },
+        HttpServer::Runs::kOnWorker);
+  };
+  route("/v1/embeddings", true);
+  route("/embeddings", false);  // llama-server's native paths
+  route("/embedding", false);
 }
 
 void Server::Impl::llama_routes() {
@@ -277,7 +308,9 @@ CompletionContext Server::Impl::context() {
   ctx.model_id = model_id;
   ctx.n_ctx = n_ctx;
   ctx.n_predict = options.n_predict;
+  ctx.speculative = options.speculative;
   ctx.timeout_s = options.timeout_s;
+  ctx.chat = options.chat;
   return ctx;
 }
 
@@ -289,6 +322,7 @@ void Server::Impl::completion(const HttpRequest& req, HttpReply& reply, bool cha
   if (params->format == CompletionParams::Format::kJsonSchema) {
     params->schema = ordered_schema(req.body);
   }
+  order_tools(params->tools, req.body);
   complete_openai(context(), *params, (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++),
                   reply);
 }
@@ -318,9 +352,10 @@ void Server::Impl::apply_template(const HttpRequest& req, HttpReply& reply) {
   if (!body) return send_error(reply, body.status());
   auto params = parse_completion(*body, true, options.sampling);
   if (!params) return send_error(reply, params.status());
-  auto text = formatter->render(params->messages);
-  if (!text) return send_error(reply, text.status());
-  send_json(reply, 200, {{"prompt", *text}});
+  order_tools(params->tools, req.body);
+  auto planned = plan_chat(*formatter, options.chat, *params);  // tools and thinking too
+  if (!planned) return send_error(reply, planned.status());
+  send_json(reply, 200, {{"prompt", params->prompt}});
 }
 
 void Server::Impl::detokenize(const HttpRequest& req, HttpReply& reply) {
@@ -384,6 +419,23 @@ void Server::stop() {
   impl_->http.stop(std::chrono::milliseconds(3000));
 }
 
+namespace {
+
+// --pooling, else the file's <arch>.pooling_type, else none: llama.cpp's
+// default for a model without the key (every decoder-only LLM).
+Result<runtime::Pooling> resolve_pooling(const model::Model& model,
+                                         std::optional<runtime::Pooling> flag) {
+  if (flag) return *flag;
+  const std::string key = model.hparams().arch_name + ".pooling_type";
+  auto value = model.file().get_u32(key);
+  if (!value) return runtime::Pooling::kNone;
+  auto p = runtime::pooling_from_gguf(*value);
+  if (!p) return p.status().with_context(key + " (give --pooling)");
+  return p;
+}
+
+}  // namespace
+
 Status Server::set_ready(const model::Model& model, std::unique_ptr<runtime::Engine> engine,
                          int64_t n_ctx) {
   impl_->model = &model;
@@ -403,6 +455,11 @@ Status Server::set_ready(const model::Model& model, std::unique_ptr<runtime::Eng
   if (!formats) return formats.status().with_context("response_format vocabulary");
   impl_->constraints = std::move(*formats);
   impl_->n_slots = engine->options().n_slots;
+  if (impl_->options.embeddings) {
+    auto pooling = resolve_pooling(model, impl_->options.pooling);
+    if (!pooling) return pooling.status();
+    impl_->pooling = *pooling;
+  }
   impl_->scheduler = std::make_unique<Scheduler>(std::move(engine), impl_->options.max_queue);
   impl_->ready = true;
   return Status::ok();

@@ -28,6 +28,10 @@
 //   - --cors ORIGIN adds Access-Control-Allow-* headers and answers
 //     preflight OPTIONS requests; without it there are none.
 //   - GET /openapi.json describes the endpoints (OpenAPI 3.0).
+//   - POST /v1/embeddings, /embedding and /embeddings (serve/embeddings.h):
+//     with ServeOptions::embeddings, the pooled final hidden states of each
+//     input; without, 501 as llama-server answers. Completions are served
+//     either way.
 // Threading: quick endpoints on the transport's I/O thread, completions and
 // (de)tokenization on its workers; the engine on the scheduler's thread.
 #pragma once
@@ -35,13 +39,16 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
 #include "model/model.h"
 #include "runtime/chat_formatter.h"
 #include "runtime/engine.h"
+#include "runtime/pooling.h"
 #include "runtime/sampler.h"
+#include "serve/chat_plan.h"
 
 namespace minfer::serve {
 
@@ -56,6 +63,8 @@ struct ServeOptions {
   int timeout_s = 600;        // longest request; longest write of one response chunk
   int read_timeout_s = 30;    // a whole request (headers and body) must arrive in this
   int64_t n_predict = -1;     // default max tokens (-1: up to the context)
+  // Speculative decoding's defaults (n_max 0: off; the engine holds the drafter).
+  runtime::SpeculativeParams speculative;
   size_t max_body_bytes = 8 << 20;
   // HTTP worker threads: each request being completed or tokenized holds
   // one (reading requests and quick endpoints hold none), so enough for
@@ -68,6 +77,10 @@ struct ServeOptions {
   int shutdown_timeout_s = 30;      // shutdown(): how long running requests may finish
   bool web_ui = true;               // GET / : the chat page (serve/webui.h), open without a key
   runtime::SamplerParams sampling;  // defaults of every request
+  ChatOptions chat;                 // --reasoning-format, --reasoning-budget
+  bool embeddings = false;          // --embedding: the embeddings endpoints answer
+  // --pooling; unset: the model's <arch>.pooling_type, none without one (llama.cpp's default).
+  std::optional<runtime::Pooling> pooling;
 };
 
 class Server {

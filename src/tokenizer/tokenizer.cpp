@@ -23,6 +23,7 @@ constexpr std::string_view kEogTexts[] = {
     "<|eom_id|>",    "<end_of_utterance>", "<|return|>", "<|call|>",
 };
 constexpr size_t kEotCandidates = 8;
+constexpr std::string_view kHarmonyEnd = "<|end|>";
 
 // Lets the maps be probed with a string_view without building a std::string.
 struct StringHash {
@@ -66,6 +67,7 @@ struct Tokenizer::Impl {
   }
 
   void index_special_tokens();
+  bool mark_harmony_tokens();
   void bpe_fragment(std::string_view text, std::vector<int32_t>& out) const;
   void bpe_word(const std::string& word, std::vector<int32_t>& out) const;
   void spm_fragment(std::string_view text, std::vector<int32_t>& out) const;
@@ -192,17 +194,21 @@ void Tokenizer::Impl::index_special_tokens() {
   const int32_t n = static_cast<int32_t>(vocab.tokens.size());
   eog.assign(vocab.tokens.size(), false);
   eot = vocab.eot_id;
+  const bool harmony = mark_harmony_tokens();
   // GGUF files rarely name an EOT token; chat models end turns with one of a
   // few well-known control tokens, earlier entries of kEogTexts preferred.
   for (size_t i = 0; i < std::size(kEogTexts); ++i) {
+    // In harmony <|end|> closes one message of a reply that goes on.
+    if (harmony && kEogTexts[i] == kHarmonyEnd) continue;
     auto it = token_to_id.find(kEogTexts[i]);
     if (it != token_to_id.end() && type(it->second) == TokenType::kControl) {
       eog[it->second] = true;
       if (eot < 0 && i < kEotCandidates) eot = it->second;
     }
   }
+  const int32_t harmony_end = harmony ? lookup(kHarmonyEnd) : -1;
   for (int32_t id : {vocab.eos_id, eot}) {
-    if (id >= 0) eog[id] = true;
+    if (id >= 0 && id != harmony_end) eog[id] = true;
   }
   std::vector<int32_t> special_ids;
   for (int32_t id = 0; id < n; ++id) {
@@ -222,6 +228,26 @@ void Tokenizer::Impl::index_special_tokens() {
     patterns.push_back({vocab.tokens[id], id, type(id) != TokenType::kUserDefined});
   }
   special_splitter = SpecialTokenSplitter(std::move(patterns));
+}
+
+// A harmony vocabulary (gpt-oss: <|channel|>, <|return|> and <|call|>
+// exist) writes its messages' structure with special tokens that the reply's
+// readers must see (serve/harmony.h): they become user-defined, rendered as
+// text like llama.cpp renders them. Returns whether the vocabulary is one.
+bool Tokenizer::Impl::mark_harmony_tokens() {
+  if (lookup("<|channel|>") < 0 || lookup("<|return|>") < 0 || lookup("<|call|>") < 0) {
+    return false;
+  }
+  if (vocab.token_types.empty()) return true;  // all normal already
+  constexpr std::string_view kStructure[] = {"<|start|>", "<|channel|>", "<|message|>",
+                                             "<|constrain|>", kHarmonyEnd};
+  for (std::string_view text : kStructure) {
+    const int32_t id = lookup(text);
+    if (id >= 0 && type(id) == TokenType::kControl) {
+      vocab.token_types[id] = static_cast<int32_t>(TokenType::kUserDefined);
+    }
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------

@@ -7,9 +7,14 @@ Gemma 3 270M:
 1. Bodies for POST /v1/chat/completions, /v1/completions, /tokenize,
    /detokenize, llama-server's /completion and /apply-template, and the
    Anthropic /v1/messages and /v1/messages/count_tokens (whose errors are
-   Anthropic's error object): random JSON trees, and objects whose known fields (messages,
+   Anthropic's error object; text, tool_use, tool_result and thinking blocks,
+   tools, tool_choice, thinking), and the embeddings paths /v1/embeddings,
+   /embeddings and /embedding (the server runs with --embedding --pooling
+   mean): random JSON trees, and objects whose known fields (messages,
    content parts, prompt, max_tokens, n, stop, logprobs, response_format with
-   random schemas, logit_bias, ...) hold random or wrongly typed values; some
+   random schemas, logit_bias, tools, tool_choice, parallel_tool_calls, an
+   assistant's tool_calls, chat_template_kwargs, reasoning_effort, ...)
+   hold random or wrongly typed values; some
    cut short, some with invalid UTF-8, some not JSON at all. Generation stays
    cheap: -n 4 by default, and a generated max_tokens is 1-4 or invalid.
 2. Raw HTTP framing over sockets: random methods, targets (some over 8 KiB),
@@ -197,12 +202,70 @@ LOGIT_BIAS = st.one_of(
              max_size=4))
 PART = mostly(st.fixed_dictionaries({"type": mostly(st.just("text"), st.just("image_url") | TREE),
                                       "text": mostly(WORDS, TREE)}), TREE)
+# Tool calling: definitions, choices, and an assistant's earlier calls.
+TOOL_NAME = st.sampled_from(["f", "get_weather", "x y", ""])
+TOOL = mostly(st.fixed_dictionaries(
+    {"type": mostly(st.just("function"), TREE),
+     "function": mostly(st.fixed_dictionaries(
+         {"name": mostly(TOOL_NAME, TREE)},
+         optional={"description": mostly(WORDS, TREE),
+                   "parameters": mostly(st.fixed_dictionaries(
+                       {"type": st.just("object"),
+                        "properties": st.fixed_dictionaries({}, optional={"a": SCHEMA})}),
+                       SCHEMA | TREE)}), TREE)}), TREE)
+TOOL_CHOICE = mostly(st.sampled_from(["auto", "none", "required"]) | st.fixed_dictionaries(
+    {"type": st.just("function"), "function": st.fixed_dictionaries({"name": TOOL_NAME})}), TREE)
+TOOL_CALL = mostly(st.fixed_dictionaries(
+    {"id": st.text(max_size=6), "type": st.just("function"),
+     "function": mostly(st.fixed_dictionaries(
+         {"name": mostly(TOOL_NAME, TREE),
+          "arguments": mostly(st.just('{"a": 1}') | st.text(max_size=8), TREE)}), TREE)}), TREE)
 MESSAGE = mostly(st.fixed_dictionaries(
     {"role": mostly(st.sampled_from(["user", "system", "assistant", "tool", "developer"]), TREE)},
     optional={"content": mostly(WORDS | st.lists(PART, max_size=3), TREE),
-              "name": st.text(max_size=6)}), TREE, times=4)
+              "name": st.text(max_size=6),
+              "tool_calls": mostly(st.lists(TOOL_CALL, max_size=2), TREE),
+              "tool_call_id": mostly(st.text(max_size=6), TREE),
+              "reasoning_content": mostly(WORDS, TREE)}), TREE, times=4)
 def field(valid, weird):
     return mostly(valid, st.one_of(weird, TREE), times=2)
+
+
+# Anthropic's blocks, tools, tool_choice and thinking (serve/anthropic.h).
+A_TEXT = st.fixed_dictionaries({"type": st.just("text"), "text": mostly(WORDS, TREE)})
+A_BLOCK = mostly(st.one_of(
+    A_TEXT,
+    st.fixed_dictionaries({"type": st.just("tool_use"), "id": mostly(st.text(max_size=6), TREE),
+                           "name": mostly(TOOL_NAME, TREE),
+                           "input": mostly(st.just({"a": 1}), TREE)}),
+    st.fixed_dictionaries({"type": st.just("tool_result"),
+                           "tool_use_id": mostly(st.text(max_size=6), TREE)},
+                          optional={"content": mostly(WORDS | st.lists(A_TEXT, max_size=2), TREE),
+                                    "is_error": mostly(st.booleans(), TREE)}),
+    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": mostly(WORDS, TREE),
+                           "signature": st.text(max_size=4)}),
+    st.fixed_dictionaries({"type": st.sampled_from(["redacted_thinking", "image", "nope"])})),
+    TREE)
+A_MESSAGE = mostly(st.fixed_dictionaries(
+    {"role": mostly(st.sampled_from(["user", "assistant"]), TREE),
+     "content": mostly(WORDS | st.lists(A_BLOCK, max_size=3), TREE)}), TREE, times=4)
+A_TOOL = mostly(st.fixed_dictionaries(
+    {"name": mostly(TOOL_NAME, TREE),
+     "input_schema": mostly(st.fixed_dictionaries(
+         {"type": st.just("object"),
+          "properties": st.dictionaries(st.sampled_from(["a", "b"]), SCHEMA_LEAF, max_size=2)}),
+         TREE)},
+    optional={"description": mostly(WORDS, TREE), "type": st.sampled_from(["custom", "bash"])}),
+    TREE)
+A_TOOLS = {
+    "tools": field(st.lists(A_TOOL, max_size=3), TREE),
+    "tool_choice": field(st.fixed_dictionaries(
+        {"type": st.sampled_from(["auto", "any", "tool", "none", "x"])},
+        optional={"name": TOOL_NAME, "disable_parallel_tool_use": mostly(st.booleans(), TREE)}),
+        TREE),
+    "thinking": field(st.sampled_from([{"type": "enabled", "budget_tokens": 1024},
+                                       {"type": "enabled", "budget_tokens": 10},
+                                       {"type": "disabled"}, {"type": "adaptive"}]), TREE)}
 
 
 SAMPLING = {
@@ -225,7 +288,21 @@ SAMPLING = {
     "repeat_penalty": field(st.floats(0.5, 2), st.floats(-1, 3)),
     "response_format": RESPONSE_FORMAT, "logit_bias": LOGIT_BIAS,
     "user": field(st.text(max_size=6), st.none()), "model": st.text(max_size=6),
+    "tools": field(st.lists(TOOL, max_size=3), TREE), "tool_choice": TOOL_CHOICE,
+    "parallel_tool_calls": field(st.booleans(), TREE),
+    "chat_template_kwargs": field(st.dictionaries(
+        st.sampled_from(["enable_thinking", "tools", "messages", "x"]), TREE, max_size=2), TREE),
+    "reasoning_effort": field(st.sampled_from(["low", "medium", "high"]), TREE),
+    "reasoning_format": field(st.sampled_from(["none", "deepseek", "auto"]), TREE),
 }
+EMBEDDING_INPUT = mostly(
+    WORDS | st.lists(TOKEN_ID, min_size=1, max_size=12) |
+    st.lists(WORDS | st.lists(TOKEN_ID, max_size=8), max_size=4),
+    st.lists(WORDS | TOKEN_ID, max_size=3) | TREE)
+EMBEDDING_OPTS = {
+    "encoding_format": field(st.sampled_from(["float", "base64"]), WORDS),
+    "embd_normalize": field(st.integers(-1, 4), st.integers(-3, 100) | st.floats()),
+    "model": st.text(max_size=6)}
 BODIES = {
     "/v1/chat/completions": st.fixed_dictionaries(
         {"messages": mostly(st.lists(MESSAGE, min_size=1, max_size=4), TREE)},
@@ -246,17 +323,25 @@ BODIES = {
                   "grammar": field(st.just("root ::= \"a\""), TREE),
                   "json_schema": field(st.just({"type": "integer"}), TREE)}),
     "/apply-template": st.fixed_dictionaries(
-        {"messages": mostly(st.lists(MESSAGE, min_size=1, max_size=4), TREE)}),
+        {"messages": mostly(st.lists(MESSAGE, min_size=1, max_size=4), TREE)},
+        optional={"tools": field(st.lists(TOOL, max_size=3), TREE), "tool_choice": TOOL_CHOICE,
+                  "chat_template_kwargs": field(st.dictionaries(
+                      st.sampled_from(["enable_thinking", "x"]), TREE, max_size=2), TREE)}),
     # The Anthropic Messages API (its own error object).
     "/v1/messages": st.fixed_dictionaries(
         {"model": st.text(max_size=6), "max_tokens": COUNT,
-         "messages": mostly(st.lists(MESSAGE, min_size=1, max_size=4), TREE)},
+         "messages": mostly(st.lists(A_MESSAGE, min_size=1, max_size=4), TREE)},
         optional={"system": field(WORDS, TREE), "stop_sequences": field(
             st.lists(WORDS, max_size=3), TREE), "temperature": field(st.floats(0, 1), TREE),
-                  "stream": field(st.booleans(), TREE), "tools": TREE}),
+                  "stream": field(st.booleans(), TREE), **A_TOOLS}),
     "/v1/messages/count_tokens": st.fixed_dictionaries(
         {"model": st.text(max_size=6),
-         "messages": mostly(st.lists(MESSAGE, min_size=1, max_size=4), TREE)}),
+         "messages": mostly(st.lists(A_MESSAGE, min_size=1, max_size=4), TREE)},
+        optional=A_TOOLS),
+    # Embeddings: OpenAI's, and llama-server's native paths (content or input).
+    "/v1/embeddings": st.fixed_dictionaries({"input": EMBEDDING_INPUT}, optional=EMBEDDING_OPTS),
+    "/embeddings": st.fixed_dictionaries({"content": EMBEDDING_INPUT}, optional=EMBEDDING_OPTS),
+    "/embedding": st.fixed_dictionaries({"input": EMBEDDING_INPUT}, optional=EMBEDDING_OPTS),
 }
 BAD_UTF8 = [b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\xc0\xaf", b"\x80"]
 
@@ -291,7 +376,8 @@ def body_case(draw):
 PATHS = ["/", "/health", "/metrics", "/v1/models", "/models", "/v1/chat/completions",
          "/chat/completions", "/v1/completions", "/completions", "/tokenize", "/detokenize",
          "/openapi.json", "/index.html", "/favicon.ico", "/completion", "/apply-template",
-         "/props", "/v1/messages", "/v1/messages/count_tokens", "/nope", "//", "/../../etc/passwd",
+         "/props", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/embeddings",
+         "/embedding", "/nope", "//", "/../../etc/passwd",
          "/v1/chat/completions/", "/health?x=1", "/%00", "/%zz"]
 CTL = st.sampled_from([b"\x00", b"\x01", b"\x7f", b"\x1b", b"\r", b"\n", b"\t", b"\xff", b" "])
 TOKEN = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12)
@@ -499,7 +585,8 @@ def greedy_text(srv):
 
 
 def main():
-    srv = start_server(gemma_path(), "-n", "4", slots=2, ctx=1024)
+    srv = start_server(gemma_path(), "-n", "4", "--embedding", "--pooling", "mean", slots=2,
+                       ctx=1024)
     if srv is None:
         return finish()
     t0 = time.time()

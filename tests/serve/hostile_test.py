@@ -12,7 +12,12 @@ fresh one.
    3,000,000 deep, a schema value 100,000 deep, a prompt and a /tokenize
    body 100,000 deep, a body 70 deep, and 100,000 deep at /completion,
    /apply-template and the Anthropic endpoints, whose error object is
-   Anthropic's) are 400 naming "64"; a schema 20 deep still answers 200.
+   Anthropic's, a tool's parameters, an earlier call's arguments and
+   chat_template_kwargs 100,000 deep, and Anthropic's input_schema, tool_use
+   input and tool_result content 100,000 deep) are 400 naming "64"; a schema 20 deep
+   still answers 200 and a call's arguments *text* 100,000 deep is read (200,
+   or the prompt's 400 for the context it exceeds); 2,000 tools
+   with a call required are 400 naming the grammar's branching limit.
 2. slow clients: 300 connections that each sent one byte leave /health
    answering within 1 s and a 4-token completion prompt; with --read-timeout
    3 partial requests (one byte, or one byte every 0.5 s) get 408 and are
@@ -42,6 +47,11 @@ fresh one.
    --api-key a key followed by a NUL byte is 401/400, HEAD / needs no key;
    logit_bias +100 forces a token and -100 bans greedy's; 100,000 messages
    400 within 1 s.
+10. embeddings (--embedding --pooling mean): /v1/embeddings and /embedding
+   bodies 100,000 deep are 400 naming "64"; a 6 MB text is 400
+   exceed_context_size_error within 1 s (never tokenized); 2,049 inputs are
+   400 within 1 s; a client that hangs up on 64 inputs has none running
+   within 3 s, and the KV pages are back.
 
 Every socket wait has a deadline; no check waits longer than ~30 s.
 """
@@ -241,6 +251,40 @@ NESTING = {  # check name: {what: (path, body)}
         "a body 70 deep": ("/v1/chat/completions",
                            b'{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"x":' +
                            b"[" * 70 + b"]" * 70 + b"}")},
+    # The tool-calling fields: a tool's parameters schema, an earlier call's
+    # arguments, chat_template_kwargs.
+    "1g nesting: tools, tool_calls, chat_template_kwargs, 100,000 deep": {
+        "tools[0].function.parameters": (
+            "/v1/chat/completions",
+            b'{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"tools":[{"type":'
+            b'"function","function":{"name":"f","parameters":{"type":"object","properties":'
+            b'{"a":' + b'{"items":' * DEEP + b"{}" + b"}" * DEEP + b"}}}}]}"),
+        "tool_calls arguments": (
+            "/v1/chat/completions",
+            b'{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":'
+            b'"function","function":{"name":"f","arguments":' + b"[" * DEEP + b"]" * DEEP +
+            b'}}]}],"max_tokens":4}'),
+        "chat_template_kwargs": (
+            "/v1/chat/completions",
+            b'{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,'
+            b'"chat_template_kwargs":{"x":' + b"[" * DEEP + b"]" * DEEP + b"}}")},
+    # Anthropic's: a tool's input_schema, an earlier tool_use's input, a
+    # tool_result's content.
+    "1h nesting: input_schema, tool_use input, tool_result content, 100,000 deep": {
+        "tools[0].input_schema": (
+            "/v1/messages",
+            b'{"model":"m","max_tokens":4,"messages":[{"role":"user","content":"Hi"}],'
+            b'"tools":[{"name":"f","input_schema":{"type":"object","properties":{"a":' +
+            b'{"items":' * DEEP + b"{}" + b"}" * DEEP + b"}}}]}"),
+        "tool_use input": (
+            "/v1/messages",
+            b'{"model":"m","max_tokens":4,"messages":[{"role":"user","content":"Hi"},'
+            b'{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":'
+            b'{"a":' + b"[" * DEEP + b"]" * DEEP + b"}}]}]}"),
+        "tool_result content": (
+            "/v1/messages/count_tokens",
+            b'{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result",'
+            b'"tool_use_id":"t","content":' + b"[" * DEEP + b"]" * DEEP + b"}]}]}")},
     "1f nesting: the other front doors, 100,000 deep": {
         "/completion": ("/completion",
                         b'{"n_predict":4,"prompt":' + b"[" * DEEP + b"]" * DEEP + b"}"),
@@ -269,6 +313,21 @@ def check_nesting_ok(srv):
     # A schema 20 deep (about 27 levels of body) is no concern of the limit.
     r = post_raw(srv.port, "/v1/chat/completions", nested_schema(20), 30.0)
     check(r is not None and r.status == 200, f"nesting, a schema 20 deep: {r!r}")
+    # An earlier call's arguments as a JSON string nesting 100,000 deep: no
+    # body nesting, so read, and handed to the template as the string.
+    args = json.dumps("[" * DEEP + "]" * DEEP)
+    r = post_raw(srv.port, "/v1/chat/completions", (
+        '{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null,'
+        '"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":' + args +
+        '}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],"max_tokens":4}').encode(), 30.0)
+    check(r is not None and (r.status == 200 or (r.status == 400 and b"context" in r.body)),
+          f"nesting, arguments text 100,000 deep: {r!r}")
+    # 2,000 tools, one call required: the union of their calls is past the
+    # grammar's branching limit, refused naming it before anything runs.
+    tools = [{"type": "function", "function": {"name": f"f{i}"}} for i in range(2000)]
+    r, took = timed(post_raw, srv.port, "/v1/chat/completions", json.dumps(chat_body(
+        tools=tools, tool_choice="required")).encode(), 10.0)
+    expect_error(r, 400, "2,000 tools, a call required", needle="1024", within=3.0, took=took)
 
 
 # ---------------------------------------------------------------- 2. slow clients
@@ -786,6 +845,50 @@ def check_draining(srv):
     check(code == 0, f"draining: exit status {code} (wanted 0 within 10 s)")
 
 
+# ---------------------------------------------------------------- 10. embeddings
+
+EMBEDDING_FLAGS = ("--embedding", "--pooling", "mean")
+
+
+def check_embeddings(srv):
+    for path, data in [("/v1/embeddings", b'{"input":' + b"[" * DEEP + b"]" * DEEP + b"}"),
+                       ("/embedding", b'{"content":' + b"[" * DEEP + b"]" * DEEP + b"}")]:
+        expect_error(post_raw(srv.port, path, data, 10.0), 400, f"{path} 100,000 deep",
+                     needle="64")
+    huge = json.dumps({"input": "word " * 1_200_000}).encode()
+    r, took = timed(post_raw, srv.port, "/v1/embeddings", huge, 10.0)
+    expect_error(r, 400, "a 6 MB input", needle="context", within=1.0, took=took)
+    many = json.dumps({"input": ["x"] * 2049}).encode()
+    r, took = timed(post_raw, srv.port, "/v1/embeddings", many, 10.0)
+    expect_error(r, 400, "2,049 inputs", needle="2048", within=1.0, took=took)
+
+
+def check_embeddings_abandoned(srv):
+    idle = metrics_of(srv.port)
+    data = json.dumps({"input": [f"{i} " + LONG_PROMPT * 6 for i in range(64)]}).encode()
+    s = connect(srv.port, 5)
+    s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    t0, busy = time.time(), {}
+    while time.time() - t0 < 10:
+        busy = metrics_of(srv.port, timeout=2.0)
+        if busy.get("minfer_sequences_running", 0) >= 1:
+            break
+        time.sleep(0.05)
+    check(busy.get("minfer_sequences_running", 0) >= 1, "64 embedding inputs are not running")
+    close_all([s])
+    t0, now = time.time(), {}
+    while time.time() - t0 < 3.0:
+        now = metrics_of(srv.port, timeout=2.0)
+        if (now.get("minfer_sequences_running") == 0 and now.get("minfer_sequences_waiting") == 0
+                and now.get("minfer_kv_pages_used", 1e9) <= idle.get("minfer_kv_pages_used", 0)):
+            break
+        time.sleep(0.1)
+    check(now.get("minfer_sequences_running") == 0 and now.get("minfer_sequences_waiting") == 0,
+          f"3 s after an embeddings client hung up: running "
+          f"{now.get('minfer_sequences_running')}, waiting {now.get('minfer_sequences_waiting')}")
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -823,6 +926,10 @@ def main():
         run_check(h, only, "9h --api-key NUL, HEAD /", check_api_key, ("--api-key", "KEY"))
         run_check(h, only, "9i logit_bias", check_logit_bias)
         run_check(h, only, "9j 100,000 messages", check_many_messages)
+        run_check(h, only, "10a embeddings: nesting, a 6 MB input, 2,049 inputs",
+                  check_embeddings, EMBEDDING_FLAGS)
+        run_check(h, only, "10b embeddings: an abandoned request", check_embeddings_abandoned,
+                  EMBEDDING_FLAGS)
     finally:
         h.close()
     print(f"\n{'check':40} result     seconds")

@@ -17,7 +17,7 @@ GET /props, GET /slots (501), a prompt past the context
 json_schema producing JSON that validates (jsonschema), timings and
 system_fingerprint in a chat reply, and llama-server's flags: accepted
 (--cors-origins, -ngl, -cb, --no-mmap ...) and refused (--lora, --mmproj,
--md, --embedding, --grammar ...) with a message naming them.
+-md, --rerank, --grammar ...) with a message naming them.
 """
 import json
 import subprocess
@@ -230,7 +230,6 @@ def flag_checks(model):
         return subprocess.run([BIN, "serve", "-m", model, "--port", "0", *flags],
                               capture_output=True, text=True, timeout=60)
     for flags, name in [(["--lora", "x.gguf"], "--lora"), (["--mmproj", "p.gguf"], "--mmproj"),
-                        (["-md", "d.gguf"], "--model-draft"), (["--embedding"], "--embedding"),
                         (["--rerank"], "--rerank"), (["--grammar", "root ::= x"], "--grammar"),
                         (["--ssl-key-file", "k"], "--ssl-key-file"),
                         (["--chat-template", "chatml"], "--chat-template")]:

@@ -215,6 +215,36 @@ TEST(Tokenizer, CreateValidates) {
   fails(v, "no tokens");
 }
 
+// A harmony vocabulary (gpt-oss): the structure tokens render as text for
+// the reply's readers, and <|end|>, which closes one message of a reply that
+// goes on, does not end generation; <|return|> and <|call|> do.
+TEST(Tokenizer, HarmonyStructureTokensRenderAndEndIsNotEog) {
+  Vocab v;
+  v.model = "gpt2";
+  v.pre = "qwen2";
+  v.tokens = {"a",       "b",          "<|start|>", "<|channel|>",  "<|message|>",
+              "<|end|>", "<|return|>", "<|call|>",  "<|constrain|>"};
+  const auto control = static_cast<int32_t>(TokenType::kControl);
+  const auto normal = static_cast<int32_t>(TokenType::kNormal);
+  v.token_types = {normal, normal, control, control, control, control, control, control, control};
+  v.eos_id = 6;
+  Result<Tokenizer> t = Tokenizer::create(v);
+  ASSERT_TRUE(t.is_ok()) << t.message();
+  for (int32_t id : {2, 3, 4, 5, 8}) {
+    EXPECT_EQ(t->token_to_piece(id, /*render_special=*/false), v.tokens[id]);
+    EXPECT_FALSE(t->is_eog(id)) << v.tokens[id];
+  }
+  EXPECT_TRUE(t->is_eog(6));
+  EXPECT_TRUE(t->is_eog(7));
+  EXPECT_EQ(t->token_to_piece(6, false), "");
+  // Without <|channel|> it is no harmony vocabulary: <|end|> ends a turn.
+  v.tokens[3] = "<|other|>";
+  Result<Tokenizer> plain = Tokenizer::create(v);
+  ASSERT_TRUE(plain.is_ok()) << plain.message();
+  EXPECT_TRUE(plain->is_eog(5));
+  EXPECT_EQ(plain->token_to_piece(5, false), "");
+}
+
 TEST(Detokenizer, HoldsBackSplitCharacters) {
   const Tokenizer& tok = qwen2();
   // One byte-level token per byte of U+1F600 (F0 9F 98 80).
