@@ -80,7 +80,7 @@ Result<std::vector<runtime::Request>> requests_of(const CompletionContext& ctx,
     r.speculative = speculative_of(ctx, p);
     if (p.format != CompletionParams::Format::kText) {
       if (!ctx.constraints) {
-        return Status::unimplemented("response_format json_object / json_schema");
+        return Status::unimplemented("response_format json_object / json_schema and grammar");
       }
       MINFER_ASSIGN_OR_RETURN(r.constraint, ctx.constraints(p));
     }

@@ -1,6 +1,7 @@
-// response_format json_object / json_schema: the ConstraintFactory that
-// turns a request's format into a grammar::JsonConstraint per choice, behind
-// the engine's runtime::TokenConstraint.
+// response_format json_object / json_schema and llama-server's GBNF
+// "grammar": the ConstraintFactory that turns a request's format into a
+// grammar::JsonConstraint (or grammar::GbnfConstraint) per choice, behind the
+// engine's runtime::TokenConstraint.
 //
 // Contract: json_formats(tokenizer) builds the model's token vocabulary once
 // (docs/GRAMMAR.md: ~0.25 s for Gemma 3's 262,144 tokens) and returns a
@@ -8,7 +9,9 @@
 // the supported subset, or past one of the size, depth and nesting limits of
 // grammar/json_grammar.h, is an invalid-argument Status naming the keyword
 // or the limit: HTTP 400) and gives a fresh constraint; json_object means any
-// JSON object. The call runs on the caller's (HTTP handler) thread; the
+// JSON object. A GBNF grammar is parsed the same way (grammar/gbnf.h: a
+// syntax error names its line and column, a grammar past a limit names it;
+// HTTP 400). The call runs on the caller's (HTTP handler) thread; the
 // limits keep it bounded (docs/GRAMMAR.md, "Limits") and keep a schema's
 // size from failing the request later on the engine thread.
 #pragma once

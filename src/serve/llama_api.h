@@ -20,8 +20,9 @@
 //         server's seed. ignore_eos: end-of-generation tokens do not end it.
 //       top_k, top_p, min_p, repeat_penalty, repeat_last_n,
 //         presence_penalty, frequency_penalty, logit_bias, json_schema,
-//         response_format, stream: as parse_completion() reads them.
-//       Refused (400): grammar (GBNF), return_tokens, post_sampling_probs,
+//         response_format, grammar (GBNF), stream: as parse_completion()
+//         reads them.
+//       Refused (400): return_tokens, post_sampling_probs,
 //         n_cmpl > 1. Other fields are ignored, as llama-server ignores
 //         fields it does not know: cache_prompt (the engine always reuses
 //         cached prefixes), n_keep, t_max_predict_ms, id_slot, samplers...

@@ -119,7 +119,8 @@ Status read_chat_extras(const json& body, CompletionParams& p) {
   MINFER_ASSIGN_OR_RETURN(p.tools, read_tools(body));
   if (p.tools.forced() && p.format != CompletionParams::Format::kText) {
     return Status::invalid_argument(
-        "'tool_choice' that requires a call cannot be combined with a JSON 'response_format'");
+        "'tool_choice' that requires a call cannot be combined with a JSON 'response_format' or "
+        "a 'grammar'");
   }
   if (const auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
     if (!k->is_object()) return wrong("chat_template_kwargs", "an object");
@@ -191,17 +192,22 @@ Status read_logprobs(const json& body, CompletionParams& p) {
   return Status::ok();
 }
 
-// llama-server's GBNF "grammar": there is no engine for GBNF here, and
-// ignoring one would hand back unconstrained text as if it matched.
-Status refuse_grammar(const json& body) {
+// llama-server's GBNF "grammar" (a string; "" is none, as llama-server has
+// it). It is compiled where the request's constraint is made, so a bad
+// grammar is a 400 naming its line and column before anything is queued.
+Status read_grammar(const json& body, CompletionParams& p) {
   const auto g = body.find("grammar");
-  if (g == body.end() || g->is_null() ||
-      (g->is_string() && g->get_ref<const std::string&>().empty())) {
-    return Status::ok();
+  if (g == body.end() || g->is_null()) return Status::ok();
+  if (!g->is_string()) return wrong("grammar", "a GBNF grammar (a string)");
+  if (g->get_ref<const std::string&>().empty()) return Status::ok();
+  if (p.format != CompletionParams::Format::kText) {
+    return Status::invalid_argument(
+        "'grammar' and 'json_schema'/'response_format' were both given: a request is "
+        "constrained by one of them");
   }
-  return Status::invalid_argument(
-      "'grammar': GBNF grammars are not supported; constrain the output to JSON with "
-      "\"json_schema\" or \"response_format\" instead");
+  p.format = CompletionParams::Format::kGrammar;
+  p.grammar = g->get<std::string>();
+  return Status::ok();
 }
 
 // A schema where one may stand: an object (or true/false, JSON Schema's any/none).
@@ -212,8 +218,7 @@ bool is_schema(const json& s) {
 // OpenAI's {"type": "json_schema", "json_schema": {"schema": {...}}} and
 // llama-server's {"type": "json_schema" | "json_object", "schema": {...}};
 // llama-server's top-level "json_schema" too (response_format wins over it).
-Status read_format(const json& body, CompletionParams& p) {
-  MINFER_RETURN_IF_ERROR(refuse_grammar(body));
+Status read_json_format(const json& body, CompletionParams& p) {
   if (const auto top = body.find("json_schema"); top != body.end() && !top->is_null()) {
     if (!is_schema(*top)) return wrong("json_schema", "a JSON schema (an object)");
     p.format = CompletionParams::Format::kJsonSchema;
@@ -250,6 +255,11 @@ Status read_format(const json& body, CompletionParams& p) {
   }
   p.format = CompletionParams::Format::kJsonSchema;
   return Status::ok();
+}
+
+Status read_format(const json& body, CompletionParams& p) {
+  MINFER_RETURN_IF_ERROR(read_json_format(body, p));
+  return read_grammar(body, p);
 }
 
 // A logit_bias token id: a JSON string holding a whole number (OpenAI's

@@ -15,8 +15,8 @@
 //     {"type": "json_object"}, {"type": "json_schema", "json_schema":
 //     {"schema": {...}}}, and llama-server's {"type": "json_schema" |
 //     "json_object", "schema": {...}}), llama-server's top-level json_schema
-//     (response_format wins over it), grammar (GBNF: refused unless empty,
-//     never ignored), user (a string, unused), stream,
+//     (response_format wins over it), grammar (a GBNF string, "" none; with
+//     json_schema or a JSON response_format a 400 naming both), user (a string, unused), stream,
 //     stream_options.include_usage, logit_bias (OpenAI's {"<token id>":
 //     bias} or llama-server's [[token id, bias], ...]; bias in -100..100,
 //     -100 and false meaning never (-inf); added to the logits before any
@@ -69,7 +69,8 @@ struct CompletionParams {
   int n = 1;                // choices
   int top_logprobs = -1;    // -1: no logprobs
   bool ignore_eos = false;  // end-of-generation tokens do not end a choice (llama-server's)
-  enum class Format { kText, kJsonObject, kJsonSchema } format = Format::kText;
+  enum class Format { kText, kJsonObject, kJsonSchema, kGrammar } format = Format::kText;
+  std::string grammar;  // kGrammar: the GBNF text (grammar/gbnf.h), compiled per request
   // kJsonSchema: in the order the request wrote it (properties are generated
   // in that order); parse_completion() leaves it to the caller, which parses
   // the body again as ordered_json (ordered_schema()).

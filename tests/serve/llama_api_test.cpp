@@ -97,7 +97,8 @@ TEST(LlamaApi, RefusesWhatItCannotDoNamingIt) {
       {R"({"prompt": {"prompt_string": "a", "multimodal_data": ["AAAA"]}})", "multimodal"},
       {R"({"prompt": [1, -3]})", "prompt"},
       {R"({})", "prompt"},
-      {R"({"prompt": "x", "grammar": "root ::= \"a\""})", "GBNF"},
+      {R"({"prompt": "x", "grammar": 3})", "grammar"},
+      {R"({"prompt": "x", "grammar": "root ::= \"a\"", "json_schema": {}})", "json_schema"},
       {R"({"prompt": "x", "return_tokens": true})", "return_tokens"},
       {R"({"prompt": "x", "post_sampling_probs": true})", "post_sampling_probs"},
       {R"({"prompt": "x", "n_cmpl": 2})", "n_cmpl"},
@@ -117,12 +118,23 @@ TEST(LlamaApi, RefusesWhatItCannotDoNamingIt) {
   EXPECT_TRUE(parse(R"({"prompt": "x", "grammar": ""})").is_ok());
 }
 
-TEST(LlamaApi, GrammarIsRefusedOnTheOpenAiDoorsToo) {
+TEST(LlamaApi, GrammarOnEveryDoor) {
+  auto r = parse(R"({"prompt": "x", "grammar": "root ::= \"a\""})");
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ(r->params.format, CompletionParams::Format::kGrammar);
+  EXPECT_EQ(r->params.grammar, "root ::= \"a\"");
   const json chat = json::parse(
       R"({"messages": [{"role": "user", "content": "x"}], "grammar": "root ::= \"a\""})");
-  auto r = parse_completion(chat, true, runtime::SamplerParams{});
-  ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.message().find("GBNF"), std::string::npos) << r.message();
+  auto c = parse_completion(chat, true, runtime::SamplerParams{});
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(c->format, CompletionParams::Format::kGrammar);
+  // With a JSON format too: a 400 naming both.
+  const json both = json::parse(
+      R"({"prompt": "x", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})");
+  auto b = parse_completion(both, false, runtime::SamplerParams{});
+  ASSERT_FALSE(b.is_ok());
+  EXPECT_NE(b.message().find("'grammar'"), std::string::npos) << b.message();
+  EXPECT_NE(b.message().find("response_format"), std::string::npos) << b.message();
 }
 
 TEST(LlamaApi, JsonSchemaSpellings) {

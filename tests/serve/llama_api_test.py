@@ -13,13 +13,16 @@ ids, bytes and top_logprobs), timings present and consistent, ignore_eos
 /detokenize, /apply-template equal to what a chat completion tokenizes,
 GET /props, GET /slots (501), a prompt past the context
 (exceed_context_size_error with n_prompt_tokens and n_ctx) on /completion,
-/v1/completions and /v1/chat/completions, grammar refused, a top-level
+/v1/completions and /v1/chat/completions, a GBNF grammar on the three doors
+(greedy and sampled text that an independent regular expression accepts; a
+bad grammar a 400 naming line and column; with json_schema a 400), a top-level
 json_schema producing JSON that validates (jsonschema), timings and
 system_fingerprint in a chat reply, and llama-server's flags: accepted
 (--cors-origins, -ngl, -cb, --no-mmap ...) and refused (--lora, --mmproj,
 -md, --rerank, --grammar ...) with a message naming them.
 """
 import json
+import re
 import subprocess
 import sys
 
@@ -198,11 +201,7 @@ def info_error_checks(srv, ctx_per_slot):
               "exceeds the available context size" in e.get("message", ""),
               f"{path} past the context: {status} {err}")
 
-    for path, body in [("/completion", {"prompt": "x", "grammar": "root ::= \"a\""}),
-                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
-                                                 "grammar": "root ::= \"a\""})]:
-        status, err = post(srv, path, body)
-        check(status == 400 and "GBNF" in err["error"]["message"], f"{path} grammar {err}")
+    grammar_checks(srv)
 
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                                "age": {"type": "integer"}},
@@ -223,6 +222,39 @@ def info_error_checks(srv, ctx_per_slot):
     check(status == 400 and "n_predict" in err["error"]["message"], f"n_predict 0 {err}")
     status, err = post(srv, "/completion", {"prompt": ["a", "b"]})
     check(status == 400 and "several prompts" in err["error"]["message"], f"two prompts {err}")
+
+
+# A GBNF grammar and a regular expression written independently for the same
+# language: the generated text must match the expression.
+GRAMMAR = r'''root ::= answer ", " word{1,3} "."
+answer ::= "yes" | "no"
+word ::= [a-z]{2,8} " "?
+'''
+GRAMMAR_RE = re.compile(r"(yes|no), ([a-z]{2,8} ?){1,3}\.")
+
+
+def grammar_checks(srv):
+    for path, body, read in [
+            ("/completion", {"prompt": "Is Paris in France? Answer:", "n_predict": 40},
+             lambda r: r["content"]),
+            ("/v1/completions", {"prompt": "Is Paris in France? Answer:", "max_tokens": 40},
+             lambda r: r["choices"][0]["text"]),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Is Paris in "
+                                                    "France?"}], "max_tokens": 40},
+             lambda r: r["choices"][0]["message"]["content"])]:
+        for temperature in [0, 1.0]:
+            status, r = post(srv, path, {**body, "grammar": GRAMMAR, "temperature": temperature,
+                                         "seed": 7})
+            text = read(r) if status == 200 else None
+            check(status == 200 and text is not None and GRAMMAR_RE.fullmatch(text) is not None,
+                  f"{path} grammar at temperature {temperature}: {status} {r}")
+    status, err = post(srv, "/completion", {"prompt": "x", "grammar": "root ::= \"a\" [b-"})
+    msg = err.get("error", {}).get("message", "") if isinstance(err, dict) else ""
+    check(status == 400 and "line 1, column" in msg and "grammar" in msg, f"bad grammar {err}")
+    status, err = post(srv, "/completion", {"prompt": "x", "grammar": "root ::= \"a\"",
+                                            "json_schema": {"type": "object"}})
+    msg = err.get("error", {}).get("message", "") if isinstance(err, dict) else ""
+    check(status == 400 and "'grammar'" in msg and "json_schema" in msg, f"grammar + schema {err}")
 
 
 def flag_checks(model):
