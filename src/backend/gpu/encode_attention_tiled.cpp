@@ -28,12 +28,9 @@ constexpr int64_t kMaxHeadDim = MINFER_ATTENTION_MAX_HEAD_DIM;
 // every loop of a shader after 65535 in all (docs/VULKAN.md rule 7).
 constexpr uint64_t kCpuLoopBudget = 60000;
 // Below this many workgroups of 4 rows per invocation, blocks of 1 row per
-// invocation (4x as many, a quarter of the K/V reuse) are faster. H200,
-// Qwen2.5-0.5B shapes (14/2 heads, head_dim 64, f16), us per call for 4 / 2
-// / 1 rows: 128 tokens (56 groups of 4) 34.5 / 37.2 / 31.0; 32 tokens at
-// 2016 (14 groups) 369 / 440 / 301; 256 tokens (112 groups) 44.0 / 67.5 /
-// 58.0; 512 tokens (224 groups) 88.7 / 107 / 114. Two rows per invocation
-// never won.
+// invocation (4x as many, a quarter of the K/V reuse) are faster; two rows
+// per invocation never won (docs/PERFORMANCE.md, "Constants and their
+// measurements").
 constexpr uint64_t kFillGroups = 64;
 
 std::atomic<uint32_t> forced_rows_per_inv{0};

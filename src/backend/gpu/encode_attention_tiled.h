@@ -38,16 +38,10 @@
 
 namespace minfer::gpu {
 
-// The smallest batch for which GpuBackend uses the tiled kernel. H200
-// (Vulkan, NVIDIA 580, f16 cache), us per call, per-query kernel vs tiled:
-// Qwen2.5-0.5B (14/2 heads, head_dim 64) prompts from position 0 of 2048
-// tokens 5453 vs 544 (10.0x), 1024: 1482 vs 205, 512: 413 vs 88.7 (4.7x),
-// 128: 71.7 vs 31.0, 32: 23.6 vs 11.7, 16: 12.6 vs 11.7; chunks at a long
-// context, 32 tokens at 2016: 359 vs 301, 128 at 1920: 699 vs 299;
-// Qwen2.5-7B (28/4, 128) 2048 tokens: 20650 vs 2477 (8.3x), 512: 1550 vs
-// 183; Gemma-3-1B-shaped (4/1, 256) 2048 tokens: 6080 vs 1206 (5.0x). Below
-// 32 tokens the per-query kernel's many workgroups fill the GPU as well.
-// (tests/backend/vulkan_attention_tiled_test.cpp, DISABLED_PromptTiming.)
+// The smallest batch for which GpuBackend uses the tiled kernel: below it
+// the per-query kernel's many workgroups fill the GPU as well
+// (docs/PERFORMANCE.md, "Constants and their measurements";
+// tests/backend/vulkan_attention_tiled_test.cpp, DISABLED_PromptTiming).
 inline constexpr int64_t kAttentionTiledMinTokens = 32;
 
 // The tiled kernel for a cache of (k_type, v_type) on `device`, or

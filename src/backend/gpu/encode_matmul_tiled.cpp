@@ -151,10 +151,9 @@ Result<uint32_t> matmul_tiled_kernel(const Device& device, quant::TensorType typ
 }
 
 int64_t matmul_tiled_min_tokens(const Device& device) {
-  // H200, Q4_0 / Q4_K weights of Qwen2.5-0.5B (per-layer time of q, k, v, o,
-  // gate, up, down): the tiled kernel ties encode_matmul at 32 (Q4_0) and 64
-  // (Q4_K) tokens and wins from there, 1.8x (Q4_0) at 64. Other devices are
-  // unmeasured and get the same.
+  // Where the tiled kernel overtakes encode_matmul on the H200
+  // (docs/PERFORMANCE.md, "Constants and their measurements"); other devices
+  // are unmeasured and get the same.
   (void)device;
   return 64;
 }

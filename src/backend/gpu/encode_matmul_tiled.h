@@ -32,8 +32,9 @@ namespace minfer::gpu {
 Result<uint32_t> matmul_tiled_kernel(const Device& device, quant::TensorType type);
 
 // The smallest n_tokens from which the tiled kernel beats encode_matmul on
-// `device`, per decoder layer (measured on the H200 by the benchmark of
-// tests/backend/vulkan_matmul_tiled_test.cpp); below it, use encode_matmul.
+// `device`, per decoder layer (docs/PERFORMANCE.md, "Constants and their
+// measurements"; the benchmark of tests/backend/vulkan_matmul_tiled_test.cpp);
+// below it, use encode_matmul.
 // Narrow outputs (out_dim <= 256, the k/v projections) gain only from ~512
 // tokens: one tile row cannot fill the GPU.
 int64_t matmul_tiled_min_tokens(const Device& device);

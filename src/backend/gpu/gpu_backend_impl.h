@@ -180,7 +180,8 @@ class GpuBackend final : public backend::Backend {
   // The tiled GEMM (encode_matmul_tiled.h) for batches that need not be
   // batch-invariant (its order of additions differs from the row kernel's),
   // from matmul_tiled_min_tokens() tokens on, and for narrow outputs (the
-  // k/v projections, one tile row) only from 512 tokens (measured, H200).
+  // k/v projections, one tile row) only from 512 tokens (docs/PERFORMANCE.md,
+  // "Constants and their measurements").
   bool use_tiled(quant::TensorType type, int64_t out_dim, int64_t n_tokens, bool invariant) const {
     const auto i = static_cast<size_t>(type);
     return !invariant && i < tiled_types_.size() && tiled_types_[i] == 1 &&

@@ -13,9 +13,10 @@
 // m, sum s, V sums), so the key loop has no workgroup barrier: per chunk,
 // lane i scores key first + i (a whole head_dim dot against the query in
 // shared memory; scoring each key with the whole subgroup instead, rows read
-// coalesced and the dot through subgroupAdd, measured 3-6x slower on the
-// H200), the chunk max meets through subgroupMax, the weights and
-// cache rows go to the subgroup's slots of shared memory (subgroupBarrier),
+// coalesced and the dot through subgroupAdd, was slower: docs/PERFORMANCE.md,
+// "Constants and their measurements"), the chunk max meets through
+// subgroupMax, the weights and cache rows go to the subgroup's slots of
+// shared memory (subgroupBarrier),
 // and the lanes sum V: lane = (key group, lane of the key) with
 // lanes_per_key = min(S, head_dim / 4) lanes on one key's row, each holding
 // groups of four dims (quads) kl, kl + lanes_per_key, ...; the key groups
