@@ -111,20 +111,8 @@ Status JsonConstraint::allowed_tokens(std::vector<uint8_t>& allowed) const {
 }
 
 Status JsonConstraint::mask(std::span<float> logits) const {
-  const size_t n_vocab = static_cast<size_t>(vocab_->size());
-  if (logits.size() < n_vocab) {
-    return Status::invalid_argument(
-        "json constraint: logits row of " + std::to_string(logits.size()) +
-        " entries for a vocabulary of " + std::to_string(n_vocab) + " tokens");
-  }
-  std::vector<uint8_t> allowed;
-  MINFER_RETURN_IF_ERROR(allowed_tokens(allowed));
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (size_t t = 0; t < n_vocab; ++t) {
-    if (!allowed[t]) logits[t] = kNegInf;
-  }
-  for (size_t t = n_vocab; t < logits.size(); ++t) logits[t] = kNegInf;
-  return Status::ok();
+  return mask_logits(logits, vocab_->size(), "json constraint",
+                     [this](std::vector<uint8_t>& a) { return allowed_tokens(a); });
 }
 
 Status JsonConstraint::accept(int32_t token) {

@@ -32,7 +32,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -89,5 +91,29 @@ class TokenVocabulary {
   TokenTrie non_plain_;
   std::vector<std::pair<int32_t, int32_t>> plain_;
 };
+
+// What every constraint's mask() does with its allowed-token vector: a
+// logits row shorter than the vocabulary is kInvalidArgument (`who` names
+// the constraint); otherwise every token not allowed, and every entry past
+// the vocabulary, is set to -infinity. `allowed` is produced after the check
+// by `allowed_tokens`, whose error is returned as is.
+template <typename AllowedFn>
+[[nodiscard]] Status mask_logits(std::span<float> logits, int32_t n_vocab, const char* who,
+                                 AllowedFn&& allowed_tokens) {
+  const size_t n = static_cast<size_t>(n_vocab);
+  if (logits.size() < n) {
+    return Status::invalid_argument(
+        std::string(who) + ": logits row of " + std::to_string(logits.size()) +
+        " entries for a vocabulary of " + std::to_string(n) + " tokens");
+  }
+  std::vector<uint8_t> allowed;
+  MINFER_RETURN_IF_ERROR(allowed_tokens(allowed));
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (size_t t = 0; t < n; ++t) {
+    if (!allowed[t]) logits[t] = kNegInf;
+  }
+  for (size_t t = n; t < logits.size(); ++t) logits[t] = kNegInf;
+  return Status::ok();
+}
 
 }  // namespace minfer::grammar
