@@ -55,6 +55,7 @@ const OpTraits& op_traits(Op op) {
       /* kMoeWeights   */ {"moe_weights",    false, false, false},
       /* kMatMulId     */ {"mul_mat_id",     false, false, false},
       /* kMoeSum       */ {"moe_sum",        false, false, false},
+      /* kSwiGLUOai    */ {"swiglu_oai",     true,  false, false},
   };
   // clang-format on
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
@@ -83,6 +84,8 @@ std::vector<std::string> weights_read(const Graph& g) {
             add(m.bias);
           } else if constexpr (std::is_same_v<M, RopeMeta>) {
             add(m.freq_factors);
+          } else if constexpr (std::is_same_v<M, AttentionMeta>) {
+            add(m.sinks);
           } else if constexpr (std::is_same_v<M, FusedQkvMeta>) {
             for (const auto* n :
                  {&m.q_weight, &m.k_weight, &m.v_weight, &m.q_bias, &m.k_bias, &m.v_bias, &m.q_norm,

@@ -54,6 +54,7 @@ enum class Op : uint8_t {
   kMoeWeights,  // f32 [k, T]: the gating weights of those experts (logits, ids)
   kMatMulId,    // f32 [out, k*T]: row t*k+j = x_t (or row t*k+j of x) times expert ids[j,t]
   kMoeSum,      // f32 [d, T]: row t = sum over j of y[t*k+j] * weights[j,t]
+  kSwiGLUOai,   // gpt-oss's clamped GLU of (gate, up) (GluMeta; docs/GPT_OSS.md)
   kCount,
 };
 
@@ -148,6 +149,14 @@ struct RopeMeta {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   std::string freq_factors;  // optional weight of per-frequency divisors (llama 3 rope_freqs)
+  // YaRN (graph/yarn.h computes these once for every backend). ext_factor 0
+  // is plain RoPE: theta = freq_scale * theta_extrap and no magnitude scale.
+  // Else pair i's theta blends theta_extrap (pairs below corr_low) into
+  // freq_scale * theta_extrap (pairs from corr_high) by ramp * ext_factor,
+  // and cos and sin are multiplied by mscale.
+  float ext_factor = 0.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;
+  float mscale = 1.0f;
 };
 
 // k_type/v_type: the KV cache's row types (F32, F16, Q8_0), so that a
@@ -168,6 +177,10 @@ struct AttentionMeta {
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
   float scale = 1.0f;
   int64_t sliding_window = 0;  // 0: full causal attention
+  // Optional f32 [n_head] weight: one logit per query head that joins the
+  // softmax's denominator only (no value row, not scaled), so a row's
+  // weights sum to less than 1 (gpt-oss; docs/GPT_OSS.md "Attention sinks").
+  std::string sinks;
   quant::TensorType k_type = quant::TensorType::F32;
   quant::TensorType v_type = quant::TensorType::F32;
   // Input 0 holds packed rows [q | k | v] (the output of a FusedQKV node;
@@ -259,6 +272,13 @@ struct MatMulIdMeta {
   bool batch_invariant = false;
 };
 
+// kSwiGLUOai: inputs gate and up (same shape), out = min(gate, limit) *
+// sigmoid(alpha * min(gate, limit)) * (clamp(up, -limit, limit) + 1), in f32.
+struct GluMeta {
+  float alpha = 1.702f;
+  float limit = 7.0f;
+};
+
 // kMoeSum: inputs y f32 [d, n_used*T] and weights f32 [n_used, T]; output
 // f32 [d, T], row t = (y[t*k] * w[0,t] + y[t*k+1] * w[1,t]) + ... in f32,
 // each product rounded, summed in order of j.
@@ -268,7 +288,8 @@ struct MoeSumMeta {
 
 using NodeMeta = std::variant<std::monostate, InputMeta, GetRowsMeta, RmsNormMeta, MatMulMeta,
                               ScaleMeta, RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta,
-                              FusedFfnMeta, ArgMaxMeta, MoeRouteMeta, MatMulIdMeta, MoeSumMeta>;
+                              FusedFfnMeta, ArgMaxMeta, MoeRouteMeta, MatMulIdMeta, MoeSumMeta,
+                              GluMeta>;
 
 struct Node {
   Op op = Op::kInput;

@@ -74,12 +74,13 @@ bool rms_norm_ok(const Node& n, const model::Weights& w) {
 
 bool attention_ok(const Node& n, const model::Weights&) {
   const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && !m->packed_qkv;
+  return m != nullptr && n.dtype == DType::kF32 && !m->packed_qkv && m->sinks.empty();
 }
 
 bool rope_ok(const Node& n, const model::Weights& w) {
   const auto* m = std::get_if<graph::RopeMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->freq_factors);
+  return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->freq_factors) &&
+         m->ext_factor == 0.0f;
 }
 
 bool moe_route_ok(const Node& n, const model::Weights&) {
@@ -138,6 +139,7 @@ const OpEntry& entry(Op op) {
       /* kMoeWeights   */ {moe_route_ok, &CpuBackend::run_moe_weights},
       /* kMatMulId     */ {matmul_id_ok, &CpuBackend::run_matmul_id},
       /* kMoeSum       */ {moe_sum_ok, &CpuBackend::run_moe_sum},
+      /* kSwiGLUOai    */ {no_kernel, nullptr},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];

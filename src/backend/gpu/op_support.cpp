@@ -72,7 +72,7 @@ bool rms_norm_ok(const GpuBackend& b, const Node& n) {
 
 bool rope_meta_ok(const GpuBackend& b, const graph::RopeMeta& m) {
   return m.head_dim % 2 == 0 && m.n_rot % 2 == 0 && m.n_rot > 0 && m.n_rot <= m.head_dim &&
-         f32_vector(b, m.freq_factors, m.n_rot / 2);
+         m.ext_factor == 0.0f && f32_vector(b, m.freq_factors, m.n_rot / 2);
 }
 
 bool rope_ok(const GpuBackend& b, const Node& n) {
@@ -99,7 +99,8 @@ bool attention_ok(const GpuBackend&, const Node& n) {
   const bool inputs_ok = m->packed_qkv
                              ? n.inputs.size() == 2 && n.shape.ne[1] == 1 && m->page_size == 0
                              : n.inputs.size() >= (m->page_size > 0 ? 5u : 3u);
-  return inputs_ok && n.dtype == DType::kF32 && m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 &&
+  return inputs_ok && n.dtype == DType::kF32 && m->sinks.empty() && m->n_head_kv > 0 &&
+         m->n_head % m->n_head_kv == 0 &&
          m->head_dim > 0 && m->head_dim <= 256 && m->head_dim % 2 == 0 &&
          cache_type_ok(m->k_type, m->head_dim) && cache_type_ok(m->v_type, m->head_dim) &&
          n.shape.ne[0] == m->n_head * m->head_dim;
@@ -223,6 +224,7 @@ const OpEntry& op_entry(Op op) {
       /* kMoeWeights   */ {moe_route_ok, &GpuBackend::run_moe_weights},
       /* kMatMulId     */ {matmul_id_ok, &GpuBackend::run_matmul_id},
       /* kMoeSum       */ {moe_sum_ok, &GpuBackend::run_moe_sum},
+      /* kSwiGLUOai    */ {[](const GpuBackend&, const Node&) { return false; }, nullptr},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];
