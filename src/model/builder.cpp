@@ -22,7 +22,7 @@ Result<graph::Graph> build_graph(const HParams& hp, const Weights& weights,
   static constexpr Entry kBuilders[] = {
       {Arch::kQwen2, builders::build_qwen2},       {Arch::kQwen3, builders::build_qwen3},
       {Arch::kQwen3Moe, builders::build_qwen3moe}, {Arch::kLlama, builders::build_llama},
-      {Arch::kGemma3, builders::build_gemma3},
+      {Arch::kGemma3, builders::build_gemma3},     {Arch::kGptOss, builders::build_gpt_oss},
   };
   for (const auto& e : kBuilders) {
     if (e.arch == hp.arch) return e.build(hp, weights, params);

@@ -11,10 +11,11 @@ Result<Arch> parse_arch(const std::string& name) {
   if (name == "qwen2") return Arch::kQwen2;
   if (name == "qwen3") return Arch::kQwen3;
   if (name == "qwen3moe") return Arch::kQwen3Moe;
+  if (name == "gpt-oss") return Arch::kGptOss;
   if (name == "llama") return Arch::kLlama;
   if (name == "gemma3") return Arch::kGemma3;
   return Status::unimplemented("unsupported architecture '" + name +
-                               "' (supported: qwen2, qwen3, qwen3moe, llama, gemma3)");
+                               "' (supported: qwen2, qwen3, qwen3moe, gpt-oss, llama, gemma3)");
 }
 
 Result<int64_t> positive(const gguf::File& f, const std::string& key) {
@@ -45,7 +46,40 @@ Status check_expert_shapes(const gguf::File& f, const HParams& h, const std::str
   MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_gate_inp.weight", {d, n}));
   MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_gate_exps.weight", {d, ff, n}));
   MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_up_exps.weight", {d, ff, n}));
-  return expect_shape(f, b + "ffn_down_exps.weight", {ff, d, n});
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_down_exps.weight", {ff, d, n}));
+  if (f.find_tensor(b + "ffn_gate_up_exps.weight") != nullptr) {
+    return Status::unimplemented("tensor '" + b +
+                                 "ffn_gate_up_exps.weight': fused gate and up experts are not "
+                                 "supported (separate ffn_gate_exps and ffn_up_exps are)");
+  }
+  if (!h.moe_biases) return Status::ok();
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_gate_inp.bias", {n}));
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_gate_exps.bias", {ff, n}));
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_up_exps.bias", {ff, n}));
+  return expect_shape(f, b + "ffn_down_exps.bias", {d, n});
+}
+
+// The attention tensors of one layer (prefix "blk.N.").
+Status check_attention_shapes(const gguf::File& f, const HParams& h, const std::string& b) {
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_norm.weight", {h.n_embd}));
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_q.weight", {h.n_embd, h.q_dim()}));
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_k.weight", {h.n_embd, h.kv_dim()}));
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_v.weight", {h.n_embd, h.kv_dim()}));
+  MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_output.weight", {h.q_dim(), h.n_embd}));
+  if (h.qkv_bias) {
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_q.bias", {h.q_dim()}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_k.bias", {h.kv_dim()}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_v.bias", {h.kv_dim()}));
+  }
+  if (h.attn_output_bias) {
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_output.bias", {h.n_embd}));
+  }
+  if (h.attn_sinks) MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_sinks.weight", {h.n_head}));
+  if (h.qk_norm) {
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_q_norm.weight", {h.head_dim}));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_k_norm.weight", {h.head_dim}));
+  }
+  return Status::ok();
 }
 
 Status check_shapes(const gguf::File& f, const HParams& h) {
@@ -56,27 +90,14 @@ Status check_shapes(const gguf::File& f, const HParams& h) {
   }
   for (int64_t i = 0; i < h.n_layer; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
-    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_norm.weight", {h.n_embd}));
-    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_q.weight", {h.n_embd, h.q_dim()}));
-    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_k.weight", {h.n_embd, h.kv_dim()}));
-    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_v.weight", {h.n_embd, h.kv_dim()}));
-    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_output.weight", {h.q_dim(), h.n_embd}));
-    MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_norm.weight", {h.n_embd}));
+    MINFER_RETURN_IF_ERROR(check_attention_shapes(f, h, b));
+    MINFER_RETURN_IF_ERROR(expect_shape(f, b + h.ffn_norm_name + ".weight", {h.n_embd}));
     if (h.is_moe()) {
       MINFER_RETURN_IF_ERROR(check_expert_shapes(f, h, b));
     } else {
       MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_gate.weight", {h.n_embd, h.n_ff}));
       MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_up.weight", {h.n_embd, h.n_ff}));
       MINFER_RETURN_IF_ERROR(expect_shape(f, b + "ffn_down.weight", {h.n_ff, h.n_embd}));
-    }
-    if (h.qkv_bias) {
-      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_q.bias", {h.q_dim()}));
-      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_k.bias", {h.kv_dim()}));
-      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_v.bias", {h.kv_dim()}));
-    }
-    if (h.qk_norm) {
-      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_q_norm.weight", {h.head_dim}));
-      MINFER_RETURN_IF_ERROR(expect_shape(f, b + "attn_k_norm.weight", {h.head_dim}));
     }
     if (h.gemma) {
       MINFER_RETURN_IF_ERROR(expect_shape(f, b + "post_attention_norm.weight", {h.n_embd}));
@@ -85,6 +106,43 @@ Status check_shapes(const gguf::File& f, const HParams& h) {
   }
   if (h.has_rope_freqs) {
     MINFER_RETURN_IF_ERROR(expect_shape(f, "rope_freqs.weight", {h.n_rot / 2}));
+  }
+  return Status::ok();
+}
+
+// An optional f32 key, left at its default when absent.
+Status optional_f32(const gguf::File& f, const std::string& key, float& value) {
+  if (!f.has(key)) return Status::ok();
+  MINFER_ASSIGN_OR_RETURN(value, f.get_f32(key));
+  return Status::ok();
+}
+
+// rope.scaling.*: linear divides every frequency; YaRN blends (graph/yarn.h).
+Status read_rope_scaling(const gguf::File& f, HParams& h) {
+  const std::string a = h.arch_name + ".rope.scaling.";
+  h.n_ctx_orig_yarn = h.n_ctx_train;
+  if (!f.has(a + "type")) return Status::ok();
+  MINFER_ASSIGN_OR_RETURN(std::string type, f.get_string(a + "type"));
+  if (type == "none") return Status::ok();
+  if (type != "linear" && type != "yarn") {
+    return Status::invalid_argument("key '" + a + "type': '" + type +
+                                    "' is not supported (linear, yarn)");
+  }
+  MINFER_ASSIGN_OR_RETURN(float factor, f.get_f32(a + "factor"));
+  if (!(factor > 0.0f)) return Status::invalid_argument("key '" + a + "factor' <= 0");
+  h.rope_freq_scale = 1.0f / factor;
+  h.rope_scaling = type == "linear" ? RopeScaling::kLinear : RopeScaling::kYarn;
+  MINFER_RETURN_IF_ERROR(optional_f32(f, a + "attn_factor", h.rope_attn_factor));
+  if (h.rope_scaling != RopeScaling::kYarn) return Status::ok();
+  if (f.has(a + "original_context_length")) {
+    MINFER_ASSIGN_OR_RETURN(h.n_ctx_orig_yarn, positive(f, a + "original_context_length"));
+  }
+  MINFER_RETURN_IF_ERROR(optional_f32(f, a + "yarn_beta_fast", h.yarn_beta_fast));
+  MINFER_RETURN_IF_ERROR(optional_f32(f, a + "yarn_beta_slow", h.yarn_beta_slow));
+  for (const char* k : {"yarn_ext_factor", "yarn_attn_factor", "yarn_log_multiplier"}) {
+    if (f.has(a + k)) {
+      return Status::unimplemented("key '" + a + k + "' is not supported");
+    }
   }
   return Status::ok();
 }
@@ -134,19 +192,7 @@ Status read_common(const gguf::File& f, HParams& h) {
                                       std::to_string(h.head_dim));
     }
   }
-  if (f.has(a + "rope.scaling.type")) {
-    MINFER_ASSIGN_OR_RETURN(std::string type, f.get_string(a + "rope.scaling.type"));
-    if (type == "linear") {
-      MINFER_ASSIGN_OR_RETURN(float factor, f.get_f32(a + "rope.scaling.factor"));
-      if (!(factor > 0.0f))
-        return Status::invalid_argument("key '" + a + "rope.scaling.factor' <= 0");
-      h.rope_freq_scale = 1.0f / factor;
-    } else if (type != "none") {
-      return Status::invalid_argument("key '" + a + "rope.scaling.type': '" + type +
-                                      "' is not supported");
-    }
-  }
-  return Status::ok();
+  return read_rope_scaling(f, h);
 }
 
 // A key that asks for a mixture-of-experts feature the engine lacks.
@@ -185,18 +231,53 @@ Status read_moe(const gguf::File& f, HParams& h) {
     MINFER_RETURN_IF_ERROR(
         refuse_unless(v == 0.0f || v == 1.0f, a + "expert_weights_scale", "scaled expert weights"));
   }
-  if (f.has(a + "expert_gating_func")) {  // llama.cpp's enum: 1 is softmax
+  // llama.cpp's gating enum: 1 softmax (qwen3moe), 3 softmax over the
+  // selected logits (gpt-oss, whose architecture implies it).
+  const bool gpt_oss = h.arch == Arch::kGptOss;
+  const uint32_t gating = gpt_oss ? 3 : 1;
+  if (f.has(a + "expert_gating_func")) {
     MINFER_ASSIGN_OR_RETURN(uint32_t v, f.get_u32(a + "expert_gating_func"));
-    MINFER_RETURN_IF_ERROR(
-        refuse_unless(v == 1, a + "expert_gating_func", "gating function " + std::to_string(v)));
+    MINFER_RETURN_IF_ERROR(refuse_unless(v == gating, a + "expert_gating_func",
+                                         "gating function " + std::to_string(v)));
   }
   // Qwen3-MoE renormalizes the selected probabilities (norm_topk_prob;
   // llama.cpp always does for this architecture); the key can say otherwise.
-  bool norm = true;
+  // gpt-oss's weights already sum to 1.
+  bool norm = !gpt_oss;
   if (f.has(a + "expert_weights_norm")) {
     MINFER_ASSIGN_OR_RETURN(norm, f.get_bool(a + "expert_weights_norm"));
+    MINFER_RETURN_IF_ERROR(refuse_unless(!gpt_oss || !norm, a + "expert_weights_norm",
+                                         "renormalized top-k-softmax weights"));
   }
-  h.moe_gating = norm ? graph::MoeGating::kSoftmaxNormalized : graph::MoeGating::kSoftmax;
+  h.moe_gating = gpt_oss ? graph::MoeGating::kTopKSoftmax
+                 : norm  ? graph::MoeGating::kSoftmaxNormalized
+                         : graph::MoeGating::kSoftmax;
+  return Status::ok();
+}
+
+// gpt-oss: biases everywhere, attention sinks, a window of attention on
+// every other layer, and the same RoPE base and YaRN on every layer
+// (docs/GPT_OSS.md).
+Status read_gpt_oss(const gguf::File& f, HParams& h) {
+  const std::string a = h.arch_name + ".";
+  h.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  h.attn_output_bias = true;
+  h.attn_sinks = true;
+  h.moe_biases = true;
+  h.swiglu_oai = true;
+  h.ffn_norm_name = "post_attention_norm";
+  MINFER_ASSIGN_OR_RETURN(h.sliding_window, positive(f, a + "attention.sliding_window"));
+  h.swa_pattern = 2;
+  if (f.has(a + "attention.sliding_window_pattern")) {
+    MINFER_ASSIGN_OR_RETURN(h.swa_pattern, positive(f, a + "attention.sliding_window_pattern"));
+  }
+  h.rope_freq_base_swa = h.rope_freq_base;
+  h.rope_freq_scale_swa = h.rope_freq_scale;
+  MINFER_RETURN_IF_ERROR(optional_f32(f, a + "rope.freq_base_swa", h.rope_freq_base_swa));
+  MINFER_RETURN_IF_ERROR(read_moe(f, h));
+  if (h.tied_output) {
+    return Status::invalid_argument("tensor 'output.weight' not found (gpt-oss needs it)");
+  }
   return Status::ok();
 }
 
@@ -223,6 +304,9 @@ Result<HParams> load_hparams(const gguf::File& f) {
     case Arch::kQwen3Moe:
       h.qk_norm = true;
       MINFER_RETURN_IF_ERROR(read_moe(f, h));
+      break;
+    case Arch::kGptOss:
+      MINFER_RETURN_IF_ERROR(read_gpt_oss(f, h));
       break;
     case Arch::kLlama:
       h.rope_mode = graph::RopeMode::kNormal;

@@ -121,6 +121,47 @@ std::vector<ModelShape> make_presets() {
   }
   const ModelShape qwen3moe = p.back();
 
+  // gpt-oss (docs/GPT_OSS.md): the values of the published GGUF files; a
+  // generated vocabulary of the real size with the o200k pre-tokenizer.
+  auto gpt_oss = [](std::string name, std::string display, int d, int layers, int heads, int kv,
+                    int n_expert, int n_used, int ff_exp, int vocab) {
+    ModelShape s;
+    s.name = std::move(name);
+    s.arch = "gpt-oss";
+    s.display_name = std::move(display);
+    s.n_embd = d;
+    s.n_layer = layers;
+    s.n_head = heads;
+    s.n_head_kv = kv;
+    s.head_dim = 64;
+    s.explicit_head_dim = true;
+    s.n_ff = ff_exp;
+    s.n_vocab = vocab;
+    s.n_ctx_train = 131072;
+    s.rope_freq_base = 150000.0f;
+    s.rms_eps = 1e-5f;
+    s.qkv_bias = true;
+    s.sliding_window = 128;
+    s.n_expert = n_expert;
+    s.n_expert_used = n_used;
+    s.n_ff_exp = ff_exp;
+    s.attn_sinks = s.attn_output_bias = s.moe_biases = true;
+    s.ffn_norm = "post_attention_norm";
+    s.yarn_factor = 32.0f;
+    s.yarn_orig_ctx = 4096;
+    s.bpe_pre = "gpt-4o";
+    s.vocab = VocabKind::kSyntheticBpe;
+    return s;
+  };
+  p.push_back(gpt_oss("gpt-oss-20b", "gpt-oss 20B (synthetic)", 2880, 24, 64, 8, 32, 4, 2880,
+                      201088));
+  p.push_back(gpt_oss("gpt-oss-120b", "gpt-oss 120B (synthetic)", 2880, 36, 64, 8, 128, 4, 2880,
+                      201088));
+  // Mid-size, for perplexity parity: contexts of 512 cross the window of 128.
+  p.push_back(gpt_oss("gpt-oss-small", "gpt-oss small (synthetic)", 512, 4, 8, 2, 16, 4, 512,
+                      32768));
+  const ModelShape gpt_oss_small = p.back();
+
   // Tiny shapes for fast tests: every row length a multiple of 256 so that
   // every quant type applies; small vocabularies.
   auto tiny = [](const ModelShape& like, std::string name) {
@@ -148,6 +189,16 @@ std::vector<ModelShape> make_presets() {
   tiny_moe.n_expert_used = 2;
   tiny_moe.n_ff_exp = 256;
   p.push_back(tiny_moe);
+  // Two layers, one windowed (8, so short tests cross it) and one full.
+  ModelShape tiny_oss = tiny(gpt_oss_small, "tiny-gpt-oss");
+  tiny_oss.head_dim = 64;
+  tiny_oss.sliding_window = 8;
+  tiny_oss.n_expert = 8;
+  tiny_oss.n_expert_used = 2;
+  tiny_oss.n_ff_exp = 256;
+  tiny_oss.n_ff = 256;
+  tiny_oss.yarn_orig_ctx = 256;
+  p.push_back(tiny_oss);
   return p;
 }
 

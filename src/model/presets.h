@@ -22,7 +22,7 @@ enum class VocabKind {
 
 struct ModelShape {
   std::string name;          // preset name, e.g. "qwen2.5-0.5b"
-  std::string arch;          // general.architecture: qwen2, qwen3, qwen3moe, llama, gemma3
+  std::string arch;          // general.architecture: qwen2, qwen3, qwen3moe, gpt-oss, llama, gemma3
   std::string display_name;  // general.name
   int n_embd = 0;
   int n_layer = 0;
@@ -47,6 +47,16 @@ struct ModelShape {
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;
+  // gpt-oss: attn_output.bias and per-head attn_sinks.weight, biases on the
+  // router and every expert, the FFN norm named post_attention_norm, and
+  // YaRN RoPE scaling (yarn_factor > 0) from yarn_orig_ctx.
+  bool attn_sinks = false;
+  bool attn_output_bias = false;
+  bool moe_biases = false;
+  std::string ffn_norm = "ffn_norm";
+  float yarn_factor = 0.0f;
+  int yarn_orig_ctx = 0;
+  std::string bpe_pre;  // tokenizer.ggml.pre of a synthetic BPE vocabulary (empty: by family)
   VocabKind vocab = VocabKind::kSyntheticBpe;
 };
 

@@ -73,6 +73,13 @@ void plan_experts(Planner& p, const ModelShape& s, const std::string& b, int lay
   p.experts(b + "ffn_up_exps.weight", d, ff, n, TensorRole::kFfnGateUp, layer, in_sd);
   const float down_sd = residual_scale / std::sqrt(static_cast<float>(ff));
   p.experts(b + "ffn_down_exps.weight", ff, d, n, TensorRole::kFfnDown, layer, down_sd);
+  if (!s.moe_biases) return;
+  // gpt-oss: the router's bias moves choices about as much as its logits'
+  // spread; the experts' biases are small, as trained ones are.
+  p.vector(b + "ffn_gate_inp.bias", n, Init::kGaussian, 0.5f);
+  p.f32_matrix(b + "ffn_gate_exps.bias", ff, n, 0.05f);
+  p.f32_matrix(b + "ffn_up_exps.bias", ff, n, 0.05f);
+  p.f32_matrix(b + "ffn_down_exps.bias", d, n, 0.02f);
 }
 
 std::vector<PlannedTensor> plan(const ModelShape& s, const QuantMix& mix) {
@@ -100,8 +107,11 @@ std::vector<PlannedTensor> plan(const ModelShape& s, const QuantMix& mix) {
     }
     const float out_sd = residual_scale / std::sqrt(static_cast<float>(q_dim));
     p.matrix(b + "attn_output.weight", q_dim, d, TensorRole::kOtherMatrix, i, out_sd);
+    if (s.attn_output_bias) p.vector(b + "attn_output.bias", d, Init::kGaussian, 0.02f);
+    // Sinks spread widely enough that some heads' sink outweighs every key.
+    if (s.attn_sinks) p.vector(b + "attn_sinks.weight", s.n_head, Init::kGaussian, 2.0f);
     if (s.gemma_norms) p.vector(b + "post_attention_norm.weight", d, Init::kOnes);
-    p.vector(b + "ffn_norm.weight", d, Init::kOnes);
+    p.vector(b + s.ffn_norm + ".weight", d, Init::kOnes);
     if (s.n_expert > 0) {
       plan_experts(p, s, b, i, in_sd, residual_scale);
     } else {
@@ -224,10 +234,15 @@ void write_hparams(gguf::Writer& w, const ModelShape& s, const QuantMix& mix) {
   if (s.sliding_window > 0) {
     w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   }
-  if (s.n_expert > 0) {  // the keys llama.cpp's converter writes for Qwen3-MoE
+  if (s.n_expert > 0) {  // the keys llama.cpp's converter writes for Qwen3-MoE and gpt-oss
     w.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
     w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
     w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
+  }
+  if (s.yarn_factor > 0.0f) {
+    w.set_string(a + "rope.scaling.type", "yarn");
+    w.set_f32(a + "rope.scaling.factor", s.yarn_factor);
+    w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.yarn_orig_ctx));
   }
 }
 
@@ -241,7 +256,9 @@ Result<tokenizer::Vocab> make_vocab(const ModelShape& s, const SynthOptions& o) 
     case VocabKind::kSyntheticSpm:
       return make_synthetic_spm(s.n_vocab, o.seed);
     case VocabKind::kSyntheticBpe:
-      return make_synthetic_bpe(s.n_vocab, s.arch == "llama" ? "llama-bpe" : "qwen2", o.seed);
+      return make_synthetic_bpe(
+          s.n_vocab, !s.bpe_pre.empty() ? s.bpe_pre : s.arch == "llama" ? "llama-bpe" : "qwen2",
+          o.seed);
   }
   return Status::invalid_argument("unknown vocabulary kind");
 }

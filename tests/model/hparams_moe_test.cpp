@@ -1,65 +1,33 @@
 // The mixture-of-experts hyper-parameters (model/hparams.cpp, docs/MOE.md):
 // the expert keys of a synthetic Qwen3-MoE file, their defaults and
 // fallbacks, and the keys the engine cannot honour, refused naming the key.
-// Each case rewrites the file's metadata (tensors copied as they are).
+// Each case rewrites the file's metadata (model/hparams_testutil.h).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstring>
-#include <filesystem>
-#include <functional>
+#include <memory>
 #include <string>
 
-#include "gguf/file.h"
-#include "gguf/writer.h"
-#include "model/hparams.h"
-#include "model/synth.h"
+#include "model/hparams_testutil.h"
 
 namespace minfer::model {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::EditableModel;
 
 class MoeHparams : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("minfer_hparams_moe_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-    SynthOptions o;
-    o.shape = "tiny-qwen3moe";
-    o.quant = "Q8_0";
-    o.seed = 3;
-    o.n_threads = 2;
-    o.output_path = (dir_ / "base.gguf").string();
-    const Status s = synthesize(o);
-    ASSERT_TRUE(s.is_ok()) << s.message();
+    model_ = std::make_unique<EditableModel>("tiny-qwen3moe", "Q8_0");
+    ASSERT_TRUE(model_->status().is_ok()) << model_->status().message();
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { model_.reset(); }
 
-  // The base file with `edit` applied to its metadata, then load_hparams.
-  static Result<HParams> load_edited(const std::function<void(gguf::Writer&)>& edit) {
-    MINFER_ASSIGN_OR_RETURN(auto base, gguf::File::open((dir_ / "base.gguf").string()));
-    gguf::Writer w;
-    for (const auto& [key, value] : base->metadata()) w.set(key, value);
-    for (const gguf::TensorInfo& t : base->tensors()) {
-      MINFER_RETURN_IF_ERROR(
-          w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.nbytes)));
-    }
-    edit(w);
-    const std::string path = (dir_ / "edited.gguf").string();
-    MINFER_RETURN_IF_ERROR(w.write(path));
-    MINFER_ASSIGN_OR_RETURN(auto file, gguf::File::open(path));
-    return load_hparams(*file);
+  static Result<HParams> load_edited(const EditableModel::Edit& edit) { return model_->load(edit); }
+  static void expect_refused(const EditableModel::Edit& edit, const std::string& key) {
+    model_->expect_refused(edit, key);
   }
 
-  static void expect_refused(const std::function<void(gguf::Writer&)>& edit,
-                             const std::string& key) {
-    auto h = load_edited(edit);
-    ASSERT_FALSE(h.is_ok()) << key;
-    EXPECT_NE(h.message().find("'" + key + "'"), std::string::npos) << h.message();
-  }
-
-  static inline fs::path dir_;
+  static inline std::unique_ptr<EditableModel> model_;
 };
 
 TEST_F(MoeHparams, ReadsTheExpertKeys) {

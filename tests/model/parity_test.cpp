@@ -1,7 +1,7 @@
 // End-to-end parity with llama.cpp (docs/PARITY.md): perplexity of
 // tests/data/text.txt at context 512 on synthetic Qwen2.5-0.5B (Q4_0, Q8_0),
 // Qwen3-0.6B (Q8_0, Q4_K), a small Qwen3-MoE (Q8_0, Q4_K: 16 experts, 4
-// used) and the real Gemma 3 270M Q4_K_M must agree with
+// used), a small gpt-oss (MXFP4, Q8_0) and the real Gemma 3 270M Q4_K_M must agree with
 // llama.cpp's within |Δ ln PPL| <= 0.003; greedy Gemma 3 continuations must
 // match llama.cpp's token for token. The reference numbers in golden/ were
 // made by tools/ref/make_parity_goldens.py (llama-cpp-python); the synthetic
@@ -111,6 +111,17 @@ TEST(Parity, Qwen3Moe_Small_Q8_0) {
 TEST(Parity, Qwen3Moe_Small_Q4_K) {
   check_perplexity("qwen3moe-small-Q4_K");
 }
+// gpt-oss small: 4 layers alternating a window of 128 with full attention,
+// sinks, YaRN, biased router and experts, swiglu_oai; context 512 crosses
+// the window. MXFP4 experts (Q8_0 elsewhere, as the published files) and Q8_0.
+TEST(Parity, GptOss_Small_MXFP4) {
+  check_perplexity("gpt-oss-small-MXFP4");
+}
+
+TEST(Parity, GptOss_Small_Q8_0) {
+  check_perplexity("gpt-oss-small-Q8_0");
+}
+
 TEST(Parity, Gemma3_270M_Q4_K_M) {
   check_perplexity("gemma3-270m-Q4_K_M");
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <numbers>
 #include <string>
 #include <utility>
 
@@ -56,7 +57,20 @@ Result<ReferenceLayer> load_layer(const Weights& wt, const HParams& hp, int il) 
     MINFER_ASSIGN_OR_RETURN(l.k_norm, dequantize(wt, b + "attn_k_norm.weight", {hp.head_dim}));
   }
   MINFER_ASSIGN_OR_RETURN(l.wo, dequantize(wt, b + "attn_output.weight", {q, d}));
-  MINFER_ASSIGN_OR_RETURN(l.ffn_norm, dequantize(wt, b + "ffn_norm.weight", {d}));
+  MINFER_ASSIGN_OR_RETURN(l.ffn_norm, dequantize(wt, b + hp.ffn_norm_name + ".weight", {d}));
+  if (hp.attn_output_bias) {
+    MINFER_ASSIGN_OR_RETURN(l.bo, dequantize(wt, b + "attn_output.bias", {d}));
+  }
+  if (hp.attn_sinks) {
+    MINFER_ASSIGN_OR_RETURN(l.sinks, dequantize(wt, b + "attn_sinks.weight", {hp.n_head}));
+  }
+  if (hp.moe_biases) {
+    const int64_t fe = hp.n_ff_exp, ne = hp.n_expert;
+    MINFER_ASSIGN_OR_RETURN(l.router_bias, dequantize(wt, b + "ffn_gate_inp.bias", {ne}));
+    MINFER_ASSIGN_OR_RETURN(l.exp_gate_bias, dequantize(wt, b + "ffn_gate_exps.bias", {fe, ne}));
+    MINFER_ASSIGN_OR_RETURN(l.exp_up_bias, dequantize(wt, b + "ffn_up_exps.bias", {fe, ne}));
+    MINFER_ASSIGN_OR_RETURN(l.exp_down_bias, dequantize(wt, b + "ffn_down_exps.bias", {d, ne}));
+  }
   if (hp.is_moe()) {
     const int64_t fe = hp.n_ff_exp, ne = hp.n_expert;
     MINFER_ASSIGN_OR_RETURN(l.router, dequantize(wt, b + "ffn_gate_inp.weight", {d, ne}));
@@ -113,26 +127,59 @@ void rms_norm(std::vector<float>& x, const std::vector<float>& weight, int64_t r
   }
 }
 
+// YaRN (rope scaling "yarn"): pair i keeps its trained angle below the
+// low correction dimension, is interpolated by freq_scale from the high one,
+// blends linearly between; every rotation is scaled by 1 + 0.1 ln(1/freq_scale)
+// (times the file's attn_factor). The dimension that fits `beta` turns into
+// the original context: n_rot ln(n_ctx_orig / (2 pi beta)) / (2 ln base).
+struct Yarn {
+  bool on = false;
+  double low = 0, high = 0, mscale = 1;
+};
+
+Yarn yarn_of(const HParams& hp, int il) {
+  Yarn y;
+  if (hp.rope_scaling != RopeScaling::kYarn) return y;
+  const double base = hp.layer_rope_base(il), scale = hp.layer_rope_scale(il);
+  auto dim = [&](double beta) {
+    return double(hp.n_rot) * std::log(double(hp.n_ctx_orig_yarn) / (2.0 * std::numbers::pi * beta)) /
+           (2.0 * std::log(base));
+  };
+  y.on = true;
+  y.low = std::max(0.0, std::floor(dim(hp.yarn_beta_fast)));
+  y.high = std::min(double(hp.n_rot - 1), std::ceil(dim(hp.yarn_beta_slow)));
+  y.mscale = (1.0 + 0.1 * std::log(1.0 / scale)) * hp.rope_attn_factor;
+  return y;
+}
+
 // Rotates x [n][n_heads][head_dim] in place; the token at row t sits at
 // position t. Pair i (i < n_rot/2) turns by theta = pos * scale * base^(-2i/n_rot)
-// / freq_factor[i]. NeoX pairs (x[i], x[i + n_rot/2]); normal pairs (x[2i], x[2i+1]).
+// / freq_factor[i] (YaRN: blended as yarn_of says). NeoX pairs (x[i],
+// x[i + n_rot/2]); normal pairs (x[2i], x[2i+1]).
 void rope(std::vector<float>& x, int64_t n, int64_t n_heads, const ReferenceWeights& w, int il) {
   const HParams& hp = w.hp;
-  const double base = hp.layer_rope_base(il);
-  const double freq_scale = hp.is_swa_layer(il) ? 1.0 : hp.rope_freq_scale;
+  const double base = hp.layer_rope_base(il), freq_scale = hp.layer_rope_scale(il);
+  const Yarn yarn = yarn_of(hp, il);
   const int64_t half = hp.n_rot / 2;
   const bool neox = hp.rope_mode == graph::RopeMode::kNeox;
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x.data() + (t * n_heads + h) * hp.head_dim;
       for (int64_t i = 0; i < half; ++i) {
-        double theta = double(t) * freq_scale * std::pow(base, -2.0 * double(i) / double(hp.n_rot));
-        if (!w.rope_freqs.empty()) theta /= w.rope_freqs[i];
+        double extrap = double(t) * std::pow(base, -2.0 * double(i) / double(hp.n_rot));
+        if (!w.rope_freqs.empty()) extrap /= w.rope_freqs[i];
+        double theta = freq_scale * extrap, mag = 1.0;
+        if (yarn.on) {
+          const double y = (double(i) - yarn.low) / std::max(0.001, yarn.high - yarn.low);
+          const double ramp = 1.0 - std::clamp(y, 0.0, 1.0);
+          theta = theta * (1.0 - ramp) + extrap * ramp;
+          mag = yarn.mscale;
+        }
         const int64_t a = neox ? i : 2 * i;
         const int64_t b = neox ? i + half : 2 * i + 1;
-        const double x0 = v[a], x1 = v[b];
-        v[a] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
-        v[b] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+        const double x0 = v[a], x1 = v[b], c = std::cos(theta) * mag, s = std::sin(theta) * mag;
+        v[a] = static_cast<float>(x0 * c - x1 * s);
+        v[b] = static_cast<float>(x0 * s + x1 * c);
       }
     }
   }
@@ -141,10 +188,11 @@ void rope(std::vector<float>& x, int64_t n, int64_t n_heads, const ReferenceWeig
 // Causal GQA attention. q [n][n_head][head_dim], k and v [n][n_head_kv][head_dim]
 // -> [n][n_head][head_dim]. Query head h reads kv head h / (n_head / n_head_kv).
 // Key j is visible to the query at position p iff j <= p and, with a sliding
-// window, p - j < window.
+// window, p - j < window. A head's sink logit (gpt-oss) joins the softmax's
+// denominator only.
 std::vector<float> attention(const std::vector<float>& q, const std::vector<float>& k,
                              const std::vector<float>& v, int64_t n, const HParams& hp,
-                             int64_t window) {
+                             int64_t window, const std::vector<float>& sinks) {
   const int64_t hd = hp.head_dim, group = hp.n_head / hp.n_head_kv;
   std::vector<float> out(static_cast<size_t>(n * hp.q_dim()));
   std::vector<double> score(static_cast<size_t>(n));
@@ -161,7 +209,8 @@ std::vector<float> attention(const std::vector<float>& q, const std::vector<floa
         score[j] = dot * hp.attn_scale;
         max_score = std::max(max_score, score[j]);
       }
-      double sum = 0.0;
+      if (!sinks.empty()) max_score = std::max(max_score, double(sinks[h]));
+      double sum = sinks.empty() ? 0.0 : std::exp(double(sinks[h]) - max_score);
       for (int64_t j = first; j <= p; ++j) sum += score[j] = std::exp(score[j] - max_score);
       float* oh = out.data() + (p * hp.n_head + h) * hd;
       for (int64_t i = 0; i < hd; ++i) {
@@ -176,6 +225,14 @@ std::vector<float> attention(const std::vector<float>& q, const std::vector<floa
 
 double silu(double x) {
   return x / (1.0 + std::exp(-x));
+}
+
+// gpt-oss's expert activation: gate clamped above, up clamped both ways,
+// a sigmoid sharpened by alpha, and up shifted by one.
+double swiglu_oai(double gate, double up) {
+  constexpr double kAlpha = 1.702, kLimit = 7.0;
+  const double x = std::min(gate, kLimit), y = std::clamp(up, -kLimit, kLimit);
+  return x / (1.0 + std::exp(-kAlpha * x)) * (y + 1.0);
 }
 
 double gelu_tanh(double x) {
@@ -206,8 +263,9 @@ void attention_block(const ReferenceWeights& w, int il, std::vector<float>& x, i
   rope(q, n, hp.n_head, w, il);
   rope(k, n, hp.n_head_kv, w, il);
   const int64_t window = hp.is_swa_layer(il) ? hp.sliding_window : 0;
-  std::vector<float> a = attention(q, k, v, n, hp, window);          // [n][q_dim]
-  std::vector<float> o = matmul(a, l.wo, n, hp.q_dim(), hp.n_embd);  // [n][n_embd]
+  std::vector<float> a = attention(q, k, v, n, hp, window, l.sinks);  // [n][q_dim]
+  std::vector<float> o = matmul(a, l.wo, n, hp.q_dim(), hp.n_embd);   // [n][n_embd]
+  if (!l.bo.empty()) add_bias(o, l.bo, n, hp.n_embd);
   if (hp.gemma) rms_norm(o, l.post_attn_norm, n, hp.n_embd, hp.rms_eps);
   for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 }
@@ -241,12 +299,36 @@ std::vector<std::pair<int64_t, double>> route(const HParams& hp, const std::vect
   return out;
 }
 
-// The mixture-of-experts FFN of h [n][n_embd]: each token's experts' SwiGLU
+// One expert's FFN of one token's h [n_embd] -> [n_embd]: SwiGLU, or for
+// gpt-oss biased matrices around swiglu_oai.
+std::vector<float> expert_ffn(const HParams& hp, const ReferenceLayer& l, int64_t e,
+                              const std::vector<float>& ht) {
+  const int64_t d = hp.n_embd, fe = hp.n_ff_exp;
+  auto slice = [&](const std::vector<float>& all, int64_t size) {
+    return std::vector<float>(all.begin() + e * size, all.begin() + (e + 1) * size);
+  };
+  std::vector<float> gate = matmul(ht, slice(l.exp_gate, fe * d), 1, d, fe);  // [n_ff_exp]
+  std::vector<float> up = matmul(ht, slice(l.exp_up, fe * d), 1, d, fe);
+  if (hp.moe_biases) {
+    add_bias(gate, slice(l.exp_gate_bias, fe), 1, fe);
+    add_bias(up, slice(l.exp_up_bias, fe), 1, fe);
+  }
+  for (int64_t i = 0; i < fe; ++i) {
+    gate[i] = static_cast<float>(hp.swiglu_oai ? swiglu_oai(gate[i], up[i])
+                                               : silu(gate[i]) * up[i]);
+  }
+  std::vector<float> down = matmul(gate, slice(l.exp_down, d * fe), 1, fe, d);
+  if (hp.moe_biases) add_bias(down, slice(l.exp_down_bias, d), 1, d);
+  return down;
+}
+
+// The mixture-of-experts FFN of h [n][n_embd]: each token's experts'
 // outputs, weighted and summed.
 std::vector<float> moe_ffn(const HParams& hp, const ReferenceLayer& l, const std::vector<float>& h,
                            int64_t n) {
-  const int64_t d = hp.n_embd, fe = hp.n_ff_exp;
-  const std::vector<float> logits = matmul(h, l.router, n, d, hp.n_expert);  // [n][n_expert]
+  const int64_t d = hp.n_embd;
+  std::vector<float> logits = matmul(h, l.router, n, d, hp.n_expert);  // [n][n_expert]
+  if (!l.router_bias.empty()) add_bias(logits, l.router_bias, n, hp.n_expert);
   std::vector<float> out(static_cast<size_t>(n * d), 0.0f);
   for (int64_t t = 0; t < n; ++t) {
     const std::vector<float> ht(h.begin() + t * d, h.begin() + (t + 1) * d);
@@ -254,14 +336,7 @@ std::vector<float> moe_ffn(const HParams& hp, const ReferenceLayer& l, const std
                                 logits.begin() + (t + 1) * hp.n_expert);
     std::vector<double> acc(static_cast<size_t>(d), 0.0);
     for (const auto& [expert, weight] : route(hp, lt)) {
-      const int64_t e = expert;
-      auto slice = [&](const std::vector<float>& all, int64_t size) {
-        return std::vector<float>(all.begin() + e * size, all.begin() + (e + 1) * size);
-      };
-      std::vector<float> gate = matmul(ht, slice(l.exp_gate, fe * d), 1, d, fe);  // [n_ff_exp]
-      const std::vector<float> up = matmul(ht, slice(l.exp_up, fe * d), 1, d, fe);
-      for (int64_t i = 0; i < fe; ++i) gate[i] = static_cast<float>(silu(gate[i]) * up[i]);
-      const std::vector<float> down = matmul(gate, slice(l.exp_down, d * fe), 1, fe, d);
+      const std::vector<float> down = expert_ffn(hp, l, expert, ht);
       for (int64_t i = 0; i < d; ++i) acc[i] += weight * down[i];
     }
     for (int64_t i = 0; i < d; ++i) out[t * d + i] = static_cast<float>(acc[i]);

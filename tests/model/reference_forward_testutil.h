@@ -1,5 +1,5 @@
 // A plain reference forward pass for the supported architectures (qwen2,
-// qwen3, qwen3moe, llama, gemma3), in the spirit of llama2.c: every weight dequantized
+// qwen3, qwen3moe, gpt-oss, llama, gemma3), in the spirit of llama2.c: every weight dequantized
 // to f32 once, then naive loops over whole rows, f64 accumulation, no graph,
 // no builders, no backend kernels. It exists to be read and to check the
 // engine (Session) against an independent statement of the maths.
@@ -47,6 +47,14 @@ struct ReferenceLayer {
   std::vector<float> exp_gate;  // [n_expert][n_ff_exp][n_embd]
   std::vector<float> exp_up;    // [n_expert][n_ff_exp][n_embd]
   std::vector<float> exp_down;  // [n_expert][n_embd][n_ff_exp]
+  // gpt-oss (else empty): the output projection's bias, one sink logit per
+  // query head, the router's and each expert's biases.
+  std::vector<float> bo;             // [n_embd]
+  std::vector<float> sinks;          // [n_head]
+  std::vector<float> router_bias;    // [n_expert]
+  std::vector<float> exp_gate_bias;  // [n_expert][n_ff_exp]
+  std::vector<float> exp_up_bias;    // [n_expert][n_ff_exp]
+  std::vector<float> exp_down_bias;  // [n_expert][n_embd]
 };
 
 struct ReferenceWeights {

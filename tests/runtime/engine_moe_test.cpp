@@ -1,9 +1,12 @@
-// The engine on a mixture-of-experts model (tiny-qwen3moe): a sequence's
+// The engine on mixture-of-experts models (tiny-qwen3moe, tiny-gpt-oss with
+// its sinks and alternating window): a sequence's
 // logits and greedy tokens do not depend on what it is batched with, though
 // the expert matmuls group the batch's rows by expert (docs/MOE.md).
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/matmul_gemm_vnni.h"
@@ -46,9 +49,14 @@ std::map<SequenceId, std::vector<int32_t>> run_all(Engine& e) {
 // Without batch invariance a batch takes the VNNI GEMM (another summation
 // order) in the expert and dense matmuls alike, so the same check can fail.
 TEST(EngineMoe, LogitsRowsAreBatchInvariantBitForBit) {
-  for (const char* quant : {"Q8_0", "Q4_K_M", "Q4_0"}) {
-    SCOPED_TRACE(quant);
-    const model::Model& m = testing::tiny_model("tiny-qwen3moe", 9, quant);
+  const std::pair<const char*, const char*> files[] = {{"tiny-qwen3moe", "Q8_0"},
+                                                       {"tiny-qwen3moe", "Q4_K_M"},
+                                                       {"tiny-qwen3moe", "Q4_0"},
+                                                       {"tiny-gpt-oss", "Q8_0"},
+                                                       {"tiny-gpt-oss", "MXFP4"}};
+  for (const auto& [shape, quant] : files) {
+    SCOPED_TRACE(std::string(shape) + " " + quant);
+    const model::Model& m = testing::tiny_model(shape, 9, quant);
     EXPECT_EQ(testing::differences(m, true, false), 0);
     EXPECT_EQ(testing::differences(m, true, false, 5), 0);
   }
@@ -61,9 +69,15 @@ TEST(EngineMoe, LogitsRowsAreBatchInvariantBitForBit) {
 }
 
 // Four sequences in one engine, chunked so prompts and decodes share steps:
-// each gives the greedy tokens it gives alone.
-TEST(EngineMoe, BatchedSequencesGiveTheirTokensAlone) {
-  const model::Model& m = testing::tiny_model("tiny-qwen3moe", 9);
+// each gives the greedy tokens it gives alone (all 16: an end-of-generation
+// token does not end them, so every sequence decodes as long).
+Request request(const std::vector<int32_t>& prompt) {
+  Request r{prompt, greedy(), 16};
+  r.ignore_eog = true;
+  return r;
+}
+
+void expect_batched_tokens_equal_solo(const model::Model& m) {
   const std::vector<std::vector<int32_t>> prompts = {
       testing::prompt_tokens(5, 2), testing::prompt_tokens(30, 3), testing::prompt_tokens(17, 4),
       testing::prompt_tokens(9, 5)};
@@ -71,7 +85,7 @@ TEST(EngineMoe, BatchedSequencesGiveTheirTokensAlone) {
   for (const auto& p : prompts) {
     auto e = Engine::create(m, engine_options());
     ASSERT_TRUE(e.is_ok()) << e.message();
-    auto id = (*e)->add({p, greedy(), 16});
+    auto id = (*e)->add(request(p));
     ASSERT_TRUE(id.is_ok()) << id.message();
     alone.push_back(run_all(**e)[*id]);
   }
@@ -81,7 +95,7 @@ TEST(EngineMoe, BatchedSequencesGiveTheirTokensAlone) {
   ASSERT_TRUE(e.is_ok()) << e.message();
   std::vector<SequenceId> ids;
   for (const auto& p : prompts) {
-    auto id = (*e)->add({p, greedy(), 16});
+    auto id = (*e)->add(request(p));
     ASSERT_TRUE(id.is_ok()) << id.message();
     ids.push_back(*id);
   }
@@ -89,6 +103,13 @@ TEST(EngineMoe, BatchedSequencesGiveTheirTokensAlone) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(together[ids[i]], alone[i]) << "sequence " << i;
     EXPECT_EQ(together[ids[i]].size(), 16u) << "sequence " << i;
+  }
+}
+
+TEST(EngineMoe, BatchedSequencesGiveTheirTokensAlone) {
+  for (const char* shape : {"tiny-qwen3moe", "tiny-gpt-oss"}) {
+    SCOPED_TRACE(shape);
+    expect_batched_tokens_equal_solo(testing::tiny_model(shape, 9));
   }
 }
 

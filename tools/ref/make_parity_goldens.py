@@ -35,6 +35,8 @@ PARITY_MODELS = [  # (name, synth shape or None for the real Gemma file, quantiz
     ("qwen3-0.6b-Q4_K", "qwen3-0.6b", "Q4_K"),
     ("qwen3moe-small-Q8_0", "qwen3moe-small", "Q8_0"),
     ("qwen3moe-small-Q4_K", "qwen3moe-small", "Q4_K"),
+    ("gpt-oss-small-MXFP4", "gpt-oss-small", "MXFP4"),
+    ("gpt-oss-small-Q8_0", "gpt-oss-small", "Q8_0"),
     ("gemma3-270m-Q4_K_M", None, None),
 ]
 

@@ -72,15 +72,29 @@ bool rms_norm_ok(const Node& n, const model::Weights& w) {
   return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->weight);
 }
 
-bool attention_ok(const Node& n, const model::Weights&) {
+// The sink weight, when the node has one: f32, one logit per query head.
+bool sinks_ok(const graph::AttentionMeta& m, const model::Weights& w) {
+  if (m.sinks.empty()) return true;
+  const model::WeightView* v = w.find(m.sinks);
+  return v != nullptr && v->type == TensorType::F32 && v->row_length() * v->rows() == m.n_head &&
+         v->nbytes == static_cast<size_t>(m.n_head) * sizeof(float);
+}
+
+bool attention_ok(const Node& n, const model::Weights& w) {
   const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && !m->packed_qkv && m->sinks.empty();
+  return m != nullptr && n.dtype == DType::kF32 && !m->packed_qkv && sinks_ok(*m, w);
 }
 
 bool rope_ok(const Node& n, const model::Weights& w) {
   const auto* m = std::get_if<graph::RopeMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->freq_factors) &&
-         m->ext_factor == 0.0f;
+  return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->freq_factors);
+}
+
+// Input shapes are not visible here; run_elementwise checks the inputs'
+// buffers hold the output's element count.
+bool swiglu_oai_ok(const Node& n, const model::Weights&) {
+  return std::holds_alternative<graph::GluMeta>(n.meta) && n.dtype == DType::kF32 &&
+         n.inputs.size() == 2;
 }
 
 bool moe_route_ok(const Node& n, const model::Weights&) {
@@ -139,7 +153,7 @@ const OpEntry& entry(Op op) {
       /* kMoeWeights   */ {moe_route_ok, &CpuBackend::run_moe_weights},
       /* kMatMulId     */ {matmul_id_ok, &CpuBackend::run_matmul_id},
       /* kMoeSum       */ {moe_sum_ok, &CpuBackend::run_moe_sum},
-      /* kSwiGLUOai    */ {no_kernel, nullptr},
+      /* kSwiGLUOai    */ {swiglu_oai_ok, &CpuBackend::run_elementwise},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];

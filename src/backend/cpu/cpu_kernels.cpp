@@ -67,6 +67,18 @@ Status store_cache_row(KvType type, const float* src, uint8_t* dst, int64_t n) {
   return Status::internal("unknown KV cache type");
 }
 
+// The attention node's sink logits (null when it has none).
+Result<const float*> sink_logits(const model::Weights& weights, const graph::AttentionMeta& m) {
+  if (m.sinks.empty()) return static_cast<const float*>(nullptr);
+  const model::WeightView* w = weights.find(m.sinks);
+  if (w == nullptr || w->type != quant::TensorType::F32 ||
+      w->nbytes != static_cast<size_t>(m.n_head) * sizeof(float)) {
+    return Status::internal("sink weight '" + m.sinks + "' missing or not f32 [" +
+                            std::to_string(m.n_head) + "]");
+  }
+  return f32(w->data);
+}
+
 }  // namespace
 
 Result<const PackedWeight*> CpuBackend::packed(const std::string& name, const MatmulWeight& w) {
@@ -181,9 +193,10 @@ Status CpuBackend::run_rope(const Call& c) {
     factors = f32(v->data);
   }
   const RopeMode mode = m->mode == graph::RopeMode::kNeox ? RopeMode::kNeox : RopeMode::kNormal;
+  const RopeYarn yarn{m->ext_factor, m->corr_low, m->corr_high, m->mscale};
   Status s = rope(f32(c.in[0]), c.node.shape.ne[1], m->n_heads, m->head_dim, m->n_rot,
                   static_cast<const int32_t*>(c.in[1]), m->freq_base, m->freq_scale, factors, mode,
-                  f32(c.out));
+                  f32(c.out), yarn);
   return s ? s : node_error(c.node, s.message());
 }
 
@@ -274,6 +287,9 @@ Status CpuBackend::run_attention(const Call& c) {
   shape.head_dim = m->head_dim;
   shape.scale = m->scale;
   shape.sliding_window = m->sliding_window;
+  Result<const float*> sinks = sink_logits(weights_, *m);
+  if (!sinks) return node_error(c.node, sinks.message());
+  shape.sinks = *sinks;
   // llama.cpp's CPU attention switches numerics at 64 queries: smaller
   // batches (decoding) take a per-row path (in half precision for f16
   // caches); larger ones a tiled f32 path, for f32/f16 caches only. We follow
@@ -329,6 +345,16 @@ Status CpuBackend::run_elementwise(const Call& c) {
     case Op::kGeGLU:
       geglu(f32(c.in[0]), f32(c.in[1]), n, y);
       break;
+    case Op::kSwiGLUOai: {
+      MINFER_ASSIGN_OR_RETURN(const graph::GluMeta* m, node_meta<graph::GluMeta>(c.node));
+      const auto bytes = static_cast<size_t>(n) * sizeof(float);
+      if (c.in_bytes[0] < bytes || c.in_bytes[1] < bytes) {
+        return node_error(
+            c.node, "gate or up holds fewer than the output's " + std::to_string(n) + " elements");
+      }
+      swiglu_oai(f32(c.in[0]), f32(c.in[1]), n, m->alpha, m->limit, y);
+      break;
+    }
     default:
       return node_error(c.node, "not an elementwise op");
   }

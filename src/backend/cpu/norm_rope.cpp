@@ -1,5 +1,6 @@
 #include "backend/cpu/norm_rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -90,6 +91,17 @@ MINFER_AVX2 int64_t rotate_normal_avx2(const float* x, int64_t half, const float
 }
 #endif
 
+// ggml's rope_yarn angle for pair i: the ramp is 1 below corr_low (keep the
+// trained frequency) and 0 from corr_high (interpolate), linear between; the
+// float operations are ggml's, in its order, so the angle matches its bits.
+float yarn_theta(float interp, float extrap, int64_t i, const RopeYarn& yarn) {
+  const float y =
+      (static_cast<float>(i) - yarn.corr_low) / std::max(0.001f, yarn.corr_high - yarn.corr_low);
+  const float ramp = 1.0f - std::clamp(y, 0.0f, 1.0f);  // ggml's MIN(1, MAX(0, y)), NaN too
+  const float mix = ramp * yarn.ext_factor;
+  return interp * (1.0f - mix) + extrap * mix;
+}
+
 }  // namespace
 
 double rms_sum_squares_f64(const float* x, int64_t n, Isa isa) {
@@ -129,14 +141,24 @@ void rms_norm_row_f32(const float* x, const float* w, int64_t n, float eps, floa
 }
 
 void rope_cache_f32(float pos, int64_t n_rot, float freq_base, float freq_scale,
-                    const float* freq_factors, float* cos_out, float* sin_out) {
+                    const float* freq_factors, float* cos_out, float* sin_out,
+                    const RopeYarn& yarn) {
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
   float theta = pos;
   for (int64_t i = 0; i < n_rot / 2; ++i) {
     const float ff = freq_factors != nullptr ? freq_factors[i] : 1.0f;
-    const float t = freq_scale * (theta / ff);
-    cos_out[i] = std::cos(t);
-    sin_out[i] = std::sin(t);
+    const float extrap = theta / ff;
+    const float interp = freq_scale * extrap;
+    if (yarn.ext_factor == 0.0f) {
+      // Plain RoPE: the angle as is and no magnitude scale (bit for bit the
+      // cache of every model without YaRN).
+      cos_out[i] = std::cos(interp);
+      sin_out[i] = std::sin(interp);
+    } else {
+      const float t = yarn_theta(interp, extrap, i, yarn);
+      cos_out[i] = std::cos(t) * yarn.mscale;
+      sin_out[i] = std::sin(t) * yarn.mscale;
+    }
     theta *= theta_scale;
   }
 }

@@ -30,11 +30,15 @@ float rms_inv_scale(double sum_squares, int64_t n, float eps);
 // One row of rms_norm (ops.h).
 void rms_norm_row_f32(const float* x, const float* w, int64_t n, float eps, float* y, Isa isa);
 
-// cos_out/sin_out: [n_rot / 2]. ggml_rope_cache_init with ext_factor = 0 and
-// attn_factor = 1: theta starts at pos and is multiplied by
-// powf(base, -2/n_rot) per pair; angle = freq_scale * (theta / freq_factor).
+// cos_out/sin_out: [n_rot / 2]. ggml_rope_cache_init: theta starts at pos and
+// is multiplied by powf(base, -2/n_rot) per pair; theta_extrap = theta /
+// freq_factor and the angle is freq_scale * theta_extrap. With YaRN
+// (yarn.ext_factor != 0) the angle is instead ggml's rope_yarn blend and
+// cos/sin are multiplied by yarn.mscale (ops.h, RopeYarn); ext_factor 0
+// gives exactly the plain cache.
 void rope_cache_f32(float pos, int64_t n_rot, float freq_base, float freq_scale,
-                    const float* freq_factors, float* cos_out, float* sin_out);
+                    const float* freq_factors, float* cos_out, float* sin_out,
+                    const RopeYarn& yarn = {});
 // One head of head_dim values; pair i uses cos_v[i], sin_v[i].
 void rope_rotate_f32(const float* x, int64_t head_dim, int64_t n_rot, RopeMode mode,
                      const float* cos_v, const float* sin_v, float* y, Isa isa);

@@ -61,7 +61,7 @@ void rms_norm_heads(const float* x, const float* weight, int64_t n_tokens, int64
 
 Status rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
             const int32_t* positions, float freq_base, float freq_scale, const float* freq_factors,
-            RopeMode mode, float* y) {
+            RopeMode mode, float* y, const RopeYarn& yarn) {
   if (n_tokens < 0 || n_heads < 0 || head_dim < 0) {
     return Status::internal("rope: negative size (n_tokens " + std::to_string(n_tokens) +
                             ", n_heads " + std::to_string(n_heads) + ", head_dim " +
@@ -85,7 +85,7 @@ Status rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
   const int64_t row = n_heads * head_dim;
   for (int64_t t = 0; t < n_tokens; ++t) {
     detail::rope_cache_f32(static_cast<float>(positions[t]), n_rot, freq_base, freq_scale,
-                           freq_factors, cos_v, sin_v);
+                           freq_factors, cos_v, sin_v, yarn);
     for (int64_t h = 0; h < n_heads; ++h) {
       const int64_t off = t * row + h * head_dim;
       detail::rope_rotate_f32(x + off, head_dim, n_rot, mode, cos_v, sin_v, y + off, isa);
@@ -112,6 +112,20 @@ void geglu(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
     // ggml passes large inputs through unchanged, so x >= 10 gives x * up.
     out[i] = gelu_one(gate[i], table) * up[i];
+  }
+}
+
+void swiglu_oai(const float* gate, const float* up, int64_t n, float alpha, float limit,
+                float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    // Comparisons written so that a NaN passes through, as ggml's std::min
+    // and std::clamp do (fminf/fmaxf would replace it by the limit).
+    const float g = gate[i];
+    const float u = up[i];
+    const float x = limit < g ? limit : g;
+    const float y = u < -limit ? -limit : (limit < u ? limit : u);
+    const float glu = x / (1.0f + std::exp(alpha * (-x)));
+    out[i] = glu * (y + 1.0f);
   }
 }
 

@@ -174,6 +174,7 @@ struct HeadJob {
   int64_t batch_row;               // floats between batch rows
   const int32_t* pages = nullptr;  // this query's page-table row (null: row j = position j)
   int64_t page_size = 0;
+  const float* sink = nullptr;  // this head's sink logit (null: none)
 };
 
 // The cache row holding position j for this query.
@@ -212,6 +213,21 @@ bool query_for_k(const HeadJob& job, int64_t d, KvType k_type, const Kernels& k,
       return quantize_activations(quant::TensorType::Q8_0, job.q, scratch.q8.data(), d).is_ok();
   }
   return false;
+}
+
+// Folds a sink logit into a finished online softmax (running max m, sum,
+// f32 V sum acc) as one more key without a value, in llama.cpp's order: when
+// the sink is the new maximum, what was accumulated is rescaled to it and the
+// sink adds exp(0) = 1; else it adds expf(sink - m). With no key seen (m =
+// -inf) the rescale zeroes acc and sum becomes 1, so the row stays 0.
+void fold_sink(float sink, float m, int64_t d, float* acc, float& sum) {
+  if (sink > m) {
+    const float ms = std::exp(m - sink);
+    for (int64_t i = 0; i < d; ++i) acc[i] *= ms;
+    sum = sum * ms + 1.0f;
+  } else {
+    sum = sum + std::exp(sink - m);
+  }
 }
 
 // The per-row path (AttentionShape::per_row): every key from the cache, the
@@ -258,11 +274,12 @@ void attend_rows(const HeadJob& job, const AttentionShape& s, KvType k_type, KvT
     }
     sum = sum * ms + vs;
   }
+  // An f16 V sum is widened (exactly) first, so the sink rescales f32 values.
+  float* acc = scratch.acc32.data();
+  if (v16) k.widen_f16(d, acc, scratch.acc16.data());
+  if (job.sink != nullptr) fold_sink(*job.sink, m, d, acc, sum);
   const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-  for (int64_t i = 0; i < d; ++i) {
-    const float acc = v16 ? quant::f16_to_f32(scratch.acc16[i]) : scratch.acc32[i];
-    job.out[i] = acc * inv;
-  }
+  for (int64_t i = 0; i < d; ++i) job.out[i] = acc[i] * inv;
 }
 
 // The tiled path: K and V both f32 or both f16 (`f16`); f32 sums; batch rows
@@ -311,6 +328,7 @@ void attend_tiled(const HeadJob& job, const AttentionShape& s, bool f16, const K
     }
     sum = sum * ms + vs;
   }
+  if (job.sink != nullptr) fold_sink(*job.sink, m, d, scratch.acc32.data(), sum);
   const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
   for (int64_t i = 0; i < d; ++i) job.out[i] = scratch.acc32[i] * inv;
 }
@@ -396,7 +414,8 @@ Status attention(const float* q, const void* k_cache, KvType k_type, const void*
                         shape.page_table == nullptr
                             ? nullptr
                             : shape.page_table + shape.seq_slots[t] * shape.max_pages,
-                        shape.page_size};
+                        shape.page_size,
+                        shape.sinks == nullptr ? nullptr : shape.sinks + h};
       if (tiled) {
         attend_tiled(job, shape, k_type == KvType::kF16, kernels, scratch);
       } else {

@@ -1,5 +1,7 @@
 #include "model/builders/layers.h"
 
+#include "graph/yarn.h"
+
 namespace minfer::model::builders {
 
 using graph::DType;
@@ -84,8 +86,9 @@ NodeId LayerBuilder::rope(NodeId x, int64_t n_heads, int layer) {
   m.n_rot = hp_.n_rot;
   m.mode = hp_.rope_mode;
   m.freq_base = hp_.layer_rope_base(layer);
-  m.freq_scale = hp_.is_swa_layer(layer) ? 1.0f : hp_.rope_freq_scale;
+  m.freq_scale = hp_.layer_rope_scale(layer);
   if (hp_.has_rope_freqs) m.freq_factors = "rope_freqs.weight";
+  graph::apply_yarn(hp_.yarn(layer), m);
   n.meta = m;
   return add(std::move(n));
 }
@@ -130,6 +133,7 @@ NodeId LayerBuilder::attention(NodeId q, NodeId k, NodeId v, int layer) {
   m.max_pages = p_.max_pages;
   m.one_sequence = p_.one_sequence;
   m.batch_invariant = p_.batch_invariant;
+  if (hp_.attn_sinks) m.sinks = layer_name(layer, "attn_sinks.weight");
   attn.meta = m;
   return add(std::move(attn));
 }
@@ -150,8 +154,10 @@ NodeId LayerBuilder::moe_weights(NodeId logits, NodeId ids, int layer) {
   return add(std::move(w));
 }
 
-Result<NodeId> LayerBuilder::matmul_id(NodeId x, NodeId ids, const std::string& weight, int layer) {
+Result<NodeId> LayerBuilder::matmul_id(NodeId x, NodeId ids, const std::string& weight,
+                                       const std::string& bias, int layer) {
   MINFER_ASSIGN_OR_RETURN(const WeightView* w, w_.require(weight));
+  if (!bias.empty()) MINFER_RETURN_IF_ERROR(w_.require(bias).status());
   const int64_t in = node(x).shape.ne[0], k = node(ids).shape.ne[0], n = node(ids).shape.ne[1];
   const int64_t x_rows = node(x).shape.ne[1];
   if (w->dims.size() != 3 || w->row_length() != in || (x_rows != n && x_rows != k * n)) {
@@ -163,6 +169,7 @@ Result<NodeId> LayerBuilder::matmul_id(NodeId x, NodeId ids, const std::string& 
   Node y = make(Op::kMatMulId, {{w->dims[1], k * n}}, {x, ids}, weight, layer);
   graph::MatMulIdMeta m;
   m.weight = weight;
+  m.bias = bias;
   m.weight_type = w->type;
   m.in_dim = in;
   m.out_dim = w->dims[1];
@@ -172,6 +179,13 @@ Result<NodeId> LayerBuilder::matmul_id(NodeId x, NodeId ids, const std::string& 
   m.batch_invariant = p_.batch_invariant;
   y.meta = std::move(m);
   return add(std::move(y));
+}
+
+NodeId LayerBuilder::swiglu_oai(NodeId gate, NodeId up, int layer) {
+  Node out = make(Op::kSwiGLUOai, node(gate).shape, {gate, up}, layer_name(layer, "ffn_moe_glu"),
+                  layer);
+  out.meta = graph::GluMeta{};  // gpt-oss's alpha 1.702 and limit 7 (llama.cpp's values)
+  return add(std::move(out));
 }
 
 NodeId LayerBuilder::moe_sum(NodeId y, NodeId weights, int layer) {

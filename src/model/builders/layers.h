@@ -44,9 +44,12 @@ class LayerBuilder {
   // weights: f32 [k, n] = the gating weights of those experts.
   graph::NodeId moe_weights(graph::NodeId logits, graph::NodeId ids, int layer);
   // y: f32 [out, k*n], row t*k+j = x_t (x: [in, n]) or row t*k+j of x (x:
-  // [in, k*n]) times expert ids[j, t] of the 3-D weight [in, out, n_expert].
+  // [in, k*n]) times expert ids[j, t] of the 3-D weight [in, out, n_expert]
+  // (+ that expert's row of the optional bias [out, n_expert]).
   Result<graph::NodeId> matmul_id(graph::NodeId x, graph::NodeId ids, const std::string& weight,
-                                  int layer);
+                                  const std::string& bias, int layer);
+  // gpt-oss's clamped GLU; gate, up: f32 [n_ff_exp, m] -> [n_ff_exp, m].
+  graph::NodeId swiglu_oai(graph::NodeId gate, graph::NodeId up, int layer);
   // out: f32 [d, n], row t = sum over j of y[t*k+j] * weights[j, t].
   graph::NodeId moe_sum(graph::NodeId y, graph::NodeId weights, int layer);
   // Keeps the last n_outputs rows (paged: the output_rows input's rows):
@@ -77,5 +80,6 @@ Result<graph::Graph> build_qwen3(const HParams& hp, const Weights& w, const Grap
 Result<graph::Graph> build_qwen3moe(const HParams& hp, const Weights& w, const GraphParams& p);
 Result<graph::Graph> build_llama(const HParams& hp, const Weights& w, const GraphParams& p);
 Result<graph::Graph> build_gemma3(const HParams& hp, const Weights& w, const GraphParams& p);
+Result<graph::Graph> build_gpt_oss(const HParams& hp, const Weights& w, const GraphParams& p);
 
 }  // namespace minfer::model::builders

@@ -50,12 +50,12 @@ Result<NodeId> moe_ffn(LayerBuilder& b, NodeId h, int il) {
   NodeId ids = b.moe_topk(logits, il);              // i32 [k, n]
   NodeId weights = b.moe_weights(logits, ids, il);  // [k, n]
   // gate, up: [n_ff_exp, k*n], row t*k+j from expert ids[j, t]
-  MINFER_ASSIGN_OR_RETURN(NodeId gate, b.matmul_id(h, ids, name("ffn_gate_exps.weight"), il));
-  MINFER_ASSIGN_OR_RETURN(NodeId up, b.matmul_id(h, ids, name("ffn_up_exps.weight"), il));
+  MINFER_ASSIGN_OR_RETURN(NodeId gate, b.matmul_id(h, ids, name("ffn_gate_exps.weight"), "", il));
+  MINFER_ASSIGN_OR_RETURN(NodeId up, b.matmul_id(h, ids, name("ffn_up_exps.weight"), "", il));
   NodeId act = b.binary(Op::kMul, b.unary(Op::kSilu, gate, il, "ffn_moe_silu"), up, il,
                         "ffn_moe_glu");  // [n_ff_exp, k*n]
   // down: [n_embd, k*n], each row through its own expert
-  MINFER_ASSIGN_OR_RETURN(NodeId down, b.matmul_id(act, ids, name("ffn_down_exps.weight"), il));
+  MINFER_ASSIGN_OR_RETURN(NodeId down, b.matmul_id(act, ids, name("ffn_down_exps.weight"), "", il));
   return b.moe_sum(down, weights, il);  // [n_embd, n]
 }
 
