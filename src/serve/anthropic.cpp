@@ -371,7 +371,7 @@ Status read_thinking(const json& body, CompletionParams& p) {
   if (*type == "disabled") {
     p.enable_thinking = false;
   } else if (*type == "enabled") {
-    // Anthropic's own floor; the budget itself is not enforced (docs/SERVER.md).
+    // Anthropic's own floor; the budget itself is not enforced (docs/SERVER_API.md).
     const json* b = given(*t, "budget_tokens");
     const bool ok =
         b != nullptr && b->is_number_integer() &&

@@ -19,8 +19,8 @@ std::string metric(const std::string& name, const char* type, const std::string&
 
 // The series llama-server exports (tools/server, `--metrics`) under the same
 // names, types and meanings, for routers and dashboards that read them. Only
-// those the engine's counts give exactly; docs/SERVER.md ("Metrics for a
-// router") lists the ones left out and why.
+// those the engine's counts give exactly; docs/SERVER_API.md ("Metrics for
+// a router") lists the ones left out and why.
 std::string llama_server_series(const runtime::EngineStats& e) {
   std::string out;
   out += metric("llamacpp:prompt_tokens_total", "counter",

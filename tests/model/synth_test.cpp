@@ -114,18 +114,21 @@ TEST(Synth, FilesReadByIndependentReader) {
   fs::remove_all(dir);
 }
 
-// The mixture-of-experts shape (3-D expert tensors, an F32 router) in a
-// float, a legacy, a K-quant mix and the MXFP4 mix.
+// The mixture-of-experts shapes (3-D expert tensors, an F32 router; gpt-oss
+// adds sinks, biases and YaRN keys) in a float, a legacy, a K-quant mix and
+// the MXFP4 mix.
 TEST(Synth, MoeFilesReadByIndependentReader) {
   const fs::path dir = temp_dir();
   const std::string script = std::string(MINFER_SOURCE_DIR) + "/tools/check_synth.py";
-  for (const char* quant : {"F16", "Q8_0", "Q4_K_M", "MXFP4"}) {
-    const fs::path out = dir / (std::string("tiny-qwen3moe-") + quant + ".gguf");
-    Status s = synthesize(options("tiny-qwen3moe", quant, out));
-    ASSERT_TRUE(s.is_ok()) << s.message();
-    auto r = run_command("python3 '" + script + "' '" + out.string() + "'");
-    EXPECT_EQ(r.exit_code, 0) << quant << ": " << r.text;
-    fs::remove(out);
+  for (const std::string shape : {"tiny-qwen3moe", "tiny-gpt-oss"}) {
+    for (const char* quant : {"F16", "Q8_0", "Q4_K_M", "MXFP4"}) {
+      const fs::path out = dir / (shape + "-" + quant + ".gguf");
+      Status s = synthesize(options(shape, quant, out));
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      auto r = run_command("python3 '" + script + "' '" + out.string() + "'");
+      EXPECT_EQ(r.exit_code, 0) << shape << " " << quant << ": " << r.text;
+      fs::remove(out);
+    }
   }
   fs::remove_all(dir);
 }

@@ -1,6 +1,7 @@
 """What the server tests share: the minfer binary (argv[1]), a server process
-on a free port with the real Gemma 3 270M, raw HTTP, and failure bookkeeping
-(a check records and prints; the test exits 1 when any failed)."""
+on a free port with the real Gemma 3 270M, raw HTTP, failure bookkeeping
+(a check records and prints; the test exits 1 when any failed), and the
+harness of the hostile-input suites (hostile_*_test.py)."""
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
 
@@ -383,3 +385,169 @@ def end_server(srv, sig=signal.SIGTERM, timeout=10.0):
             srv.proc.wait(timeout=10)
             return -9
     return srv.proc.returncode
+
+
+# The hostile-input suites (hostile_*_test.py): checks run one after another
+# on servers chosen by their flags; a check that fails or kills its server
+# leaves a fresh one for the next, so one finding never hides the others.
+
+USER_HI = [{"role": "user", "content": "Hi"}]
+# Greedy Gemma 3 270M keeps counting far past 1000 tokens on this prompt.
+LONG_PROMPT = "Count from 1 to 2000, one number per line, with no other text."
+DEEP = 100_000  # nesting far past the body limit of 64 levels
+
+
+class Harness:
+    """Servers by their flags, started on demand and replaced when dead."""
+
+    def __init__(self, model):
+        self.model, self.servers = model, {}
+
+    def server(self, flags, fresh=False):
+        srv = self.servers.get(flags)
+        if srv is not None and (fresh or srv.proc.poll() is not None):
+            self.retire(flags)
+            srv = None
+        if srv is None:
+            srv = start_server(self.model, *flags)
+            if srv is not None:
+                self.servers[flags] = srv
+        return srv
+
+    def retire(self, flags):
+        srv = self.servers.pop(flags, None)
+        if srv is not None and srv.proc.poll() is None:
+            srv.proc.kill()
+            srv.proc.wait(timeout=10)
+
+    def close(self):
+        for flags, srv in list(self.servers.items()):
+            if srv.proc.poll() is None:
+                code = end_server(srv, signal.SIGTERM, timeout=15)
+                check(code == 0, f"the server {list(flags)} exited with {code} on SIGTERM")
+            self.servers.pop(flags)
+
+
+def run_check(h, only, results, name, fn, flags=(), fresh=False, exits=False):
+    """Runs fn(srv) on the server with `flags`; appends (name, pass | fail |
+    crash | no server, seconds) to `results`. A check that fails or kills
+    the server leaves a fresh one for the next; after a check that does not
+    end the server (`exits`), /health must answer within 1 s."""
+    if only and not any(name.startswith(p) for p in only):
+        return
+    print(f"-- {name}", flush=True)
+    t0, n0 = time.time(), len(FAILURES)
+    srv = h.server(tuple(flags), fresh=fresh)
+    if srv is None:
+        results.append((name, "no server", time.time() - t0))
+        return
+    try:
+        fn(srv)
+    except Exception:  # noqa: BLE001 - a check's own error is its failure
+        check(False, f"{name} raised:\n{traceback.format_exc()}")
+    code = srv.proc.poll()
+    if code is None and not exits and not health_within(srv.port, 1.0)[0]:
+        try:  # no answer: dying, or just slow?
+            code = srv.proc.wait(timeout=1.0)
+        except Exception:  # noqa: BLE001 - TimeoutExpired: alive
+            code = None
+    died = code is not None and not exits
+    if died:
+        check(False, f"{name}: the server died (exit status {code})")
+        if getattr(srv, "log", None):
+            print("server stderr:", "".join(srv.log[-10:])[-1500:], flush=True)
+    elif not exits:
+        ok, what = health_within(srv.port, 1.0)
+        check(ok, f"after {name}: {what}")
+    took = time.time() - t0
+    result = "pass" if len(FAILURES) == n0 else "crash" if died else "fail"
+    if result != "pass" or exits:
+        h.retire(tuple(flags))
+    results.append((name, result, took))
+    print(f"   {result} ({took:.1f} s)", flush=True)
+
+
+def run_suite(checks):
+    """The main of a hostile suite: runs `checks`, a list of (name, fn) or
+    (name, fn, run_check's keywords), those whose names start with one of
+    argv[2:] (all without), on the real Gemma 3 270M; prints a table of
+    results and returns the exit status."""
+    only = sys.argv[2:]
+    h = Harness(gemma_path())
+    results = []
+    start = time.time()
+    try:
+        for name, fn, *kw in checks:
+            run_check(h, only, results, name, fn, **(kw[0] if kw else {}))
+    finally:
+        h.close()
+    print(f"\n{'check':40} result     seconds")
+    for name, result, took in results:
+        print(f"{name:40} {result:10} {took:6.1f}")
+    print(f"total {time.time() - start:.0f} s", flush=True)
+    return finish()
+
+
+def expect_error(r, statuses, what, needle=None, within=None, took=None, anthropic=False):
+    """r is one of `statuses` with the error object (Anthropic's, with
+    `anthropic`); its message holds needle."""
+    statuses = statuses if isinstance(statuses, (tuple, list, range)) else (statuses,)
+    if r is None:
+        check(False, f"{what}: no reply")
+        return
+    check(r.status in statuses, f"{what}: status {r.status}, wanted {list(statuses)}: {r!r}")
+    if r.status in statuses:
+        err = error_shape(r, anthropic)
+        check(err is None, f"{what}: {err}")
+        if needle is not None and err is None:
+            msg = json.loads(r.body)["error"]["message"]
+            check(needle in msg, f"{what}: {needle!r} not in the message {msg!r}")
+    if within is not None:
+        check(took is not None and took <= within, f"{what}: answered after {took:.2f} s, "
+                                                   f"wanted within {within} s")
+
+
+def timed(fn, *a, **kw):
+    t0 = time.time()
+    r = fn(*a, **kw)
+    return r, time.time() - t0
+
+
+def chat_body(messages=None, max_tokens=4, **kw):
+    return {"messages": messages or USER_HI, "max_tokens": max_tokens, "temperature": 0, **kw}
+
+
+def post_raw(port, path, data, timeout=10.0, extra=b""):
+    return exchange(port, b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\nConnection: close\r\n" + extra +
+                    b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data, timeout)
+
+
+def open_sockets(port, n, first=b""):
+    socks = []
+    for _ in range(n):
+        s = connect(port, 5)
+        if first:
+            s.sendall(first)
+        socks.append(s)
+    return socks
+
+
+def close_all(socks):
+    for s in socks:
+        try:
+            s.close()
+        except OSError:
+            pass
+
+
+def wait_metrics(port, done, seconds, every):
+    """Reads /metrics (metrics_of) every `every` s until done(metrics) or
+    `seconds` passed; returns the last read ({} when none came)."""
+    t0, now = time.time(), {}
+    while time.time() - t0 < seconds:
+        now = metrics_of(port, timeout=2.0)
+        if done(now):
+            break
+        time.sleep(every)
+    return now
