@@ -8,11 +8,13 @@
 
 #include "backend/backend_testutil.h"
 #include "backend/cpu/ops.h"
+#include "backend/reference_ops.h"
 #include "quant/half.h"
 
 namespace minfer::cpu {
 namespace {
 
+using testing::attention_ref;
 using testing::decode;
 using testing::encode;
 using testing::random_floats;
@@ -62,38 +64,6 @@ Status run(const std::vector<float>& q, const Cache& c, const int32_t* pos, cons
            std::vector<float>& out, ThreadPool& pool) {
   return attention(q.data(), c.k.bytes.data(), c.k.type, c.v.bytes.data(), c.v.type, pos, s,
                    out.data(), pool);
-}
-
-// Plain double-precision causal softmax attention over the given values.
-std::vector<double> reference(const std::vector<float>& q, const std::vector<float>& k,
-                              const std::vector<float>& v, const std::vector<int32_t>& pos,
-                              const AttentionShape& s) {
-  const int64_t d = s.head_dim, group = s.n_head / s.n_head_kv;
-  std::vector<double> out(q.size(), 0.0);
-  for (int64_t t = 0; t < s.n_tokens; ++t) {
-    for (int64_t h = 0; h < s.n_head; ++h) {
-      const int64_t kvh = h / group;
-      std::vector<std::pair<int64_t, double>> scores;
-      for (int64_t j = 0; j < s.n_kv; ++j) {
-        if (j > pos[t] || (s.sliding_window > 0 && pos[t] - j >= s.sliding_window)) continue;
-        double dot = 0.0;
-        for (int64_t i = 0; i < d; ++i) {
-          dot += double(q[(t * s.n_head + h) * d + i]) * k[(j * s.n_head_kv + kvh) * d + i];
-        }
-        scores.emplace_back(j, dot * s.scale);
-      }
-      double mx = -INFINITY, sum = 0.0;
-      for (auto& [j, sc] : scores) mx = std::max(mx, sc);
-      for (auto& [j, sc] : scores) sum += std::exp(sc - mx);
-      for (auto& [j, sc] : scores) {
-        const double p = std::exp(sc - mx) / sum;
-        for (int64_t i = 0; i < d; ++i) {
-          out[(t * s.n_head + h) * d + i] += p * v[(j * s.n_head_kv + kvh) * d + i];
-        }
-      }
-    }
-  }
-  return out;
 }
 
 double worst_diff(const std::vector<float>& out, const std::vector<double>& ref) {
@@ -149,7 +119,7 @@ void run_case(const Case& c) {
   const bool rows = per_row_path(c.k, c.v, c.per_row);
   std::vector<float> q_seen = q;
   if (rows && c.k != KvType::kF32) q_seen = make_region(q, c.k).seen;
-  const auto ref = reference(q_seen, cache.k.seen, cache.v.seen, pos, s);
+  const auto ref = attention_ref(q_seen, cache.k.seen, cache.v.seen, pos, s);
   const double tol = rows && c.v == KvType::kF16 ? 1.5e-2 : 5e-6;
   EXPECT_LE(worst_diff(out, ref), tol);
 }
@@ -243,7 +213,7 @@ TEST(cpu_Attention, BatchRowsAtFullPrecision) {
   ThreadPool pool(2);
   std::vector<float> out(q.size(), NAN);
   ASSERT_TRUE(run(q, c, pos.data(), s, out, pool).is_ok());
-  EXPECT_LE(worst_diff(out, reference(q, k, v, pos, s)), 5e-6);
+  EXPECT_LE(worst_diff(out, attention_ref(q, k, v, pos, s)), 5e-6);
   // And it differs from reading the rounded cache rows (the option matters).
   s.batch_k = s.batch_v = nullptr;
   std::vector<float> cached(q.size(), NAN);

@@ -5,38 +5,30 @@
 // bit for bit, the weighted sum as the contract orders it, and the errors.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <numeric>
-#include <random>
+#include <string>
 
 #include "backend/backend_testutil.h"
 #include "backend/cuda_testutil.h"
+#include "backend/moe_testutil.h"
 
 namespace minfer::cuda::testing {
 namespace {
 
+using backend::testing::add_experts;
+using backend::testing::as_ids;
+using backend::testing::matmul_id_node;
+using backend::testing::matmul_id_reference;
+using backend::testing::moe_route_node;
+using backend::testing::moe_sum_reference;
+using backend::testing::random_expert_ids;
+using backend::testing::worst_relative_error;
 using cpu::testing::random_floats;
-using graph::DType;
 using graph::MoeGating;
 using graph::Node;
 using graph::Op;
 using quant::TensorType;
-
-Node route_node(Op op, int64_t n_tokens, int64_t n_expert, int64_t n_used, MoeGating gating) {
-  Node n = make_node(op, n_used, n_tokens, graph::MoeRouteMeta{n_expert, n_used, gating});
-  n.dtype = op == Op::kMoeTopK ? DType::kI32 : DType::kF32;
-  n.inputs = op == Op::kMoeTopK ? std::vector<graph::NodeId>{0} : std::vector<graph::NodeId>{0, 1};
-  return n;
-}
-
-std::vector<int32_t> as_ids(const std::vector<float>& raw) {
-  std::vector<int32_t> ids(raw.size());
-  std::memcpy(ids.data(), raw.data(), raw.size() * sizeof(int32_t));
-  return ids;
-}
 
 TEST(cuda_Moe, SelectionAndGatingMatchCpu) {
   MINFER_SKIP_WITHOUT_CUDA();
@@ -48,14 +40,14 @@ TEST(cuda_Moe, SelectionAndGatingMatchCpu) {
     for (int64_t n_tokens : {1, 7, 300}) {
       const auto logits =
           random_floats(n_tokens * n_expert, 5 + static_cast<uint32_t>(n_tokens), 2.0f);
-      const Node topk = route_node(Op::kMoeTopK, n_tokens, n_expert, n_used, gating);
+      const Node topk = moe_route_node(Op::kMoeTopK, n_tokens, n_expert, n_used, gating);
       auto got = run_node(*b.gpu, topk, {bytes_of(logits)});
       ASSERT_TRUE(got.is_ok()) << got.message();
       auto want = run_node(*b.cpu, topk, {bytes_of(logits)});
       ASSERT_TRUE(want.is_ok()) << want.message();
       const std::vector<int32_t> ids = as_ids(*want);
       EXPECT_EQ(as_ids(*got), ids) << "gating " << static_cast<int>(gating);
-      const Node weights = route_node(Op::kMoeWeights, n_tokens, n_expert, n_used, gating);
+      const Node weights = moe_route_node(Op::kMoeWeights, n_tokens, n_expert, n_used, gating);
       auto gw = run_node(*b.gpu, weights, {bytes_of(logits), bytes_of(ids)});
       ASSERT_TRUE(gw.is_ok()) << gw.message();
       auto cw = run_node(*b.cpu, weights, {bytes_of(logits), bytes_of(ids)});
@@ -74,7 +66,7 @@ TEST(cuda_Moe, SelectionBreaksTiesToTheLowerIdAndRefusesNaN) {
   b.start();
   std::vector<float> logits(64, 0.5f);
   logits[40] = 2.0f;
-  const Node topk = route_node(Op::kMoeTopK, 1, 64, 4, MoeGating::kTopKSoftmax);
+  const Node topk = moe_route_node(Op::kMoeTopK, 1, 64, 4, MoeGating::kTopKSoftmax);
   auto got = run_node(*b.gpu, topk, {bytes_of(logits)});
   ASSERT_TRUE(got.is_ok()) << got.message();
   EXPECT_EQ(as_ids(*got), (std::vector<int32_t>{40, 0, 1, 2}));
@@ -84,81 +76,24 @@ TEST(cuda_Moe, SelectionBreaksTiesToTheLowerIdAndRefusesNaN) {
   EXPECT_NE(bad.message().find("NaN"), std::string::npos) << bad.message();
 }
 
-// n_expert experts of [rows x row_len] as one 3-D weight "experts", and
-// their values as the reference decodes them.
-std::vector<float> add_experts(model::Weights& w, TensorType type, int64_t n_expert, int64_t rows,
-                               int64_t row_len, uint32_t seed) {
-  const auto v = random_floats(n_expert * rows * row_len, seed, 0.1f);
-  const size_t rb = quant::row_bytes(type, row_len).value();
-  std::vector<uint8_t> data(rb * static_cast<size_t>(n_expert * rows));
-  std::vector<float> decoded(v.size());
-  for (int64_t r = 0; r < n_expert * rows; ++r) {
-    uint8_t* dst = data.data() + static_cast<size_t>(r) * rb;
-    EXPECT_TRUE(quant::quantize_row(type, v.data() + r * row_len, dst, row_len).is_ok());
-    EXPECT_TRUE(quant::dequantize_row(type, dst, decoded.data() + r * row_len, row_len).is_ok());
-  }
-  const Status s = w.add_derived("experts", type, {row_len, rows, n_expert}, std::move(data));
-  EXPECT_TRUE(s.is_ok()) << s.message();
-  return decoded;
-}
-
-Node matmul_id_node(TensorType type, int64_t in, int64_t out, int64_t n_expert, int64_t n_used,
-                    int64_t n_tokens, bool per_row) {
-  graph::MatMulIdMeta m;
-  m.weight = "experts";
-  m.weight_type = type;
-  m.in_dim = in;
-  m.out_dim = out;
-  m.n_expert = n_expert;
-  m.n_used = n_used;
-  m.per_row_input = per_row;
-  Node n = make_node(Op::kMatMulId, out, n_tokens * n_used, m);
-  n.inputs = {0, 1};
-  return n;
-}
-
-std::vector<int32_t> random_ids(int64_t n_tokens, int64_t n_used, int64_t n_expert, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    std::vector<int32_t> all(static_cast<size_t>(n_expert));
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), rng);
-    ids.insert(ids.end(), all.begin(), all.begin() + n_used);
-  }
-  return ids;
-}
-
 TEST(cuda_Moe, ExpertMatmulMatchesDequantizedReference) {
   MINFER_SKIP_WITHOUT_CUDA();
   const int64_t n_expert = 16, n_used = 4, in = 512, out = 96;
   for (TensorType type : {TensorType::Q4_K, TensorType::Q8_0, TensorType::Q4_0, TensorType::F16,
                           TensorType::Q6_K, TensorType::F32, TensorType::MXFP4}) {
     Backends b;
-    const std::vector<float> w = add_experts(b.weights, type, n_expert, out, in, 31);
+    const std::vector<float> w = add_experts(b.weights, type, n_expert, out, in, 31, 0.1f);
     b.start();
     for (bool per_row : {false, true}) {
       for (int64_t n_tokens : {1, 5, 40}) {
         const int64_t x_rows = per_row ? n_tokens * n_used : n_tokens;
         const auto x = random_floats(x_rows * in, 32);
-        const auto ids = random_ids(n_tokens, n_used, n_expert, 33);
+        const auto ids = random_expert_ids(n_tokens, n_used, n_expert, 33);
         const Node n = matmul_id_node(type, in, out, n_expert, n_used, n_tokens, per_row);
         auto got = run_node(*b.gpu, n, {bytes_of(x), bytes_of(ids)});
         ASSERT_TRUE(got.is_ok()) << got.message();
-        double worst = 0.0;
-        for (int64_t i = 0; i < n_tokens * n_used; ++i) {
-          const float* xr = x.data() + (per_row ? i : i / n_used) * in;
-          const float* we = w.data() + static_cast<int64_t>(ids[i]) * out * in;
-          for (int64_t o = 0; o < out; ++o) {
-            double sum = 0.0, mag = 0.0;
-            for (int64_t k = 0; k < in; ++k) {
-              sum += static_cast<double>(we[o * in + k]) * xr[k];
-              mag += std::fabs(static_cast<double>(we[o * in + k]) * xr[k]);
-            }
-            const double err = std::fabs((*got)[i * out + o] - sum) / (mag + 1e-6);
-            worst = std::max(worst, err);
-          }
-        }
+        const double worst = worst_relative_error(
+            *got, matmul_id_reference(w, {}, x, ids, in, out, n_used, per_row));
         std::printf("  %-5s per_row %d tokens %2lld: worst error / magnitude %.2e\n",
                     std::string(quant::type_name(type)).c_str(), per_row,
                     static_cast<long long>(n_tokens), worst);
@@ -172,10 +107,10 @@ TEST(cuda_Moe, ExpertMatmulRowsDoNotDependOnTheBatch) {
   MINFER_SKIP_WITHOUT_CUDA();
   const int64_t n_expert = 8, n_used = 2, in = 256, out = 64, n_tokens = 33;
   Backends b;
-  add_experts(b.weights, TensorType::Q4_K, n_expert, out, in, 41);
+  add_experts(b.weights, TensorType::Q4_K, n_expert, out, in, 41, 0.1f);
   b.start();
   const auto x = random_floats(n_tokens * in, 42);
-  const auto ids = random_ids(n_tokens, n_used, n_expert, 43);
+  const auto ids = random_expert_ids(n_tokens, n_used, n_expert, 43);
   auto all =
       run_node(*b.gpu, matmul_id_node(TensorType::Q4_K, in, out, n_expert, n_used, n_tokens, false),
                {bytes_of(x), bytes_of(ids)});
@@ -196,7 +131,7 @@ TEST(cuda_Moe, ExpertMatmulRowsDoNotDependOnTheBatch) {
 TEST(cuda_Moe, ExpertIdOutOfRangeIsAnError) {
   MINFER_SKIP_WITHOUT_CUDA();
   Backends b;
-  add_experts(b.weights, TensorType::Q8_0, 4, 32, 64, 51);
+  add_experts(b.weights, TensorType::Q8_0, 4, 32, 64, 51, 0.1f);
   b.start();
   const auto x = random_floats(64, 52);
   const std::vector<int32_t> ids = {1, 9};
@@ -219,14 +154,10 @@ TEST(cuda_Moe, WeightedSumRoundsInOrder) {
   ASSERT_TRUE(got.is_ok()) << got.message();
   auto cpu = run_node(*b.cpu, n, {bytes_of(y), bytes_of(w)});
   ASSERT_TRUE(cpu.is_ok()) << cpu.message();
+  const std::vector<float> want = moe_sum_reference(y, w, n_tokens, n_used, dim);
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t d = 0; d < dim; ++d) {
-      float s = y[(t * n_used) * dim + d] * w[t * n_used];
-      for (int64_t j = 1; j < n_used; ++j) {
-        const float p = y[(t * n_used + j) * dim + d] * w[t * n_used + j];
-        s = s + p;
-      }
-      ASSERT_EQ((*got)[t * dim + d], s) << "token " << t << " element " << d;
+      ASSERT_EQ((*got)[t * dim + d], want[t * dim + d]) << "token " << t << " element " << d;
     }
   }
   EXPECT_EQ(max_abs_diff(*got, *cpu), 0.0);

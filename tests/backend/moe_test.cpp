@@ -1,8 +1,8 @@
 // The CPU mixture-of-experts kernels (backend/cpu/moe.h) against plain
-// scalar references written here: selection and gating in double, the
-// expert matmul as dequantized weights times dequantized activations
-// (quantized to the weight's vec_dot_type, as the kernel does) summed in
-// double, the weighted sum in the order the contract states.
+// scalar references (reference_ops.h, moe_testutil.h): selection and gating
+// in double, the expert matmul as dequantized weights times dequantized
+// activations (quantized to the weight's vec_dot_type here, as the kernel
+// does) summed in double, the weighted sum in the order the contract states.
 #include "backend/cpu/moe.h"
 
 #include <gtest/gtest.h>
@@ -10,75 +10,33 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <numeric>
 #include <string>
 
 #include "backend/backend_testutil.h"
 #include "backend/cpu/vec_dot.h"
+#include "backend/moe_testutil.h"
+#include "backend/reference_ops.h"
 
 namespace minfer::cpu {
 namespace {
 
+using backend::testing::encode_experts;
+using backend::testing::EncodedExperts;
+using backend::testing::ExpertMatmulReference;
+using backend::testing::matmul_id_reference;
+using backend::testing::moe_sum_reference;
+using backend::testing::random_expert_ids;
 using graph::MoeGating;
 using quant::TensorType;
 using testing::decode;
 using testing::encode;
 using testing::random_floats;
+using testing::topk_ref;
+using testing::weights_ref;
 
 constexpr MoeGating kGatings[] = {MoeGating::kSoftmax, MoeGating::kSoftmaxNormalized,
                                   MoeGating::kTopKSoftmax};
-
-std::vector<double> softmax_ref(const float* x, int64_t n) {
-  double max = -std::numeric_limits<double>::infinity();
-  for (int64_t i = 0; i < n; ++i) max = std::max(max, static_cast<double>(x[i]));
-  std::vector<double> p(static_cast<size_t>(n));
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += p[i] = std::exp(static_cast<double>(x[i]) - max);
-  for (double& v : p) v /= sum;
-  return p;
-}
-
-// Each token's n_used best experts (stable: equal scores keep id order).
-std::vector<int32_t> topk_ref(const std::vector<float>& logits, int64_t n_tokens, int64_t n_expert,
-                              int64_t n_used, MoeGating gating) {
-  std::vector<int32_t> out;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* row = logits.data() + t * n_expert;
-    std::vector<double> score(row, row + n_expert);
-    if (gating != MoeGating::kTopKSoftmax) score = softmax_ref(row, n_expert);
-    std::vector<int32_t> ids(static_cast<size_t>(n_expert));
-    std::iota(ids.begin(), ids.end(), 0);
-    std::stable_sort(ids.begin(), ids.end(),
-                     [&](int32_t a, int32_t b) { return score[a] > score[b]; });
-    out.insert(out.end(), ids.begin(), ids.begin() + n_used);
-  }
-  return out;
-}
-
-std::vector<double> weights_ref(const std::vector<float>& logits, const std::vector<int32_t>& ids,
-                                int64_t n_tokens, int64_t n_expert, int64_t n_used,
-                                MoeGating gating) {
-  std::vector<double> out;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* row = logits.data() + t * n_expert;
-    std::vector<float> picked;
-    for (int64_t j = 0; j < n_used; ++j) picked.push_back(row[ids[t * n_used + j]]);
-    std::vector<double> w;
-    if (gating == MoeGating::kTopKSoftmax) {
-      w = softmax_ref(picked.data(), n_used);
-    } else {
-      const std::vector<double> p = softmax_ref(row, n_expert);
-      for (int64_t j = 0; j < n_used; ++j) w.push_back(p[ids[t * n_used + j]]);
-      if (gating == MoeGating::kSoftmaxNormalized) {
-        const double sum = std::accumulate(w.begin(), w.end(), 0.0);
-        for (double& v : w) v /= sum;
-      }
-    }
-    out.insert(out.end(), w.begin(), w.end());
-  }
-  return out;
-}
 
 TEST(MoeTopK, MatchesReferenceForEveryGating) {
   const int64_t n_tokens = 7, n_expert = 32, n_used = 4;
@@ -138,68 +96,38 @@ TEST(MoeWeights, RefusesIdsOutOfRange) {
   EXPECT_NE(s.message().find("expert id 8"), std::string::npos) << s.message();
 }
 
-// A random 3-D expert tensor and its dequantized copy.
+// A random 3-D expert tensor (moe_testutil.h's encode_experts) and its view.
 struct Experts {
   TensorType type;
   int64_t n_expert, rows, row_len;
-  std::vector<uint8_t> bytes;
-  std::vector<float> values;  // [n_expert][rows][row_len], dequantized
-  size_t expert_bytes = 0;
+  EncodedExperts encoded;
 
   ExpertWeights view() const {
-    return {type, n_expert, rows, row_len, bytes.data(), expert_bytes, nullptr};
+    return {type, n_expert, rows, row_len, encoded.bytes.data(), encoded.expert_bytes, nullptr};
   }
 };
 
 Experts make_experts(TensorType type, int64_t n_expert, int64_t rows, int64_t row_len,
                      uint32_t seed) {
-  Experts e{type, n_expert, rows, row_len, {}, {}};
-  const std::vector<float> v = random_floats(n_expert * rows * row_len, seed, 0.1f);
-  for (int64_t r = 0; r < n_expert * rows; ++r) {
-    const std::vector<float> row(v.begin() + r * row_len, v.begin() + (r + 1) * row_len);
-    const std::vector<uint8_t> enc = encode(type, row);
-    e.bytes.insert(e.bytes.end(), enc.begin(), enc.end());
-    const std::vector<float> dec = decode(type, enc.data(), row_len);
-    e.values.insert(e.values.end(), dec.begin(), dec.end());
-  }
-  e.expert_bytes = e.bytes.size() / static_cast<size_t>(n_expert);
-  return e;
+  return {type, n_expert, rows, row_len, encode_experts(type, n_expert, rows, row_len, seed, 0.1f)};
 }
 
-// y row t*k+j = W[ids[t][j]] x_(t or t*k+j), x rounded through the vec_dot_type.
-std::vector<double> matmul_id_ref(const Experts& e, const std::vector<float>& x, bool per_row,
-                                  const std::vector<int32_t>& ids, int64_t n_tokens, int64_t n_used,
-                                  std::vector<double>* magnitude) {
+// The reference of matmul_id, x rounded through the weight's vec_dot_type
+// first, as the kernel quantizes its input.
+ExpertMatmulReference matmul_id_ref(const Experts& e, const std::vector<float>& x, bool per_row,
+                                    const std::vector<int32_t>& ids, int64_t n_used) {
   const TensorType xt = *vec_dot_type(e.type);
-  std::vector<double> y;
-  for (int64_t r = 0; r < n_tokens * n_used; ++r) {
-    const int64_t src = per_row ? r : r / n_used;
-    std::vector<float> xr(x.begin() + src * e.row_len, x.begin() + (src + 1) * e.row_len);
-    if (xt != TensorType::F32) xr = decode(xt, encode(xt, xr).data(), e.row_len);
-    const float* w = e.values.data() + static_cast<int64_t>(ids[r]) * e.rows * e.row_len;
-    for (int64_t o = 0; o < e.rows; ++o) {
-      double sum = 0.0, mag = 0.0;
-      for (int64_t i = 0; i < e.row_len; ++i) {
-        sum += static_cast<double>(w[o * e.row_len + i]) * xr[i];
-        mag += std::fabs(static_cast<double>(w[o * e.row_len + i]) * xr[i]);
-      }
-      y.push_back(sum);
-      magnitude->push_back(mag);
+  std::vector<float> rounded = x;
+  if (xt != TensorType::F32) {
+    const int64_t x_rows = static_cast<int64_t>(x.size()) / e.row_len;
+    for (int64_t r = 0; r < x_rows; ++r) {
+      const std::vector<float> row(x.begin() + r * e.row_len, x.begin() + (r + 1) * e.row_len);
+      const std::vector<float> dec = decode(xt, encode(xt, row).data(), e.row_len);
+      std::copy(dec.begin(), dec.end(), rounded.begin() + r * e.row_len);
     }
   }
-  return y;
-}
-
-std::vector<int32_t> random_ids(int64_t n_tokens, int64_t n_used, int64_t n_expert, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    std::vector<int32_t> all(static_cast<size_t>(n_expert));
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), rng);
-    ids.insert(ids.end(), all.begin(), all.begin() + n_used);
-  }
-  return ids;
+  return matmul_id_reference(e.encoded.decoded, {}, rounded, ids, e.row_len, e.rows, n_used,
+                             per_row);
 }
 
 void check_matmul_id(TensorType type, int64_t n_tokens, bool per_row) {
@@ -209,17 +137,16 @@ void check_matmul_id(TensorType type, int64_t n_tokens, bool per_row) {
   const Experts e = make_experts(type, n_expert, rows, row_len, 21);
   const int64_t x_rows = per_row ? n_tokens * n_used : n_tokens;
   const std::vector<float> x = random_floats(x_rows * row_len, 22);
-  const std::vector<int32_t> ids = random_ids(n_tokens, n_used, n_expert, 23);
+  const std::vector<int32_t> ids = random_expert_ids(n_tokens, n_used, n_expert, 23);
   ThreadPool pool(2);
   MoeScratch scratch;
   std::vector<float> y(static_cast<size_t>(n_tokens * n_used * rows));
   Status s =
       matmul_id(e.view(), x.data(), per_row, ids.data(), n_tokens, n_used, y.data(), pool, scratch);
   ASSERT_TRUE(s.is_ok()) << s.message();
-  std::vector<double> mag;
-  const std::vector<double> want = matmul_id_ref(e, x, per_row, ids, n_tokens, n_used, &mag);
+  const ExpertMatmulReference want = matmul_id_ref(e, x, per_row, ids, n_used);
   for (size_t i = 0; i < y.size(); ++i) {
-    ASSERT_NEAR(y[i], want[i], 1e-4 * mag[i] + 1e-6) << "output " << i;
+    ASSERT_NEAR(y[i], want.y[i], 1e-4 * want.magnitude[i] + 1e-6) << "output " << i;
   }
 }
 
@@ -241,7 +168,7 @@ TEST(MatMulId, AddsTheExpertsBias) {
   const Experts e = make_experts(TensorType::F32, n_expert, rows, row_len, 31);
   const std::vector<float> bias = random_floats(n_expert * rows, 32);
   const std::vector<float> x = random_floats(n_tokens * row_len, 33);
-  const std::vector<int32_t> ids = random_ids(n_tokens, n_used, n_expert, 34);
+  const std::vector<int32_t> ids = random_expert_ids(n_tokens, n_used, n_expert, 34);
   ThreadPool pool(1);
   MoeScratch scratch;
   std::vector<float> plain(n_tokens * n_used * rows), biased(plain.size());
@@ -267,7 +194,7 @@ TEST(MatMulId, BatchInvariantRowsDoNotDependOnTheBatch) {
     const int64_t n_expert = 4, n_used = 2, rows = 64, row_len = 256, n_tokens = 24;
     const Experts e = make_experts(type, n_expert, rows, row_len, 41);
     const std::vector<float> x = random_floats(n_tokens * row_len, 42);
-    const std::vector<int32_t> ids = random_ids(n_tokens, n_used, n_expert, 43);
+    const std::vector<int32_t> ids = random_expert_ids(n_tokens, n_used, n_expert, 43);
     ThreadPool pool(2);
     MoeScratch scratch;
     const MatmulMode mode{true};
@@ -294,7 +221,7 @@ TEST(MatMulId, SpreadOverThreadsGivesTheSameBits) {
     const int64_t n_expert = 16, n_used = 4, rows = 64, row_len = 256, n_tokens = 40;
     const Experts e = make_experts(type, n_expert, rows, row_len, 81);
     const std::vector<float> x = random_floats(n_tokens * row_len, 82);
-    const std::vector<int32_t> ids = random_ids(n_tokens, n_used, n_expert, 83);
+    const std::vector<int32_t> ids = random_expert_ids(n_tokens, n_used, n_expert, 83);
     std::vector<std::vector<float>> outs;
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
@@ -305,10 +232,10 @@ TEST(MatMulId, SpreadOverThreadsGivesTheSameBits) {
                       .is_ok());
       outs.push_back(std::move(y));
     }
-    std::vector<double> mag;
-    const std::vector<double> want = matmul_id_ref(e, x, false, ids, n_tokens, n_used, &mag);
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(outs[0][i], want[i], 1e-4 * mag[i] + 1e-6) << quant::type_name(type) << " " << i;
+    const ExpertMatmulReference want = matmul_id_ref(e, x, false, ids, n_used);
+    for (size_t i = 0; i < want.y.size(); ++i) {
+      ASSERT_NEAR(outs[0][i], want.y[i], 1e-4 * want.magnitude[i] + 1e-6)
+          << quant::type_name(type) << " " << i;
     }
     EXPECT_EQ(outs[1], outs[0]) << quant::type_name(type);
     EXPECT_EQ(outs[2], outs[0]) << quant::type_name(type);
@@ -322,7 +249,8 @@ TEST(MatMulId, ReadsOnlySelectedExperts) {
   const std::vector<int32_t> ids = {3, 1};
   for (int64_t x = 0; x < n_expert; ++x) {
     if (x == 3 || x == 1) continue;
-    std::memset(e.bytes.data() + x * e.expert_bytes, 0xFF, e.expert_bytes);  // f16 NaNs
+    std::memset(e.encoded.bytes.data() + x * e.encoded.expert_bytes, 0xFF,
+                e.encoded.expert_bytes);  // f16 NaNs
   }
   const std::vector<float> x = random_floats(row_len, 52);
   ThreadPool pool(1);
@@ -351,14 +279,10 @@ TEST(MoeSum, WeightsAndAddsInOrder) {
   const std::vector<float> w = random_floats(n_tokens * n_used, 72);
   std::vector<float> out(n_tokens * dim);
   moe_sum(y.data(), w.data(), n_tokens, n_used, dim, out.data());
+  const std::vector<float> want = moe_sum_reference(y, w, n_tokens, n_used, dim);
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t i = 0; i < dim; ++i) {
-      volatile float acc = y[(t * n_used) * dim + i] * w[t * n_used];
-      for (int64_t j = 1; j < n_used; ++j) {
-        volatile float p = y[(t * n_used + j) * dim + i] * w[t * n_used + j];
-        acc = acc + p;
-      }
-      EXPECT_EQ(out[t * dim + i], acc) << "token " << t << " element " << i;
+      EXPECT_EQ(out[t * dim + i], want[t * dim + i]) << "token " << t << " element " << i;
     }
   }
 }

@@ -7,12 +7,15 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
+#include "backend/reference_ops.h"
 #include "quant/half.h"
 
 namespace minfer::cpu {
 namespace {
 
+using testing::gelu_ref;
 using testing::random_floats;
+using testing::rope_ref;
 
 TEST(cpu_RmsNorm, MatchesDoublePrecision) {
   const int64_t rows = 3, dim = 4096;
@@ -44,20 +47,6 @@ TEST(cpu_RmsNorm, InPlaceAndPerHeadAgree) {
     rms_norm(chunk.data(), w.data(), 1, hd, 1e-5f, chunk.data());  // in place
     for (int64_t i = 0; i < hd; ++i) ASSERT_EQ(chunk[i], per_head[c * hd + i]);
   }
-}
-
-// Double-precision rope of one head; theta_i = pos * base^(-2i/n_rot) * fs / ff.
-std::vector<double> rope_ref(const float* x, int64_t hd, int64_t n_rot, int32_t pos, float base,
-                             float fs, const float* ff, RopeMode mode) {
-  std::vector<double> y(x, x + hd);
-  for (int64_t i = 0; i < n_rot / 2; ++i) {
-    const double theta = pos * std::pow(double(base), -2.0 * i / n_rot) * fs / (ff ? ff[i] : 1.0);
-    const int64_t i0 = mode == RopeMode::kNormal ? 2 * i : i;
-    const int64_t i1 = mode == RopeMode::kNormal ? 2 * i + 1 : i + n_rot / 2;
-    y[i0] = x[i0] * std::cos(theta) - x[i1] * std::sin(theta);
-    y[i1] = x[i0] * std::sin(theta) + x[i1] * std::cos(theta);
-  }
-  return y;
 }
 
 TEST(cpu_Rope, MatchesDoublePrecisionForBothModes) {
@@ -105,10 +94,6 @@ TEST(cpu_Rope, RejectsBadRotationDims) {
     ASSERT_FALSE(s.is_ok());
     EXPECT_NE(s.message().find(std::to_string(n_rot)), std::string::npos) << s.message();
   }
-}
-
-double gelu_ref(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * x * (1.0 + 0.044715 * x * x)));
 }
 
 TEST(cpu_Activations, GeluFollowsTheF16Table) {
