@@ -11,23 +11,6 @@ namespace {
 using graph::NodeId;
 using graph::Op;
 
-// The attention half of a layer, residual included; x: [n_embd, n] -> [n_embd, n].
-Result<NodeId> attention_block(LayerBuilder& b, NodeId x, int il) {
-  const HParams& hp = b.hp();
-  auto name = [&](const char* w) { return b.layer_name(il, w); };
-  auto bias = [&](const char* w) { return hp.qkv_bias ? name(w) : std::string(); };
-  MINFER_ASSIGN_OR_RETURN(NodeId h, b.norm(x, name("attn_norm.weight"), 0, il));  // [n_embd, n]
-  MINFER_ASSIGN_OR_RETURN(NodeId q, b.matmul(h, name("attn_q.weight"), bias("attn_q.bias"), il));
-  MINFER_ASSIGN_OR_RETURN(NodeId k, b.matmul(h, name("attn_k.weight"), bias("attn_k.bias"), il));
-  MINFER_ASSIGN_OR_RETURN(NodeId v, b.matmul(h, name("attn_v.weight"), bias("attn_v.bias"), il));
-  q = b.rope(q, hp.n_head, il);         // [q_dim, n], YaRN
-  k = b.rope(k, hp.n_head_kv, il);      // [kv_dim, n]
-  NodeId a = b.attention(q, k, v, il);  // [q_dim, n], with the layer's sinks
-  MINFER_ASSIGN_OR_RETURN(
-      NodeId o, b.matmul(a, name("attn_output.weight"), name("attn_output.bias"), il));
-  return b.binary(Op::kAdd, x, o, il, "attn_residual");  // [n_embd, n]
-}
-
 // The experts; h: [n_embd, n] (normalized) -> [n_embd, n].
 Result<NodeId> moe_ffn(LayerBuilder& b, NodeId h, int il) {
   auto name = [&](const char* w) { return b.layer_name(il, w); };
@@ -50,6 +33,7 @@ Result<NodeId> moe_ffn(LayerBuilder& b, NodeId h, int il) {
 
 // One decoder layer; x: [n_embd, n] -> [n_embd, n].
 Result<NodeId> gpt_oss_layer(LayerBuilder& b, NodeId x, int il) {
+  // biases on q/k/v/o, YaRN RoPE, sinks, a window on the even layers
   MINFER_ASSIGN_OR_RETURN(x, attention_block(b, x, il));  // [n_embd, n]
   MINFER_ASSIGN_OR_RETURN(NodeId h,
                           b.norm(x, b.layer_name(il, "post_attention_norm.weight"), 0, il));

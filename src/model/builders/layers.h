@@ -74,6 +74,12 @@ class LayerBuilder {
   graph::Graph g_;
 };
 
+// The attention half of a pre-norm layer, residual included: RMSNorm, the
+// q/k/v projections (with biases and per-head q/k norms as HParams says),
+// RoPE, attention (with sinks where the model has them), the output
+// projection (with its bias where it has one); x: [n_embd, n] -> [n_embd, n].
+Result<graph::NodeId> attention_block(LayerBuilder& b, graph::NodeId x, int il);
+
 // The per-architecture forward passes.
 Result<graph::Graph> build_qwen2(const HParams& hp, const Weights& w, const GraphParams& p);
 Result<graph::Graph> build_qwen3(const HParams& hp, const Weights& w, const GraphParams& p);

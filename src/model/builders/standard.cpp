@@ -12,26 +12,6 @@ namespace {
 using graph::NodeId;
 using graph::Op;
 
-// The attention half of a layer, residual included; x: [n_embd, n] -> [n_embd, n].
-Result<NodeId> attention_block(LayerBuilder& b, NodeId x, int il) {
-  const HParams& hp = b.hp();
-  auto name = [&](const char* w) { return b.layer_name(il, w); };
-  auto bias = [&](const char* w) { return hp.qkv_bias ? name(w) : std::string(); };
-  MINFER_ASSIGN_OR_RETURN(NodeId h, b.norm(x, name("attn_norm.weight"), 0, il));  // [n_embd, n]
-  MINFER_ASSIGN_OR_RETURN(NodeId q, b.matmul(h, name("attn_q.weight"), bias("attn_q.bias"), il));
-  MINFER_ASSIGN_OR_RETURN(NodeId k, b.matmul(h, name("attn_k.weight"), bias("attn_k.bias"), il));
-  MINFER_ASSIGN_OR_RETURN(NodeId v, b.matmul(h, name("attn_v.weight"), bias("attn_v.bias"), il));
-  if (hp.qk_norm) {  // per-head norms over head_dim chunks
-    MINFER_ASSIGN_OR_RETURN(q, b.norm(q, name("attn_q_norm.weight"), hp.head_dim, il));
-    MINFER_ASSIGN_OR_RETURN(k, b.norm(k, name("attn_k_norm.weight"), hp.head_dim, il));
-  }
-  q = b.rope(q, hp.n_head, il);         // [q_dim, n]
-  k = b.rope(k, hp.n_head_kv, il);      // [kv_dim, n]
-  NodeId a = b.attention(q, k, v, il);  // [q_dim, n]
-  MINFER_ASSIGN_OR_RETURN(NodeId o, b.matmul(a, name("attn_output.weight"), "", il));
-  return b.binary(Op::kAdd, x, o, il, "attn_residual");  // [n_embd, n]
-}
-
 // The SwiGLU FFN; h: [n_embd, n] (normalized) -> [n_embd, n].
 Result<NodeId> dense_ffn(LayerBuilder& b, NodeId h, int il) {
   auto name = [&](const char* w) { return b.layer_name(il, w); };
@@ -79,6 +59,27 @@ Result<graph::Graph> build_pre_norm(const HParams& hp, const Weights& w, const G
 }
 
 }  // namespace
+
+// The attention half of a pre-norm layer, residual included (layers.h).
+Result<NodeId> attention_block(LayerBuilder& b, NodeId x, int il) {
+  const HParams& hp = b.hp();
+  auto name = [&](const char* w) { return b.layer_name(il, w); };
+  auto bias = [&](const char* w) { return hp.qkv_bias ? name(w) : std::string(); };
+  MINFER_ASSIGN_OR_RETURN(NodeId h, b.norm(x, name("attn_norm.weight"), 0, il));  // [n_embd, n]
+  MINFER_ASSIGN_OR_RETURN(NodeId q, b.matmul(h, name("attn_q.weight"), bias("attn_q.bias"), il));
+  MINFER_ASSIGN_OR_RETURN(NodeId k, b.matmul(h, name("attn_k.weight"), bias("attn_k.bias"), il));
+  MINFER_ASSIGN_OR_RETURN(NodeId v, b.matmul(h, name("attn_v.weight"), bias("attn_v.bias"), il));
+  if (hp.qk_norm) {  // per-head norms over head_dim chunks
+    MINFER_ASSIGN_OR_RETURN(q, b.norm(q, name("attn_q_norm.weight"), hp.head_dim, il));
+    MINFER_ASSIGN_OR_RETURN(k, b.norm(k, name("attn_k_norm.weight"), hp.head_dim, il));
+  }
+  q = b.rope(q, hp.n_head, il);         // [q_dim, n]
+  k = b.rope(k, hp.n_head_kv, il);      // [kv_dim, n]
+  NodeId a = b.attention(q, k, v, il);  // [q_dim, n]
+  const std::string o_bias = hp.attn_output_bias ? name("attn_output.bias") : std::string();
+  MINFER_ASSIGN_OR_RETURN(NodeId o, b.matmul(a, name("attn_output.weight"), o_bias, il));
+  return b.binary(Op::kAdd, x, o, il, "attn_residual");  // [n_embd, n]
+}
 
 Result<graph::Graph> build_qwen2(const HParams& hp, const Weights& w, const GraphParams& p) {
   return build_pre_norm(hp, w, p);
