@@ -70,8 +70,10 @@ if ((tests)); then
   #   schemathesis  fuzzes the server's endpoints from its OpenAPI description
   #   hypothesis    random bodies and HTTP framing in the server's fuzz test
   #   anthropic     the official SDK, the client of the Messages API's test
+  #   jinja2        renders chat templates as HF does, against our interpreter
   pip_pairs+=(gguf:gguf numpy:numpy openai:openai jsonschema:jsonschema selenium:selenium
-              schemathesis:schemathesis hypothesis:hypothesis anthropic:anthropic)
+              schemathesis:schemathesis hypothesis:hypothesis anthropic:anthropic
+              jinja2:jinja2)
 fi
 for pair in "${pip_pairs[@]}"; do
   if ! $py -c "import ${pair%%:*}" >/dev/null 2>&1; then
@@ -79,3 +81,15 @@ for pair in "${pip_pairs[@]}"; do
     pip_install "${pair#*:}"
   fi
 done
+
+# The real chat templates of tests/serve/chat_templates_test.py: llama.cpp's
+# copies, read from the llama-cpp-python sdist (never committed here).
+if ((tests)); then
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/minfer
+  if [ ! -f "$cache/llama_cpp_python-0.3.36.tar.gz" ]; then
+    echo "install_deps: the llama-cpp-python 0.3.36 sdist (chat templates)"
+    mkdir -p "$cache"
+    $py -m pip download -q --no-binary :all: --no-deps llama-cpp-python==0.3.36 -d "$cache" ||
+      echo "install_deps: no sdist: serve_chat_templates will be skipped" >&2
+  fi
+fi

@@ -104,16 +104,38 @@ std::string ContentBlockEvents::close() {
   return out + sse_event({{"type", "content_block_stop"}, {"index", index_}});
 }
 
-std::string ContentBlockEvents::switch_to(Kind kind) {
-  if (open_ == kind) return "";
+std::string ContentBlockEvents::open(Kind kind, json block) {
   std::string out = close();
   open_ = kind;
   ++index_;
-  const json block = kind == Kind::kThinking
-                         ? json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
-                         : json{{"type", "text"}, {"text", ""}};
-  return out +
-         sse_event({{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
+  return out + sse_event({{"type", "content_block_start"},
+                          {"index", index_},
+                          {"content_block", std::move(block)}});
+}
+
+std::string ContentBlockEvents::switch_to(Kind kind) {
+  if (open_ == kind) return "";
+  return open(kind, kind == Kind::kThinking
+                        ? json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
+                        : json{{"type", "text"}, {"text", ""}});
+}
+
+// A call's header opens its tool_use block (input {} as Anthropic starts
+// one); its arguments' pieces are input_json_delta events of that block.
+std::string ContentBlockEvents::push_call(const ToolCallDelta& c) {
+  std::string out;
+  if (!c.id.empty()) {
+    ++calls_sent_;
+    out += open(Kind::kToolUse, {{"type", "tool_use"},
+                                 {"id", new_tool_use_id()},
+                                 {"name", c.name},
+                                 {"input", json::object()}});
+  }
+  if (!c.arguments.empty() && open_ == Kind::kToolUse) {
+    out += sse_event(
+        block_delta(index_, {{"type", "input_json_delta"}, {"partial_json", c.arguments}}));
+  }
+  return out;
 }
 
 std::string ContentBlockEvents::push(const ChatDelta& d) {
@@ -126,6 +148,7 @@ std::string ContentBlockEvents::push(const ChatDelta& d) {
     out += switch_to(Kind::kText);
     out += sse_event(block_delta(index_, {{"type", "text_delta"}, {"text", d.content}}));
   }
+  for (const ToolCallDelta& c : d.call_deltas) out += push_call(c);
   return out;
 }
 
@@ -134,14 +157,14 @@ std::string ContentBlockEvents::finish(const std::vector<ToolCall>& calls) {
   // whole reply does.
   std::string out = index_ < 0 && calls.empty() ? switch_to(Kind::kText) : "";
   out += close();
-  for (const ToolCall& c : calls) {
-    json block = tool_use_json(c);
+  // Calls that did not come through push(): whole, one block each.
+  for (size_t k = calls_sent_; k < calls.size(); ++k) {
+    json block = tool_use_json(calls[k]);
     block["input"] = json::object();
-    out +=
-        sse_event({{"type", "content_block_start"}, {"index", ++index_}, {"content_block", block}});
+    out += open(Kind::kToolUse, std::move(block));
     out += sse_event(
-        block_delta(index_, {{"type", "input_json_delta"}, {"partial_json", c.arguments}}));
-    out += sse_event({{"type", "content_block_stop"}, {"index", index_}});
+        block_delta(index_, {{"type", "input_json_delta"}, {"partial_json", calls[k].arguments}}));
+    out += close();
   }
   return out;
 }

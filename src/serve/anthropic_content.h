@@ -16,11 +16,15 @@
 //     input tokens, then ping); ContentBlockEvents turns each ChatDelta into
 //     content_block_start / content_block_delta (thinking_delta, text_delta)
 //     / content_block_stop, indices from 0 in order, a block closed when the
-//     next kind begins; finish() closes the open block (a thinking block
-//     with a signature_delta first) and sends each call as a tool_use block
-//     (input {}) and one input_json_delta with its whole arguments;
-//     stream_closing() is message_delta (stop_reason, stop_sequence, output
-//     tokens) and message_stop.
+//     next kind begins; a call's header opens a tool_use block (a fresh
+//     toolu_ id, input {}) and each piece of its arguments is an
+//     input_json_delta, as the call is generated (serve/chat_output.h:
+//     the calls of finish()'s delta come through push() too). finish()
+//     closes the open block (a thinking block with a signature_delta
+//     first) and sends each of `calls` that push() did not as a tool_use
+//     block (its own id) with one input_json_delta of its whole arguments;
+//     stream_closing() is message_delta (stop_reason, stop_sequence,
+//     output tokens) and message_stop.
 // Threading: pure functions; a ContentBlockEvents is used by one thread.
 #pragma once
 
@@ -66,15 +70,20 @@ std::string error_event(const Status& s);
 class ContentBlockEvents {
  public:
   std::string push(const ChatDelta& delta);
+  // `calls`: the reply's calls; those push() sent as call deltas are not
+  // sent again.
   std::string finish(const std::vector<ToolCall>& calls);
 
  private:
-  enum class Kind { kNone, kThinking, kText };
+  enum class Kind { kNone, kThinking, kText, kToolUse };
+  std::string open(Kind kind, nlohmann::json block);
   std::string switch_to(Kind kind);
+  std::string push_call(const ToolCallDelta& call);
   std::string close();
 
   Kind open_ = Kind::kNone;
-  int index_ = -1;  // the open (or last) block's
+  int index_ = -1;         // the open (or last) block's
+  size_t calls_sent_ = 0;  // tool_use blocks opened by push()
 };
 
 }  // namespace minfer::serve

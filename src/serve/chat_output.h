@@ -10,6 +10,11 @@
 //   - ChatOutput: push() each piece of a choice's text; the reasoning and
 //     content deltas safe to send come back, text that may begin a tag or
 //     a tool call's marker held back; finish() gives the rest and the calls.
+//     The calls also come as stream deltas (call_deltas): a Hermes call's
+//     header and arguments as it is generated (serve/tool_calls.h), the
+//     rest at finish(); after finish() every call of `calls` has had its
+//     header and its whole arguments among the deltas of push() and
+//     finish().
 //     Reasoning is taken first, so a tool call inside <think> is thinking,
 //     not a call. Text that is not a well-formed call is content.
 //   - `harmony` (a gpt-oss template): the text is read by
@@ -40,7 +45,8 @@ struct ReplyReading {
 struct ChatDelta {
   std::string reasoning;
   std::string content;
-  std::vector<ToolCall> calls;  // from finish() only
+  std::vector<ToolCall> calls;               // from finish() only: the reply's calls
+  std::vector<ToolCallDelta> call_deltas{};  // the calls' pieces, as a stream sends them
 };
 
 class ChatOutput {

@@ -1,6 +1,10 @@
 #include "serve/chat_plan.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "serve/request_json.h"
@@ -153,6 +157,89 @@ Result<std::string> continued_prompt(const runtime::ChatFormatter& formatter,
   return opening + prefill;
 }
 
+Result<std::string> render_prompt(const runtime::ChatFormatter& formatter,
+                                  const std::vector<runtime::ChatMessage>& messages, bool prefill,
+                                  const tmpl::Dict& vars) {
+  return prefill ? continued_prompt(formatter, messages, vars)
+                 : formatter.render(messages, true, vars);
+}
+
+// The prompt of `messages`. A turn of calls only comes with a null content
+// (OpenAI's clients send it so), which some templates cannot take (Qwen3's
+// tests `'</think>' in message.content`, QwQ's splits it): a template that
+// fails with one is rendered again with "" there. Templates that tell none
+// apart (DeepSeek-R1's renders calls only for a none content) keep it.
+Result<std::string> render_conversation(const runtime::ChatFormatter& formatter,
+                                        std::vector<runtime::ChatMessage>& messages, bool prefill,
+                                        const tmpl::Dict& vars) {
+  Result<std::string> prompt = render_prompt(formatter, messages, prefill, vars);
+  const auto null = [](const runtime::ChatMessage& m) { return m.null_content; };
+  if (prompt || std::none_of(messages.begin(), messages.end(), null)) return prompt;
+  for (runtime::ChatMessage& m : messages) m.null_content = false;
+  return render_prompt(formatter, messages, prefill, vars);
+}
+
+// Mistral's templates refuse a call id that is not 9 letters and digits,
+// so a client's own ids (OpenAI's call_..., Anthropic's toolu_...) become
+// 9 letters and digits:
+// the same for a call and the result that answers it, and the same in
+// every request, so that a conversation's history renders alike turn after
+// turn (its cached prefix is reused). The id's FNV-1a hash in base 62; two
+// ids of one request that would meet get the next salt.
+std::string mistral_call_id(std::string_view id, uint64_t salt) {
+  static constexpr std::string_view kChars =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  uint64_t h = 14695981039346656037ull ^ salt;
+  for (const char c : id) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  std::string out(9, '0');
+  for (char& c : out) {
+    c = kChars[h % kChars.size()];
+    h /= kChars.size();
+  }
+  return out;
+}
+
+void mistral_call_ids(std::vector<runtime::ChatMessage>& messages) {
+  const auto is_mistral_id = [](const std::string& id) {
+    return id.size() == 9 && std::all_of(id.begin(), id.end(), [](char c) {
+             return std::isalnum(static_cast<unsigned char>(c)) != 0;
+           });
+  };
+  std::map<std::string, std::string> mapped;  // the client's id -> ours
+  std::set<std::string> taken;
+  for (const runtime::ChatMessage& m : messages) {
+    for (const runtime::ChatToolCall& c : m.tool_calls) {
+      if (is_mistral_id(c.id)) taken.insert(c.id);
+    }
+  }
+  const auto map_id = [&](std::string& id) {
+    if (id.empty() || is_mistral_id(id)) return;
+    auto [it, fresh] = mapped.try_emplace(id);
+    for (uint64_t salt = 0; fresh && it->second.empty(); ++salt) {
+      std::string candidate = mistral_call_id(id, salt);
+      if (taken.insert(candidate).second) it->second = std::move(candidate);
+    }
+    id = it->second;
+  };
+  for (runtime::ChatMessage& m : messages) {
+    for (runtime::ChatToolCall& c : m.tool_calls) map_id(c.id);
+    map_id(m.tool_call_id);
+  }
+}
+
+// Whether the request turns thinking off: --reasoning-budget 0, a forced
+// call (it must come at once), or enable_thinking false (Anthropic's
+// thinking field, or chat_template_kwargs as llama-server reads it).
+bool thinking_on(const ChatOptions& options, const CompletionParams& p) {
+  if (options.reasoning_budget == 0 || (p.tools.active() && p.tools.forced())) return false;
+  if (!p.enable_thinking.value_or(true)) return false;
+  if (p.chat_template_kwargs.is_object()) {
+    const auto it = p.chat_template_kwargs.find("enable_thinking");
+    if (it != p.chat_template_kwargs.end() && it->is_boolean() && !it->get<bool>()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string hermes_tools_prompt(const ChatTools& tools) {
@@ -179,21 +266,21 @@ Result<ReplyReading> plan_chat(const runtime::ChatFormatter& formatter, const Ch
     // content fails: a turn of calls only has an empty content there.
     for (runtime::ChatMessage& m : messages) m.null_content = false;
   }
+  if (family == ToolFormat::kMistral) mistral_call_ids(messages);
   if (!template_tools && has_tool_turns(messages)) messages = hermes_messages(messages);
   if (!template_tools && p.tools.active()) {
     add_system_text(messages, hermes_tools_prompt(p.tools));
   }
   const bool forced = p.tools.active() && p.tools.forced();
-  const bool thinking =
-      options.reasoning_budget != 0 && !forced && p.enable_thinking.value_or(true);
+  const bool thinking = thinking_on(options, p);
   const tmpl::Dict vars = template_variables(p, template_tools && p.tools.active(), thinking);
   const bool prefill = p.continue_final && !messages.empty() && messages.back().role == "assistant";
   if (prefill && forced) {
     return Status::invalid_argument(
         "a forced tool call cannot continue a prefill (the final assistant message)");
   }
-  MINFER_ASSIGN_OR_RETURN(std::string prompt, prefill ? continued_prompt(formatter, messages, vars)
-                                                      : formatter.render(messages, true, vars));
+  MINFER_ASSIGN_OR_RETURN(std::string prompt,
+                          render_conversation(formatter, messages, prefill, vars));
 
   ReplyReading reading;
   const ReasoningFormat rf = p.reasoning_format.value_or(options.reasoning_format);

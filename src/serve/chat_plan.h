@@ -10,7 +10,12 @@
 //     `enable_thinking` (false when --reasoning-budget is 0, a call is
 //     forced or the request's enable_thinking is false, else true),
 //     `reasoning_effort` when given, then every key of chat_template_kwargs
-//     over them.
+//     over them. Thinking is off as well when chat_template_kwargs sets
+//     enable_thinking to false: a think block the template opened anyway is
+//     closed then too.
+//   - A message with a null content (a turn of calls only) reaches the
+//     template as none; a template that fails on that is rendered again
+//     with "" in its place (the error is the second rendering's).
 //   - continue_final with a last assistant message (a prefill): the prompt
 //     is the template's opening of an assistant turn followed by the
 //     prefill, which the reply continues; invalid_argument when the template
@@ -31,6 +36,11 @@
 //     (serve/harmony.h): the header of a commentary message to the function
 //     and its parameters schema; "required" among several, a json message
 //     without a recipient and {"name", "arguments"}.
+//   - A Mistral template (tool_calls.h) gets the history's call ids as 9
+//     letters and digits, as its templates demand: an id that is not
+//     already so (OpenAI's call_..., Anthropic's toolu_...) is replaced by
+//     a hash of it, the same for the call and the tool result that names
+//     it and the same in every request; distinct ids stay distinct.
 //   - A harmony template gets each earlier reasoning as `thinking` and a
 //     null content as ""; its replies are read by channel
 //     (ReplyReading::harmony) unless --reasoning-format none leaves them

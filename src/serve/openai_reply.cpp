@@ -141,22 +141,21 @@ json chunk_json(const Header& h, const json& choices) {
           {"choices", choices}};
 }
 
-// A chat choice's stream deltas for one poll: reasoning, content, then each
-// call as OpenAI streams one (its index, id, type and name, then its
-// arguments).
+// A chat choice's stream deltas for one poll: reasoning, content, then the
+// calls' pieces as OpenAI streams them (a call's index, id, type and name,
+// then pieces of its arguments).
 std::vector<json> chat_deltas(const ChatDelta& d) {
   std::vector<json> out;
   if (!d.reasoning.empty()) out.push_back({{"reasoning_content", d.reasoning}});
   if (!d.content.empty()) out.push_back({{"content", d.content}});
-  for (size_t k = 0; k < d.calls.size(); ++k) {
-    const ToolCall& c = d.calls[k];
-    out.push_back(
-        {{"tool_calls", json::array({{{"index", k},
-                                      {"id", c.id},
-                                      {"type", "function"},
-                                      {"function", {{"name", c.name}, {"arguments", ""}}}}})}});
-    out.push_back({{"tool_calls",
-                    json::array({{{"index", k}, {"function", {{"arguments", c.arguments}}}}})}});
+  for (const ToolCallDelta& c : d.call_deltas) {
+    json call = {{"index", c.index}, {"function", {{"arguments", c.arguments}}}};
+    if (!c.id.empty()) {
+      call["id"] = c.id;
+      call["type"] = "function";
+      call["function"]["name"] = c.name;
+    }
+    out.push_back({{"tool_calls", json::array({call})}});
   }
   return out;
 }
@@ -201,6 +200,7 @@ std::string stream_chunks(CompletionRun& run, const Header& h, bool want_logprob
         cd.reasoning += rest.reasoning;
         cd.content += rest.content;
         cd.calls = std::move(rest.calls);
+        for (ToolCallDelta& c : rest.call_deltas) cd.call_deltas.push_back(std::move(c));
         if (end && !cd.calls.empty()) finish = "tool_calls";
       }
       parts = chat_deltas(cd);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "base/json.h"
 #include "serve/harmony.h"
@@ -19,6 +20,7 @@ constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralOpen = "[TOOL_CALLS]";
 constexpr std::string_view kMistralArgs = "[ARGS]";
+constexpr std::string_view kMistralCallId = "[CALL_ID]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 
 bool is_space(char c) {
@@ -120,16 +122,48 @@ bool add_calls_of(const ojson& v, std::vector<ToolCall>& calls) {
   return true;
 }
 
+// The text of member `key` of the JSON object written at the start of
+// `object`, as written; nullopt when it has none.
+std::optional<std::string_view> member_text(std::string_view object, std::string_view key) {
+  size_t i = skip_space(object, 0);
+  if (i >= object.size() || object[i] != '{') return std::nullopt;
+  i = skip_space(object, i + 1);
+  while (i < object.size() && object[i] == '"') {
+    const size_t key_end = json_value_end(object, i);
+    if (key_end == std::string_view::npos) return std::nullopt;
+    const std::string_view written = object.substr(i + 1, key_end - i - 2);
+    i = skip_space(object, key_end);
+    if (i >= object.size() || object[i] != ':') return std::nullopt;
+    i = skip_space(object, i + 1);
+    const size_t value_end = json_value_end(object, i);
+    if (value_end == std::string_view::npos) return std::nullopt;
+    if (written == key) return object.substr(i, value_end - i);
+    i = skip_space(object, value_end);
+    if (i < object.size() && object[i] == ',') i = skip_space(object, i + 1);
+  }
+  return std::nullopt;
+}
+
+// A call's arguments object as the model wrote it (what a stream sends),
+// where call_from() found one.
+void keep_written_arguments(std::string_view object, ToolCall& call) {
+  auto args = member_text(object, "arguments");
+  if (!args) args = member_text(object, "parameters");
+  if (args && args->starts_with('{')) call.arguments = std::string(*args);
+}
+
 // <tool_call>{json}</tool_call>, one or many; the last may be unclosed.
 std::optional<ToolCallText> parse_hermes(std::string_view s) {
   ToolCallText out;
   size_t i = 0;
   while (s.substr(i).starts_with(kHermesOpen)) {
     size_t end = 0;
-    auto v = json_at(s, skip_space(s, i + kHermesOpen.size()), end);
+    const size_t start = skip_space(s, i + kHermesOpen.size());
+    auto v = json_at(s, start, end);
     if (!v) return std::nullopt;
     auto call = call_from(*v);
     if (!call) return std::nullopt;
+    keep_written_arguments(s.substr(start, end - start), *call);
     out.calls.push_back(std::move(*call));
     i = skip_space(s, end);
     if (s.substr(i).starts_with(kHermesClose)) {
@@ -207,6 +241,29 @@ std::optional<ToolCallText> parse_llama3(std::string_view s) {
   return out;
 }
 
+bool is_name(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), is_name_char);
+}
+
+// name[ARGS]{...} or name[CALL_ID]id[ARGS]{...} at i (Mistral Small 3.2's
+// template writes the id); end receives where the arguments end.
+std::optional<ToolCall> mistral_named_call(std::string_view s, size_t i, size_t& end) {
+  const size_t args = s.find(kMistralArgs, i);
+  if (args == std::string_view::npos) return std::nullopt;
+  std::string_view name = s.substr(i, args - i);
+  std::string_view id;
+  if (const size_t at = name.find(kMistralCallId); at != std::string_view::npos) {
+    id = name.substr(at + kMistralCallId.size());
+    name = name.substr(0, at);
+    if (!is_name(id)) return std::nullopt;
+  }
+  const size_t from = skip_space(s, args + kMistralArgs.size());
+  auto v = json_at(s, from, end);
+  if (!is_name(name) || !v || !v->is_object()) return std::nullopt;
+  // The arguments as the model wrote them (a stream sends that text).
+  return ToolCall{std::string(id), std::string(name), std::string(s.substr(from, end - from))};
+}
+
 // [TOOL_CALLS][{...}, ...], or the newer [TOOL_CALLS]name[ARGS]{...}.
 std::optional<ToolCallText> parse_mistral(std::string_view s) {
   ToolCallText out;
@@ -218,15 +275,9 @@ std::optional<ToolCallText> parse_mistral(std::string_view s) {
       auto v = json_at(s, i, end);
       if (!v || !add_calls_of(*v, out.calls)) return std::nullopt;
     } else {
-      const size_t args = s.find(kMistralArgs, i);
-      if (args == std::string_view::npos) return std::nullopt;
-      std::string name(s.substr(i, args - i));
-      auto v = json_at(s, skip_space(s, args + kMistralArgs.size()), end);
-      if (name.empty() || !std::all_of(name.begin(), name.end(), is_name_char) || !v ||
-          !v->is_object()) {
-        return std::nullopt;
-      }
-      out.calls.push_back({"", std::move(name), v->dump()});
+      auto call = mistral_named_call(s, i, end);
+      if (!call) return std::nullopt;
+      out.calls.push_back(std::move(*call));
     }
     i = skip_space(s, end);
   }
@@ -400,25 +451,198 @@ std::string ToolCallStream::take_safe_content() {
 
 std::string ToolCallStream::push(std::string_view piece) {
   pending_ += piece;
-  if (held_all_) return "";
-  return take_safe_content();
+  std::string content = held_all_ ? "" : take_safe_content();
+  if (held_all_ && format_ == ToolFormat::kHermes) stream_calls();
+  return content;
+}
+
+std::vector<ToolCallDelta> ToolCallStream::take_deltas() {
+  return std::exchange(deltas_, {});
+}
+
+namespace {
+
+enum class Match { kYes, kMore, kNo };
+
+// Whether `s` has `want` at i (after white space); kMore while `s` ends
+// inside it. On kYes, i moves past it.
+Match match_at(std::string_view s, size_t& i, std::string_view want) {
+  const size_t at = skip_space(s, i);
+  const std::string_view have = s.substr(at, want.size());
+  if (!want.starts_with(have)) return Match::kNo;
+  if (have.size() < want.size()) return Match::kMore;
+  i = at + want.size();
+  return Match::kYes;
+}
+
+// The end of the text safe to send out of s[from, to): never the first
+// bytes of a UTF-8 character whose last ones have not come.
+size_t whole_characters_end(std::string_view s, size_t from, size_t to) {
+  for (size_t k = to; k > from && to - k < 4; --k) {
+    const auto lead = static_cast<unsigned char>(s[k - 1]);
+    if ((lead & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return k - 1 + need > to ? k - 1 : to;
+  }
+  return to;
+}
+
+}  // namespace
+
+// The calls that have come so far, streamed: each pass reads as far as the
+// text decides and returns, to go on with the next piece.
+void ToolCallStream::stream_calls() {
+  bool advanced = true;
+  while (advanced) {
+    switch (phase_) {
+      case Phase::kHeader:
+        advanced = read_header();
+        break;
+      case Phase::kArguments:
+        advanced = read_arguments();
+        break;
+      case Phase::kAfter:
+        advanced = read_after();
+        break;
+      case Phase::kStopped:
+        advanced = false;
+        break;
+    }
+  }
+}
+
+// <tool_call>{"name": "NAME", "arguments": { : the call's header goes out.
+// Any other shape (the keys in another order, arguments as a string, the
+// name a number) stops streaming: those calls go out whole after finish().
+bool ToolCallStream::read_header() {
+  const std::string_view s = pending_;
+  size_t i = call_at_ + kHermesOpen.size();
+  Match m = Match::kYes;
+  for (std::string_view want : {"{", "\"name\"", ":"}) {
+    if ((m = match_at(s, i, want)) != Match::kYes) break;
+  }
+  size_t name_at = skip_space(s, i), name_end = std::string_view::npos;
+  if (m == Match::kYes && name_at < s.size()) {
+    if (s[name_at] != '"') m = Match::kNo;
+    name_end = json_value_end(s, name_at);
+    i = name_end;
+  }
+  if (m == Match::kYes && name_end != std::string_view::npos) {
+    for (std::string_view want : {",", "\"arguments\"", ":", "{"}) {
+      if ((m = match_at(s, i, want)) != Match::kYes) break;
+    }
+  }
+  if (m == Match::kNo) phase_ = Phase::kStopped;
+  if (m != Match::kYes || name_end == std::string_view::npos) return m == Match::kNo;
+  Result<nlohmann::ordered_json> name = parse_ordered_json(s.substr(name_at, name_end - name_at));
+  if (!name.is_ok() || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+    phase_ = Phase::kStopped;
+    return false;
+  }
+  Announced call{new_tool_call_id(format_), name->get<std::string>(), ""};
+  deltas_.push_back({announced_.size(), call.id, call.name, ""});
+  announced_.push_back(std::move(call));
+  object_at_ = skip_space(s, call_at_ + kHermesOpen.size());
+  sent_at_ = scan_at_ = i - 1;  // the arguments' '{'
+  depth_ = 0;
+  in_string_ = escaped_ = false;
+  phase_ = Phase::kArguments;
+  return true;
+}
+
+// The arguments' text up to where it has come, then up to their close.
+bool ToolCallStream::read_arguments() {
+  bool closed = false;
+  size_t k = scan_at_;
+  for (; k < pending_.size() && !closed; ++k) {
+    const char c = pending_[k];
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+    } else if (c == '"') {
+      in_string_ = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth_ > kMaxJsonDepth) {  // never a call (json_value_end agrees)
+        phase_ = Phase::kStopped;
+        return false;
+      }
+    } else if (c == '}' || c == ']') {
+      closed = --depth_ == 0;
+    }
+  }
+  scan_at_ = k;
+  const size_t end = closed ? k : whole_characters_end(pending_, sent_at_, k);
+  if (end > sent_at_) {
+    std::string piece = pending_.substr(sent_at_, end - sent_at_);
+    announced_.back().arguments += piece;
+    deltas_.push_back({announced_.size() - 1, "", "", std::move(piece)});
+    sent_at_ = end;
+  }
+  if (closed) phase_ = Phase::kAfter;
+  return closed;
+}
+
+// The rest of the call's object, its closing tag, and the next call's
+// marker: streaming goes on with that call; any other text stops it (the
+// parse at finish() decides what it is).
+bool ToolCallStream::read_after() {
+  const size_t end = json_value_end(pending_, object_at_);
+  if (end == std::string_view::npos) return false;  // more of the object to come
+  size_t i = end;
+  Match m = match_at(pending_, i, kHermesClose);
+  if (m == Match::kYes) m = match_at(pending_, i, kHermesOpen);
+  if (m == Match::kMore || skip_space(pending_, i) == pending_.size()) return false;
+  if (m == Match::kNo || !parallel_) {
+    phase_ = Phase::kStopped;
+    return false;
+  }
+  call_at_ = i - kHermesOpen.size();
+  phase_ = Phase::kHeader;
+  return true;
+}
+
+// The parsed calls against what the stream sent: the streamed ones keep
+// their ids and get the rest of their arguments, the others go out whole.
+// A parse that does not extend what was sent is no call at all.
+void ToolCallStream::settle_calls(std::vector<ToolCall>& calls) {
+  for (size_t k = 0; k < announced_.size(); ++k) {
+    if (k >= calls.size() || calls[k].name != announced_[k].name ||
+        !calls[k].arguments.starts_with(announced_[k].arguments)) {
+      calls.clear();
+      return;
+    }
+  }
+  for (size_t k = 0; k < calls.size(); ++k) {
+    ToolCall& c = calls[k];
+    if (k < announced_.size()) {
+      c.id = announced_[k].id;
+      std::string rest = c.arguments.substr(announced_[k].arguments.size());
+      if (!rest.empty()) deltas_.push_back({k, "", "", std::move(rest)});
+      continue;
+    }
+    if (c.id.empty()) c.id = new_tool_call_id(format_);
+    deltas_.push_back({k, c.id, c.name, ""});
+    deltas_.push_back({k, "", "", c.arguments});
+  }
 }
 
 ToolCallText ToolCallStream::finish() {
   ToolCallText out;
-  if (held_all_) {
-    if (auto parsed = parse_held(format_, pending_))
-      out = std::move(*parsed);
-    else
-      out.content = pending_;
-  } else {
-    out.content = pending_;
+  std::optional<ToolCallText> parsed;
+  if (held_all_) parsed = parse_held(format_, pending_);
+  if (parsed) out = std::move(*parsed);
+  if (!parallel_ && out.calls.size() > 1) out.calls.resize(1);
+  if (parsed) settle_calls(out.calls);
+  if (!parsed || (out.calls.empty() && !announced_.empty())) {
+    out.content = pending_;  // not calls after all: the text, whole
+    out.calls.clear();
   }
   pending_.clear();
-  if (!parallel_ && out.calls.size() > 1) out.calls.resize(1);
-  for (ToolCall& c : out.calls) {
-    if (c.id.empty()) c.id = new_tool_call_id(format_);
-  }
   return out;
 }
 

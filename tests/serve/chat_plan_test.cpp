@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -166,6 +168,97 @@ TEST(ChatPlan, OpenThinkingIsSeen) {
   auto none = parse(R"("reasoning_format": "none")");
   r = plan_chat(f, ChatOptions{}, *none);
   EXPECT_FALSE(r->extract_reasoning);
+}
+
+TEST(ChatPlan, ThinkingOffThroughKwargsClosesABlockTheTemplateOpened) {
+  // A template that opens thinking whatever it is told (DeepSeek-R1's
+  // distills): enable_thinking false in chat_template_kwargs closes it, as
+  // --reasoning-budget 0 does.
+  const runtime::ChatFormatter f =
+      formatter("{% for m in messages %}{{ m.content }}{% endfor %}<A><think>\n");
+  auto off = parse(R"("chat_template_kwargs": {"enable_thinking": false})");
+  auto r = plan_chat(f, ChatOptions{}, *off);
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_TRUE(off->prompt.ends_with("<think>\n</think>\n\n")) << off->prompt;
+  EXPECT_FALSE(r->thinking_open);
+  auto on = parse(R"("chat_template_kwargs": {"enable_thinking": true})");
+  r = plan_chat(f, ChatOptions{}, *on);
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_TRUE(on->prompt.ends_with("<think>\n")) << on->prompt;
+  EXPECT_TRUE(r->thinking_open);
+}
+
+// A turn of calls only comes with content null. A template that calls a
+// string method on it (Qwen3's `'</think>' in message.content`, QwQ's
+// split) fails on none: it is rendered again with "" there; one that can
+// tell none apart keeps it.
+TEST(ChatPlan, NullContentIsRetriedAsEmptyWhereTheTemplateNeedsAString) {
+  const std::string body = R"({"messages": [
+      {"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]})";
+  const auto plan = [&](const char* source) {
+    auto p = parse_completion(json::parse(body), true, runtime::SamplerParams{});
+    EXPECT_TRUE(p.is_ok()) << p.message();
+    // It reads tools: the calls reach it as they are, not as Hermes text.
+    auto r =
+        plan_chat(formatter(std::string("{% if tools %}T{% endif %}") + source), ChatOptions{}, *p);
+    return r.is_ok() ? p->prompt : "error: " + r.message();
+  };
+  EXPECT_EQ(plan("{% for m in messages %}[{{ m.content.strip() }}]{% endfor %}"), "[Weather?][]");
+  EXPECT_EQ(plan("{% for m in messages %}[{{ 'x' in m.content }}]{% endfor %}"), "[False][False]");
+  EXPECT_EQ(plan("{% for m in messages %}[{{ m.content is none }}]{% endfor %}"), "[False][True]");
+  // A template that fails either way reports its error.
+  EXPECT_TRUE(plan("{{ raise_exception('no') }}").starts_with("error: "));
+}
+
+// Mistral's templates demand 9-letter-and-digit call ids: OpenAI's and
+// Anthropic's ids are mapped, the same for a call and its result, and the
+// same in every request.
+TEST(ChatPlan, MistralGetsNineCharacterCallIds) {
+  const runtime::ChatFormatter f = formatter(template_file("mistral.jinja"));
+  const std::string body = std::string(R"({"messages": [
+      {"role": "user", "content": "Weather in Paris and Rome?"},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_AbCdEfGhIjKlMnOpQrStUvWx", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+        {"id": "toolu_01A09q90qw90lq917835lq9", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}},
+        {"id": "Kept12345", "type": "function",
+         "function": {"name": "now", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "call_AbCdEfGhIjKlMnOpQrStUvWx", "content": "18 C"},
+      {"role": "tool", "tool_call_id": "toolu_01A09q90qw90lq917835lq9", "content": "24 C"},
+      {"role": "tool", "tool_call_id": "Kept12345", "content": "noon"}], )") +
+                           kTools + "}";
+  const auto plan = [&] {
+    auto p = parse_completion(json::parse(body), true, runtime::SamplerParams{});
+    EXPECT_TRUE(p.is_ok()) << p.message();
+    order_tools(p->tools, body);
+    auto r = plan_chat(f, ChatOptions{}, *p);
+    EXPECT_TRUE(r.is_ok()) << r.message();  // the template raises on other ids
+    return p->prompt;
+  };
+  const std::string prompt = plan();
+  EXPECT_EQ(prompt.find("call_AbC"), std::string::npos) << prompt;
+  EXPECT_EQ(prompt.find("toolu_"), std::string::npos) << prompt;
+  // Each call's id is its result's call_id.
+  std::vector<std::string> ids, results;
+  for (size_t at = prompt.find("\"id\": \""); at != std::string::npos;
+       at = prompt.find("\"id\": \"", at + 1)) {
+    ids.push_back(prompt.substr(at + 7, 9));
+  }
+  for (size_t at = prompt.find("\"call_id\": \""); at != std::string::npos;
+       at = prompt.find("\"call_id\": \"", at + 1)) {
+    results.push_back(prompt.substr(at + 12, 9));
+  }
+  ASSERT_EQ(ids.size(), 3u) << prompt;
+  EXPECT_EQ(ids, results);
+  EXPECT_NE(ids[0], ids[1]);
+  EXPECT_EQ(ids[2], "Kept12345");
+  for (const std::string& id : ids) {
+    EXPECT_TRUE(std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(c); })) << id;
+  }
+  EXPECT_EQ(plan(), prompt);  // the same ids in the next request
 }
 
 TEST(ChatPlan, TemplatesWithoutToolsGetTheHermesFallback) {

@@ -20,42 +20,14 @@ The channel parsing itself (analysis, final, preambles, several calls,
 split at every byte) is covered by tests/serve/harmony_test.cpp.
 """
 import json
-import os
-import subprocess
 import sys
 import tempfile
 
-import jsonschema
 import openai
 
-from serve_testutil import Server, check, finish
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TEMPLATE = os.path.join(ROOT, "tests", "template", "golden", "templates", "harmony.jinja")
-
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "The current weather in a city.",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "maxLength": 12},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["city", "unit"]}}}
-CLOCK = {"type": "function", "function": {
-    "name": "get_time", "description": "The time in a time zone.",
-    "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 8}},
-                   "required": ["zone"]}}}
-TOOLS = [WEATHER, CLOCK]
-ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
-
-
-def schema_of(name):
-    return next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == name)
-
-
-def valid_args(name, args, what):
-    try:
-        jsonschema.validate(json.loads(args), schema_of(name))
-    except (ValueError, jsonschema.ValidationError) as e:
-        check(False, f"{what}: arguments {args!r}: {e}")
+from serve_testutil import check, finish
+from tool_testutil import (ASK, FORCED, TOOLS, WEATHER, choice_name, serve_with_template,
+                           stream_chat, synth_qwen3, valid_args, valid_call)
 
 
 def prompt_checks(srv):
@@ -77,9 +49,8 @@ def prompt_checks(srv):
 
 
 def forced_calls(client):
-    named = {"type": "function", "function": {"name": "get_weather"}}
-    for choice, names in ((named, {"get_weather"}), ("required", {"get_weather", "get_time"})):
-        what = f"tool_choice={choice if isinstance(choice, str) else 'named'}"
+    for choice, names in FORCED:
+        what = f"tool_choice={choice_name(choice)}"
         r = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice=choice,
                                            max_tokens=160, temperature=0)
         c = r.choices[0]
@@ -87,32 +58,17 @@ def forced_calls(client):
         calls = c.message.tool_calls or []
         check(len(calls) == 1 and not c.message.content, f"{what}: {c.message}")
         for call in calls:
-            check(call.function.name in names and call.id, f"{what}: {call}")
-            valid_args(call.function.name, call.function.arguments, what)
+            valid_call(call, names, what)
         streamed(client, choice, names, what + " streamed")
 
 
 def streamed(client, choice, names, what):
-    stream = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS,
-                                            tool_choice=choice, max_tokens=160, temperature=0.7,
-                                            seed=3, stream=True)
-    calls, reason, content = {}, None, ""
-    for chunk in stream:
-        if not chunk.choices:
-            continue
-        d = chunk.choices[0].delta
-        content += d.content or ""
-        for tc in d.tool_calls or []:
-            entry = calls.setdefault(tc.index, {"name": "", "args": ""})
-            if tc.function and tc.function.name:
-                entry["name"] = tc.function.name
-            entry["args"] += (tc.function.arguments or "") if tc.function else ""
-        reason = chunk.choices[0].finish_reason or reason
-    check(reason == "tool_calls" and len(calls) == 1 and content == "",
-          f"{what}: {reason} {calls} {content!r}")
-    for c in calls.values():
-        check(c["name"] in names, f"{what}: {c}")
-        valid_args(c["name"], c["args"], what)
+    s = stream_chat(client, messages=ASK, tools=TOOLS, tool_choice=choice, max_tokens=160,
+                    temperature=0.7, seed=3)
+    check(s.finish_reason == "tool_calls" and len(s.calls) == 1 and s.content == "",
+          f"{what}: {s.finish_reason} {s.calls} {s.content!r}")
+    for call in s.calls:
+        valid_call(call, names, what)
 
 
 def anthropic_call(srv):
@@ -147,10 +103,7 @@ def free_text(client):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "qwen3.gguf")
-        subprocess.run([sys.argv[1], "synth", "--model", "qwen3-0.6b", "--layers", "2", "-q",
-                        "Q8_0", "-o", model, "-s"], check=True)
-        srv = Server(model, "--chat-template-file", TEMPLATE, slots=2)
+        srv = serve_with_template(synth_qwen3(tmp), "harmony.jinja")
         try:
             client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none")
             prompt_checks(srv)

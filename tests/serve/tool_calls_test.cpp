@@ -137,8 +137,18 @@ TEST(ToolCalls, MistralBothSyntaxes) {
   EXPECT_EQ(r.calls[0].name, "get_weather");
   EXPECT_EQ(args_of(r.calls[0]), json({{"city", "Oslo"}}));
 
+  // Mistral Small 3.2's template writes the id between the name and the
+  // arguments; the arguments come back as written.
+  r = parse_tool_calls(ToolFormat::kMistral,
+                       "[TOOL_CALLS]get_weather[CALL_ID]Wx7a9Kq2b[ARGS]{\"city\": \"Paris\"}");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].id, "Wx7a9Kq2b");
+  EXPECT_EQ(r.calls[0].arguments, "{\"city\": \"Paris\"}");
+
   for (const char* text :
-       {"[TOOL_CALLS][{\"name\": \"a\"", "[TOOL_CALLS]bad name[ARGS]{}", "[TOOL_CALLS][]"}) {
+       {"[TOOL_CALLS][{\"name\": \"a\"", "[TOOL_CALLS]bad name[ARGS]{}", "[TOOL_CALLS][]",
+        "[TOOL_CALLS]f[CALL_ID][ARGS]{}", "[TOOL_CALLS][CALL_ID]x[ARGS]{}"}) {
     r = parse_tool_calls(ToolFormat::kMistral, text);
     EXPECT_TRUE(r.calls.empty()) << text;
     EXPECT_EQ(r.content, text);

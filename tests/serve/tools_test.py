@@ -12,6 +12,13 @@ SDK:
   arguments a JSON string that validates against the parameters (PyPI
   `jsonschema`); the streamed deltas (index, id, type and name first, then
   argument chunks) add up to one such call.
+- On the synthetic Qwen3 (Hermes calls), a call's arguments stream in
+  pieces as they are generated: the SDK's own accumulation
+  (ChatCompletionStreamState) gives exactly the arguments of the same greedy
+  reply unstreamed, and a call cut by max_tokens comes back as the same
+  content, finish_reason "length", streamed or not; /v1/messages streams a
+  tool_use input as input_json_delta pieces that the anthropic SDK puts
+  together into the unstreamed input.
 - A tool round trip (an assistant's tool_calls and the tool's result in the
   history) is accepted and rendered: /apply-template shows the call and the
   result where the template puts them, and a completion answers.
@@ -24,54 +31,20 @@ shape of the calls, never what a call says.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-import jsonschema
+import anthropic
 import openai
 
 from serve_testutil import Server, check, finish, gemma_path
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-QWEN3_TEMPLATE = os.path.join(ROOT, "tests", "template", "golden", "templates",
-                              "qwen3_tools.jinja")
-
-# Bounded strings and enums: even a random model's call ends (and validates).
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "The current weather in a city.",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "maxLength": 12},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-        "days": {"type": "integer"}},
-        "required": ["city", "unit"]}}}
-CLOCK = {"type": "function", "function": {
-    "name": "get_time", "description": "The time in a time zone.",
-    "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 8}},
-                   "required": ["zone"]}}}
-TOOLS = [WEATHER, CLOCK]
-ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
-
-
-def schema_of(name):
-    return next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == name)
-
-
-def valid_call(call, names, what):
-    check(call.type == "function", f"{what}: type {call.type}")
-    check(isinstance(call.id, str) and call.id, f"{what}: id {call.id!r}")
-    check(call.function.name in names, f"{what}: name {call.function.name!r}")
-    try:
-        args = json.loads(call.function.arguments)
-        jsonschema.validate(args, schema_of(call.function.name))
-    except (ValueError, jsonschema.ValidationError) as e:
-        check(False, f"{what}: arguments {call.function.arguments!r}: {e}")
+from tool_testutil import (ASK, FORCED, NAMED, TOOLS, WEATHER, choice_name,
+                           serve_with_template, stream_chat, synth_qwen3, valid_args, valid_call)
 
 
 def forced_calls(client, tag):
-    named = {"type": "function", "function": {"name": "get_weather"}}
-    for choice, names in ((named, {"get_weather"}), ("required", {"get_weather", "get_time"})):
-        what = f"{tag} tool_choice={choice if isinstance(choice, str) else 'named'}"
+    for choice, names in FORCED:
+        what = f"{tag} tool_choice={choice_name(choice)}"
         r = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice=choice,
                                            max_tokens=160, temperature=0)
         c = r.choices[0]
@@ -84,30 +57,76 @@ def forced_calls(client, tag):
 
 
 def streamed_call(client, choice, names, what):
-    stream = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS,
-                                            tool_choice=choice, max_tokens=160, temperature=0.7,
-                                            seed=5, stream=True)
-    calls, finish_reason, content = {}, None, ""
-    for chunk in stream:
-        if not chunk.choices:
-            continue
-        d = chunk.choices[0].delta
-        content += d.content or ""
-        for tc in d.tool_calls or []:
-            if tc.index not in calls:  # the first delta of a call: id, type and name
-                check(tc.id and tc.type == "function" and tc.function.name,
-                      f"{what}: first delta {tc}")
-                calls[tc.index] = {"id": tc.id, "name": tc.function.name, "args": ""}
-            calls[tc.index]["args"] += (tc.function.arguments or "") if tc.function else ""
-        finish_reason = chunk.choices[0].finish_reason or finish_reason
-    check(finish_reason == "tool_calls", f"{what}: finish_reason {finish_reason}")
-    check(len(calls) == 1 and content == "", f"{what}: calls {calls}, content {content!r}")
-    for c in calls.values():
-        check(c["name"] in names, f"{what}: {c}")
-        try:
-            jsonschema.validate(json.loads(c["args"]), schema_of(c["name"]))
-        except (ValueError, jsonschema.ValidationError) as e:
-            check(False, f"{what}: arguments {c['args']!r}: {e}")
+    s = stream_chat(client, messages=ASK, tools=TOOLS, tool_choice=choice, max_tokens=160,
+                    temperature=0.7, seed=5)
+    check(s.finish_reason == "tool_calls", f"{what}: finish_reason {s.finish_reason}")
+    check(len(s.calls) == 1 and s.content == "" and s.headers_ok,
+          f"{what}: calls {s.calls}, content {s.content!r}")
+    for call in s.calls:
+        valid_call(call, names, what)
+
+
+def incremental_arguments(client, tag):
+    """A Hermes call's arguments stream in pieces as they are generated,
+    which the SDK's accumulation puts together into exactly the arguments of
+    the same (greedy) reply unstreamed; a call cut by max_tokens falls back
+    to content as the unstreamed reply does."""
+    for choice, names in FORCED:
+        what = f"{tag} incremental tool_choice={choice_name(choice)}"
+        body = dict(messages=ASK, tools=TOOLS, tool_choice=choice, max_tokens=160, temperature=0)
+        whole = client.chat.completions.create(model="m", **body).choices[0]
+        s = stream_chat(client, **body)
+        check(s.finish_reason == whole.finish_reason == "tool_calls",
+              f"{what}: {s.finish_reason} / {whole.finish_reason}")
+        check(s.pieces.get(0, 0) > 1, f"{what}: arguments in {s.pieces} pieces")
+        want = [(c.function.name, c.function.arguments) for c in whole.message.tool_calls or []]
+        got = [(c.function.name, c.function.arguments) for c in s.calls]
+        check(got == want and len(got) == 1, f"{what}: streamed {got}, whole {want}")
+        for call in s.calls:
+            valid_call(call, names, what)
+    # Cut a few tokens before its end: the call's header and some of its
+    # arguments have gone out when it turns out to be no call.
+    body = dict(messages=ASK, tools=TOOLS, tool_choice=NAMED, temperature=0)
+    n = client.chat.completions.create(model="m", max_tokens=160, **body).usage.completion_tokens
+    whole = client.chat.completions.create(model="m", max_tokens=n - 5, **body).choices[0]
+    s = stream_chat(client, max_tokens=n - 5, **body)
+    check(whole.finish_reason == s.finish_reason == "length" and not whole.message.tool_calls,
+          f"{tag} cut call: {whole} / {s.finish_reason}")
+    check(s.pieces.get(0, 0) > 0, f"{tag} cut call: no piece of it was streamed ({n} tokens)")
+    check(s.content == whole.message.content, f"{tag} cut call: streamed content {s.content!r}, "
+          f"whole {whole.message.content!r}")
+
+
+def as_doubles(value):
+    return json.loads(json.dumps(value), parse_int=float)
+
+
+def anthropic_input_streams(srv, tag):
+    """/v1/messages: a tool_use block's input streams as input_json_delta
+    pieces that the anthropic SDK accumulates into the unstreamed input."""
+    client = anthropic.Anthropic(base_url=srv.url, api_key="none")
+    body = dict(model="m", max_tokens=160, messages=ASK,
+                tools=[{"name": "get_weather", "description": "Weather",
+                        "input_schema": WEATHER["function"]["parameters"]}],
+                tool_choice={"type": "tool", "name": "get_weather"},
+                extra_body={"temperature": 0})
+    whole = client.messages.create(**body)
+    pieces = 0
+    with client.messages.stream(**body) as stream:
+        for event in stream:
+            pieces += event.type == "input_json"
+        final = stream.get_final_message()
+    uses = [b for b in final.content if b.type == "tool_use"]
+    # Numbers as doubles: the whole reply's input has been through a JSON
+    # value (an integer past 64 bits, which a random model may write, comes
+    # back as the nearest double).
+    want = [as_doubles(b.input) for b in whole.content if b.type == "tool_use"]
+    check(pieces > 1, f"{tag} anthropic: input in {pieces} pieces")
+    check([as_doubles(u.input) for u in uses] == want and len(want) == 1 and
+          final.stop_reason == "tool_use",
+          f"{tag} anthropic: streamed {final.content}, whole {whole.content}")
+    for u in uses:
+        valid_args(u.name, json.dumps(u.input), f"{tag} anthropic")
 
 
 ROUND_TRIP = ASK + [
@@ -162,21 +181,20 @@ def thinking(srv, tag):
 
 
 def qwen3_checks(tmp):
-    model = os.path.join(tmp, "qwen3.gguf")
-    subprocess.run([sys.argv[1], "synth", "--model", "qwen3-0.6b", "--layers", "2", "-q", "Q8_0",
-                    "-o", model, "-s"], check=True)
-    srv = Server(model, "--chat-template-file", QWEN3_TEMPLATE, slots=2)
+    model = synth_qwen3(tmp)
+    srv = serve_with_template(model, "qwen3_tools.jinja")
     try:
         client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none")
         forced_calls(client, "qwen3")
+        incremental_arguments(client, "qwen3")
+        anthropic_input_streams(srv, "qwen3")
         round_trip(client, srv, "qwen3", ['"name": "get_weather"', "<tool_response>\n18 degrees",
                                           '{"name": "get_weather", "arguments": {"city": "Paris"'])
         refusals(client, "qwen3")
         thinking(srv, "qwen3")
     finally:
         srv.stop()
-    srv = Server(model, "--chat-template-file", QWEN3_TEMPLATE, "--reasoning-budget", "0",
-                 slots=1)
+    srv = serve_with_template(model, "qwen3_tools.jinja", "--reasoning-budget", "0", slots=1)
     try:
         status, text = srv.raw("POST", "/apply-template", json.dumps({"messages": ASK}).encode())
         check(status == 200 and json.loads(text)["prompt"].endswith("</think>\n\n"),
