@@ -1,10 +1,11 @@
 // The Vulkan activation kernels (unary, glu, argmax, gather_rows) against the
 // CPU backend's own functions (backend/cpu/ops.h) or the CPU's loops, at odd
 // sizes (1, 7, 4099, 2^20 + 3), in place, past one grid row (folded), and
-// malformed calls refused. Tolerances: scale and the gather are exact; silu
-// and swiglu within 1e-5 relative; gelu and geglu equal to the CPU's but for
-// an f16 ulp where the f32 value sits at an f16 rounding midpoint (counted:
-// at most 0.1% of the elements).
+// malformed calls refused. Tolerances: scale and the gather are exact; silu,
+// swiglu and swiglu_oai (gpt-oss's clamped form: inputs around the limit of
+// 7, large, infinite and NaN, which stays NaN) within 1e-5 relative; gelu and
+// geglu equal to the CPU's but for an f16 ulp where the f32 value sits at an
+// f16 rounding midpoint (counted: at most 0.1% of the elements).
 #ifdef MINFER_HAS_VULKAN
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "backend/backend_testutil.h"
@@ -206,6 +208,92 @@ TEST(VulkanActivation, GluMatchesTheCpuAtOddSizesAndInPlace) {
       }
     }
   }
+}
+
+std::vector<float> run_swiglu_oai(const std::vector<float>& gate, const std::vector<float>& up,
+                                  int out_is) {  // 0: its own buffer, 1: gate, 2: up
+  gpu::Device& d = device();
+  auto gg = upload_floats(d, gate), gu = upload_floats(d, up);
+  auto go = out_is == 0 ? zeros(d, gate.size() * 4) : nullptr;
+  const gpu::Buffer& out = out_is == 0 ? *go : out_is == 1 ? *gg : *gu;
+  gpu::Recorder rec(d);
+  const Status s = gpu::encode_swiglu_oai(rec, whole(gg), whole(gu), gpu::BufferRange{&out, 0, 0},
+                                          int64_t(gate.size()), 1.702f, 7.0f);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  const Status w = rec.submit_and_wait();
+  EXPECT_TRUE(w.is_ok()) << w.message();
+  return download_floats(d, out, gate.size());
+}
+
+// The GPU's swiglu_oai against the CPU's: NaN exactly where the CPU has NaN,
+// else within 1e-5 relative (the two exps differ by an ulp or two).
+void expect_swiglu_oai_close(const std::vector<float>& gate, const std::vector<float>& up,
+                             const std::vector<float>& got, const std::string& what) {
+  std::vector<float> want(gate.size());
+  cpu::swiglu_oai(gate.data(), up.data(), int64_t(gate.size()), 1.702f, 7.0f, want.data());
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool ok = std::isnan(want[i])
+                        ? std::isnan(got[i])
+                        : (got[i] == want[i] ||
+                           std::abs(double(got[i]) - want[i]) <= 1e-5 * std::abs(double(want[i])));
+    if (!ok && ++bad <= 8) {
+      ADD_FAILURE() << what << ": gate " << gate[i] << " up " << up[i] << ": " << got[i]
+                    << " vs the CPU's " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+TEST(VulkanActivation, SwigluOaiMatchesTheCpuAtOddSizesAndInPlace) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  for (int64_t n : kSizes) {
+    // Spread 6 around 0: many past the limit of 7 on either side.
+    const auto gate = random_floats(n, uint32_t(n) + 41, 6.0f);
+    const auto up = random_floats(n, uint32_t(n) + 42, 6.0f);
+    for (int out_is : {0, 1, 2}) {
+      if (out_is != 0 && n != 4099) continue;  // in place at one size
+      expect_swiglu_oai_close(gate, up, run_swiglu_oai(gate, up, out_is),
+                              "n " + std::to_string(n) + " out " + std::to_string(out_is));
+    }
+  }
+}
+
+// At and around the limit, large and infinite values, signed zeros and NaN
+// in either input, each against every other.
+TEST(VulkanActivation, SwigluOaiAtTheLimitsLargeAndNaN) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  const float below = std::nextafter(7.0f, 0.0f), above = std::nextafter(7.0f, 8.0f);
+  const std::vector<float> values = {0.0f,   -0.0f,  1.0f,    -1.0f,   7.0f,   -7.0f, below,
+                                     -below, above,  -above,  6.5f,    -6.5f,  30.0f, -30.0f,
+                                     -52.0f, -60.0f, 1e30f,   -1e30f,  kInf,   -kInf, kNaN,
+                                     0.5f,   -0.5f,  88.0f,   -88.0f,  1e-30f, 3.0f,  -3.0f};
+  std::vector<float> gate, up;
+  for (float g : values) {
+    for (float u : values) {
+      gate.push_back(g);
+      up.push_back(u);
+    }
+  }
+  expect_swiglu_oai_close(gate, up, run_swiglu_oai(gate, up, 0), "special values");
+  // NaN in: NaN out, whichever input holds it.
+  const auto got = run_swiglu_oai({kNaN, 1.0f, kNaN}, {1.0f, kNaN, kNaN}, 0);
+  for (float v : got) EXPECT_TRUE(std::isnan(v)) << v;
+}
+
+TEST(VulkanActivation, SwigluOaiRefusesNonFiniteConstants) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  gpu::Device& d = device();
+  auto a = zeros(d, 64);
+  gpu::Recorder rec(d);
+  EXPECT_EQ(gpu::encode_swiglu_oai(rec, whole(a), whole(a), whole(a), 16, 1.702f, kInf).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu::encode_swiglu_oai(rec, whole(a), whole(a), whole(a), 16, kNaN, 7.0f).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu::encode_swiglu_oai(rec, whole(a), whole(a), whole(a), 17, 1.702f, 7.0f).code(),
+            StatusCode::kInvalidArgument);  // 17 floats past a 64-byte binding
+  EXPECT_EQ(rec.pending(), 0u);
 }
 
 // CpuBackend::run_argmax's loop.

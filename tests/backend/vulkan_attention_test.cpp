@@ -248,7 +248,7 @@ TEST(VulkanAttention, DecodeAtPosition300MatchesTheHostForEveryCacheType) {
   uint32_t seed = 100;
   for (const TypeCase& tc : kTypeCases) {
     AttentionCase c{
-        shape_of(1, tc.n_head, tc.n_head_kv, tc.head_dim, 320, tc.k, tc.v), {300}, {}, {}};
+        shape_of(1, tc.n_head, tc.n_head_kv, tc.head_dim, 320, tc.k, tc.v), {300}, {}, {}, {}};
     expect_matches_reference(c, seed += 10, AttentionKernel::kDecode);
   }
 }
@@ -258,10 +258,10 @@ TEST(VulkanAttention, DecodeAtPosition300MatchesTheHostForEveryCacheType) {
 TEST(VulkanAttention, LongContextDecodeSeesEveryKey) {
   MINFER_SKIP_WITHOUT_VULKAN();
   AttentionCase at_4095{
-      shape_of(1, 2, 1, 256, 4096, TensorType::Q8_0, TensorType::F16), {4095}, {}, {}};
+      shape_of(1, 2, 1, 256, 4096, TensorType::Q8_0, TensorType::F16), {4095}, {}, {}, {}};
   expect_matches_reference(at_4095, 150, AttentionKernel::kDecode);
   AttentionCase at_16383{
-      shape_of(1, 2, 2, 64, 16384, TensorType::F32, TensorType::F32), {16383}, {}, {}};
+      shape_of(1, 2, 2, 64, 16384, TensorType::F32, TensorType::F32), {16383}, {}, {}, {}};
   expect_matches_reference(at_16383, 160, AttentionKernel::kDecode);
 }
 
@@ -277,7 +277,7 @@ TEST(VulkanAttention, AQuerysOutputDoesNotDependOnItsBatch) {
     const std::vector<int32_t> batch_positions = {5, 1100, 700, 0, 333, 1199, 64};
     const auto q_batch = random_floats(7 * width, 63);
     AttentionCase batch{
-        shape_of(7, tc.n_head, tc.n_head_kv, hd, n_ctx, tc.k, tc.v), batch_positions, {}, {}};
+        shape_of(7, tc.n_head, tc.n_head_kv, hd, n_ctx, tc.k, tc.v), batch_positions, {}, {}, {}};
     const AttentionRun together = run_attention(batch, q_batch, k, v, AttentionKernel::kDecode);
     ASSERT_EQ(together.out.size(), q_batch.size());
     for (int64_t t = 0; t < 7; ++t) {
@@ -285,6 +285,7 @@ TEST(VulkanAttention, AQuerysOutputDoesNotDependOnItsBatch) {
                                      q_batch.begin() + (t + 1) * width);
       AttentionCase one{shape_of(1, tc.n_head, tc.n_head_kv, hd, n_ctx, tc.k, tc.v),
                         {batch_positions[size_t(t)]},
+                        {},
                         {},
                         {}};
       const AttentionRun alone = run_attention(one, q_one, k, v, AttentionKernel::kDecode);
@@ -304,6 +305,7 @@ TEST(VulkanAttention, PrefillOf37TokensMatchesTheHost) {
     AttentionCase c{shape_of(37, tc.n_head, tc.n_head_kv, tc.head_dim, 200, tc.k, tc.v),
                     consecutive(150, 37),
                     {},
+                    {},
                     {}};
     expect_matches_reference(c, seed += 10, AttentionKernel::kDecode);
   }
@@ -314,6 +316,7 @@ TEST(VulkanAttention, SlidingWindowKeepsOnlyRecentKeys) {
   for (int64_t window : {1, 7, 130}) {
     AttentionCase c{shape_of(37, 14, 2, 64, 400, TensorType::Q8_0, TensorType::F16),
                     consecutive(300, 37),
+                    {},
                     {},
                     {}};
     c.shape.sliding_window = window;
@@ -352,9 +355,9 @@ TEST(VulkanAttention, KvStoreThenAttentionInOneSubmission) {
                                    {n_tokens, 2, 64, n_ctx, TensorType::Q8_0, TensorType::F16})
                   .is_ok());
   AttentionCase c{
-      shape_of(n_tokens, 8, 2, 64, n_ctx, TensorType::Q8_0, TensorType::F16), pos, {}, {}};
+      shape_of(n_tokens, 8, 2, 64, n_ctx, TensorType::Q8_0, TensorType::F16), pos, {}, {}, {}};
   ASSERT_TRUE(gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(kc), whole(vc),
-                                    whole(go), whole(err), c.shape)
+                                    {}, whole(go), whole(err), c.shape)
                   .is_ok());
   EXPECT_EQ(rec.barriers(), 1u);
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
@@ -398,7 +401,7 @@ TEST(VulkanAttention, RefusesMalformedShapes) {
                   const std::unique_ptr<gpu::Buffer>& out, const std::unique_ptr<gpu::Buffer>& kc,
                   gpu::BufferRange tables = {}) {
     return gpu::encode_attention(rec, whole(q), whole(small), tables, tables, whole(kc),
-                                 whole(cache), whole(out), whole(err), s)
+                                 whole(cache), {}, whole(out), whole(err), s)
         .code();
   };
   const auto ok_shape = shape_of(2, 8, 2, 64, 16, TensorType::F32, TensorType::F32);
@@ -464,7 +467,7 @@ double time_attention(const AttentionCase& c) {
     if (!rec.timestamp().is_ok()) return -1;
     for (int i = 0; i < kCalls; ++i) {
       const Status st = gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk),
-                                              whole(gv), whole(go), whole(err), s);
+                                              whole(gv), {}, whole(go), whole(err), s);
       EXPECT_TRUE(st.is_ok()) << st.message();
       if (!st.is_ok()) return -1;
     }
@@ -504,6 +507,7 @@ TEST(VulkanAttention, Speed) {
     AttentionCase c{
         shape_of(b.n_tokens, b.n_head, b.n_head_kv, b.head_dim, b.last + 1, b.type, b.type),
         consecutive(b.last + 1 - int32_t(b.n_tokens), int32_t(b.n_tokens)),
+        {},
         {},
         {}};
     const double us = time_attention(c);

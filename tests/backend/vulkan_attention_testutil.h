@@ -2,9 +2,9 @@
 // kernel's vulkan_attention_test.cpp and the tiled kernel's
 // vulkan_attention_tiled_test.cpp): cache regions encoded as the CPU stores
 // them (f16 by quant::f32_to_f16, q8_0 by its quantizer) with their
-// dequantized values, attention cases (shape, positions, paged tables), the
-// double-precision host attention over the dequantized cache, and a runner
-// for either kernel.
+// dequantized values, attention cases (shape, positions, paged tables,
+// sinks), the double-precision host attention over the dequantized cache,
+// and a runner for either kernel.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -77,6 +77,7 @@ inline HostCache make_cache(TensorType type, int64_t n_ctx, int64_t row_len, uin
 struct AttentionCase {
   gpu::AttentionShape shape;
   std::vector<int32_t> positions, slots, table;  // slots/table: paged only
+  std::vector<float> sinks;                      // one logit per q head; empty: none
 };
 
 inline gpu::AttentionShape shape_of(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t hd,
@@ -104,6 +105,7 @@ inline AttentionCase prompt(int64_t n_tokens, int32_t first, int64_t n_head, int
                             int64_t hd, TensorType k_type, TensorType v_type) {
   return {shape_of(n_tokens, n_head, n_head_kv, hd, first + n_tokens + 3, k_type, v_type),
           consecutive(first, int32_t(n_tokens)),
+          {},
           {},
           {}};
 }
@@ -133,8 +135,12 @@ inline std::vector<double> reference_attention(const AttentionCase& c, const std
         for (int64_t i = 0; i < hd; ++i) dot += double(qh[i]) * kr[i];
         scores.push_back(dot * s.scale);
       }
-      const double m = *std::max_element(scores.begin(), scores.end());
-      double sum = 0;
+      // A sink joins the max and the denominator, with no value row
+      // (docs/GPT_OSS.md, "Attention sinks").
+      const bool sink = !c.sinks.empty();
+      double m = *std::max_element(scores.begin(), scores.end());
+      if (sink) m = std::max(m, double(c.sinks[size_t(h)]));
+      double sum = sink ? std::exp(double(c.sinks[size_t(h)]) - m) : 0.0;
       for (double& x : scores) sum += (x = std::exp(x - m));
       double* o = out.data() + (t * s.n_head + h) * hd;
       for (int64_t j = lo; j <= pos; ++j) {
@@ -162,15 +168,17 @@ inline AttentionRun run_attention(const AttentionCase& c, const std::vector<floa
   auto gs = paged ? upload_vec(d, c.slots) : nullptr, gt = paged ? upload_vec(d, c.table) : nullptr;
   auto gk = upload_vec(d, k.bytes), gv = upload_vec(d, v.bytes);
   auto go = upload_floats(d, std::vector<float>(q.size(), 7.0f));
+  auto gsink = c.sinks.empty() ? nullptr : upload_floats(d, c.sinks);
+  const gpu::BufferRange sinks = c.sinks.empty() ? gpu::BufferRange{} : whole(gsink);
   auto err = zeros(d, MINFER_ERR_WORDS * 4);
   const gpu::BufferRange slots = paged ? whole(gs) : gpu::BufferRange{};
   const gpu::BufferRange table = paged ? whole(gt) : gpu::BufferRange{};
   const gpu::BufferRange kc{gk.get(), 0, k.bytes.size()}, vc{gv.get(), 0, v.bytes.size()};
   gpu::Recorder rec(d);
   const Status s = tiled ? gpu::encode_attention_tiled(rec, whole(gq), whole(gp), slots, table, kc,
-                                                       vc, whole(go), whole(err), c.shape)
+                                                       vc, sinks, whole(go), whole(err), c.shape)
                          : gpu::encode_attention(rec, whole(gq), whole(gp), slots, table, kc, vc,
-                                                 whole(go), whole(err), c.shape);
+                                                 sinks, whole(go), whole(err), c.shape);
   EXPECT_TRUE(s.is_ok()) << s.message();
   if (!s.is_ok()) return {};
   const Status w = rec.submit_and_wait();
@@ -207,7 +215,7 @@ std::vector<T> download_vec(gpu::Device& d, const gpu::Buffer& b, size_t n) {
 // (5 pages), slot 0 holds 40 (3 pages); their queries are interleaved, so
 // every block of rows mixes the two slots.
 inline AttentionCase paged_case(TensorType k_type, TensorType v_type, int64_t hd) {
-  AttentionCase c{shape_of(20, 8, 2, hd, 256, k_type, v_type), {}, {}, {}};
+  AttentionCase c{shape_of(20, 8, 2, hd, 256, k_type, v_type), {}, {}, {}, {}};
   c.shape.page_size = 16;
   c.shape.max_pages = 6;
   c.shape.n_slots = 3;
@@ -236,7 +244,7 @@ inline void expect_bad_indices_reported(AttentionKernel kernel) {
     uint32_t value, bound;
   };
   AttentionCase past = {
-      shape_of(2, 4, 2, 32, 64, TensorType::F32, TensorType::F32), {3, 64}, {}, {}};
+      shape_of(2, 4, 2, 32, 64, TensorType::F32, TensorType::F32), {3, 64}, {}, {}, {}};
   AttentionCase slot = paged_case(TensorType::F32, TensorType::F32, 32);
   slot.slots[5] = 3;
   AttentionCase page = paged_case(TensorType::F32, TensorType::F32, 32);
@@ -257,7 +265,7 @@ inline void expect_bad_indices_reported(AttentionKernel kernel) {
   const HostCache k = make_cache(TensorType::F32, 64, 64, 10),
                   v = make_cache(TensorType::F32, 64, 64, 11);
   const AttentionRun got = run_attention(past, q, k, v, kernel);
-  const auto want = reference_attention({past.shape, {3, 3}, {}, {}}, q, k, v);
+  const auto want = reference_attention({past.shape, {3, 3}, {}, {}, {}}, q, k, v);
   for (size_t i = 0; i < 128; ++i) EXPECT_NEAR(got.out[i], want[i], 1e-3);
   for (size_t i = 128; i < 256; ++i) EXPECT_EQ(got.out[i], 7.0f);
 }

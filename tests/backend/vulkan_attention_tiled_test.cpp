@@ -131,7 +131,7 @@ TEST(VulkanAttentionTiled, RefusesWhatEncodeAttentionRefuses) {
   auto code = [&](gpu::AttentionShape s, const std::unique_ptr<gpu::Buffer>& out,
                   const std::unique_ptr<gpu::Buffer>& kc, gpu::BufferRange tables = {}) {
     return gpu::encode_attention_tiled(rec, whole(qb), whole(small), tables, tables, whole(kc),
-                                       whole(cache), whole(out), whole(err), s)
+                                       whole(cache), {}, whole(out), whole(err), s)
         .code();
   };
   const auto ok_shape = shape_of(2, 8, 2, 64, 16, TensorType::F32, TensorType::F32);
@@ -205,9 +205,9 @@ double time_call(const AttentionCase& c, bool tiled, int calls, std::vector<floa
     for (int i = 0; i < calls; ++i) {
       const Status st =
           tiled ? gpu::encode_attention_tiled(rec, whole(gq), whole(gp), {}, {}, whole(gk),
-                                              whole(gv), whole(go), whole(err), s)
+                                              whole(gv), {}, whole(go), whole(err), s)
                 : gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk), whole(gv),
-                                        whole(go), whole(err), s);
+                                        {}, whole(go), whole(err), s);
       EXPECT_TRUE(st.is_ok()) << st.message();
       if (!st.is_ok()) return -1;
     }

@@ -1,6 +1,7 @@
 // The Vulkan weight-row gather (the embedding lookup) out[i][:] =
-// dequant(W[ids[i]]) * scale for W of every weight type, every variant the
-// device has, bit-exact with quant::dequantize_row times the scale in f32.
+// dequant(W[ids[i]]) * scale for W of every weight type (MXFP4 included),
+// every variant the device has, bit-exact with quant::dequantize_row times
+// the scale in f32.
 // Tables are random values encoded by quant::quantize_row; ids are random
 // (with repeats); rows of 640 elements (Gemma's width; 768 for the K-quants)
 // and 13 (a partial unit, float types); and tables of random block bytes
@@ -39,7 +40,7 @@ using quant::TensorType;
 constexpr TensorType kWeightTypes[] = {
     TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
     TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
-    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
+    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::MXFP4};
 
 // Written into `out` before a dispatch: rows the kernel must not touch keep it.
 constexpr float kUntouched = -1234.5f;
@@ -163,13 +164,16 @@ std::vector<int> f16_fields(TensorType type) {
       return {108};
     case TensorType::Q6_K:
       return {208};
+    case TensorType::MXFP4:  // an E8M0 byte instead (random_block_table)
+      return {};
     default:  // Q4_0, Q5_0, Q8_0
       return {0};
   }
 }
 
 // Random bytes in every quant and sub-block scale field; the f16 scales in
-// [-0.05, 0.05] so that every value is finite and normal.
+// [-0.05, 0.05] and MXFP4's E8M0 exponents in [2^-16, 2^8] so that every
+// value is finite and normal.
 Table random_block_table(TensorType type, int64_t rows, int64_t row_len, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
@@ -182,6 +186,9 @@ Table random_block_table(TensorType type, int64_t rows, int64_t row_len, uint32_
     for (int off : f16_fields(type)) {
       const uint16_t h = quant::f32_to_f16(scale(rng));
       std::memcpy(t.bytes.data() + block * traits.type_size + off, &h, sizeof(h));
+    }
+    if (type == TensorType::MXFP4) {
+      t.bytes[block * traits.type_size] = static_cast<uint8_t>(112 + rng() % 25);
     }
   }
   t.decoded.resize(rows * row_len);

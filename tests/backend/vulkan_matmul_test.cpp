@@ -1,5 +1,5 @@
 // The Vulkan matmul y[t][r] = dot(W[r], x[t]) for W of every weight type
-// (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K), every variant
+// (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q2_K..Q6_K), every variant
 // the device has (8/16-bit storage and packed words), against the scalar
 // reference: W encoded with quant::quantize_row, decoded with
 // quant::dequantize_row, dot products in double with the f32 activations.
@@ -540,10 +540,6 @@ TEST(VulkanMatmulTypes, EveryWeightTypeOfTheReferenceHasAKernel) {
   for (uint32_t raw = 0; raw < 64; ++raw) {
     const quant::TypeTraits* t = quant::find_type_traits(raw);
     if (t == nullptr || !quant::is_weight_type(t->type)) continue;
-    if (t->type == TensorType::MXFP4) {  // CPU only (docs/QUANT.md): refused, never guessed
-      EXPECT_EQ(gpu::matmul_kernel(device(), t->type).status().code(), StatusCode::kUnimplemented);
-      continue;
-    }
     EXPECT_TRUE(gpu::matmul_kernel(device(), t->type).is_ok()) << t->name;
   }
 }

@@ -31,7 +31,7 @@ inline constexpr quant::TensorType kWeightTypes[] = {
     quant::TensorType::Q4_0, quant::TensorType::Q4_1, quant::TensorType::Q5_0,
     quant::TensorType::Q5_1, quant::TensorType::Q8_0, quant::TensorType::Q2_K,
     quant::TensorType::Q3_K, quant::TensorType::Q4_K, quant::TensorType::Q5_K,
-    quant::TensorType::Q6_K};
+    quant::TensorType::Q6_K, quant::TensorType::MXFP4};
 
 struct Weights {
   std::vector<uint8_t> bytes;

@@ -162,12 +162,11 @@ TEST(VulkanMatmulTiledTypes, EveryWeightTypeHasAKernel) {
   for (uint32_t raw = 0; raw < 64; ++raw) {
     const quant::TypeTraits* t = quant::find_type_traits(raw);
     if (t == nullptr || !quant::is_weight_type(t->type)) continue;
-    if (t->type == TensorType::MXFP4) continue;  // CPU only (docs/QUANT.md): refused below
     auto k = gpu::matmul_tiled_kernel(device(), t->type);
     ASSERT_TRUE(k.is_ok()) << t->name << ": " << k.message();
     EXPECT_EQ(gpu::embedded_kernels()[*k].variant, lower_name(t->type));
   }
-  for (TensorType t : {TensorType::Q8_K, TensorType::IQ4_NL, TensorType::I32, TensorType::MXFP4}) {
+  for (TensorType t : {TensorType::Q8_K, TensorType::IQ4_NL, TensorType::I32}) {
     EXPECT_EQ(gpu::matmul_tiled_kernel(device(), t).status().code(), StatusCode::kUnimplemented)
         << quant::type_name(t);
   }

@@ -1,6 +1,7 @@
 #include "backend/gpu/encode_activation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
@@ -82,6 +83,21 @@ BufferRange in_place_range(const BufferRange& x, const BufferRange& out) {
   return BufferRange{x.buffer, x.offset, size};
 }
 
+// One glu.comp dispatch of variant `name` over n elements.
+Status dispatch_glu(Recorder& rec, const char* name, const BufferRange& gate, const BufferRange& up,
+                    const BufferRange& out, int64_t n, float alpha, float limit,
+                    std::string_view note) {
+  MINFER_RETURN_IF_ERROR(positive(name, "n", n));
+  MINFER_RETURN_IF_ERROR(needs(name, "gate", gate, uint64_t(n) * 4));
+  MINFER_RETURN_IF_ERROR(needs(name, "up", up, uint64_t(n) * 4));
+  MINFER_RETURN_IF_ERROR(needs(name, "out", out, uint64_t(n) * 4));
+  MINFER_ASSIGN_OR_RETURN(const uint32_t kernel, kernel_index("glu", name));
+  MINFER_ASSIGN_OR_RETURN(const Groups groups, element_groups(rec, kernel, uint64_t(n)));
+  const args::GluArgs args{static_cast<uint32_t>(n), alpha, limit};
+  const BufferRange bindings[] = {gate, up, out};
+  return rec.dispatch_args(kernel, bindings, args, groups, note);
+}
+
 }  // namespace
 
 Status encode_unary(Recorder& rec, UnaryOp op, const BufferRange& x, const BufferRange& out,
@@ -99,16 +115,18 @@ Status encode_unary(Recorder& rec, UnaryOp op, const BufferRange& x, const Buffe
 
 Status encode_glu(Recorder& rec, GluOp op, const BufferRange& gate, const BufferRange& up,
                   const BufferRange& out, int64_t n, std::string_view note) {
-  const char* name = op == GluOp::kSwiGLU ? "swiglu" : "geglu";
-  MINFER_RETURN_IF_ERROR(positive(name, "n", n));
-  MINFER_RETURN_IF_ERROR(needs(name, "gate", gate, uint64_t(n) * 4));
-  MINFER_RETURN_IF_ERROR(needs(name, "up", up, uint64_t(n) * 4));
-  MINFER_RETURN_IF_ERROR(needs(name, "out", out, uint64_t(n) * 4));
-  MINFER_ASSIGN_OR_RETURN(const uint32_t kernel, kernel_index("glu", name));
-  MINFER_ASSIGN_OR_RETURN(const Groups groups, element_groups(rec, kernel, uint64_t(n)));
-  const args::GluArgs args{static_cast<uint32_t>(n)};
-  const BufferRange bindings[] = {gate, up, out};
-  return rec.dispatch_args(kernel, bindings, args, groups, note);
+  return dispatch_glu(rec, op == GluOp::kSwiGLU ? "swiglu" : "geglu", gate, up, out, n, 0.0f, 0.0f,
+                      note);
+}
+
+Status encode_swiglu_oai(Recorder& rec, const BufferRange& gate, const BufferRange& up,
+                         const BufferRange& out, int64_t n, float alpha, float limit,
+                         std::string_view note) {
+  if (!std::isfinite(alpha) || !std::isfinite(limit)) {
+    return Status::invalid_argument("swiglu_oai: alpha " + std::to_string(alpha) + " and limit " +
+                                    std::to_string(limit) + " must be finite");
+  }
+  return dispatch_glu(rec, "swiglu_oai", gate, up, out, n, alpha, limit, note);
 }
 
 Status encode_argmax(Recorder& rec, const BufferRange& x, const BufferRange& out, int64_t n_rows,

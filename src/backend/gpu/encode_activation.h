@@ -43,6 +43,17 @@ enum class GluOp { kSwiGLU, kGeGLU };
 Status encode_glu(Recorder& rec, GluOp op, const BufferRange& gate, const BufferRange& up,
                   const BufferRange& out, int64_t n, std::string_view note = {});
 
+// gpt-oss's swiglu_oai (graph::Op::kSwiGLUOai, docs/GPT_OSS.md): for i < n,
+// x = min(gate[i], limit), y = clamp(up[i], -limit, limit), out[i] = x / (1
+// + exp(alpha * -x)) * (y + 1), f32, in the CPU's order; a NaN gate or up
+// gives NaN (the CPU's comparisons, not fminf). The exp is the vector expf
+// of the other activations, where the CPU takes libm's: a few ulps apart.
+// out may be gate or up. Refused as encode_glu, and a limit or alpha that
+// is not finite.
+Status encode_swiglu_oai(Recorder& rec, const BufferRange& gate, const BufferRange& up,
+                         const BufferRange& out, int64_t n, float alpha, float limit,
+                         std::string_view note = {});
+
 // out[r] (i32) = index of the first largest element of row r of x (n_rows
 // rows of row_len f32); NaN never wins; a row of only -inf (or NaN) gives -1.
 // The CPU backend's argmax (CpuBackend::run_argmax).

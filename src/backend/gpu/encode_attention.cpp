@@ -95,6 +95,12 @@ Status check_rope(const RopeShape& s) {
   if (!(s.freq_base > 0.0f) || !std::isfinite(s.freq_scale)) {
     return Status::invalid_argument("rope: freq_base must be positive and freq_scale finite");
   }
+  if (!std::isfinite(s.ext_factor) || !std::isfinite(s.corr_low) || !std::isfinite(s.corr_high) ||
+      !std::isfinite(s.mscale)) {
+    return Status::invalid_argument("rope: the YaRN fields (ext_factor " +
+                                    std::to_string(s.ext_factor) + ", mscale " +
+                                    std::to_string(s.mscale) + ", ...) must be finite");
+  }
   if (uint64_t(s.n_tokens) * uint64_t(s.n_heads) * uint64_t(s.head_dim) > uint64_t(kMaxIndex)) {
     return Status::invalid_argument("rope: " + str(s.n_tokens) + " x " + str(s.n_heads) + " x " +
                                     str(s.head_dim) + " elements exceed 32-bit indices");
@@ -148,8 +154,8 @@ Status check_attention(const AttentionShape& s) {
 Status check_attention_bindings(const BufferRange& q, const BufferRange& positions,
                                 const BufferRange& seq_slots, const BufferRange& page_table,
                                 const BufferRange& k_cache, const BufferRange& v_cache,
-                                const BufferRange& out, const BufferRange& err,
-                                const AttentionShape& s) {
+                                const BufferRange& sinks, const BufferRange& out,
+                                const BufferRange& err, const AttentionShape& s) {
   const int64_t row_len = s.n_head_kv * s.head_dim;
   MINFER_ASSIGN_OR_RETURN(const uint64_t k_bytes,
                           region_bytes("attention", "K", s.k_type, s.head_dim, row_len, s.n_ctx));
@@ -162,6 +168,9 @@ Status check_attention_bindings(const BufferRange& q, const BufferRange& positio
   MINFER_RETURN_IF_ERROR(needs("attention", "k_cache", k_cache, k_bytes));
   MINFER_RETURN_IF_ERROR(needs("attention", "v_cache", v_cache, v_bytes));
   MINFER_RETURN_IF_ERROR(needs("attention", "err", err, MINFER_ERR_WORDS * 4));
+  if (sinks.buffer != nullptr) {
+    MINFER_RETURN_IF_ERROR(needs("attention", "sinks", sinks, uint64_t(s.n_head) * 4));
+  }
   if (s.page_size > 0) {
     MINFER_RETURN_IF_ERROR(needs("attention", "seq_slots", seq_slots, uint64_t(s.n_tokens) * 4));
     MINFER_RETURN_IF_ERROR(needs("attention", "page_table", page_table,
@@ -173,6 +182,17 @@ Status check_attention_bindings(const BufferRange& q, const BufferRange& positio
     return Status::invalid_argument("attention: out overlaps q");
   }
   return Status::ok();
+}
+
+AttentionBindings attention_bindings(const BufferRange& q, const BufferRange& positions,
+                                     const BufferRange& seq_slots, const BufferRange& page_table,
+                                     const BufferRange& k_cache, const BufferRange& v_cache,
+                                     const BufferRange& sinks, const BufferRange& out,
+                                     const BufferRange& err, const AttentionShape& s) {
+  const bool paged = s.page_size > 0;
+  return {{q, positions, paged ? seq_slots : positions, paged ? page_table : positions,
+           words(k_cache), words(v_cache), out, err,
+           sinks.buffer != nullptr ? sinks : positions}};
 }
 
 Status check_attention_regions(const AttentionShape& s) {
@@ -214,7 +234,11 @@ Status encode_rope(Recorder& rec, const BufferRange& x, const BufferRange& posit
                             s.neox ? 1u : 0u,
                             has_ff ? 1u : 0u,
                             s.freq_scale,
-                            std::pow(s.freq_base, -2.0f / static_cast<float>(s.n_rot))};
+                            std::pow(s.freq_base, -2.0f / static_cast<float>(s.n_rot)),
+                            s.ext_factor,
+                            s.corr_low,
+                            s.corr_high,
+                            s.mscale};
   // Without freq factors, binding 2 is the positions again: bound, not read.
   const BufferRange bindings[] = {x, positions, has_ff ? freq_factors : positions, out};
   return rec.dispatch_args(kernel, bindings, args, groups, note);
@@ -310,7 +334,11 @@ Status encode_rope_store(Recorder& rec, const BufferRange& packed, const BufferR
                                  std::pow(r.freq_base, -2.0f / static_cast<float>(r.n_rot)),
                                  static_cast<uint32_t>(s.n_ctx),
                                  *kv_code(s.k_type),
-                                 *kv_code(s.v_type)};
+                                 *kv_code(s.v_type),
+                                 r.ext_factor,
+                                 r.corr_low,
+                                 r.corr_high,
+                                 r.mscale};
   // Without freq factors, binding 2 is the positions again: bound, not read.
   const BufferRange bindings[] = {packed,         positions,      has_ff ? freq_factors : positions,
                                   words(k_cache), words(v_cache), err};
@@ -383,15 +411,15 @@ Status check_attention_device(const DeviceInfo& info, const AttentionShape& s) {
 Status encode_attention(Recorder& rec, const BufferRange& q, const BufferRange& positions,
                         const BufferRange& seq_slots, const BufferRange& page_table,
                         const BufferRange& k_cache, const BufferRange& v_cache,
-                        const BufferRange& out, const BufferRange& err, const AttentionShape& s,
-                        std::string_view note) {
+                        const BufferRange& sinks, const BufferRange& out, const BufferRange& err,
+                        const AttentionShape& s, std::string_view note) {
   MINFER_RETURN_IF_ERROR(detail::check_attention(s));
   MINFER_ASSIGN_OR_RETURN(const uint32_t kernel,
                           attention_kernel(rec.device(), s.k_type, s.v_type));
   const DeviceInfo& info = rec.device().info();
   MINFER_RETURN_IF_ERROR(check_attention_device(info, s));
   MINFER_RETURN_IF_ERROR(detail::check_attention_bindings(q, positions, seq_slots, page_table,
-                                                          k_cache, v_cache, out, err, s));
+                                                          k_cache, v_cache, sinks, out, err, s));
   MINFER_ASSIGN_OR_RETURN(const Groups groups,
                           fold_groups(uint64_t(s.n_tokens) * s.n_head, info.limits));
   const bool paged = s.page_size > 0;
@@ -404,17 +432,11 @@ Status encode_attention(Recorder& rec, const BufferRange& q, const BufferRange& 
                                  static_cast<uint32_t>(s.sliding_window),
                                  static_cast<uint32_t>(paged ? s.page_size : 0),
                                  static_cast<uint32_t>(paged ? s.max_pages : 0),
-                                 static_cast<uint32_t>(paged ? s.n_slots : 0)};
-  // Not paged: bindings 2 and 3 are the positions again, bound and not read.
-  const BufferRange bindings[] = {q,
-                                  positions,
-                                  paged ? seq_slots : positions,
-                                  paged ? page_table : positions,
-                                  words(k_cache),
-                                  words(v_cache),
-                                  out,
-                                  err};
-  return rec.dispatch_args(kernel, bindings, args, groups, note);
+                                 static_cast<uint32_t>(paged ? s.n_slots : 0),
+                                 sinks.buffer != nullptr ? 1u : 0u};
+  const detail::AttentionBindings b = detail::attention_bindings(
+      q, positions, seq_slots, page_table, k_cache, v_cache, sinks, out, err, s);
+  return rec.dispatch_args(kernel, b.ranges, args, groups, note);
 }
 
 }  // namespace minfer::gpu

@@ -22,8 +22,9 @@
 // recorder's submit_and_wait(). Threading: as the Recorder.
 //
 // Numerics: rope is the CPU's theta recurrence with theta_scale from the
-// host's powf, the angle reduced to [-pi, pi] before the device's sin/cos
-// (max abs diff 4.8e-7 from cpu::rope on lavapipe, positions < 4096).
+// host's powf (and YaRN's blend in the CPU's float steps), the angle reduced
+// to [-pi, pi] before the device's sin/cos (max abs diff 4.8e-7 from
+// cpu::rope on lavapipe, positions < 4096).
 // kv_store is bit-exact for F32 and F16 and follows the reference Q8_0
 // quantizer (its f32 d and roundf, divisions made exact in the kernel); an
 // element at a rounding tie may differ by one code (none seen on lavapipe).
@@ -54,13 +55,18 @@ struct RopeShape {
   int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_rot = 0;
   bool neox = false;  // pairs (i, i + n_rot/2) instead of (2i, 2i + 1)
   float freq_base = 10000.0f, freq_scale = 1.0f;
+  // YaRN, as graph::RopeMeta carries it (graph/yarn.h): ext_factor 0 is
+  // plain RoPE, bit for bit; else pair i's angle blends between freq_scale *
+  // theta and theta by its ramp over [corr_low, corr_high], and cos and sin
+  // are multiplied by mscale (the CPU's rope_cache_f32).
+  float ext_factor = 0.0f, corr_low = 0.0f, corr_high = 0.0f, mscale = 1.0f;
 };
 
 // x [n_tokens][n_heads * head_dim] f32 rotated into out (out may be x: in
 // place, but not partly overlap it); positions i32 [n_tokens]; freq_factors:
 // a null buffer (BufferRange{}) or f32 [n_rot / 2], dividing each pair's
 // angle. Dims past n_rot are copied. Refused: n_rot odd, <= 0 or > head_dim,
-// freq_base <= 0, short bindings.
+// freq_base <= 0, a YaRN field not finite, short bindings.
 Status encode_rope(Recorder& rec, const BufferRange& x, const BufferRange& positions,
                    const BufferRange& freq_factors, const BufferRange& out, const RopeShape& shape,
                    std::string_view note = {});
@@ -127,11 +133,15 @@ uint64_t attention_loop_bound(const AttentionShape& shape, uint32_t subgroup_siz
 // page outside the cache or tables (n_ctx / page_size pages) is skipped and
 // reported as MINFER_ERR_POSITION. head_dim: even, <= 256 (a multiple of 32
 // with a Q8_0 region; <= 32 x the subgroup size on a device whose subgroups
-// have fewer than 8 lanes, unimplemented past that).
+// have fewer than 8 lanes, unimplemented past that). sinks: a null buffer
+// (BufferRange{}: none) or f32 [n_head], one logit per query head that joins
+// the softmax's denominator only (docs/GPT_OSS.md, "Attention sinks"): the
+// weights then sum to less than 1, and the fold happens once per query after
+// its keys, in the CPU's order.
 Status encode_attention(Recorder& rec, const BufferRange& q, const BufferRange& positions,
                         const BufferRange& seq_slots, const BufferRange& page_table,
                         const BufferRange& k_cache, const BufferRange& v_cache,
-                        const BufferRange& out, const BufferRange& err, const AttentionShape& shape,
-                        std::string_view note = {});
+                        const BufferRange& sinks, const BufferRange& out, const BufferRange& err,
+                        const AttentionShape& shape, std::string_view note = {});
 
 }  // namespace minfer::gpu

@@ -18,12 +18,24 @@ Status check_attention(const AttentionShape& s);
 Status check_attention_regions(const AttentionShape& s);
 
 // Every binding against the shape: q, out (not overlapping q), positions,
-// the cache regions, the error words, and the page tables when paged (not
-// given otherwise).
+// the cache regions, the error words, the sinks when given (n_head floats),
+// and the page tables when paged (not given otherwise).
 Status check_attention_bindings(const BufferRange& q, const BufferRange& positions,
                                 const BufferRange& seq_slots, const BufferRange& page_table,
                                 const BufferRange& k_cache, const BufferRange& v_cache,
-                                const BufferRange& out, const BufferRange& err,
-                                const AttentionShape& s);
+                                const BufferRange& sinks, const BufferRange& out,
+                                const BufferRange& err, const AttentionShape& s);
+
+// The bindings both attention kernels take, in their manifests' order:
+// unused ones (the page tables when not paged, the sinks when none) bound
+// to the positions again, never read.
+struct AttentionBindings {
+  BufferRange ranges[9];
+};
+AttentionBindings attention_bindings(const BufferRange& q, const BufferRange& positions,
+                                     const BufferRange& seq_slots, const BufferRange& page_table,
+                                     const BufferRange& k_cache, const BufferRange& v_cache,
+                                     const BufferRange& sinks, const BufferRange& out,
+                                     const BufferRange& err, const AttentionShape& s);
 
 }  // namespace minfer::gpu::detail

@@ -39,13 +39,6 @@ uint64_t ceil_div(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
 }
 
-// A sized range widened to whole 32-bit words (the kernel reads the caches
-// as words; the recorder checks that this stays in the buffer).
-BufferRange words(BufferRange r) {
-  if (r.size % 4 != 0) r.size += 4 - r.size % 4;
-  return r;
-}
-
 std::optional<std::string_view> kv_name(TensorType t) {
   switch (t) {
     case TensorType::F32:
@@ -148,8 +141,9 @@ bool attention_tiled_applies(const Device& device, const AttentionShape& s) {
 Status encode_attention_tiled(Recorder& rec, const BufferRange& q, const BufferRange& positions,
                               const BufferRange& seq_slots, const BufferRange& page_table,
                               const BufferRange& k_cache, const BufferRange& v_cache,
-                              const BufferRange& out, const BufferRange& err,
-                              const AttentionShape& s, std::string_view note) {
+                              const BufferRange& sinks, const BufferRange& out,
+                              const BufferRange& err, const AttentionShape& s,
+                              std::string_view note) {
   MINFER_RETURN_IF_ERROR(detail::check_attention(s));
   MINFER_ASSIGN_OR_RETURN(const uint32_t kernel,
                           attention_tiled_kernel(rec.device(), s.k_type, s.v_type));
@@ -157,7 +151,7 @@ Status encode_attention_tiled(Recorder& rec, const BufferRange& q, const BufferR
   const uint32_t rows_per_inv = rows_per_invocation(s);
   MINFER_RETURN_IF_ERROR(check_loop_budget(info, s, rows_per_inv));
   MINFER_RETURN_IF_ERROR(detail::check_attention_bindings(q, positions, seq_slots, page_table,
-                                                          k_cache, v_cache, out, err, s));
+                                                          k_cache, v_cache, sinks, out, err, s));
   args::AttentionTiledArgs a = geometry(s, rows_per_inv);
   MINFER_ASSIGN_OR_RETURN(const Groups groups,
                           fold_groups(uint64_t(a.row_blocks) * uint64_t(s.n_head_kv), info.limits));
@@ -172,16 +166,10 @@ Status encode_attention_tiled(Recorder& rec, const BufferRange& q, const BufferR
   a.page_size = static_cast<uint32_t>(paged ? s.page_size : 0);
   a.max_pages = static_cast<uint32_t>(paged ? s.max_pages : 0);
   a.n_slots = static_cast<uint32_t>(paged ? s.n_slots : 0);
-  // Not paged: bindings 2 and 3 are the positions again, bound and not read.
-  const BufferRange bindings[] = {q,
-                                  positions,
-                                  paged ? seq_slots : positions,
-                                  paged ? page_table : positions,
-                                  words(k_cache),
-                                  words(v_cache),
-                                  out,
-                                  err};
-  return rec.dispatch_args(kernel, bindings, a, groups, note);
+  a.has_sinks = sinks.buffer != nullptr ? 1u : 0u;
+  const detail::AttentionBindings b = detail::attention_bindings(
+      q, positions, seq_slots, page_table, k_cache, v_cache, sinks, out, err, s);
+  return rec.dispatch_args(kernel, b.ranges, a, groups, note);
 }
 
 void force_attention_tiled_rows_for_testing(uint32_t rows_per_invocation) {

@@ -64,13 +64,15 @@ bool attention_tiled_applies(const Device& device, const AttentionShape& shape);
 uint64_t attention_tiled_loop_bound(const AttentionShape& shape, uint32_t rows_per_invocation);
 
 // encode_attention's operation (encode_attention.h): out[t][h] = softmax over
-// the keys query t sees of scale * q[t][h] . K[j][h / g], times V[j][h / g];
-// the same arguments, bindings, checks and error words.
+// the keys query t sees of scale * q[t][h] . K[j][h / g] (and the sink of
+// head h, if given), times V[j][h / g]; the same arguments, bindings, checks
+// and error words.
 Status encode_attention_tiled(Recorder& rec, const BufferRange& q, const BufferRange& positions,
                               const BufferRange& seq_slots, const BufferRange& page_table,
                               const BufferRange& k_cache, const BufferRange& v_cache,
-                              const BufferRange& out, const BufferRange& err,
-                              const AttentionShape& shape, std::string_view note = {});
+                              const BufferRange& sinks, const BufferRange& out,
+                              const BufferRange& err, const AttentionShape& shape,
+                              std::string_view note = {});
 
 // Tests only: the output rows each invocation of the V sums holds in every
 // later encode_attention_tiled (1, 2 or 4; 0 restores the encoder's choice:

@@ -40,6 +40,8 @@ std::vector<std::string_view> weight_variants(quant::TensorType type) {
       return {"q5_1", "q5_1_packed"};
     case TensorType::Q8_0:
       return {"q8_0", "q8_0_packed"};
+    case TensorType::MXFP4:
+      return {"mxfp4", "mxfp4_packed"};
     case TensorType::Q2_K:
       return {"q2_k", "q2_k_packed"};
     case TensorType::Q3_K:

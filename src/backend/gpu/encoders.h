@@ -62,7 +62,7 @@ struct MatmulShape {
 Result<uint32_t> matmul_kernel(const Device& device, quant::TensorType type);
 
 // y[t][r] = dot(W[r], x[t]): W [out_dim][in_dim] of `type` (F32, F16, BF16,
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: every weight
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: every weight
 // type of quant::is_weight_type; K-quant rows are whole 256-element blocks),
 // x [n_tokens][in_dim] f32, y [n_tokens][out_dim] f32 (rows shape.stride()
 // floats apart, stride >= out_dim; the floats between are not written).

@@ -11,9 +11,14 @@ struct UnaryArgs {
   f32 scale;
 };
 
-// glu.comp: out[i] = act(gate[i]) * up[i] for i < n (act: silu, gelu).
+// glu.comp: out[i] = act(gate[i]) * up[i] for i < n (act: silu, gelu); the
+// swiglu_oai variant (gpt-oss, graph::GluMeta) clamps gate above and up on
+// both sides at `limit` and gives x * sigmoid(alpha * x) * (y + 1). alpha and
+// limit are read by that variant only.
 struct GluArgs {
   u32 n;
+  f32 alpha;
+  f32 limit;
 };
 
 // argmax.comp: out[r] = the first index of the largest element of row r of
@@ -38,7 +43,8 @@ struct GatherRowsArgs {
 
 #ifdef __cplusplus
 static_assert(offsetof(UnaryArgs, scale) == 4 && sizeof(UnaryArgs) == 8);
-static_assert(sizeof(GluArgs) == 4);
+static_assert(offsetof(GluArgs, alpha) == 4 && offsetof(GluArgs, limit) == 8 &&
+              sizeof(GluArgs) == 12);
 static_assert(offsetof(ArgmaxArgs, row_len) == 4 && sizeof(ArgmaxArgs) == 8);
 static_assert(offsetof(GatherRowsArgs, row_len) == 4 && offsetof(GatherRowsArgs, n_out) == 8 &&
               offsetof(GatherRowsArgs, scale) == 12 && sizeof(GatherRowsArgs) == 16);

@@ -31,7 +31,10 @@
 // rope.comp: x [n_tokens][n_heads * head_dim] f32 -> out (may alias x). One
 // invocation per slot of a head: slot i < n_rot/2 rotates pair i, slot
 // n_rot/2 + k copies element n_rot + k. theta_scale = powf(freq_base,
-// -2/n_rot), computed on the host as the CPU does.
+// -2/n_rot), computed on the host as the CPU does. YaRN (graph/yarn.h):
+// ext_factor 0 is plain RoPE (the other three not read); else pair i's
+// angle blends by its ramp between corr_low and corr_high, and cos and sin
+// are multiplied by mscale (rope_pair.glsl).
 struct RopeArgs {
   u32 n_tokens;
   u32 n_heads;
@@ -41,6 +44,10 @@ struct RopeArgs {
   u32 has_freq_factors;  // 0: binding 2 is bound but not read
   f32 freq_scale;
   f32 theta_scale;
+  f32 ext_factor;
+  f32 corr_low;
+  f32 corr_high;
+  f32 mscale;
 };
 
 // kv_store.comp: row t of k and v ([n_tokens][n_head_kv * head_dim] f32)
@@ -55,7 +62,7 @@ struct KvStoreArgs {
 
 // rope_store.comp: packed rows [q | k | v] (row_stride floats apart) of
 // n_tokens tokens; one workgroup of 64 per (token, q or k head), folded over
-// x and y. Rope fields as RopeArgs; the store's as KvStoreArgs.
+// x and y. Rope fields (YaRN's too) as RopeArgs; the store's as KvStoreArgs.
 struct RopeStoreArgs {
   u32 n_tokens;
   u32 n_head;
@@ -70,10 +77,17 @@ struct RopeStoreArgs {
   u32 n_ctx;
   u32 k_type;
   u32 v_type;
+  f32 ext_factor;
+  f32 corr_low;
+  f32 corr_high;
+  f32 mscale;
 };
 
 // attention.comp: one workgroup per (query token, query head), folded over x
-// and y; K/V element types are the variant's.
+// and y; K/V element types are the variant's. has_sinks: 1 when binding 8
+// holds one f32 sink logit per query head (gpt-oss), folded into the
+// softmax's denominator once after the keys (attention_numerics.glsl's
+// fold_sink); 0: binding 8 is bound but not read.
 struct AttentionArgs {
   u32 n_tokens;
   u32 n_head;
@@ -85,6 +99,7 @@ struct AttentionArgs {
   u32 page_size;       // 0: not paged (bindings 2 and 3 bound, not read)
   u32 max_pages;
   u32 n_slots;
+  u32 has_sinks;
 };
 
 // attention_tiled.comp's geometry (encode_attention_tiled.cpp derives the
@@ -103,7 +118,7 @@ struct AttentionArgs {
 // attention_tiled.comp: one workgroup per (block of block_rows query rows,
 // kv head), folded over x and y; a query row is a (token, q head of the kv
 // head's group) pair, rows numbered token-major (row = t * group + h %
-// group). The first ten members mean what AttentionArgs' do.
+// group). The first ten members and has_sinks mean what AttentionArgs' do.
 struct AttentionTiledArgs {
   u32 n_tokens;
   u32 n_head;
@@ -122,13 +137,16 @@ struct AttentionTiledArgs {
   u32 dot_splits;           // invocations sharing one score block's dot (split by dims)
   u32 split_quads;          // groups of four dims per split
   u32 weigh_parts;          // invocations per row in the softmax step (a power of two)
+  u32 has_sinks;
 };
 
 #ifdef __cplusplus
 static_assert(offsetof(RopeArgs, n_heads) == 4 && offsetof(RopeArgs, head_dim) == 8 &&
               offsetof(RopeArgs, n_rot) == 12 && offsetof(RopeArgs, neox) == 16 &&
               offsetof(RopeArgs, has_freq_factors) == 20 && offsetof(RopeArgs, freq_scale) == 24 &&
-              offsetof(RopeArgs, theta_scale) == 28 && sizeof(RopeArgs) == 32);
+              offsetof(RopeArgs, theta_scale) == 28 && offsetof(RopeArgs, ext_factor) == 32 &&
+              offsetof(RopeArgs, corr_low) == 36 && offsetof(RopeArgs, corr_high) == 40 &&
+              offsetof(RopeArgs, mscale) == 44 && sizeof(RopeArgs) == 48);
 static_assert(offsetof(KvStoreArgs, row_len) == 4 && offsetof(KvStoreArgs, n_ctx) == 8 &&
               offsetof(KvStoreArgs, k_type) == 12 && offsetof(KvStoreArgs, v_type) == 16 &&
               sizeof(KvStoreArgs) == 20);
@@ -140,14 +158,17 @@ static_assert(offsetof(RopeStoreArgs, n_head) == 4 && offsetof(RopeStoreArgs, n_
               offsetof(RopeStoreArgs, freq_scale) == 32 &&
               offsetof(RopeStoreArgs, theta_scale) == 36 && offsetof(RopeStoreArgs, n_ctx) == 40 &&
               offsetof(RopeStoreArgs, k_type) == 44 && offsetof(RopeStoreArgs, v_type) == 48 &&
-              sizeof(RopeStoreArgs) == 52);
+              offsetof(RopeStoreArgs, ext_factor) == 52 &&
+              offsetof(RopeStoreArgs, corr_low) == 56 &&
+              offsetof(RopeStoreArgs, corr_high) == 60 && offsetof(RopeStoreArgs, mscale) == 64 &&
+              sizeof(RopeStoreArgs) == 68);
 static_assert(offsetof(AttentionArgs, n_head) == 4 && offsetof(AttentionArgs, n_head_kv) == 8 &&
               offsetof(AttentionArgs, head_dim) == 12 && offsetof(AttentionArgs, n_ctx) == 16 &&
               offsetof(AttentionArgs, scale) == 20 &&
               offsetof(AttentionArgs, sliding_window) == 24 &&
               offsetof(AttentionArgs, page_size) == 28 &&
               offsetof(AttentionArgs, max_pages) == 32 && offsetof(AttentionArgs, n_slots) == 36 &&
-              sizeof(AttentionArgs) == 40);
+              offsetof(AttentionArgs, has_sinks) == 40 && sizeof(AttentionArgs) == 44);
 static_assert(offsetof(AttentionTiledArgs, n_head) == 4 &&
               offsetof(AttentionTiledArgs, n_head_kv) == 8 &&
               offsetof(AttentionTiledArgs, head_dim) == 12 &&
@@ -163,7 +184,8 @@ static_assert(offsetof(AttentionTiledArgs, n_head) == 4 &&
               offsetof(AttentionTiledArgs, block_keys) == 52 &&
               offsetof(AttentionTiledArgs, dot_splits) == 56 &&
               offsetof(AttentionTiledArgs, split_quads) == 60 &&
-              offsetof(AttentionTiledArgs, weigh_parts) == 64 && sizeof(AttentionTiledArgs) == 68);
+              offsetof(AttentionTiledArgs, weigh_parts) == 64 &&
+              offsetof(AttentionTiledArgs, has_sinks) == 68 && sizeof(AttentionTiledArgs) == 72);
 #endif
 
 #endif  // MINFER_BACKEND_GPU_KERNEL_ARGS_ATTENTION_H_

@@ -25,6 +25,14 @@ int64_t rows_in(const BufferRange& r, int64_t row_len) {
   return static_cast<int64_t>(r.size / (static_cast<uint64_t>(row_len) * sizeof(float)));
 }
 
+// The node's YaRN constants (graph/yarn.h computed them once) into a shape.
+void set_yarn(const graph::RopeMeta& m, RopeShape& shape) {
+  shape.ext_factor = m.ext_factor;
+  shape.corr_low = m.corr_low;
+  shape.corr_high = m.corr_high;
+  shape.mscale = m.mscale;
+}
+
 }  // namespace
 
 Result<BufferRange> GpuBackend::scratch(size_t slot, uint64_t bytes) {
@@ -192,8 +200,13 @@ Status GpuBackend::run_unary(const Call& c) {
 }
 
 Status GpuBackend::run_glu(const Call& c) {
+  const int64_t n = c.node.shape.elements();
+  if (c.node.op == Op::kSwiGLUOai) {
+    MINFER_ASSIGN_OR_RETURN(const graph::GluMeta* m, node_meta<graph::GluMeta>(c.node));
+    return encode_swiglu_oai(rec_, c.in[0], c.in[1], c.out, n, m->alpha, m->limit, c.node.name);
+  }
   const GluOp op = c.node.op == Op::kSwiGLU ? GluOp::kSwiGLU : GluOp::kGeGLU;
-  return encode_glu(rec_, op, c.in[0], c.in[1], c.out, c.node.shape.elements(), c.node.name);
+  return encode_glu(rec_, op, c.in[0], c.in[1], c.out, n, c.node.name);
 }
 
 Status GpuBackend::run_rope(const Call& c) {
@@ -210,6 +223,7 @@ Status GpuBackend::run_rope(const Call& c) {
   shape.neox = m->mode == graph::RopeMode::kNeox;
   shape.freq_base = m->freq_base;
   shape.freq_scale = m->freq_scale;
+  set_yarn(*m, shape);
   return encode_rope(rec_, c.in[0], c.in[1], factors, c.out, shape, c.node.name);
 }
 
@@ -258,15 +272,19 @@ Status GpuBackend::run_attention(const Call& c) {
     slots = c.in[3];
     table = c.in[4];
   }
+  BufferRange sinks{};
+  if (!m->sinks.empty()) {
+    MINFER_ASSIGN_OR_RETURN(sinks, weight_range(c.node, m->sinks));
+  }
   const BufferRange err = pool_.allocation(err_)->range();
   // Prompts (many queries) through the tiled kernel where the node may
   // differ from its tokens decoded one by one (encode_attention_tiled.h).
   if (!m->batch_invariant && attention_tiled_applies(rec_.device(), shape)) {
-    return encode_attention_tiled(rec_, q, positions, slots, table, c.k_cache, c.v_cache, c.out,
-                                  err, shape, c.node.name);
+    return encode_attention_tiled(rec_, q, positions, slots, table, c.k_cache, c.v_cache, sinks,
+                                  c.out, err, shape, c.node.name);
   }
-  return encode_attention(rec_, q, positions, slots, table, c.k_cache, c.v_cache, c.out, err, shape,
-                          c.node.name);
+  return encode_attention(rec_, q, positions, slots, table, c.k_cache, c.v_cache, sinks, c.out, err,
+                          shape, c.node.name);
 }
 
 Status GpuBackend::run_argmax(const Call& c) {
@@ -363,6 +381,7 @@ Status GpuBackend::run_fused_qkv(const Call& c) {
                 m->rope.mode == graph::RopeMode::kNeox,
                 m->rope.freq_base,
                 m->rope.freq_scale};
+  set_yarn(m->rope, shape.rope);
   shape.n_head_kv = n_kv;
   shape.row_stride = q_dim + 2 * kv_dim;
   shape.n_ctx = c.kv->n_ctx;

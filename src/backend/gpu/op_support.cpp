@@ -2,6 +2,7 @@
 // (gpu_backend_impl.h). A "no" routes the node to the next backend; the
 // runners re-check what they rely on and fail naming the node.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <iterator>
 #include <string>
@@ -72,7 +73,8 @@ bool rms_norm_ok(const GpuBackend& b, const Node& n) {
 
 bool rope_meta_ok(const GpuBackend& b, const graph::RopeMeta& m) {
   return m.head_dim % 2 == 0 && m.n_rot % 2 == 0 && m.n_rot > 0 && m.n_rot <= m.head_dim &&
-         m.ext_factor == 0.0f && f32_vector(b, m.freq_factors, m.n_rot / 2);
+         std::isfinite(m.ext_factor) && std::isfinite(m.corr_low) && std::isfinite(m.corr_high) &&
+         std::isfinite(m.mscale) && f32_vector(b, m.freq_factors, m.n_rot / 2);
 }
 
 bool rope_ok(const GpuBackend& b, const Node& n) {
@@ -92,14 +94,16 @@ bool kv_store_ok(const GpuBackend&, const Node& n) {
          cache_type_ok(m->v_type, m->head_dim);
 }
 
-// A packed q|k|v input (after FusedQKV) holds one token, whose q starts the row.
-bool attention_ok(const GpuBackend&, const Node& n) {
+// A packed q|k|v input (after FusedQKV) holds one token, whose q starts the
+// row. Sinks, when named, are an f32 weight of one logit per query head.
+bool attention_ok(const GpuBackend& b, const Node& n) {
   const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
   if (m == nullptr) return false;
   const bool inputs_ok = m->packed_qkv
                              ? n.inputs.size() == 2 && n.shape.ne[1] == 1 && m->page_size == 0
                              : n.inputs.size() >= (m->page_size > 0 ? 5u : 3u);
-  return inputs_ok && n.dtype == DType::kF32 && m->sinks.empty() && m->n_head_kv > 0 &&
+  return inputs_ok && n.dtype == DType::kF32 && f32_vector(b, m->sinks, m->n_head) &&
+         m->n_head_kv > 0 &&
          m->n_head % m->n_head_kv == 0 &&
          m->head_dim > 0 && m->head_dim <= 256 && m->head_dim % 2 == 0 &&
          cache_type_ok(m->k_type, m->head_dim) && cache_type_ok(m->v_type, m->head_dim) &&
@@ -192,6 +196,14 @@ bool matmul_id_ok(const GpuBackend& b, const Node& n) {
          f32_vector(b, m->bias, m->out_dim * m->n_expert);
 }
 
+// gpt-oss's clamped GLU of (gate, up): glu.comp's swiglu_oai variant takes
+// any finite constants.
+bool swiglu_oai_ok(const GpuBackend&, const Node& n) {
+  const auto* m = std::get_if<graph::GluMeta>(&n.meta);
+  return m != nullptr && n.dtype == DType::kF32 && n.inputs.size() == 2 &&
+         std::isfinite(m->alpha) && std::isfinite(m->limit);
+}
+
 bool moe_sum_ok(const GpuBackend&, const Node& n) {
   const auto* m = std::get_if<graph::MoeSumMeta>(&n.meta);
   return m != nullptr && m->n_used >= 1 && n.dtype == DType::kF32 && n.inputs.size() == 2;
@@ -224,7 +236,7 @@ const OpEntry& op_entry(Op op) {
       /* kMoeWeights   */ {moe_route_ok, &GpuBackend::run_moe_weights},
       /* kMatMulId     */ {matmul_id_ok, &GpuBackend::run_matmul_id},
       /* kMoeSum       */ {moe_sum_ok, &GpuBackend::run_moe_sum},
-      /* kSwiGLUOai    */ {[](const GpuBackend&, const Node&) { return false; }, nullptr},
+      /* kSwiGLUOai    */ {swiglu_oai_ok, &GpuBackend::run_glu},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];

@@ -7,6 +7,10 @@
 //     2^n alone leaves the f32 exponent range). The device's own exp() is
 //     not used: its precision differs per driver (Vulkan allows 3 + 2|x| ulp).
 //   - silu_f32(x) = x / (1 + exp(-x)).
+//   - swiglu_oai_f32(g, u): gpt-oss's x / (1 + exp(alpha * -x)) * (y + 1)
+//     with x = min(g, limit), y = clamp(u, -limit, limit), a NaN input
+//     passing through as through the CPU's comparisons. The CPU takes libm's
+//     expf here, not the vector one: the two agree within an ulp or two.
 //   - gelu_f32: the CPU's GELU_FP16 path: x <= -10 gives 0, x >= 10 gives x;
 //     otherwise x is rounded to f16, the tanh-approximated GELU is taken in
 //     f32 and the result rounded to f16 again (the CPU looks it up in a table
@@ -52,6 +56,17 @@ float exp_f32(float x) {
 float silu_f32(float x) {
   precise float d = 1.0 + exp_f32(0.0 - x);
   precise float r = x / d;
+  return r;
+}
+
+float swiglu_oai_f32(float g, float u, float alpha, float limit) {
+  // Comparisons, not min/clamp: GLSL leaves min(NaN, limit) undefined, the
+  // CPU keeps the NaN (backend/cpu/ops.cpp, swiglu_oai).
+  const float x = limit < g ? limit : g;
+  const float y = u < -limit ? -limit : (limit < u ? limit : u);
+  precise float d = 1.0 + exp_f32(alpha * (-x));
+  precise float glu = x / d;
+  precise float r = glu * (y + 1.0);
   return r;
 }
 

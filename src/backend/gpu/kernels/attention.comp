@@ -6,6 +6,8 @@
 // j % page_size. out = softmax(scale * q.K) V, an online softmax in f32.
 // A position, slot or page outside the cache or tables is skipped and
 // reported as MINFER_ERR_POSITION; a query that sees no key gets zeros.
+// With has_sinks, head h's sink logit sinks[h] joins the denominator only
+// (fold_sink, once per query after the subgroups are merged).
 //
 // One workgroup of MINFER_ATTENTION_WG invocations per (token, head), folded
 // over x and y. Its keys go in chunks of one subgroup's size S; subgroup g
@@ -42,6 +44,7 @@
 #include "kernel_args.h"
 #define MINFER_ERR_BINDING 7
 #include "errors.glsl"
+#include "attention_numerics.glsl"
 
 layout(push_constant) uniform Push { AttentionArgs args; };
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
@@ -49,6 +52,7 @@ layout(std430, binding = 1) readonly buffer Positions { int positions[]; };
 layout(std430, binding = 2) readonly buffer Slots { int seq_slots[]; };
 layout(std430, binding = 3) readonly buffer Pages { int page_table[]; };
 layout(std430, binding = 6) writeonly buffer Out { float out_values[]; };
+layout(std430, binding = 8) readonly buffer Sinks { float sinks[]; };
 
 const uint kMaxQuads = MINFER_ATTENTION_MAX_QUADS;
 const uint kBatch = MINFER_ATTENTION_BATCH;
@@ -208,5 +212,6 @@ void main() {
       for (uint i = 0u; i < n; ++i) total += combine_s[i * hd + lid];
     }
   }
+  if (args.has_sinks != 0u) total *= fold_sink(sinks[h], m_all, total_weight);
   if (ok && lid < hd) out_values[q0 + lid] = total_weight > 0.0 ? total / total_weight : 0.0;
 }

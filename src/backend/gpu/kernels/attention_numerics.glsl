@@ -1,5 +1,6 @@
-// Numerics shared by the attention-family kernels (rope, kv_store), written
-// so that the results do not depend on the driver's precision choices:
+// Numerics shared by the attention-family kernels (rope, kv_store,
+// attention), written so that the results do not depend on the driver's
+// precision choices:
 //   - div_rn: a / b refined by one Newton step on the exact remainder,
 //     correctly rounded in all but rare cases (Vulkan's OpFDiv may be 2.5
 //     ulp off; the CPU's is exact);
@@ -9,7 +10,9 @@
 //   - round_away: roundf (half away from zero), the Q8_0 quantizer's;
 //   - reduce_angle: t minus the nearest multiple of 2 pi, with a three-part
 //     constant, so sin/cos get an argument in [-pi, pi] where every device
-//     is accurate.
+//     is accurate;
+//   - fold_sink: an attention sink folded into a finished softmax in the
+//     CPU's order (backend/cpu/ops_attention.cpp), no fma contraction.
 
 // The rounding error e of p = a * b (a * b == p + e exactly), by Dekker's
 // splitting: no fma, which lavapipe would split into a multiply and an add.
@@ -69,4 +72,23 @@ float reduce_angle(float t) {
   precise float r = (t - k * kPart1) - k * kPart2;
   precise float r2 = r - k * kPart3;
   return r2;
+}
+
+// Folds a sink logit s into a finished online softmax of max m and sum of
+// weights `sum`, as one more key without a value (llama.cpp's order, the
+// CPU's fold_sink): when s is the new maximum the weights are rescaled to it
+// and the sink adds exp(0) = 1, else it adds exp(s - m). Returns the factor
+// the V sums are multiplied by (1 when s <= m: an exact no-op). With no key
+// seen (m = the kernels' masked -3e38) the factor is 0 and sum becomes 1, so
+// the output stays 0, as on the CPU.
+float fold_sink(float s, float m, inout float sum) {
+  if (s > m) {
+    const float ms = exp(m - s);
+    precise float rescaled = sum * ms + 1.0;
+    sum = rescaled;
+    return ms;
+  }
+  precise float added = sum + exp(s - m);
+  sum = added;
+  return 1.0;
 }

@@ -3,8 +3,10 @@
 // h / group, keys j in [lo, hi] of its own sequence, hi = positions[t], lo =
 // hi + 1 - sliding_window or 0; paged rows through page_table[seq_slots[t]];
 // a bad position, slot or page skipped and reported as MINFER_ERR_POSITION;
-// a query that sees no key gets zeros), with each K/V row read once per
-// block of queries instead of once per (query, head).
+// a query that sees no key gets zeros; with has_sinks, head h's sink logit
+// sinks[h] folded into the row's denominator after its last tile), with
+// each K/V row read once per block of queries instead of once per (query,
+// head).
 //
 // One workgroup of MINFER_ATTENTION_TILED_WG invocations per (block of
 // block_rows query rows, kv head), folded over x and y, the blocks of the
@@ -45,6 +47,7 @@
 #include "kernel_args.h"
 #define MINFER_ERR_BINDING 7
 #include "errors.glsl"
+#include "attention_numerics.glsl"
 
 layout(push_constant) uniform Push { AttentionTiledArgs args; };
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
@@ -54,6 +57,7 @@ layout(std430, binding = 3) readonly buffer Pages { int page_table[]; };
 layout(std430, binding = 4) readonly buffer KCache { uint k_words[]; };
 layout(std430, binding = 5) readonly buffer VCache { uint v_words[]; };
 layout(std430, binding = 6) writeonly buffer Out { float out_values[]; };
+layout(std430, binding = 8) readonly buffer Sinks { float sinks[]; };
 
 #if WG_X * WG_Y * WG_Z != MINFER_ATTENTION_TILED_WG
 #error "attention_tiled.comp: the invocation mapping assumes MINFER_ATTENTION_TILED_WG invocations"
@@ -91,7 +95,7 @@ shared vec4 s_s[kScoreVecs];             // [split][key][row / 4]: scores, then 
 shared int row_slot_s[kMaxRows];         // per row: its slot (0 unpaged); -1: no query
 shared uint row_lo_s[kMaxRows];          // and its visible keys [lo, hi]
 shared uint row_hi_s[kMaxRows];
-shared float corr_s[kMaxRows];   // per row: the tile's rescaling of its V sums
+shared float corr_s[kMaxRows];   // per row: the tile's rescaling of its V sums, at the end its max
 shared float max_s[kWg];         // per (part, row): the max of its scores, or at the end its sum
 shared uint key_ok_s[kMaxKeys];  // per key of the tile: 1 when read (in range, page ok)
 
@@ -377,7 +381,7 @@ int next_pass(inout uint done, out uint lo, out uint hi) {
 }
 
 // The normalized output rows of this invocation (rows without a query are
-// left as they were).
+// left as they were), each with its head's sink folded in first.
 void write_rows(uint row0, uint kv_head, uint group, vec4 acc[kMaxRowsPerInv]) {
   const uint nq = quads(), rpi = args.rows_per_invocation, hd = args.head_dim;
   const uint rg = gl_LocalInvocationIndex / nq, dq = gl_LocalInvocationIndex % nq;
@@ -390,7 +394,9 @@ void write_rows(uint row0, uint kv_head, uint group, vec4 acc[kMaxRowsPerInv]) {
         const uint e = ((row / group) * args.n_head + h) * hd + 4u * dq;
         float total = 0.0;
         for (uint p = 0u; p < args.weigh_parts; ++p) total += max_s[p * args.block_rows + r];
-        const vec4 o = total > 0.0 ? acc[i] / total : vec4(0.0);
+        vec4 a = acc[i];
+        if (args.has_sinks != 0u) a *= fold_sink(sinks[h], corr_s[r], total);
+        const vec4 o = total > 0.0 ? a / total : vec4(0.0);
         out_values[e] = o.x;
         out_values[e + 1u] = o.y;
         if (4u * dq + 2u < hd) {
@@ -454,6 +460,7 @@ void main() {
     }
   }
   if (weighs) max_s[lid] = l;  // the parts' sums, added in write_rows
+  if (weighs && lid < args.block_rows) corr_s[lid] = m;  // the row's max (every part has it)
   barrier();
   write_rows(row0, kv_head, group, acc);
 }

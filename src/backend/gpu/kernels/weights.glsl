@@ -8,7 +8,7 @@
 // quant::dequantize_row.
 //
 // The variant's defines: WEIGHT_<TYPE>=1 (F32, F16, BF16, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), and WEIGHT_PACKED=1 for the
+// Q5_1, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), and WEIGHT_PACKED=1 for the
 // variants that read the blocks as 32-bit words (no 8/16-bit storage needed);
 // the others use explicit 8/16-bit storage types, which the device must offer
 // (the SPIR-V's capabilities decide at init).
@@ -18,14 +18,15 @@
 //     element index past the row);
 //   - Q8_0 and the K-quants: the same 8 consecutive elements (whole rows of
 //     blocks, which the host checks);
-//   - Q4_0, Q4_1, Q5_0, Q5_1: byte quad j = u % 4 of block u / 4, that is
-//     elements 4j .. 4j + 3 (low nibbles) and 16 + 4j .. 19 + 4j (high).
+//   - Q4_0, Q4_1, Q5_0, Q5_1, MXFP4: byte quad j = u % 4 of block u / 4,
+//     that is elements 4j .. 4j + 3 (low nibbles) and 16 + 4j .. 19 + 4j
+//     (high).
 const uint kUnitElements = 8;
 
 #if defined(WEIGHT_F32) || defined(WEIGHT_F16) || defined(WEIGHT_BF16)
 #define WEIGHT_FLOAT 1
 #elif defined(WEIGHT_Q4_0) || defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_0) || \
-    defined(WEIGHT_Q5_1) || defined(WEIGHT_Q8_0)
+    defined(WEIGHT_Q5_1) || defined(WEIGHT_Q8_0) || defined(WEIGHT_MXFP4)
 #define WEIGHT_LEGACY 1
 #elif defined(WEIGHT_Q2_K) || defined(WEIGHT_Q3_K) || defined(WEIGHT_Q4_K) || \
     defined(WEIGHT_Q5_K) || defined(WEIGHT_Q6_K)
