@@ -7,13 +7,15 @@
 // (< 8 tokens) per (token, head), or split over a thread block cluster when
 // the pairs leave SMs idle and the cache is long (with MINFER_NO_SPLIT_KV=1
 // too); prompt batches on the tiled flash kernel, split over the key range
-// when its grid is small. Tolerance: max abs diff < 1e-3 everywhere (all
-// kernels are f32; measured values are printed).
+// when its grid is small. Attention sinks (gpt-oss) in every one of them.
+// Tolerance: max abs diff < 1e-3 everywhere (all kernels are f32; measured
+// values are printed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -39,12 +41,27 @@ struct AttnCase {
   // Attention without the batch's own k/v: every key, the batch's too, is
   // read back from the cache (as after a non-consecutive batch).
   bool from_cache = false;
-  int64_t n_ctx = 0;  // cache rows; 0: n_past + n_tokens + 8
+  int64_t n_ctx = 0;       // cache rows; 0: n_past + n_tokens + 8
+  bool sinks = false;      // a sink logit per head (sink_logits)
+  bool invariant = false;  // AttentionMeta::batch_invariant: the per-token kernels at any size
 };
+
+// One sink logit per head, cycling through values far above every score
+// (|scores| stay below ~8 with these inputs), far below them, and among
+// them, so that both branches of the fold (sink above or below the running
+// max) run.
+std::vector<float> sink_logits(int64_t n_head) {
+  const float kCycle[] = {40.0f, -40.0f, 0.0f, 1.5f, -1.0f, 3.0f, 0.5f, -2.5f};
+  std::vector<float> s(static_cast<size_t>(n_head));
+  for (size_t h = 0; h < s.size(); ++h) s[h] = kCycle[h % std::size(kCycle)];
+  return s;
+}
 
 // KV store of a batch after n_past cached rows, then attention; both backends.
 void check_attention(const AttnCase& c) {
   Backends b;
+  const std::vector<float> sinks = sink_logits(c.n_head);
+  if (c.sinks) add_weight(b.weights, "sinks", kF32, 1, c.n_head, sinks);
   b.start();
   const int64_t n_ctx = c.n_ctx > 0 ? c.n_ctx : c.n_past + c.n_tokens + 8;
   const int64_t kv_row = c.n_head_kv * c.head_dim;
@@ -69,6 +86,8 @@ void check_attention(const AttnCase& c) {
   am.v_type = c.v;
   am.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   am.sliding_window = c.window;
+  am.sinks = c.sinks ? "sinks" : "";
+  am.batch_invariant = c.invariant;
   Node attn = make_node(Op::kAttention, c.n_head * c.head_dim, c.n_tokens, am);
   const std::vector<std::vector<std::byte>> store_in = {bytes_of(k), bytes_of(v), bytes_of(pos)};
   ASSERT_TRUE(b.gpu->supports_op(store));
@@ -91,7 +110,8 @@ void check_attention(const AttnCase& c) {
   ASSERT_TRUE(got.is_ok()) << got.message();
   // Reference: the GPU path's semantics (f32 query; keys at the batch's
   // positions from the batch's f32 k/v unless from_cache, others from the
-  // cache as the reference decodes its bytes), with double sums.
+  // cache as the reference decodes its bytes), with double sums; a sink s
+  // joins the max and the denominator (docs/GPT_OSS.md "Attention sinks").
   const std::vector<float> cache_k = decode_rows(c.k, cache_k_bytes, kv_row);
   const std::vector<float> cache_v = decode_rows(c.v, cache_v_bytes, kv_row);
   const int64_t batch_from = c.from_cache ? n_ctx : c.n_past;
@@ -112,14 +132,15 @@ void check_attention(const AttnCase& c) {
                                : cache_v.data() + j * kv_row + off;
       };
       std::vector<double> sc;
-      double mx = -INFINITY;
+      const double sink = c.sinks ? double(sinks[static_cast<size_t>(h)]) : -INFINITY;
+      double mx = sink;
       for (int64_t j = j0; j <= p; ++j) {
         double d = 0;
         for (int64_t i = 0; i < c.head_dim; ++i) d += double(qh[i]) * key(j)[i];
         sc.push_back(d * am.scale);
         mx = std::max(mx, sc.back());
       }
-      double sum = 0;
+      double sum = c.sinks ? std::exp(sink - mx) : 0.0;
       for (double& e : sc) sum += e = std::exp(e - mx);
       for (int64_t i = 0; i < c.head_dim; ++i) {
         double o = 0;
@@ -130,13 +151,14 @@ void check_attention(const AttnCase& c) {
   }
   const double diff = max_abs_diff(*got, want);
   std::printf(
-      "  attention heads %lld/%lld hd %lld past %lld n %lld n_ctx %lld window %lld k %s v %s%s: "
-      "max diff %.2e\n",
+      "  attention heads %lld/%lld hd %lld past %lld n %lld n_ctx %lld window %lld k %s v "
+      "%s%s%s%s: max diff %.2e\n",
       static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv),
       static_cast<long long>(c.head_dim), static_cast<long long>(c.n_past),
       static_cast<long long>(c.n_tokens), static_cast<long long>(n_ctx),
       static_cast<long long>(c.window), std::string(quant::type_name(c.k)).c_str(),
-      std::string(quant::type_name(c.v)).c_str(), c.from_cache ? " from cache" : "", diff);
+      std::string(quant::type_name(c.v)).c_str(), c.from_cache ? " from cache" : "",
+      c.sinks ? " sinks" : "", c.invariant ? " invariant" : "", diff);
   EXPECT_LT(diff, kTol);
 }
 
@@ -281,13 +303,135 @@ TEST(cuda_Ops, SplitKvDecodeWithEmptyChunks) {
   }
 }
 
+// Attention sinks (gpt-oss): each head's logit joins its rows' softmax
+// denominator, folded in once after the keys by every kernel: the per-token
+// kernel, the grouped one (batch-invariant batches that fill the SMs), the
+// split-KV cluster kernel (on the merged state, never per split; and the
+// per-token kernel again with MINFER_NO_SPLIT_KV=1), the tiled kernel and
+// its split form (folded by the merge kernel); f32, f16 and q8_0 caches,
+// windowed and full, the batch's own k/v or the cache's.
+TEST(cuda_Ops, AttentionSinksMatchTheirReference) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  const AttnCase cases[] = {
+      // Decode: the per-token kernel.
+      {8, 2, 64, 40, 1, 0, kF32, kF32, false, 0, true},
+      {8, 2, 64, 40, 3, 8, kF16, kF16, false, 0, true},    // tiny-gpt-oss: window 8
+      {64, 8, 64, 300, 1, 128, kQ8, kQ8, false, 0, true},  // gpt-oss-20b windowed layer
+      {14, 2, 64, 300, 4, 0, kF16, kQ8, true, 0, true},    // from the cache, mixed
+      // Batch-invariant batches whose (token, KV head) pairs fill half the
+      // SMs: the grouped kernel (a block per KV head, 8 query heads).
+      {64, 8, 64, 100, 20, 0, kF16, kF16, false, 0, true, true},
+      {64, 8, 64, 100, 20, 128, kF32, kF32, true, 0, true, true},
+      // Few pairs over a long cache: the split-KV cluster kernel.
+      {64, 8, 64, 2000, 1, 0, kF16, kF16, false, 4096, true},
+      {8, 2, 64, 3000, 1, 128, kQ8, kQ8, false, 4096, true},
+      {16, 2, 64, 600, 3, 0, kF32, kF16, false, 4096, true},
+      {8, 2, 64, 5, 1, 0, kF32, kF32, false, 4096, true},  // most chunks empty
+      // Prompts: the tiled kernel (300 tokens fill the grid: unsplit), and
+      // split over the key range when its grid is small.
+      {64, 8, 64, 0, 300, 128, kF16, kF16, false, 0, true},
+      {8, 2, 64, 50, 40, 0, kF32, kF32, false, 0, true},
+      {8, 2, 64, 2000, 12, 0, kF16, kF16, false, 0, true},
+      {8, 2, 64, 1000, 20, 128, kQ8, kQ8, false, 0, true},
+      {8, 2, 64, 30, 40, 8, kF16, kF16, true, 0, true},  // from the cache, window 8
+  };
+  for (const char* no_split : {static_cast<const char*>(nullptr), "1"}) {
+    ScopedEnv env("MINFER_NO_SPLIT_KV", no_split);
+    for (const AttnCase& c : cases) {
+      SCOPED_TRACE(::testing::Message()
+                   << "heads " << c.n_head << "/" << c.n_head_kv << " past " << c.n_past << " n "
+                   << c.n_tokens << " window " << c.window << " k " << quant::type_name(c.k)
+                   << " v " << quant::type_name(c.v) << (c.from_cache ? " from cache" : "")
+                   << (c.invariant ? " invariant" : "")
+                   << (no_split != nullptr ? " MINFER_NO_SPLIT_KV=1" : ""));
+      check_attention(c);
+    }
+  }
+}
+
+// With sinks, a batch-invariant node's rows are the same bits in a batch (20
+// tokens: the grouped kernel) and alone (the per-head kernel), every key
+// read from the cache.
+TEST(cuda_Ops, AttentionSinksRowsAreBatchInvariantBitForBit) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  constexpr int64_t kHeads = 64, kHeadsKv = 8, kDim = 64, kPast = 100, kTokens = 20, kCtx = 128;
+  constexpr int64_t kKvRow = kHeadsKv * kDim, kQRow = kHeads * kDim;
+  Backends b;
+  add_weight(b.weights, "sinks", kF32, 1, kHeads, sink_logits(kHeads));
+  b.start();
+  const auto k_bytes = encode_rows(kF16, random_floats(kCtx * kKvRow, 50), kKvRow);
+  const auto v_bytes = encode_rows(kF16, random_floats(kCtx * kKvRow, 51), kKvRow);
+  KvRegions kv;
+  make_kv(*b.gpu, kF16, kF16, kCtx, kKvRow, k_bytes, v_bytes, kv);
+  const auto q = random_floats(kQRow * kTokens, 52);
+  const auto pos = iota_positions(kTokens, static_cast<int32_t>(kPast));
+  for (int64_t window : {0, 8}) {
+    SCOPED_TRACE(::testing::Message() << "window " << window);
+    graph::AttentionMeta am;
+    am.n_head = kHeads;
+    am.n_head_kv = kHeadsKv;
+    am.head_dim = kDim;
+    am.k_type = am.v_type = kF16;
+    am.scale = 0.125f;
+    am.sliding_window = window;
+    am.sinks = "sinks";
+    am.batch_invariant = true;
+    auto all = run_node(*b.gpu, make_node(Op::kAttention, kQRow, kTokens, am),
+                        {bytes_of(q), {}, bytes_of(pos)}, &kv.pair);
+    ASSERT_TRUE(all.is_ok()) << all.message();
+    const Node one = make_node(Op::kAttention, kQRow, 1, am);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      const std::vector<float> q_t(q.begin() + t * kQRow, q.begin() + (t + 1) * kQRow);
+      const std::vector<int32_t> pos_t = {pos[static_cast<size_t>(t)]};
+      auto row = run_node(*b.gpu, one, {bytes_of(q_t), {}, bytes_of(pos_t)}, &kv.pair);
+      ASSERT_TRUE(row.is_ok()) << row.message();
+      EXPECT_EQ(std::memcmp(row->data(), all->data() + t * kQRow, kQRow * sizeof(float)), 0)
+          << "token " << t;
+    }
+  }
+}
+
+// A node with sinks runs on the GPU only when its sink weight is there as
+// f32 [n_head]; otherwise supports_op refuses it and running it anyway is an
+// error naming the node.
+TEST(cuda_Ops, AttentionChecksTheSinkWeight) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  Backends b;
+  add_weight(b.weights, "sinks8", kF32, 1, 8, sink_logits(8));
+  add_weight(b.weights, "sinks7", kF32, 1, 7, sink_logits(7));
+  b.start();
+  auto node = [](const std::string& sinks) {
+    graph::AttentionMeta am;
+    am.n_head = 8;
+    am.n_head_kv = 2;
+    am.head_dim = 64;
+    am.sinks = sinks;
+    return make_node(Op::kAttention, 8 * 64, 1, am);
+  };
+  EXPECT_TRUE(b.gpu->supports_op(node("")));
+  EXPECT_TRUE(b.gpu->supports_op(node("sinks8")));
+  EXPECT_FALSE(b.gpu->supports_op(node("sinks7")));
+  EXPECT_FALSE(b.gpu->supports_op(node("missing")));
+  KvRegions kv;
+  std::vector<float> zeros(4 * 2 * 64, 0.0f);
+  make_kv(*b.gpu, graph::DType::kF32, 4, 2 * 64, bytes_of(zeros), bytes_of(zeros), kv);
+  auto r =
+      run_node(*b.gpu, node("sinks7"),
+               {bytes_of(random_floats(8 * 64, 1)), {}, bytes_of(iota_positions(1, 0))}, &kv.pair);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.message().find("test.attention"), std::string::npos) << r.message();
+}
+
 // Paged attention (the engine's pool): two sequences whose positions live in
 // scattered pages; each token reads only its own sequence through its
 // page-table row. The GPU and the CPU against a double-precision reference
 // that walks the same tables; batches of 10 tokens (past the flash kernel's
-// threshold, which paged batches must not take) and of 2 (decode).
-void check_paged(TensorType kv_type, int64_t n_tokens, double cpu_tol) {
+// threshold, which paged batches must not take) and of 2 (decode); with
+// sinks too.
+void check_paged(TensorType kv_type, int64_t n_tokens, double cpu_tol, bool with_sinks = false) {
   Backends b;
+  const std::vector<float> sinks = sink_logits(4);
+  if (with_sinks) add_weight(b.weights, "sinks", kF32, 1, 4, sinks);
   b.start();
   constexpr int64_t kHeads = 4, kHeadsKv = 2, kDim = 64, kPage = 4, kPages = 16, kMaxPages = 8;
   constexpr int64_t kRows = kPages * kPage, kKvRow = kHeadsKv * kDim;
@@ -312,6 +456,7 @@ void check_paged(TensorType kv_type, int64_t n_tokens, double cpu_tol) {
   am.scale = 0.125f;
   am.page_size = kPage;
   am.max_pages = kMaxPages;
+  am.sinks = with_sinks ? "sinks" : "";
   Node attn = make_node(Op::kAttention, kHeads * kDim, n_tokens, am);
   ASSERT_TRUE(b.gpu->supports_op(attn));
   const std::vector<std::vector<std::byte>> in = {
@@ -330,13 +475,15 @@ void check_paged(TensorType kv_type, int64_t n_tokens, double cpu_tol) {
       const float* qh = q.data() + (t * kHeads + h) * kDim;
       const int64_t off = (h / (kHeads / kHeadsKv)) * kDim;
       std::vector<double> sc;
-      double mx = -INFINITY, sum = 0;
+      const double sink = with_sinks ? double(sinks[static_cast<size_t>(h)]) : -INFINITY;
+      double mx = sink;
       for (int64_t j = 0; j <= pos[t]; ++j) {
         double d = 0;
         for (int64_t i = 0; i < kDim; ++i) d += double(qh[i]) * ck[row(j) * kKvRow + off + i];
         sc.push_back(d * am.scale);
         mx = std::max(mx, sc.back());
       }
+      double sum = with_sinks ? std::exp(sink - mx) : 0.0;
       for (double& e : sc) sum += e = std::exp(e - mx);
       for (int64_t i = 0; i < kDim; ++i) {
         double o = 0;
@@ -346,9 +493,9 @@ void check_paged(TensorType kv_type, int64_t n_tokens, double cpu_tol) {
     }
   }
   const double gpu_diff = max_abs_diff(*gpu, want), cpu_diff = max_abs_diff(*cpu, want);
-  std::printf("  paged attention %s, %lld tokens: gpu max diff %.2e, cpu %.2e\n",
+  std::printf("  paged attention %s, %lld tokens%s: gpu max diff %.2e, cpu %.2e\n",
               std::string(quant::type_name(kv_type)).c_str(), static_cast<long long>(n_tokens),
-              gpu_diff, cpu_diff);
+              with_sinks ? ", sinks" : "", gpu_diff, cpu_diff);
   EXPECT_LT(gpu_diff, kTol);
   EXPECT_LT(cpu_diff, cpu_tol);  // the CPU's per-row path rounds an f16 V sum
 }
@@ -358,6 +505,8 @@ TEST(cuda_Ops, PagedAttentionReadsEachSequenceThroughItsPages) {
   check_paged(kF32, 10, kTol);
   check_paged(kF32, 2, kTol);
   check_paged(kF16, 10, 2e-2);
+  check_paged(kF32, 10, kTol, true);
+  check_paged(kF16, 2, 2e-2, true);
 }
 
 // The output rows of a paged batch come from an ids input.

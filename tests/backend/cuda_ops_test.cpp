@@ -3,18 +3,24 @@
 // ops, RMSNorm (rows and per-head groups), RoPE (NeoX and normal, partial
 // rotation, frequency factors), the q8_0 KV store bit for bit, FusedQKV's
 // stores, the KV cache types attention accepts, and the refusals and
-// device-side errors. Attention's numbers: cuda_attention_test.cpp.
-// Tolerance: max abs diff < 1e-3 (measured values are printed).
+// device-side errors; gpt-oss's swiglu_oai and YaRN RoPE (unfused and in
+// FusedQKV) against their formulas in double (docs/GPT_OSS.md). Attention's
+// numbers: cuda_attention_test.cpp. Tolerance: max abs diff < 1e-3 unless
+// stated (measured values are printed).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <memory>
 
 #include "backend/backend_testutil.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda_testutil.h"
+#include "graph/yarn.h"
 #include "quant/half.h"
 
 namespace minfer::cuda::testing {
@@ -151,8 +157,270 @@ TEST(cuda_Ops, RopeMatchesCpu) {
   }
 }
 
+// --- gpt-oss: swiglu_oai and YaRN ---------------------------------------------
+
+// swiglu_oai in double over the kernel's float inputs and constants; a NaN
+// input gives NaN (the comparisons let it through).
+double swiglu_oai_reference(float gate, float up, float alpha, float limit) {
+  const double g = gate, u = up, lim = limit;
+  const double x = g > lim ? lim : g;
+  const double y = u < -lim ? -lim : (u > lim ? lim : u);
+  return x / (1.0 + std::exp(double(alpha) * -x)) * (y + 1.0);
+}
+
+// The f32 evaluation's error relative to |reference|: rounding alpha * -x
+// moves the exponential by |alpha x| 2^-24, CUDA's expf (2 ulp), the add,
+// the division and the two multiplies a few half-ulps more. Where
+// exp(alpha * -x) is near or past f32's range (gates below about -52) expf
+// may overflow, and the result is then exactly 0 (the reference's is below
+// 1e-35).
+bool swiglu_oai_close(float got, double want, float gate, float alpha, float limit) {
+  if (std::isnan(want)) return std::isnan(got);
+  const double x = std::min(double(gate), double(limit));
+  const double rel = (std::fabs(double(alpha) * x) + 12.0) * 0x1p-24;
+  const bool may_overflow = std::exp(double(alpha) * -x) >= 0.5 * double(FLT_MAX);
+  if (may_overflow && got == 0.0f) return true;
+  return std::fabs(double(got) - want) <= rel * std::fabs(want);
+}
+
+// Runs a kSwiGLUOai node on the GPU (in place on gate, or not) and checks
+// every element against the formula.
+void check_swiglu_oai(backend::Backend& gpu, const std::vector<float>& gate,
+                      const std::vector<float>& up, float alpha, float limit) {
+  Node n =
+      make_node(Op::kSwiGLUOai, static_cast<int64_t>(gate.size()), 1, graph::GluMeta{alpha, limit});
+  n.inputs = {0, 1};
+  ASSERT_TRUE(gpu.supports_op(n));
+  for (bool in_place : {false, true}) {
+    auto got = run_node(gpu, n, {bytes_of(gate), bytes_of(up)}, nullptr, in_place);
+    ASSERT_TRUE(got.is_ok()) << got.message();
+    size_t bad = 0;
+    for (size_t i = 0; i < gate.size(); ++i) {
+      const double want = swiglu_oai_reference(gate[i], up[i], alpha, limit);
+      if (swiglu_oai_close((*got)[i], want, gate[i], alpha, limit)) continue;
+      if (++bad <= 5) {
+        ADD_FAILURE() << "gate " << gate[i] << " up " << up[i] << ": " << (*got)[i] << " vs "
+                      << want << (in_place ? " (in place)" : "");
+      }
+    }
+    std::printf("  swiglu_oai alpha %g limit %g, %zu elements, in_place %d: %zu off\n", alpha,
+                limit, gate.size(), in_place, bad);
+    EXPECT_EQ(bad, 0u);
+  }
+}
+
+// At and around the limits, zero, up = -1, large, infinite and NaN inputs
+// (every gate against every up), then random inputs spread past the limits
+// and a ramp of gates into expf's overflow; the constants come from the node.
+TEST(cuda_Ops, SwiGluOaiMatchesDoubleFormula) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  Backends b;
+  b.start();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> edges = {0.0f,  -0.0f, 1.0f,   -1.0f,   0.5f,  -0.5f, 3.0f,
+                              -3.0f, 60.0f, -60.0f, 1e3f,    -1e3f, 1e30f, -1e30f,
+                              inf,   -inf,  1e-30f, -1e-30f, nan};
+  for (float l : {7.0f, -7.0f}) {
+    for (float e : {l, std::nextafter(l, inf), std::nextafter(l, -inf), l + 0.25f, l - 0.25f}) {
+      edges.push_back(e);
+    }
+  }
+  std::vector<float> gate, up;
+  for (float g : edges) {
+    for (float u : edges) {
+      gate.push_back(g);
+      up.push_back(u);
+    }
+  }
+  check_swiglu_oai(*b.gpu, gate, up, 1.702f, 7.0f);
+  check_swiglu_oai(*b.gpu, random_floats(4096, 1, 6.0f), random_floats(4096, 2, 6.0f), 1.702f,
+                   7.0f);
+  std::vector<float> ramp;
+  for (int i = -600; i <= 100; ++i) ramp.push_back(0.1f * static_cast<float>(i));
+  check_swiglu_oai(*b.gpu, ramp, random_floats(static_cast<int64_t>(ramp.size()), 9, 6.0f), 1.702f,
+                   7.0f);
+  check_swiglu_oai(*b.gpu, random_floats(512, 3, 4.0f), random_floats(512, 4, 4.0f), 1.0f, 2.5f);
+}
+
+// gpt-oss's YaRN (graph::apply_yarn): 64 rotated dims, base 150000, freq
+// scale 1/32 over an original context of 4096, betas 32 and 1.
+graph::RopeMeta yarn_meta(int64_t n_heads, int64_t head_dim, graph::RopeMode mode) {
+  graph::RopeMeta m;
+  m.n_heads = n_heads;
+  m.head_dim = head_dim;
+  m.n_rot = 64;
+  m.mode = mode;
+  m.freq_base = 150000.0f;
+  m.freq_scale = 1.0f / 32.0f;
+  graph::apply_yarn({64, 4096, 150000.0f, 1.0f / 32.0f, 32.0f, 1.0f, 1.0f, 1.0f}, m);
+  return m;
+}
+
+// cos and sin of pair i's YaRN angle at `pos`, times mscale, in double; the
+// ramp in f32 as every backend computes it (ggml's order), so that pairs
+// strictly between corr_low and corr_high blend with the kernels' mix.
+std::pair<double, double> yarn_cos_sin(const graph::RopeMeta& m, int32_t pos, int64_t i) {
+  const double extrap =
+      double(pos) * std::pow(double(m.freq_base), -2.0 * double(i) / double(m.n_rot));
+  const double interp = double(m.freq_scale) * extrap;
+  const float y = (static_cast<float>(i) - m.corr_low) / std::max(0.001f, m.corr_high - m.corr_low);
+  const float ramp = 1.0f - std::clamp(y, 0.0f, 1.0f);
+  const double mix = double(ramp * m.ext_factor);
+  const double theta = interp * (1.0 - mix) + extrap * mix;
+  return {std::cos(theta) * double(m.mscale), std::sin(theta) * double(m.mscale)};
+}
+
+// Head `h` of x (head_dim floats at `xh`) rotated by the formulas into `out`.
+void yarn_rotate_head(const graph::RopeMeta& m, int32_t pos, const float* xh, double* out) {
+  for (int64_t d = 0; d < m.head_dim; ++d) out[d] = xh[d];
+  const int64_t half = m.n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const auto [c, s] = yarn_cos_sin(m, pos, i);
+    const bool neox = m.mode == graph::RopeMode::kNeox;
+    const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+    out[i0] = double(xh[i0]) * c - double(xh[i1]) * s;
+    out[i1] = double(xh[i0]) * s + double(xh[i1]) * c;
+  }
+}
+
+// RoPE with YaRN, NeoX and normal, full and partial rotation: every value
+// against the formulas in double, at positions from 0 past the original
+// context to 100000 (the GPU's angles are double: within 2e-6 of the
+// pair's |x0| + |x1|); rows at positions <= 100 against the CPU too (whose
+// f32 angle recurrence drifts at large positions, as ggml's).
+TEST(cuda_Ops, RopeYarnMatchesDoubleFormulasAndCpu) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  Backends b;
+  b.start();
+  const std::vector<int32_t> pos = {0, 1, 2, 7, 64, 100, 4095, 4096, 100000};
+  const int64_t n_tokens = static_cast<int64_t>(pos.size()), heads = 4;
+  struct Case {
+    int64_t head_dim;
+    graph::RopeMode mode;
+  };
+  for (const Case& c : {Case{64, graph::RopeMode::kNeox}, Case{64, graph::RopeMode::kNormal},
+                        Case{128, graph::RopeMode::kNeox}}) {
+    const graph::RopeMeta m = yarn_meta(heads, c.head_dim, c.mode);
+    ASSERT_EQ(m.ext_factor, 1.0f);
+    const int64_t row = heads * c.head_dim;
+    const auto x = random_floats(row * n_tokens, 40);
+    Node n = make_node(Op::kRope, row, n_tokens, m);
+    ASSERT_TRUE(b.gpu->supports_op(n));
+    auto got = run_node(*b.gpu, n, {bytes_of(x), bytes_of(pos)});
+    ASSERT_TRUE(got.is_ok()) << got.message();
+    auto cpu = run_node(*b.cpu, n, {bytes_of(x), bytes_of(pos)});
+    ASSERT_TRUE(cpu.is_ok()) << cpu.message();
+    double worst = 0.0, cpu_diff = 0.0;
+    std::vector<double> want(static_cast<size_t>(c.head_dim));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t off = t * row + h * c.head_dim;
+        yarn_rotate_head(m, pos[static_cast<size_t>(t)], x.data() + off, want.data());
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          const float g = (*got)[static_cast<size_t>(off + d)];
+          if (d >= m.n_rot) {
+            EXPECT_EQ(g, x[static_cast<size_t>(off + d)]) << "copied dim " << d;
+            continue;
+          }
+          const int64_t half = m.n_rot / 2, i = d % half;
+          const bool neox = m.mode == graph::RopeMode::kNeox;
+          const int64_t i0 = neox ? i : (d & ~int64_t{1}), i1 = neox ? i + half : i0 + 1;
+          const double mag =
+              std::max(1e-3, double(std::fabs(x[off + i0]) + std::fabs(x[off + i1])));
+          worst = std::max(worst, std::fabs(g - want[static_cast<size_t>(d)]) / mag);
+          if (pos[static_cast<size_t>(t)] <= 100) {
+            cpu_diff = std::max(cpu_diff, double(std::fabs(g - (*cpu)[off + d])));
+          }
+        }
+      }
+    }
+    std::printf("  rope yarn hd %lld %s: max diff / (|x0| + |x1|) %.2e, vs cpu %.2e\n",
+                static_cast<long long>(c.head_dim),
+                c.mode == graph::RopeMode::kNeox ? "neox" : "normal", worst, cpu_diff);
+    EXPECT_LT(worst, 2e-6);
+    EXPECT_LT(cpu_diff, kTol);
+  }
+}
+
+// ext_factor 0 is plain RoPE whatever the other YaRN fields hold: the same
+// bits as a meta without them (the kernel skips the YaRN math).
+TEST(cuda_Ops, RopeWithoutYarnIgnoresTheYarnFields) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  Backends b;
+  b.start();
+  graph::RopeMeta plain;
+  plain.n_heads = 8;
+  plain.head_dim = 64;
+  plain.n_rot = 64;
+  plain.freq_base = 1e4f;
+  graph::RopeMeta off = plain;
+  off.corr_low = 8.0f;
+  off.corr_high = 18.0f;
+  off.mscale = 1.5f;
+  const auto x = random_floats(8 * 64 * 5, 42);
+  const auto pos = iota_positions(5, 4094);
+  auto a = run_node(*b.gpu, make_node(Op::kRope, 8 * 64, 5, plain), {bytes_of(x), bytes_of(pos)});
+  ASSERT_TRUE(a.is_ok()) << a.message();
+  auto c = run_node(*b.gpu, make_node(Op::kRope, 8 * 64, 5, off), {bytes_of(x), bytes_of(pos)});
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(std::memcmp(a->data(), c->data(), a->size() * sizeof(float)), 0);
+}
+
 using quant::TensorType;
 constexpr TensorType kF32 = TensorType::F32, kF16 = TensorType::F16, kQ8 = TensorType::Q8_0;
+
+// FusedQKV's per-head RoPE with YaRN (the one-token decode path): its q and
+// k heads against the projections and the rotation in double, v as
+// projected; before and past the original context.
+TEST(cuda_Ops, FusedQkvAppliesYarn) {
+  MINFER_SKIP_WITHOUT_CUDA();
+  const int64_t in_dim = 128, n_head = 4, n_head_kv = 2, head_dim = 64, n_ctx = 4100;
+  const int64_t q_dim = n_head * head_dim, kv_row = n_head_kv * head_dim;
+  Backends b;
+  add_weight(b.weights, "wq", kF32, q_dim, in_dim, random_floats(q_dim * in_dim, 43, 0.1f));
+  add_weight(b.weights, "wk", kF32, kv_row, in_dim, random_floats(kv_row * in_dim, 44, 0.1f));
+  add_weight(b.weights, "wv", kF32, kv_row, in_dim, random_floats(kv_row * in_dim, 45, 0.1f));
+  b.start();
+  graph::FusedQkvMeta m = qkv_meta(in_dim, n_head, head_dim);
+  m.rope = yarn_meta(n_head, head_dim, graph::RopeMode::kNeox);
+  m.kv = graph::KvMeta{0, n_head_kv, head_dim, 1, kF32, kF32};
+  Node n = make_node(Op::kFusedQKV, q_dim + 2 * kv_row, 1, m);
+  ASSERT_TRUE(b.gpu->supports_op(n));
+  const std::vector<float> zeros(static_cast<size_t>(n_ctx * kv_row), 0.0f);
+  KvRegions kv;
+  make_kv(*b.gpu, DType::kF32, n_ctx, kv_row, bytes_of(zeros), bytes_of(zeros), kv);
+  const auto x = random_floats(in_dim, 46, 3.0f);
+  // The projections in double, heads [q | k | v].
+  std::vector<float> proj;
+  for (const char* w : {"wq", "wk", "wv"}) {
+    const std::vector<float> wv = dequantized(b.weights, w);
+    for (size_t r = 0; r < wv.size() / in_dim; ++r) {
+      double d = 0.0;
+      for (int64_t i = 0; i < in_dim; ++i) d += double(wv[r * in_dim + i]) * x[i];
+      proj.push_back(static_cast<float>(d));
+    }
+  }
+  for (int32_t p : {5, 4096}) {
+    auto out = run_node(*b.gpu, n, {bytes_of(x), bytes_of(std::vector<int32_t>{p})}, &kv.pair);
+    ASSERT_TRUE(out.is_ok()) << out.message();
+    double diff = 0.0;
+    std::vector<double> want(static_cast<size_t>(head_dim));
+    for (int64_t h = 0; h < n_head + 2 * n_head_kv; ++h) {
+      const float* ph = proj.data() + h * head_dim;
+      if (h < n_head + n_head_kv) {
+        yarn_rotate_head(m.rope, p, ph, want.data());
+      } else {
+        std::copy(ph, ph + head_dim, want.begin());
+      }
+      for (int64_t d = 0; d < head_dim; ++d) {
+        diff = std::max(diff, std::fabs((*out)[h * head_dim + d] - want[static_cast<size_t>(d)]));
+      }
+    }
+    std::printf("  fused qkv yarn position %d: max diff %.2e\n", p, diff);
+    EXPECT_LT(diff, 1e-4);
+  }
+}
 
 TEST(cuda_Ops, RefusesWhatItCannotRun) {
   MINFER_SKIP_WITHOUT_CUDA();

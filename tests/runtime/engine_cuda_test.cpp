@@ -8,7 +8,8 @@
 //     and a one-slot engine's prompt rows do (the tiled kernel over pages).
 //   - Engine level: twelve staggered sequences of different prompt lengths,
 //     greedy, give their solo tokens, with f16 and q8_0 caches, on Q8_0 and
-//     Q4_K_M (Q6_K rows and types the int8 GEMVs lack) models.
+//     Q4_K_M (Q6_K rows and types the int8 GEMVs lack) models, and on
+//     gpt-oss (sinks, YaRN, swiglu_oai) with MXFP4 experts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,7 +38,7 @@ namespace {
 
 TEST(CudaEngine, LogitsRowsAreBatchInvariantBitForBit) {
   SKIP_WITHOUT_CUDA();
-  for (const char* shape : {"tiny-qwen2", "tiny-gemma3", "tiny-qwen3moe"}) {
+  for (const char* shape : {"tiny-qwen2", "tiny-gemma3", "tiny-qwen3moe", "tiny-gpt-oss"}) {
     SCOPED_TRACE(shape);
     const model::Model& m = testing::tiny_model(shape, 9);
     ASSERT_TRUE(testing::PagedRunner(m, true, true).gpu()) << "the GPU did not take part";
@@ -141,6 +142,18 @@ TEST(CudaEngine, OneSequencePromptRowsFollowTheCpu) {
   }
 }
 
+// Twelve slots over pages of 8; a batch may hold a whole long prompt beside
+// the decoders.
+EngineOptions staggered_options(quant::TensorType kv) {
+  EngineOptions o;
+  o.n_slots = 12;
+  o.n_ctx = 256;
+  o.page_size = 8;
+  o.max_batch = 160;
+  o.k_type = o.v_type = kv;
+  return o;
+}
+
 TEST(CudaEngine, StaggeredSequencesGiveTheirTokensAlone) {
   SKIP_WITHOUT_CUDA();
   struct Case {
@@ -153,13 +166,59 @@ TEST(CudaEngine, StaggeredSequencesGiveTheirTokensAlone) {
     for (quant::TensorType kv : {quant::TensorType::F16, quant::TensorType::Q8_0}) {
       SCOPED_TRACE(std::string(c.shape) + " " + c.quant + " cache " +
                    std::string(quant::type_name(kv)));
-      EngineOptions o;
-      o.n_slots = 12;
-      o.n_ctx = 256;
-      o.page_size = 8;
-      o.max_batch = 160;  // a batch may hold a whole long prompt beside the decoders
-      o.k_type = o.v_type = kv;
-      testing::expect_staggered_tokens_equal_alone(m, o, 12, 12);
+      testing::expect_staggered_tokens_equal_alone(m, staggered_options(kv), 12, 12);
+    }
+  }
+}
+
+constexpr int kGptOssSequences = 12, kGptOssTokens = 12;
+
+// Sequence i of the gpt-oss check: expect_staggered_tokens_equal_alone's
+// prompt, generating all its tokens: the random tiny model draws its
+// end-of-generation tokens within a few steps, which would end most
+// sequences before they reach the batches worth checking.
+Request gpt_oss_request(int i) {
+  Request r(testing::prompt_tokens(3 + 13 * i, 30 + i), greedy(), kGptOssTokens);
+  r.ignore_eog = true;
+  return r;
+}
+
+// gpt-oss (sinks on both layers, a window of 8 on one, YaRN, swiglu_oai,
+// MXFP4 experts) as above: each sequence alone, then one started every
+// other step in one engine; its tokens the same, all of them.
+TEST(CudaEngine, GptOssStaggeredSequencesGiveTheirTokensAlone) {
+  SKIP_WITHOUT_CUDA();
+  const model::Model& m = testing::tiny_model("tiny-gpt-oss", 9, "MXFP4");
+  for (quant::TensorType kv : {quant::TensorType::F16, quant::TensorType::Q8_0}) {
+    SCOPED_TRACE(std::string("cache ") + std::string(quant::type_name(kv)));
+    std::vector<std::vector<int32_t>> alone;
+    for (int i = 0; i < kGptOssSequences; ++i) {
+      auto e = Engine::create(m, staggered_options(kv));
+      ASSERT_TRUE(e.is_ok()) << e.message();
+      auto id = (*e)->add(gpt_oss_request(i));
+      ASSERT_TRUE(id.is_ok()) << id.message();
+      alone.push_back(testing::run_to_idle(**e)[*id]);
+    }
+    auto e = Engine::create(m, staggered_options(kv));
+    ASSERT_TRUE(e.is_ok()) << e.message();
+    testing::SequenceTokens got;
+    std::vector<SequenceId> ids;
+    for (int i = 0; i < kGptOssSequences; ++i) {
+      auto id = (*e)->add(gpt_oss_request(i));
+      ASSERT_TRUE(id.is_ok()) << id.message();
+      ids.push_back(*id);
+      for (int k = 0; k < 2; ++k) {
+        auto events = (*e)->step();
+        ASSERT_TRUE(events.is_ok()) << events.message();
+        for (const SequenceEvent& ev : *events) {
+          if (ev.has_token) got[ev.id].push_back(ev.token);
+        }
+      }
+    }
+    got = testing::run_to_idle(**e, got);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(got[ids[i]], alone[i]) << "sequence " << i;
+      EXPECT_EQ(got[ids[i]].size(), size_t{kGptOssTokens}) << "sequence " << i;
     }
   }
 }

@@ -40,6 +40,12 @@
 // it is one sequence's (AttentionArgs::one_sequence): keys then come through
 // token 0's page-table row for every query row.
 //
+// A node's sinks (AttentionArgs::sinks) are folded into each row's merged
+// (max, sum, output) state after its keys: by the block merge of the
+// per-token and grouped kernels, by cluster rank 0 of the split kernel, and
+// by the tiled kernel's epilogue or, split, its merge kernel; never per
+// split.
+//
 // All three: a query sees key j iff j <= position and (no window or position - j <
 // window) and j < n_ctx. Keys at positions >= the batch's first position come
 // from the batch's own f32 k/v (AttentionArgs::batch_k/v) when the batch's
@@ -390,13 +396,16 @@ __global__ void __launch_bounds__(kFlashWarps * 32) flash_kernel(AttentionArgs a
     }
     const int64_t t = r / group, h = kvh * group + r % group;
     float* o = a.out + (t * a.n_head + h) * D;
+    // m[i] and lt are the same in every lane, so is the sink's fold.
+    const float keep = a.sinks != nullptr ? fold_sink(a.sinks[h], m[i], &lt) : 1.0f;
     const float inv = lt > 0.0f ? 1.0f / lt : 0.0f;
 #pragma unroll
-    for (int k = 0; k < kDpl; ++k) o[lane + 32 * k] = acc[i][k] * inv;
+    for (int k = 0; k < kDpl; ++k) o[lane + 32 * k] = __fmul_rn(acc[i][k], keep) * inv;
   }
 }
 
-// One warp per (kv head, row): merges the n_split partial states of the row.
+// One warp per (kv head, row): merges the n_split partial states of the row,
+// then folds in the row's sink (once, on the merged state).
 template <int D>
 __global__ void __launch_bounds__(128)
     flash_merge_kernel(AttentionArgs a, const float* __restrict__ part, int n_split) {
@@ -422,9 +431,10 @@ __global__ void __launch_bounds__(128)
   const int64_t kvh = idx / n_rows, r = idx % n_rows;
   const int64_t t = r / group, h = kvh * group + r % group;
   float* out = a.out + (t * a.n_head + h) * D;
+  const float keep = a.sinks != nullptr ? fold_sink(a.sinks[h], m_all, &s) : 1.0f;
   const float inv = s > 0.0f ? 1.0f / s : 0.0f;
 #pragma unroll
-  for (int k = 0; k < kDpl; ++k) out[lane + 32 * k] = o[k] * inv;
+  for (int k = 0; k < kDpl; ++k) out[lane + 32 * k] = __fmul_rn(o[k], keep) * inv;
 }
 
 // Splits the key range over gridDim.z when the grid would leave most SMs idle

@@ -152,6 +152,28 @@ __device__ __forceinline__ void warp_attend(const AttentionArgs& a, const Query&
   }
 }
 
+// Folds a sink logit into a merged online softmax (max m, sum *s) as one
+// more key without a value, in llama.cpp's order: when the sink is the new
+// maximum, what was accumulated is rescaled to it and the sink adds
+// exp(0) = 1; else it adds expf(sink - m). Returns the factor the output
+// sum is to be multiplied by (1 when not rescaled). With no key seen (m =
+// -inf) the factor is 0 and the sum 1, so the row stays 0. Every rounding
+// is explicit, so each kernel folds a head the same way.
+__device__ __forceinline__ float fold_sink(float sink, float m, float* s) {
+  if (sink > m) {
+    const float ms = expf(__fsub_rn(m, sink));
+    *s = __fadd_rn(__fmul_rn(*s, ms), 1.0f);
+    return ms;
+  }
+  *s = __fadd_rn(*s, expf(__fsub_rn(sink, m)));
+  return 1.0f;
+}
+
+// Head h's sink logit, or null when the node has none.
+__device__ __forceinline__ const float* sink_of(const AttentionArgs& a, int64_t h) {
+  return a.sinks == nullptr ? nullptr : a.sinks + h;
+}
+
 // Shared memory of a block's in-block merge: each warp's (m, s, acc).
 template <int kDpl, int kWarps>
 struct WarpStates {
@@ -162,12 +184,15 @@ struct WarpStates {
 // Merges the block's kWarps warp states (each thread passes its warp's) into
 // the block's: returns its max m_all and writes its sum to *s_all (every
 // thread gets both), and dst[d] = sum_w acc_w[d] exp(m_w - m_all), times
-// 1 / s_all when `normalize` (0 when the block saw no key). dst may be
-// st.acc[0]: thread x reads and writes only the dims d = x, x + blockDim.x, ...
-// Every thread must call it (one barrier).
+// 1 / s_all when `normalize` (0 when the block saw no key). A `sink` (not
+// null only with normalize: a block that holds the whole key range) is
+// folded into the merged state before the division (fold_sink); *s_all then
+// includes it. dst may be st.acc[0]: thread x reads and writes only the dims
+// d = x, x + blockDim.x, ... Every thread must call it (one barrier).
 template <int kDpl, int kWarps>
 __device__ float merge_warps(WarpStates<kDpl, kWarps>& st, float m, float s,
-                             const float (&acc)[kDpl], bool normalize, float* dst, float* s_all) {
+                             const float (&acc)[kDpl], bool normalize, const float* sink,
+                             float* dst, float* s_all) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) {
     st.m[warp] = m;
@@ -186,12 +211,14 @@ __device__ float merge_warps(WarpStates<kDpl, kWarps>& st, float m, float s,
     f[w] = st.m[w] == -INFINITY ? 0.0f : expf(__fsub_rn(st.m[w], m_all));
     sum = __fmaf_rn(st.s[w], f[w], sum);
   }
+  // keep = 1 without a sink: the products below are then exact, the bits unchanged.
+  const float keep = sink != nullptr ? fold_sink(*sink, m_all, &sum) : 1.0f;
   const float inv = !normalize ? 1.0f : (sum > 0.0f ? __fdiv_rn(1.0f, sum) : 0.0f);
   for (int d = threadIdx.x; d < kDpl * 32; d += blockDim.x) {
     float o = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) o = __fmaf_rn(st.acc[w][d], f[w], o);
-    dst[d] = __fmul_rn(o, inv);
+    dst[d] = __fmul_rn(__fmul_rn(o, keep), inv);
   }
   *s_all = sum;
   return m_all;
@@ -228,7 +255,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
       a, [&](int, int i) { return q[i]; }, kvh, j_begin, j_end, use_batch, pages_of(a, t), m, s,
       acc);
   float s_all = 0.0f;
-  merge_warps(st, m[0], s[0], acc[0], true, a.out + (t * a.n_head + h) * (kDpl * 32), &s_all);
+  merge_warps(st, m[0], s[0], acc[0], true, sink_of(a, h), a.out + (t * a.n_head + h) * (kDpl * 32),
+              &s_all);
 }
 
 // The same per head, kG heads of one KV head a block: (token, KV head) =
@@ -265,8 +293,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionA
   for (int g = 0; g < kG; ++g) {
     if (g > 0) __syncthreads();  // the previous head's merge has read st
     float s_all = 0.0f;
-    merge_warps(st, m[g], s[g], acc[g], true, a.out + (t * a.n_head + kvh * kG + g) * (kDpl * 32),
-                &s_all);
+    const int64_t h = kvh * kG + g;
+    merge_warps(st, m[g], s[g], acc[g], true, sink_of(a, h),
+                a.out + (t * a.n_head + h) * (kDpl * 32), &s_all);
   }
 }
 
@@ -306,7 +335,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(Atten
   warp_attend<kDpl, KT, VT, kSplitWarps, 1>(
       a, [&](int, int i) { return q[i]; }, kvh, lo, hi, use_batch, pages_of(a, t), m, s, acc);
   float s_all = 0.0f;
-  const float m_all = merge_warps(st, m[0], s[0], acc[0], false, st.acc[0], &s_all);
+  // Unnormalized and without the sink: rank 0 folds it into the merged state.
+  const float m_all = merge_warps(st, m[0], s[0], acc[0], false, nullptr, st.acc[0], &s_all);
   if (threadIdx.x == 0) {
     s_block_m = m_all;
     s_block_s = s_all;
@@ -327,6 +357,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(Atten
       f[r] = mr[r] == -INFINITY ? 0.0f : expf(mr[r] - m_max);
       if (r < n_split) sum += *cluster.map_shared_rank(&s_block_s, r) * f[r];
     }
+    // The sink once, on the merged state of the whole key range.
+    const float keep = a.sinks != nullptr ? fold_sink(a.sinks[h], m_max, &sum) : 1.0f;
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     float* oh = a.out + (t * a.n_head + h) * D;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
@@ -335,7 +367,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attention_split_kernel(Atten
       for (int r = 0; r < kMaxClusterSplit; ++r) {
         if (r < n_split) o += accr[r][d] * f[r];
       }
-      oh[d] = o * inv;
+      oh[d] = __fmul_rn(o, keep) * inv;
     }
   }
   cluster.sync();  // no block exits while rank 0 reads its shared memory

@@ -54,7 +54,7 @@ const OpEntry& entry(Op op) {
       /* kMoeWeights   */ {moe_weights_ok, &CudaBackend::run_moe_weights},
       /* kMatMulId     */ {matmul_id_ok, &CudaBackend::run_matmul_id},
       /* kMoeSum       */ {moe_sum_ok, &CudaBackend::run_moe_sum},
-      /* kSwiGLUOai    */ {[](const Node&, const DeviceWeights&) { return false; }, nullptr},
+      /* kSwiGLUOai    */ {swiglu_oai_ok, &CudaBackend::run_swiglu_oai},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];

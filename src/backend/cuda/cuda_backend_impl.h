@@ -104,6 +104,7 @@ class CudaBackend final : public backend::Backend {
   Status run_kv_store(const Call& c);
   Status run_attention(const Call& c);
   Status run_elementwise(const Call& c);
+  Status run_swiglu_oai(const Call& c);
   Status run_argmax(const Call& c);
   Status run_fused_qkv(const Call& c);
   Status run_fused_ffn(const Call& c);
@@ -178,6 +179,9 @@ class CudaBackend final : public backend::Backend {
   Status run_qkv_mmq(const Call& c, const graph::FusedQkvMeta& m, FusedQkvArgs& a);
   // FusedQkvArgs' per-head part (RoPE, norms, positions/cells, the caches).
   void set_qkv_post_args(const Call& c, const graph::FusedQkvMeta& m, FusedQkvArgs& a) const;
+  // The attention node's sink logits on the device (null when it has none);
+  // an error naming the weight when it is missing or not f32 [n_head].
+  Result<const float*> sink_logits(const Node& n, const graph::AttentionMeta& m) const;
   // A named f32 vector on the device (a bias, a norm), or null for "".
   const float* device_vector(const std::string& name) const {
     if (name.empty()) return nullptr;

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/kernels.h"
 
 namespace minfer::cuda {
 
@@ -28,20 +29,44 @@ __device__ __forceinline__ float gelu_f(float x) {
   return 0.5f * x * (1.0f + tanhf(kS * x * (1.0f + kA * x * x)));
 }
 
-// cos and sin of RoPE pair i's angle at `pos`: pos * base^(-2i/n_rot) /
-// factor * freq_scale, in double, rounded to f32.
+// YaRN's angle for pair i from the plain one (interp = freq_scale *
+// extrap) and the unscaled one: the ramp is ggml's, in f32 and in its order
+// (clamped by comparisons, as the CPU's std::clamp), so that pairs below
+// corr_low keep extrap and pairs from corr_high take interp exactly; the
+// blend itself is in double like the rest of the angle.
+__device__ __forceinline__ double yarn_angle(double interp, double extrap, int64_t i,
+                                             const YarnArgs& yarn) {
+  const float y =
+      (static_cast<float>(i) - yarn.corr_low) / fmaxf(0.001f, yarn.corr_high - yarn.corr_low);
+  const float ramp = 1.0f - (y < 0.0f ? 0.0f : (1.0f < y ? 1.0f : y));
+  const double mix = static_cast<double>(ramp * yarn.ext_factor);
+  return interp * (1.0 - mix) + extrap * mix;
+}
+
+// cos and sin of RoPE pair i's angle at `pos`: extrap = pos *
+// base^(-2i/n_rot) / factor, the angle freq_scale * extrap, in double,
+// rounded to f32. With YaRN (yarn.ext_factor != 0) the angle is yarn_angle's
+// blend and the rounded cos and sin are multiplied by yarn.mscale in f32 (the
+// CPU's order); ext_factor 0 computes exactly the plain angle.
 __device__ __forceinline__ void rope_cos_sin(int32_t pos, int64_t i, int64_t n_rot, float freq_base,
-                                             float freq_scale, const float* freq_factors, float* c,
-                                             float* s) {
+                                             float freq_scale, const float* freq_factors,
+                                             const YarnArgs& yarn, float* c, float* s) {
   const double ff = freq_factors != nullptr ? static_cast<double>(freq_factors[i]) : 1.0;
   const double theta =
       static_cast<double>(pos) * pow(static_cast<double>(freq_base),
                                      -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
-  const double angle = static_cast<double>(freq_scale) * (theta / ff);
+  const double extrap = theta / ff;
+  const double interp = static_cast<double>(freq_scale) * extrap;
+  const bool yarn_on = yarn.ext_factor != 0.0f;
+  const double angle = yarn_on ? yarn_angle(interp, extrap, i, yarn) : interp;
   double sd, cd;
   sincos(angle, &sd, &cd);
   *c = static_cast<float>(cd);
   *s = static_cast<float>(sd);
+  if (yarn_on) {
+    *c = *c * yarn.mscale;
+    *s = *s * yarn.mscale;
+  }
 }
 
 // One lane's share of dot(W row, x): lane l takes chunks l, l+32, ... of the

@@ -4,9 +4,10 @@
 //     in one launch (one warp per output row; the row's segment picks the
 //     weight and bias; one launch per projection when their types differ),
 //     writing the packed row [q | k | v]; then one block per head applies the
-//     per-head RMSNorm (q/k, when given), RoPE (q/k) and stores k and v into
-//     the cache at the token's position (or its cell). That second kernel
-//     also serves many tokens whose projections the tensor cores computed.
+//     per-head RMSNorm (q/k, when given), RoPE (q/k; YaRN when the meta
+//     carries it) and stores k and v into the cache at the token's position
+//     (or its cell). That second kernel also serves many tokens whose
+//     projections the tensor cores computed.
 //   - FusedFFN, up to 4 tokens: each warp computes gate row r and
 //     up row r and writes act(gate) * up, so neither intermediate reaches
 //     memory.
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(FusedQkvArgs a) 
     const int64_t half = a.n_rot / 2;
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
       float c, s;
-      rope_cos_sin(pos, i, a.n_rot, a.freq_base, a.freq_scale, a.freq_factors, &c, &s);
+      rope_cos_sin(pos, i, a.n_rot, a.freq_base, a.freq_scale, a.freq_factors, a.yarn, &c, &s);
       const int64_t i0 = a.neox ? i : 2 * i;
       const int64_t i1 = a.neox ? i + half : 2 * i + 1;
       const float x0 = buf[i0], x1 = buf[i1];

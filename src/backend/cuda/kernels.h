@@ -66,6 +66,11 @@ enum class Ew : int { kAdd, kMul, kScale, kSilu, kGelu, kSwiGLU, kGeGLU };
 // y = op(a[, b]); n elements; y may alias a or b.
 cudaError_t launch_elementwise(Ew op, const float* a, const float* b, float s, int64_t n, float* y,
                                cudaStream_t stream);
+// gpt-oss's clamped GLU (graph::GluMeta), n elements: x = min(gate, limit),
+// u = clamp(up, -limit, limit), y = x / (1 + expf(alpha * -x)) * (u + 1), in
+// the CPU kernel's order; a NaN input gives NaN. y may alias gate or up.
+cudaError_t launch_swiglu_oai(const float* gate, const float* up, int64_t n, float alpha,
+                              float limit, float* y, cudaStream_t stream);
 // Each row's first largest element (NaN never; -1 when all are -inf or NaN),
 // rows split over blocks whose partial results go to scratch
 // (argmax_scratch_bytes).
@@ -75,10 +80,20 @@ cudaError_t launch_argmax(const float* x, int64_t n_rows, int64_t width, void* s
 // Rows of `dim` normalized by their rms, times weight (nullable); y may alias x.
 cudaError_t launch_rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim,
                             float eps, float* y, cudaStream_t stream);
-// RoPE over [n_tokens][n_heads * head_dim]; y may alias x. neox selects the mode.
+// YaRN's per-pair blend and magnitude scale: graph::RopeMeta's fields as
+// graph/yarn.h computes them. ext_factor 0 is plain RoPE (the others are
+// then ignored and the angles are bit for bit those without YaRN).
+struct YarnArgs {
+  float ext_factor = 0.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;
+  float mscale = 1.0f;
+};
+// RoPE over [n_tokens][n_heads * head_dim]; y may alias x. neox selects the
+// mode; angles as device_math.cuh's rope_cos_sin states them.
 cudaError_t launch_rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                         int64_t n_rot, const int32_t* positions, float freq_base, float freq_scale,
-                        const float* freq_factors, bool neox, float* y, cudaStream_t stream);
+                        const float* freq_factors, const YarnArgs& yarn, bool neox, float* y,
+                        cudaStream_t stream);
 // Writes k and v rows ([n_tokens][row]) at their positions into the caches,
 // each n_ctx rows of `row` elements of k_type / v_type (F32, F16 or Q8_0;
 // Q8_0 needs row % 32 == 0; layouts and rounding in kv_cache.cuh).
@@ -110,6 +125,11 @@ struct AttentionArgs {
   int64_t n_tokens = 0, n_ctx = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
   float scale = 1.0f;
   int64_t sliding_window = 0;
+  // [n_head] f32 sink logits (AttentionMeta::sinks), or null: each head's
+  // joins its rows' softmax denominators as a key without a value, folded
+  // into the merged (max, sum, output) state once per row after the keys
+  // (never per split of the key range).
+  const float* sinks = nullptr;
   float* out = nullptr;  // [n_tokens][n_head * head_dim], not aliasing q
   int* err = nullptr;
   bool split_kv = true;  // decode may use the split-KV cluster kernel (Options::no_split_kv)
@@ -261,6 +281,7 @@ struct FusedQkvArgs {
   bool neox = true;
   float freq_base = 10000.0f, freq_scale = 1.0f;
   const float* freq_factors = nullptr;
+  YarnArgs yarn;
   const float* q_norm = nullptr;  // [head_dim] or null
   const float* k_norm = nullptr;
   float eps = 1e-6f;

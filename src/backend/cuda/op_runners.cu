@@ -249,9 +249,10 @@ Status CudaBackend::run_rope(const Call& c) {
                                   std::to_string(m->n_heads) + ", row " +
                                   std::to_string(c.node.shape.ne[0]));
   }
+  const YarnArgs yarn{m->ext_factor, m->corr_low, m->corr_high, m->mscale};
   return launched(c.node, "rope",
                   launch_rope(c.f32_in(0), c.node.shape.ne[1], m->n_heads, m->head_dim, m->n_rot,
-                              c.i32_in(1), m->freq_base, m->freq_scale, factors,
+                              c.i32_in(1), m->freq_base, m->freq_scale, factors, yarn,
                               m->mode == graph::RopeMode::kNeox, c.f32_out(), stream_.get()));
 }
 
@@ -284,6 +285,7 @@ Status CudaBackend::run_attention(const Call& c) {
   MINFER_RETURN_IF_ERROR(cache_types_status(c.node, *c.kv, m->head_dim));
   if (c.out == c.in[0]) return node_error(c.node, "output aliases the query buffer");
   AttentionArgs a;
+  MINFER_ASSIGN_OR_RETURN(a.sinks, sink_logits(c.node, *m));
   a.q = c.f32_in(0);
   a.k_cache = c.k_cache;
   a.v_cache = c.v_cache;
@@ -341,6 +343,26 @@ Status CudaBackend::run_attention(const Call& c) {
   a.split_kv = split_kv_;
   a.batch_invariant = m->batch_invariant;
   return launched(c.node, "attention", launch_attention(a, stream_.get()));
+}
+
+Result<const float*> CudaBackend::sink_logits(const Node& n, const graph::AttentionMeta& m) const {
+  if (m.sinks.empty()) return static_cast<const float*>(nullptr);
+  const DeviceWeight* w = weights_->find(m.sinks);
+  if (w == nullptr || w->type != quant::TensorType::F32 || w->rows * w->row_len != m.n_head) {
+    return node_error(
+        n, "sink weight '" + m.sinks + "' missing or not f32 [" + std::to_string(m.n_head) + "]");
+  }
+  return reinterpret_cast<const float*>(w->data);
+}
+
+Status CudaBackend::run_swiglu_oai(const Call& c) {
+  MINFER_ASSIGN_OR_RETURN(const graph::GluMeta* m, node_meta<graph::GluMeta>(c.node));
+  if (c.n_in != 2 || c.in[0] == nullptr || c.in[1] == nullptr) {
+    return node_error(c.node, "swiglu_oai takes (gate, up)");
+  }
+  return launched(c.node, "swiglu_oai",
+                  launch_swiglu_oai(c.f32_in(0), c.f32_in(1), c.node.shape.elements(), m->alpha,
+                                    m->limit, c.f32_out(), stream_.get()));
 }
 
 Status CudaBackend::run_elementwise(const Call& c) {
@@ -546,6 +568,7 @@ void CudaBackend::set_qkv_post_args(const Call& c, const graph::FusedQkvMeta& m,
   a.freq_base = m.rope.freq_base;
   a.freq_scale = m.rope.freq_scale;
   a.freq_factors = device_vector(m.rope.freq_factors);
+  a.yarn = {m.rope.ext_factor, m.rope.corr_low, m.rope.corr_high, m.rope.mscale};
   a.q_norm = device_vector(m.q_norm);
   a.k_norm = device_vector(m.k_norm);
   a.eps = m.norm_eps;

@@ -76,7 +76,7 @@ bool rms_norm_ok(const Node& n, const DeviceWeights& w) {
 bool rope_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::RopeMeta>(&n.meta);
   return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->freq_factors) &&
-         m->head_dim % 2 == 0 && m->ext_factor == 0.0f;
+         m->head_dim % 2 == 0;
 }
 
 bool cache_types_ok(quant::TensorType k, quant::TensorType v, int64_t head_dim) {
@@ -102,18 +102,17 @@ bool kv_store_ok(const Node& n, const DeviceWeights&) {
   return m != nullptr && cache_types_ok(m->k_type, m->v_type, m->head_dim);
 }
 
-bool attention_ok(const Node& n, const DeviceWeights&) {
+bool attention_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::AttentionMeta>(&n.meta);
   return m != nullptr && n.dtype == DType::kF32 && attention_head_dim_ok(m->head_dim) &&
-         m->sinks.empty() && m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 &&
+         f32_vector(w, m->sinks, m->n_head) && m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 &&
          cache_types_ok(m->k_type, m->v_type, m->head_dim) &&
          (!m->packed_qkv || packed_inputs_ok(n, m->page_size));
 }
 
 bool fused_qkv_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::FusedQkvMeta>(&n.meta);
-  if (m == nullptr || n.dtype != DType::kF32 || !packed_inputs_ok(n, m->kv.page_size) ||
-      m->rope.ext_factor != 0.0f) {
+  if (m == nullptr || n.dtype != DType::kF32 || !packed_inputs_ok(n, m->kv.page_size)) {
     return false;
   }
   const int64_t D = m->rope.head_dim, q_dim = m->n_head * D, kv_dim = m->kv.n_head_kv * D;
@@ -189,6 +188,11 @@ bool matmul_id_ok(const Node& n, const DeviceWeights& w) {
 bool moe_sum_ok(const Node& n, const DeviceWeights&) {
   const auto* m = std::get_if<graph::MoeSumMeta>(&n.meta);
   return m != nullptr && n.dtype == DType::kF32 && n.inputs.size() == 2 && m->n_used >= 1;
+}
+
+bool swiglu_oai_ok(const Node& n, const DeviceWeights&) {
+  return std::holds_alternative<graph::GluMeta>(n.meta) && n.dtype == DType::kF32 &&
+         n.inputs.size() == 2;
 }
 
 }  // namespace minfer::cuda

@@ -30,6 +30,8 @@ bool rope_ok(const graph::Node& n, const DeviceWeights& w);
 std::string cache_types_problem(quant::TensorType k, quant::TensorType v, int64_t head_dim);
 bool cache_types_ok(quant::TensorType k, quant::TensorType v, int64_t head_dim);
 bool kv_store_ok(const graph::Node& n, const DeviceWeights& w);
+// Attention over such a cache; a node with sinks needs its sink weight as
+// f32 [n_head] on the device.
 bool attention_ok(const graph::Node& n, const DeviceWeights& w);
 // FusedQKV / FusedQkvNorm for one token, or (paged) for any number; the
 // backend takes more than one only where its projections run on the int8
@@ -44,5 +46,8 @@ bool moe_topk_ok(const graph::Node& n, const DeviceWeights& w);
 bool moe_weights_ok(const graph::Node& n, const DeviceWeights& w);
 bool matmul_id_ok(const graph::Node& n, const DeviceWeights& w);
 bool moe_sum_ok(const graph::Node& n, const DeviceWeights& w);
+// gpt-oss's clamped GLU: GluMeta, f32, inputs (gate, up). Their shapes are
+// not visible here; the builder gives both the output's.
+bool swiglu_oai_ok(const graph::Node& n, const DeviceWeights& w);
 
 }  // namespace minfer::cuda

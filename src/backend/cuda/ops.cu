@@ -4,10 +4,13 @@
 // Numerics (f32 throughout): silu x / (1 + expf(-x)); gelu the tanh
 // approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) evaluated in f32
 // (the CPU backend's f16 lookup table is not reproduced: each path has its own
-// reference); rms_norm sums squares in f32 with a tree reduction; RoPE angles
-// pos * base^(-2i/n_rot) / factor * freq_scale and their sin/cos are computed
-// in double, then rounded to f32; KV cache rows are stored as kv_cache.cuh
-// states (f16 rounds to nearest even; q8_0 is the CPU quantizer's bits).
+// reference); swiglu_oai the CPU kernel's f32 operations in its order (expf is
+// CUDA's, within 2 ulp of libm's); rms_norm sums squares in f32 with a tree
+// reduction; RoPE angles pos * base^(-2i/n_rot) / factor * freq_scale (YaRN:
+// blended with the unscaled angle, device_math.cuh) and their sin/cos are
+// computed in double, then rounded to f32 (YaRN: times mscale); KV cache rows
+// are stored as kv_cache.cuh states (f16 rounds to nearest even; q8_0 is the
+// CPU quantizer's bits).
 #include <cuda_fp16.h>
 
 #include "backend/cuda/device_math.cuh"
@@ -47,6 +50,21 @@ __global__ void elementwise_kernel(const float* a, const float* b, float s, int6
   }
 }
 
+// gpt-oss's clamped GLU, element by element (launch_swiglu_oai). The clamps
+// are comparisons so that a NaN passes through as on the CPU (fminf/fmaxf
+// would replace it by the limit).
+__global__ void swiglu_oai_kernel(const float* gate, const float* up, float alpha, float limit,
+                                  int64_t n, float* y) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = gate[i], u = up[i];
+    const float x = limit < g ? limit : g;
+    const float v = u < -limit ? -limit : (limit < u ? limit : u);
+    const float glu = x / (1.0f + expf(alpha * (-x)));
+    y[i] = glu * (v + 1.0f);
+  }
+}
+
 // One block per row. Each thread normalizes exactly the elements it summed,
 // so y may alias x.
 __global__ void rms_norm_kernel(const float* x, const float* weight, int64_t dim, float eps,
@@ -74,7 +92,8 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, int64_t dim
 // One thread per (token, head, pair); pairs past n_rot/2 copy the tail dims.
 __global__ void rope_kernel(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                             int64_t n_rot, const int32_t* positions, float freq_base,
-                            float freq_scale, const float* freq_factors, bool neox, float* y) {
+                            float freq_scale, const float* freq_factors, YarnArgs yarn, bool neox,
+                            float* y) {
   const int64_t half_dim = head_dim / 2;
   const int64_t total = n_tokens * n_heads * half_dim;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -87,7 +106,7 @@ __global__ void rope_kernel(const float* x, int64_t n_tokens, int64_t n_heads, i
     const int64_t half = n_rot / 2;
     if (i < half) {
       float c, s;
-      rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale, freq_factors, &c, &s);
+      rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale, freq_factors, yarn, &c, &s);
       const int64_t i0 = neox ? i : 2 * i;
       const int64_t i1 = neox ? i + half : 2 * i + 1;
       const float x0 = xh[i0], x1 = xh[i1];
@@ -254,6 +273,14 @@ cudaError_t launch_elementwise(Ew op, const float* a, const float* b, float s, i
   return cudaGetLastError();
 }
 
+cudaError_t launch_swiglu_oai(const float* gate, const float* up, int64_t n, float alpha,
+                              float limit, float* y, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const unsigned grid = std::min<unsigned>(blocks_for(n, kThreads), 65535u);
+  swiglu_oai_kernel<<<grid, kThreads, 0, stream>>>(gate, up, alpha, limit, n, y);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_rms_norm(const float* x, const float* weight, int64_t n_rows, int64_t dim,
                             float eps, float* y, cudaStream_t stream) {
   if (n_rows <= 0) return cudaSuccess;
@@ -264,12 +291,13 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, int64_t n_rows,
 
 cudaError_t launch_rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                         int64_t n_rot, const int32_t* positions, float freq_base, float freq_scale,
-                        const float* freq_factors, bool neox, float* y, cudaStream_t stream) {
+                        const float* freq_factors, const YarnArgs& yarn, bool neox, float* y,
+                        cudaStream_t stream) {
   const int64_t total = n_tokens * n_heads * (head_dim / 2);
   if (total <= 0) return cudaSuccess;
   const unsigned grid = std::min<unsigned>(blocks_for(total, kThreads), 65535u);
   rope_kernel<<<grid, kThreads, 0, stream>>>(x, n_tokens, n_heads, head_dim, n_rot, positions,
-                                             freq_base, freq_scale, freq_factors, neox, y);
+                                             freq_base, freq_scale, freq_factors, yarn, neox, y);
   return cudaGetLastError();
 }
 
