@@ -1,22 +1,29 @@
 // rope_store (the decode FusedQKV's tail) against what it replaces, bit for
 // bit: RoPE over the q and k heads of a packed [q | k | v] row, then the KV
 // store of its k and v heads, for F32, F16 and Q8_0 caches, NeoX and normal
-// pairs, partial rotation, frequency factors, GQA and several tokens; and a
-// position outside the cache, which stores nothing and is reported.
+// pairs, partial rotation, frequency factors, YaRN, GQA and several tokens;
+// and a position outside the cache, which stores nothing and is reported.
+// YaRN (rope_pair.glsl, shared by rope and rope_store) against the CPU's
+// cpu::rope with gpt-oss's constants (graph::apply_yarn: corr dims 8 and
+// 18, mscale 1 + 0.1 ln 32) at positions 0 to 100000, both pair modes and
+// with frequency factors; ext_factor 0 ignores the other YaRN fields.
 #ifdef MINFER_HAS_VULKAN
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "backend/backend_testutil.h"
+#include "backend/cpu/ops.h"
 #include "backend/gpu/encode_attention.h"
 #include "backend/gpu/kernel_args.h"
 #include "backend/gpu/recorder.h"
 #include "backend/vulkan_testutil.h"
+#include "graph/yarn.h"
 #include "quant/tensor_type.h"
 
 namespace minfer::vulkan::testing {
@@ -29,7 +36,22 @@ struct Case {
   int64_t n_head, n_head_kv, head_dim, n_rot;
   bool neox, factors;
   TensorType k_type, v_type;
+  bool yarn = false;
 };
+
+// gpt-oss's YaRN (docs/GPT_OSS.md, "YaRN RoPE") for n_rot rotated dims.
+graph::RopeMeta gpt_oss_yarn(int64_t n_rot) {
+  graph::RopeMeta m;
+  graph::apply_yarn({n_rot, 4096, 150000.0f, 1.0f / 32.0f, 32.0f, 1.0f, 1.0f, 1.0f}, m);
+  return m;
+}
+
+void set_yarn(const graph::RopeMeta& m, gpu::RopeShape& shape) {
+  shape.ext_factor = m.ext_factor;
+  shape.corr_low = m.corr_low;
+  shape.corr_high = m.corr_high;
+  shape.mscale = m.mscale;
+}
 
 uint64_t region_bytes(TensorType t, int64_t row_len, int64_t n_ctx) {
   const uint64_t row = t == TensorType::F32   ? row_len * 4
@@ -77,6 +99,11 @@ TEST_P(VulkanRopeStore, EqualsRopeThenKvStore) {
   auto err = zeros(d, MINFER_ERR_WORDS * 4);
   const gpu::BufferRange f = c.factors ? whole(g_ff) : gpu::BufferRange{};
   gpu::RopeShape rope{n_tokens, c.n_head + c.n_head_kv, hd, c.n_rot, c.neox, 10000.0f, 1.0f};
+  if (c.yarn) {
+    rope.freq_base = 150000.0f;
+    rope.freq_scale = 1.0f / 32.0f;
+    set_yarn(gpt_oss_yarn(c.n_rot), rope);
+  }
   gpu::Recorder rec(d);
   ASSERT_TRUE(gpu::encode_rope(rec, whole(g_qk), whole(g_pos), f, whole(g_qk), rope).is_ok());
   // k heads out of the rotated rows, then the store.
@@ -125,8 +152,84 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{14, 2, 64, 64, true, false, TensorType::F16, TensorType::F16},
                       Case{4, 1, 128, 64, false, true, TensorType::F32, TensorType::Q8_0},
                       Case{8, 8, 32, 32, true, true, TensorType::Q8_0, TensorType::F32},
-                      Case{4, 2, 256, 256, true, false, TensorType::Q8_0, TensorType::F16}),
+                      Case{4, 2, 256, 256, true, false, TensorType::Q8_0, TensorType::F16},
+                      // gpt-oss's heads (YaRN, NeoX) and YaRN with normal pairs.
+                      Case{8, 2, 64, 64, true, false, TensorType::F32, TensorType::F32, true},
+                      Case{4, 1, 128, 64, false, true, TensorType::F16, TensorType::Q8_0, true}),
     [](const auto& info) { return "case" + std::to_string(info.index); });
+
+// rope over x with `shape` (in place), read back.
+std::vector<float> run_rope(const std::vector<float>& x, const std::vector<int32_t>& positions,
+                            const std::vector<float>* factors, const gpu::RopeShape& shape) {
+  gpu::Device& d = device();
+  auto gx = upload_floats(d, x), gp = upload_ints(d, positions);
+  auto gf = factors != nullptr ? upload_floats(d, *factors) : nullptr;
+  gpu::Recorder rec(d);
+  const Status s = gpu::encode_rope(rec, whole(gx), whole(gp),
+                                    gf ? whole(gf) : gpu::BufferRange{}, whole(gx), shape);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  EXPECT_TRUE(rec.submit_and_wait().is_ok());
+  return download_floats(d, *gx, x.size());
+}
+
+TEST(VulkanRopeYarn, GptOssConstantsMatchTheCpu) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  const graph::RopeMeta yarn = gpt_oss_yarn(64);
+  ASSERT_EQ(yarn.corr_low, 8.0f);
+  ASSERT_EQ(yarn.corr_high, 18.0f);
+  const std::vector<int32_t> positions = {0, 1, 4095, 4096, 100000};
+  const int64_t n_tokens = int64_t(positions.size()), n_heads = 3;
+  std::vector<float> ff(40);
+  for (size_t i = 0; i < ff.size(); ++i) ff[i] = 1.0f + 0.25f * float(i % 3);
+  struct Mode {
+    int64_t head_dim, n_rot;
+    bool neox, factors;
+  };
+  for (const Mode& m : {Mode{64, 64, true, false}, Mode{64, 64, false, false},
+                        Mode{96, 80, true, true}, Mode{80, 64, false, true}}) {
+    const graph::RopeMeta meta = gpt_oss_yarn(m.n_rot);
+    const auto x = random_floats(n_tokens * n_heads * m.head_dim, 81);
+    std::vector<float> want(x.size());
+    const cpu::RopeYarn cpu_yarn{meta.ext_factor, meta.corr_low, meta.corr_high, meta.mscale};
+    ASSERT_TRUE(cpu::rope(x.data(), n_tokens, n_heads, m.head_dim, m.n_rot, positions.data(),
+                          150000.0f, 1.0f / 32.0f, m.factors ? ff.data() : nullptr,
+                          m.neox ? cpu::RopeMode::kNeox : cpu::RopeMode::kNormal, want.data(),
+                          cpu_yarn)
+                    .is_ok());
+    gpu::RopeShape shape{n_tokens, n_heads, m.head_dim, m.n_rot, m.neox, 150000.0f, 1.0f / 32.0f};
+    set_yarn(meta, shape);
+    const auto got = run_rope(x, positions, m.factors ? &ff : nullptr, shape);
+    // The angle is the CPU's f32 value bit for bit; what differs is the
+    // device's sin/cos after reduce_angle (angles up to 1e5 at position
+    // 100000), times mscale ~1.35.
+    EXPECT_LT(max_abs_diff(got, std::vector<double>(want.begin(), want.end())), 1e-5)
+        << "head_dim " << m.head_dim << " n_rot " << m.n_rot << " neox " << m.neox;
+  }
+}
+
+// ext_factor 0 is plain RoPE: the other YaRN fields are not read.
+TEST(VulkanRopeYarn, ExtFactorZeroIgnoresTheOtherFields) {
+  MINFER_SKIP_WITHOUT_VULKAN();
+  const std::vector<int32_t> positions = {0, 3, 300, 4095};
+  const auto x = random_floats(4 * 2 * 128, 82);
+  gpu::RopeShape plain{4, 2, 128, 128, true, 10000.0f, 0.5f};
+  gpu::RopeShape odd = plain;
+  odd.corr_low = 3.0f;
+  odd.corr_high = 9.0f;
+  odd.mscale = 2.0f;
+  const auto a = run_rope(x, positions, nullptr, plain);
+  const auto b = run_rope(x, positions, nullptr, odd);
+  ASSERT_EQ(a.size(), x.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  // And a YaRN field that is not finite is refused.
+  odd.ext_factor = 1.0f;
+  odd.mscale = std::numeric_limits<float>::infinity();
+  gpu::Device& d = device();
+  auto gx = upload_floats(d, x), gp = upload_ints(d, positions);
+  gpu::Recorder rec(d);
+  EXPECT_EQ(gpu::encode_rope(rec, whole(gx), whole(gp), {}, whole(gx), odd).code(),
+            StatusCode::kInvalidArgument);
+}
 
 TEST(VulkanRopeStoreChecks, APositionOutsideTheCacheIsReportedAndStoresNothing) {
   MINFER_SKIP_WITHOUT_VULKAN();
