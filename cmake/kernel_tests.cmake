@@ -44,6 +44,8 @@ include(GoogleTest)
 
 file(GLOB MINFER_KERNEL_TESTS CONFIGURE_DEPENDS tests/backend/*_test.cpp)
 list(FILTER MINFER_KERNEL_TESTS EXCLUDE REGEX "tests/backend/(cuda|vulkan)_[^/]*$")
+# The kernels' thread pool lives in base/; its test comes along.
+list(APPEND MINFER_KERNEL_TESTS tests/base/thread_pool_test.cpp)
 add_executable(minfer_kernel_test ${MINFER_KERNEL_TESTS})
 target_compile_options(minfer_kernel_test PRIVATE ${MINFER_WARNINGS})
 target_include_directories(minfer_kernel_test PRIVATE tests)

@@ -25,6 +25,7 @@
 namespace {
 
 using minfer::Status;
+using minfer::ThreadPool;
 using namespace minfer::cpu;
 using minfer::quant::TensorType;
 

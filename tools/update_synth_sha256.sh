@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Records the sha256 of a few synthetic models in tests/model/synth_sha256.txt.
+# Records the sha256 of a few synthetic models in tests/synth/synth_sha256.txt.
 # The test Synth.BytesMatchRecordedDigests regenerates them and compares: a
 # mismatch means `minfer synth` output changed. Run this only when that change
 # is deliberate, and say why in the commit. usage: tools/update_synth_sha256.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minfer=${1:-build}/minfer
-out=tests/model/synth_sha256.txt
+out=tests/synth/synth_sha256.txt
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 {

@@ -8,7 +8,7 @@
 //   - once per graph build: alloc_buffer / alloc_fresh / free_buffer;
 //   - once per node per forward: execute_node. A GPU backend only encodes
 //     here; its work is submitted and waited for in synchronize(), which the
-//     scheduler calls at the end of each split (one submission per split);
+//     executor calls at the end of each split (one submission per split);
 //   - at split boundaries and for inputs/outputs: read_host / write_host;
 //   - around each split's nodes: begin_split / end_split (optional replay).
 //
@@ -21,7 +21,7 @@
 //   - alloc_fresh never returns a recycled buffer (split-boundary staging must
 //     not clobber data still in flight within the same execute).
 //   - Errors are Status values; nothing here exits.
-// Threading: a backend is driven by one scheduler thread at a time; it may
+// Threading: a backend is driven by one executor thread at a time; it may
 // use its own worker threads inside execute_node.
 #pragma once
 
@@ -86,12 +86,12 @@ class Backend {
   // Waits until every node executed so far has finished (no-op on the CPU).
   virtual Status synchronize() { return Status::ok(); }
 
-  // Split replay (optional; GPU backends). The scheduler calls begin_split
+  // Split replay (optional; GPU backends). The executor calls begin_split
   // before a split's nodes with a key naming (plan, split). If it returns
   // true, the backend has enqueued a recording of that split's earlier
-  // execution and the scheduler skips the nodes; otherwise it executes them
+  // execution and the executor skips the nodes; otherwise it executes them
   // and then calls end_split. A recording may hold buffer addresses, so
-  // free_buffer must invalidate recordings. The scheduler offers replay only
+  // free_buffer must invalidate recordings. The executor offers replay only
   // when nothing needs per-node results (no profile, no trace).
   virtual Result<bool> begin_split(uint64_t key) {
     (void)key;
@@ -100,7 +100,7 @@ class Backend {
   virtual Status end_split() { return Status::ok(); }
 
   // Profiling (MINFER_OP_PROFILE=1). A backend with device timers (CUDA
-  // events) says so in times_nodes(); the scheduler then does not wait after
+  // events) says so in times_nodes(); the executor then does not wait after
   // each node but, after the split's synchronize(), takes the device time in
   // seconds of every node executed since the last call, in execution order.
   // Otherwise it waits after each node and uses wall time.
@@ -111,7 +111,7 @@ class Backend {
   // bytes per second, bytes read plus bytes written): the denominator of a
   // decode roofline on that device (optional; GPU backends). nullopt: the
   // backend works in host memory, whose bandwidth the caller measures itself
-  // (cpu::measure_read_bandwidth). A measurement that fails is an error.
+  // (measure_read_bandwidth, base/bandwidth.h). A measurement that fails is an error.
   // Moves memory for a moment: call it between evals, never inside one.
   virtual Result<std::optional<double>> memory_bandwidth_gbs() { return std::optional<double>(); }
 

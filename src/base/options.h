@@ -12,7 +12,7 @@
 //     empty environment gives.
 //   - Who reads it: the CLI calls from_env() once at startup and passes the
 //     result down (SessionOptions::options, and from there the backends, the
-//     fusion pass and the scheduler). Choices that are process-wide by nature
+//     fusion pass and the executor). Choices that are process-wide by nature
 //     (the CPU's SIMD level, the CUDA device and PDL, made once at first
 //     use) read process_options(), which is from_env() taken once.
 //   - variables() lists every variable with its meaning, for --help texts

@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/bandwidth.h"
-#include "backend/cpu/thread_pool.h"
+#include "base/bandwidth.h"
+#include "base/thread_pool.h"
 #include "cli/bench_output.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -243,11 +243,11 @@ Result<Bandwidth> BenchRunner::bandwidth(runtime::Engine& e, int n_threads) {
   }
   if (gpu && device_bandwidth_) return *device_bandwidth_;
   if (auto it = host_bandwidth_.find(n_threads); it != host_bandwidth_.end()) return it->second;
-  MINFER_ASSIGN_OR_RETURN(auto pool, cpu::ThreadPool::create(n_threads));
+  MINFER_ASSIGN_OR_RETURN(auto pool, ThreadPool::create(n_threads));
   double best = 0;
   for (int i = 0; i < kHostProbes; ++i) {
     if (i > 0) std::this_thread::sleep_for(kProbeGap);
-    MINFER_ASSIGN_OR_RETURN(double gbs, cpu::measure_read_bandwidth(*pool, kProbeBytes, 2));
+    MINFER_ASSIGN_OR_RETURN(double gbs, measure_read_bandwidth(*pool, kProbeBytes, 2));
     best = std::max(best, gbs);
   }
   const Bandwidth b{best, "measured (best of " + std::to_string(kHostProbes) + ", " +

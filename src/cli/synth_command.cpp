@@ -6,8 +6,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "model/presets.h"
-#include "model/synth.h"
+#include "synth/presets.h"
+#include "synth/synth.h"
 
 namespace minfer::cli {
 namespace {
@@ -33,7 +33,7 @@ ArgParser make_parser() {
 void list_presets() {
   std::printf("%-14s %-8s %6s %6s %6s %4s %6s %8s %8s\n", "shape", "arch", "d", "layers", "heads",
               "kv", "ffn", "vocab", "experts");
-  for (const auto& s : model::presets()) {
+  for (const auto& s : synth::presets()) {
     const std::string experts =
         s.n_expert > 0 ? std::to_string(s.n_expert_used) + "/" + std::to_string(s.n_expert) : "-";
     std::printf("%-14s %-8s %6d %6d %6d %4d %6d %8d %8s\n", s.name.c_str(), s.arch.c_str(),
@@ -43,7 +43,7 @@ void list_presets() {
 }
 
 Status run(const ArgParser& p) {
-  model::SynthOptions o;
+  synth::SynthOptions o;
   o.shape = p.get_or("--model", "");
   if (o.shape.empty()) return Status::invalid_argument("--model SHAPE is required (see --list)");
   o.output_path = p.get_or("--output", "");
@@ -71,7 +71,7 @@ Status run(const ArgParser& p) {
     std::fprintf(stderr, "\rsynth: [%zu/%zu] %-40s", i, n, name.c_str());
     if (i == n) std::fprintf(stderr, "\n");
   };
-  MINFER_RETURN_IF_ERROR(model::synthesize(o, progress));
+  MINFER_RETURN_IF_ERROR(synth::synthesize(o, progress));
   if (!silent) std::fprintf(stderr, "synth: wrote %s\n", o.output_path.c_str());
   return Status::ok();
 }

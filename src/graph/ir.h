@@ -2,7 +2,7 @@
 //
 // A Graph is built once per GraphParams by an architecture builder
 // (model/builders), rewritten by the fusion pass, assigned to backends, given
-// buffers by the allocator and executed by the scheduler. Nodes are stored in
+// buffers by the allocator and run by the executor. Nodes are stored in
 // execution order (every input precedes its user).
 //
 // Tensors are row-major with the row length first: shape {ne0, ne1} holds ne1
@@ -58,7 +58,7 @@ enum class Op : uint8_t {
   kCount,
 };
 
-// What the planner, scheduler and fusion pass need to know of an op, in one
+// What the planner, executor and fusion pass need to know of an op, in one
 // table (ir.cpp; a static_assert keeps it one row per Op).
 struct OpTraits {
   const char* name;  // as traces and errors print it ("mul_mat")

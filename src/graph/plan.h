@@ -14,7 +14,7 @@
 // and the logits are never shared. Each split gets fresh staging buffers
 // (alloc_fresh) for the values it reads from other backends. KV regions are
 // not planned here: they persist across plans (runtime::KvCache) and reach
-// the scheduler through a resolver.
+// the executor through a resolver.
 //
 // Ownership: a Plan holds buffer ids of the backends it was built with;
 // release() gives them back. Not thread-safe.

@@ -1,7 +1,7 @@
 #include "runtime/engine.h"
 #include "runtime/engine_sequence.h"
 
-#include "backend/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "runtime/ngram_draft.h"
 
 #include <algorithm>
@@ -100,7 +100,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model& model, const 
   e->options_.k_type = e->runner_->kv().k_type();
   e->options_.v_type = e->runner_->kv().v_type();
   e->drafter_ = o.drafter ? o.drafter : std::make_shared<NgramDrafter>();
-  e->sampling_pool_ = std::make_unique<cpu::ThreadPool>(o.n_threads > 0 ? o.n_threads : 0);
+  e->sampling_pool_ = std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : 0);
   e->slot_used_.assign(static_cast<size_t>(o.n_slots), false);
   e->page_table_.assign(static_cast<size_t>(e->page_table_rows() * e->max_pages_), 0);
   for (int64_t i = 0; i < e->pad_pages_; ++i) {

@@ -81,7 +81,7 @@
 #include "runtime/speculative.h"
 #include "runtime/token_constraint.h"
 
-namespace minfer::cpu {
+namespace minfer {
 class ThreadPool;
 }
 
@@ -284,13 +284,13 @@ class Engine {
   int64_t pad_pages_ = 0;
   int64_t reserved_pages_ = 0;  // promised to admitted sequences, not yet allocated
   SequenceId next_id_ = 0;
-  SequenceId last_decoded_ = -1;        // decode_per_step > 0: the turn goes on after it
-  bool decoders_waited_ = false;        // the last step left every ready decoder waiting
-  bool last_step_embedded_ = false;     // the last step computed embedding prompts
-  std::vector<SequenceEvent> pending_;  // ends decided outside step() (cancel)
-  std::unique_ptr<cpu::ThreadPool> sampling_pool_;  // draws rows in parallel
-  std::vector<std::vector<float>> scratch_;         // per pool thread: a masked row
-  std::shared_ptr<Drafter> drafter_;                // options_.drafter, or prompt lookup
+  SequenceId last_decoded_ = -1;               // decode_per_step > 0: the turn goes on after it
+  bool decoders_waited_ = false;               // the last step left every ready decoder waiting
+  bool last_step_embedded_ = false;            // the last step computed embedding prompts
+  std::vector<SequenceEvent> pending_;         // ends decided outside step() (cancel)
+  std::unique_ptr<ThreadPool> sampling_pool_;  // draws rows in parallel
+  std::vector<std::vector<float>> scratch_;    // per pool thread: a masked row
+  std::shared_ptr<Drafter> drafter_;           // options_.drafter, or prompt lookup
   EngineStats totals_;
 };
 

@@ -277,12 +277,12 @@ TEST_F(CliTest, PerplexityChecksChunksContextAndSeed) {
 // Q4_0 and IQ4_NL blocks are both 18 bytes per 32 weights: retyping one
 // tensor of a Q4_0 model gives a well-formed file minfer cannot compute.
 TEST_F(CliTest, UncomputableWeightTypeIsRefusedAtLoad) {
-  model::SynthOptions o;
+  synth::SynthOptions o;
   o.shape = "tiny-qwen2";
   o.quant = "Q4_0";
   o.output_path = path("q4.gguf").string();
   o.n_threads = 2;
-  ASSERT_TRUE(model::synthesize(o).is_ok());
+  ASSERT_TRUE(synth::synthesize(o).is_ok());
   std::string bytes = read_file(path("q4.gguf"));
   const std::string name = "blk.1.ffn_down.weight";
   // Tensor info: name, n_dims (u32), dims (u64 each), type (u32), offset (u64).

@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-#include "model/synth.h"
+#include "synth/synth.h"
 
 namespace minfer::cli {
 
@@ -46,13 +46,13 @@ class CliTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("minfer_cli_test_" + std::to_string(getpid()));
     fs::create_directories(dir_);
-    model::SynthOptions o;
+    synth::SynthOptions o;
     o.shape = "tiny-qwen2";
     o.quant = "Q8_0";
     o.seed = 11;
     o.output_path = (dir_ / "tiny.gguf").string();
     o.n_threads = 2;
-    const Status st = model::synthesize(o);
+    const Status st = synth::synthesize(o);
     ASSERT_TRUE(st.is_ok()) << st.message();
   }
   static void TearDownTestSuite() {

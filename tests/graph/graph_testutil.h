@@ -1,6 +1,6 @@
 // Helpers for the graph tests: tiny synthetic models (written once per test
 // binary) and PartialBackend, a backend that claims only some ops and checks
-// how the scheduler drives it.
+// how the executor drives it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,14 +17,14 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "graph/executor.h"
 #include "graph/fusion.h"
 #include "graph/ir.h"
 #include "graph/plan.h"
-#include "graph/scheduler.h"
 #include "model/builder.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "runtime/kv_cache.h"
+#include "synth/synth.h"
 
 namespace minfer::graph::testing {
 
@@ -52,13 +52,13 @@ inline const model::Model& tiny_model(const std::string& shape) {
   auto it = cache.models.find(shape);
   if (it != cache.models.end()) return *it->second;
   std::filesystem::create_directories(cache.dir);
-  model::SynthOptions o;
+  synth::SynthOptions o;
   o.shape = shape;
   o.quant = "Q8_0";
   o.seed = 3;
   o.output_path = (cache.dir / (shape + ".gguf")).string();
   o.n_threads = 2;
-  const Status st = model::synthesize(o);
+  const Status st = synth::synthesize(o);
   if (!st) ADD_FAILURE() << "synthesize " << shape << ": " << st.message();
   auto m = model::Model::load(o.output_path);
   if (!m) {

@@ -20,8 +20,8 @@
 
 #include "base/status.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "runtime/session.h"
+#include "synth/synth.h"
 
 namespace minfer::model::testing {
 
@@ -37,14 +37,14 @@ inline Result<const Model*> synth_model(const std::string& shape, const std::str
   const fs::path dir =
       fs::temp_directory_path() / ("minfer_model_test_" + std::to_string(getpid()));
   fs::create_directories(dir);
-  SynthOptions o;
+  synth::SynthOptions o;
   o.shape = shape;
   o.quant = quant;
   o.n_layer = n_layer;
   o.seed = 11;
   o.n_threads = 2;
   o.output_path = (dir / (key + ".gguf")).string();
-  Status s = synthesize(o);
+  Status s = synth::synthesize(o);
   auto model = s.is_ok() ? Model::load(o.output_path) : Result<std::unique_ptr<Model>>(s);
   fs::remove_all(dir);
   MINFER_RETURN_IF_ERROR(model.status());

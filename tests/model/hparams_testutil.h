@@ -15,7 +15,7 @@
 #include "gguf/file.h"
 #include "gguf/writer.h"
 #include "model/hparams.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 
 namespace minfer::model::testing {
 
@@ -27,13 +27,13 @@ class EditableModel {
     dir_ = std::filesystem::temp_directory_path() /
            ("minfer_hparams_" + shape + "_" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
-    SynthOptions o;
+    synth::SynthOptions o;
     o.shape = shape;
     o.quant = quant;
     o.seed = 3;
     o.n_threads = 2;
     o.output_path = (dir_ / "base.gguf").string();
-    status_ = synthesize(o);
+    status_ = synth::synthesize(o);
   }
   ~EditableModel() { std::filesystem::remove_all(dir_); }
   EditableModel(const EditableModel&) = delete;

@@ -17,9 +17,9 @@
 
 #include "base/json.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "runtime/generate.h"
 #include "runtime/perplexity.h"
+#include "synth/synth.h"
 #include "test_models.h"
 
 namespace minfer {
@@ -46,11 +46,11 @@ json load_golden(const std::string& name) {
 std::string model_file(const std::string& name, const json& entry, const fs::path& dir) {
   const json* shape = json_find(entry, "shape");
   if (shape == nullptr || shape->is_null()) return testing::gemma3_model_path();
-  model::SynthOptions o;
+  synth::SynthOptions o;
   o.shape = shape->get<std::string>();
   o.quant = entry.at("quant").get<std::string>();
   o.output_path = (dir / (name + ".gguf")).string();
-  Status s = model::synthesize(o);
+  Status s = synth::synthesize(o);
   EXPECT_TRUE(s.is_ok()) << s.message();
   return o.output_path;
 }

@@ -32,8 +32,8 @@
 #include "model/forward_testutil.h"
 #include "model/model.h"
 #include "model/reference_forward_testutil.h"
-#include "model/synth.h"
 #include "runtime/session.h"
+#include "synth/synth.h"
 
 namespace minfer::model::testing {
 namespace {

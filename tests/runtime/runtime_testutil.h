@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "model/model.h"
-#include "model/synth.h"
 #include "runtime/sampler.h"
+#include "synth/synth.h"
 
 namespace minfer::runtime::testing {
 
@@ -53,13 +53,13 @@ inline const model::Model& tiny_model(const std::string& shape, uint64_t seed = 
   const std::string key = shape + "-" + std::to_string(seed) + "-" + quant;
   if (auto it = cache.models.find(key); it != cache.models.end()) return *it->second;
   fs::create_directories(cache.dir);
-  model::SynthOptions o;
+  synth::SynthOptions o;
   o.shape = shape;
   o.quant = quant;
   o.seed = seed;
   o.output_path = (cache.dir / (key + ".gguf")).string();
   o.n_threads = 2;
-  const Status st = model::synthesize(o);
+  const Status st = synth::synthesize(o);
   if (!st) ADD_FAILURE() << st.message();
   auto m = model::Model::load(o.output_path);
   if (!m) {

@@ -9,7 +9,7 @@
 // matmul_packed.h) is instead read from a repacked copy made at its first
 // use and kept for the backend's life (unless repack_weights is off). execute_node handles in-place
 // aliasing of output and input. Errors name the node and the tensor; nothing is handed to another
-// backend. Threading: one scheduler thread drives it; kernels run on its thread pool.
+// backend. Threading: one executor thread drives it; kernels run on its thread pool.
 #pragma once
 
 #include <array>
@@ -21,7 +21,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/matmul_packed.h"
 #include "backend/cpu/moe.h"
-#include "backend/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 #include "model/weights.h"
 
 namespace minfer::cpu {

@@ -33,9 +33,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vec_dot.h"
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "quant/tensor_type.h"
 
 namespace minfer::cpu {

@@ -62,9 +62,9 @@
 #include <vector>
 
 #include "backend/cpu/matmul.h"
-#include "backend/cpu/thread_pool.h"
 #include "base/large_pages.h"
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "quant/tensor_type.h"
 
 namespace minfer::cpu {

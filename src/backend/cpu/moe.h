@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "backend/cpu/matmul.h"
-#include "backend/cpu/thread_pool.h"
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "graph/ir.h"
 #include "quant/tensor_type.h"
 

@@ -32,8 +32,8 @@
 
 #include <cstdint>
 
-#include "backend/cpu/thread_pool.h"
 #include "base/status.h"
+#include "base/thread_pool.h"
 
 namespace minfer::cpu {
 

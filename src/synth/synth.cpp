@@ -1,4 +1,4 @@
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,13 +11,13 @@
 
 #include "base/options.h"
 #include "gguf/writer.h"
-#include "model/presets.h"
-#include "model/quant_mix.h"
-#include "model/synth_rng.h"
-#include "model/synth_vocab.h"
 #include "quant/reference.h"
+#include "synth/presets.h"
+#include "synth/quant_mix.h"
+#include "synth/synth_rng.h"
+#include "synth/synth_vocab.h"
 
-namespace minfer::model {
+namespace minfer::synth {
 namespace {
 
 using quant::TensorType;
@@ -307,4 +307,4 @@ Status synthesize(const SynthOptions& o, const SynthProgress& progress) {
   return writer.write(o.output_path);
 }
 
-}  // namespace minfer::model
+}  // namespace minfer::synth

@@ -1,8 +1,8 @@
-#include "model/quant_mix.h"
+#include "synth/quant_mix.h"
 
 #include <cctype>
 
-namespace minfer::model {
+namespace minfer::synth {
 namespace {
 
 using quant::TensorType;
@@ -152,4 +152,4 @@ TensorType choose_type(const QuantMix& mix, TensorRole role, int layer, int n_la
   return fallback_for_row(t, row_len);
 }
 
-}  // namespace minfer::model
+}  // namespace minfer::synth

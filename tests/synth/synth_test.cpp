@@ -2,7 +2,7 @@
 // thread count, and the same bytes as recorded in synth_sha256.txt when the
 // generator was last changed on purpose), and validity checked by the gguf
 // Python package (tools/check_synth.py), which reads the files independently.
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-namespace minfer::model {
+namespace minfer::synth {
 namespace {
 
 namespace fs = std::filesystem;
@@ -76,7 +76,7 @@ TEST(Synth, SameOptionsSameBytesAnyThreadCount) {
 // deliberate (regenerate with tools/update_synth_sha256.sh and say why).
 TEST(Synth, BytesMatchRecordedDigests) {
   std::ifstream in(std::string(MINFER_TEST_DATA_DIR) + "/synth_sha256.txt");
-  ASSERT_TRUE(in) << "missing tests/model/synth_sha256.txt";
+  ASSERT_TRUE(in) << "missing tests/synth/synth_sha256.txt";
   const fs::path dir = temp_dir();
   std::string line;
   int checked = 0;
@@ -164,4 +164,4 @@ TEST(Synth, ErrorsNameTheProblem) {
 }
 
 }  // namespace
-}  // namespace minfer::model
+}  // namespace minfer::synth

@@ -1,8 +1,8 @@
 // Synthetic GGUF models: real shapes and metadata, seeded random weights.
 //
 // Contract: synthesize() writes an ordinary GGUF file (readable by llama.cpp
-// and the gguf Python package) for a named shape (model/presets.h) and a
-// quantization (model/quant_mix.h). Output is a pure function of the options:
+// and the gguf Python package) for a named shape (synth/presets.h) and a
+// quantization (synth/quant_mix.h). Output is a pure function of the options:
 // same options, same bytes, on any machine and any thread count (each row is
 // drawn from its own seeded stream, see synth_rng.h). Weights are drawn at a
 // realistic scale (1/sqrt(fan_in); residual projections further divided by
@@ -19,7 +19,7 @@
 #include "base/status.h"
 #include "quant/tensor_type.h"
 
-namespace minfer::model {
+namespace minfer::synth {
 
 struct SynthOptions {
   std::string shape;                             // preset name, e.g. "qwen2.5-0.5b"
@@ -43,4 +43,4 @@ Status synthesize(const SynthOptions& options, const SynthProgress& progress = {
 // $MINFER_QWEN2_TOKENIZER, then ../shared/data/qwen2-tokenizer next to the source tree.
 std::string default_qwen2_tokenizer_dir();
 
-}  // namespace minfer::model
+}  // namespace minfer::synth

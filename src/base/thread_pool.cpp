@@ -1,4 +1,4 @@
-#include "backend/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 
 #include <algorithm>
 #include <exception>
@@ -8,7 +8,7 @@
 #include <immintrin.h>
 #endif
 
-namespace minfer::cpu {
+namespace minfer {
 namespace {
 
 // Index of the pool thread running a task on this OS thread, or -1. Lets a
@@ -153,4 +153,4 @@ void ThreadPool::worker_main(int thread) {
   }
 }
 
-}  // namespace minfer::cpu
+}  // namespace minfer

@@ -1,4 +1,5 @@
-// A persistent pool of worker threads for the CPU kernels.
+// A persistent pool of worker threads for work run in parallel on the host:
+// the CPU backend's kernels, the engine's sampling, the bandwidth probe.
 //
 // Contract: the workers are created once, in the constructor, and joined in
 // the destructor; parallel_for never spawns threads. parallel_for(n, fn) calls
@@ -35,7 +36,7 @@
 
 #include "base/status.h"
 
-namespace minfer::cpu {
+namespace minfer {
 
 class ThreadPool {
  public:
@@ -93,4 +94,4 @@ class ThreadPool {
   std::condition_variable done_cv_;
 };
 
-}  // namespace minfer::cpu
+}  // namespace minfer

@@ -12,7 +12,7 @@
 
 #include "base/status.h"
 
-namespace minfer::model {
+namespace minfer::synth {
 
 enum class VocabKind {
   kQwen2,         // the real Qwen2 byte-level BPE vocabulary (shared/data/qwen2-tokenizer)
@@ -65,4 +65,4 @@ const std::vector<ModelShape>& presets();
 
 Result<ModelShape> find_preset(std::string_view name);
 
-}  // namespace minfer::model
+}  // namespace minfer::synth

@@ -20,7 +20,7 @@
 #include "base/status.h"
 #include "quant/tensor_type.h"
 
-namespace minfer::model {
+namespace minfer::synth {
 
 struct QuantMix {
   std::string name;        // "Q4_0", "Q4_K_M", ...
@@ -49,4 +49,4 @@ enum class TensorRole {
 quant::TensorType choose_type(const QuantMix& mix, TensorRole role, int layer, int n_layer,
                               int64_t row_len, bool tied);
 
-}  // namespace minfer::model
+}  // namespace minfer::synth

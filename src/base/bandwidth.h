@@ -11,12 +11,12 @@
 
 #include <cstddef>
 
-#include "backend/cpu/thread_pool.h"
 #include "base/status.h"
+#include "base/thread_pool.h"
 
-namespace minfer::cpu {
+namespace minfer {
 
 Result<double> measure_read_bandwidth(ThreadPool& pool, size_t bytes = size_t{1} << 30,
                                       int passes = 3);
 
-}  // namespace minfer::cpu
+}  // namespace minfer

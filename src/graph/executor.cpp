@@ -1,4 +1,4 @@
-#include "graph/scheduler.h"
+#include "graph/executor.h"
 
 #include <algorithm>
 #include <chrono>

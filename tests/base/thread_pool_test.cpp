@@ -1,11 +1,11 @@
-#include "backend/cpu/thread_pool.h"
+#include "base/thread_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <vector>
 
-namespace minfer::cpu {
+namespace minfer {
 namespace {
 
 void check_covers_exactly_once(ThreadPool& pool, int64_t n) {
@@ -19,7 +19,7 @@ void check_covers_exactly_once(ThreadPool& pool, int64_t n) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "task " << i;
 }
 
-TEST(cpu_ThreadPool, EveryTaskRunsExactlyOnce) {
+TEST(ThreadPool, EveryTaskRunsExactlyOnce) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     EXPECT_EQ(pool.num_threads(), threads);
@@ -29,7 +29,7 @@ TEST(cpu_ThreadPool, EveryTaskRunsExactlyOnce) {
 
 // Back-to-back calls of different sizes: a worker that is still finishing one
 // call must never take part of the next under the old call's bookkeeping.
-TEST(cpu_ThreadPool, ManyRepeatedCallsStayCorrect) {
+TEST(ThreadPool, ManyRepeatedCallsStayCorrect) {
   ThreadPool pool(2);
   std::vector<std::atomic<int>> hits(97);
   for (int call = 0; call < 20000; ++call) {
@@ -47,7 +47,7 @@ TEST(cpu_ThreadPool, ManyRepeatedCallsStayCorrect) {
   }
 }
 
-TEST(cpu_ThreadPool, SingleThreadRunsInlineOnCaller) {
+TEST(ThreadPool, SingleThreadRunsInlineOnCaller) {
   ThreadPool pool(1);
   const auto caller = std::this_thread::get_id();
   bool same = true;
@@ -57,7 +57,7 @@ TEST(cpu_ThreadPool, SingleThreadRunsInlineOnCaller) {
   EXPECT_TRUE(same);
 }
 
-TEST(cpu_ThreadPool, PerThreadScratchIndexIsExclusive) {
+TEST(ThreadPool, PerThreadScratchIndexIsExclusive) {
   ThreadPool pool(2);
   std::vector<std::atomic<int>> in_use(2);
   std::atomic<bool> clash{false};
@@ -70,7 +70,7 @@ TEST(cpu_ThreadPool, PerThreadScratchIndexIsExclusive) {
   EXPECT_FALSE(clash.load());
 }
 
-TEST(cpu_ThreadPool, NestedCallRunsInline) {
+TEST(ThreadPool, NestedCallRunsInline) {
   ThreadPool pool(2);
   std::atomic<int64_t> inner{0};
   pool.parallel_for(4, [&](int64_t begin, int64_t end, int) {
@@ -81,7 +81,7 @@ TEST(cpu_ThreadPool, NestedCallRunsInline) {
   EXPECT_EQ(inner.load(), 40);
 }
 
-TEST(cpu_ThreadPool, IdlePoolWakesUpAgain) {
+TEST(ThreadPool, IdlePoolWakesUpAgain) {
   ThreadPool pool(2);
   for (int round = 0; round < 3; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));  // let workers block
@@ -90,4 +90,4 @@ TEST(cpu_ThreadPool, IdlePoolWakesUpAgain) {
 }
 
 }  // namespace
-}  // namespace minfer::cpu
+}  // namespace minfer

@@ -1,14 +1,14 @@
-#include "model/synth_vocab.h"
+#include "synth/synth_vocab.h"
 
 #include <cstdio>
 #include <unordered_set>
 
 #include "gguf/writer.h"
-#include "model/synth_rng.h"
+#include "synth/synth_rng.h"
 #include "tokenizer/hf_vocab.h"
 #include "tokenizer/unicode.h"
 
-namespace minfer::model {
+namespace minfer::synth {
 namespace {
 
 constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6;
@@ -143,4 +143,4 @@ void write_vocab(gguf::Writer& w, const tokenizer::Vocab& v, const std::string& 
   if (!chat_template.empty()) w.set_string("tokenizer.chat_template", chat_template);
 }
 
-}  // namespace minfer::model
+}  // namespace minfer::synth

@@ -1,6 +1,6 @@
-#include "model/presets.h"
+#include "synth/presets.h"
 
-namespace minfer::model {
+namespace minfer::synth {
 namespace {
 
 // Shapes as published in each model's config.json and carried into GGUF by the
@@ -219,4 +219,4 @@ Result<ModelShape> find_preset(std::string_view name) {
                                   "' (known: " + known + ")");
 }
 
-}  // namespace minfer::model
+}  // namespace minfer::synth

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace minfer::model {
+namespace minfer::synth {
 
 class SynthRng {
  public:
@@ -72,4 +72,4 @@ class SynthRng {
   uint64_t state_[4];
 };
 
-}  // namespace minfer::model
+}  // namespace minfer::synth

@@ -19,7 +19,7 @@ namespace minfer::gguf {
 class Writer;
 }
 
-namespace minfer::model {
+namespace minfer::synth {
 
 // A byte-level BPE vocabulary of exactly n_vocab tokens: 256 byte symbols,
 // generated merges, then three control tokens at the end.
@@ -37,4 +37,4 @@ Result<tokenizer::Vocab> load_qwen2_vocab(const std::string& dir, int n_vocab);
 void write_vocab(gguf::Writer& writer, const tokenizer::Vocab& vocab,
                  const std::string& chat_template);
 
-}  // namespace minfer::model
+}  // namespace minfer::synth

@@ -1,4 +1,4 @@
-// The scheduler: runs a planned graph, split by split.
+// The executor: runs a planned graph, split by split.
 //
 // For each split: copy the values it reads from other backends into its
 // staging buffers (host round trip: read_host then write_host; the producing

@@ -1,4 +1,4 @@
-// The scheduler over two backends: a PartialBackend that claims some ops in
+// The executor over two backends: a PartialBackend that claims some ops in
 // front of the real CPU backend. Checks the split table, the staging of every
 // value crossing a split boundary, one synchronize() per split, and that the
 // logits match a CPU-only run (both delegate to the same CPU kernels, so the
@@ -38,7 +38,7 @@ std::string config_name(const ::testing::TestParamInfo<Config>& info) {
   return s;
 }
 
-class SchedulerTest : public ::testing::TestWithParam<Config> {};
+class ExecutorTest : public ::testing::TestWithParam<Config> {};
 
 std::unique_ptr<PartialBackend> make_partial(const model::Model& m, const std::string& claims) {
   if (claims == "matmul")
@@ -64,7 +64,7 @@ std::vector<std::pair<int, size_t>> expected_runs(const Graph& g,
   return runs;
 }
 
-TEST_P(SchedulerTest, SplitsStagingSyncAndLogits) {
+TEST_P(ExecutorTest, SplitsStagingSyncAndLogits) {
   const Config& cfg = GetParam();
   const model::Model& m = tiny_model(cfg.shape);
   cpu::CpuBackend cpu(m.weights(), 1);
@@ -163,7 +163,7 @@ TEST_P(SchedulerTest, SplitsStagingSyncAndLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    TinyArchs, SchedulerTest,
+    TinyArchs, ExecutorTest,
     ::testing::Values(Config{"tiny-qwen2", "matmul"}, Config{"tiny-qwen3", "matmul"},
                       Config{"tiny-llama", "matmul"}, Config{"tiny-gemma3", "matmul"},
                       Config{"tiny-qwen2", "elementwise"}, Config{"tiny-gemma3", "elementwise"},
@@ -174,7 +174,7 @@ INSTANTIATE_TEST_SUITE_P(
 // in front of the CPU: every MoE node goes to the CPU (as do the KV cache's
 // nodes: the cache is the CPU's here), the rest stays in front, values cross
 // both ways, and the logits are the CPU-only run's.
-TEST(SchedulerMoeTest, MoeOpsRunOnTheNextBackend) {
+TEST(ExecutorMoeTest, MoeOpsRunOnTheNextBackend) {
   const model::Model& m = tiny_model("tiny-qwen3moe");
   const std::set<Op> moe = {Op::kMoeTopK, Op::kMoeWeights, Op::kMatMulId, Op::kMoeSum};
   std::set<Op> claims = {Op::kInput,  Op::kGetRows, Op::kRmsNorm,
@@ -230,7 +230,7 @@ TEST(PartialBackendTest, FlagsForeignAndUnwrittenBuffers) {
 
 // Errors from a backend reach the caller with the node named; nothing is
 // retried elsewhere.
-TEST(SchedulerErrorTest, BackendErrorNamesTheNode) {
+TEST(ExecutorErrorTest, BackendErrorNamesTheNode) {
   const model::Model& m = tiny_model("tiny-qwen2");
   cpu::CpuBackend cpu(m.weights(), 1);
   std::vector<backend::Backend*> backends = {&cpu};

@@ -1,4 +1,4 @@
-#include "backend/cpu/bandwidth.h"
+#include "base/bandwidth.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,7 @@
 #include <new>
 #include <string>
 
-namespace minfer::cpu {
+namespace minfer {
 namespace {
 
 // Sums a range with four independent accumulators so the loop is bound by
@@ -71,4 +71,4 @@ Result<double> measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes
   return best;
 }
 
-}  // namespace minfer::cpu
+}  // namespace minfer
