@@ -286,10 +286,10 @@ struct MoeSumMeta {
   int64_t n_used = 0;
 };
 
-using NodeMeta = std::variant<std::monostate, InputMeta, GetRowsMeta, RmsNormMeta, MatMulMeta,
-                              ScaleMeta, RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta,
-                              FusedFfnMeta, ArgMaxMeta, MoeRouteMeta, MatMulIdMeta, MoeSumMeta,
-                              GluMeta>;
+using NodeMeta =
+    std::variant<std::monostate, InputMeta, GetRowsMeta, RmsNormMeta, MatMulMeta, ScaleMeta,
+                 RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta, FusedFfnMeta, ArgMaxMeta,
+                 MoeRouteMeta, MatMulIdMeta, MoeSumMeta, GluMeta>;
 
 struct Node {
   Op op = Op::kInput;

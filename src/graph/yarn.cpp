@@ -12,8 +12,7 @@ namespace {
 float corr_dim(int64_t n_dims, int64_t n_ctx_orig, float n_rot_beta, float base) {
   const float two_pi = 2.0f * std::numbers::pi_v<float>;
   return static_cast<float>(n_dims) *
-         std::log(static_cast<float>(n_ctx_orig) / (n_rot_beta * two_pi)) /
-         (2.0f * std::log(base));
+         std::log(static_cast<float>(n_ctx_orig) / (n_rot_beta * two_pi)) / (2.0f * std::log(base));
 }
 
 // llama.cpp's context first computes the magnitude scale it wants and then

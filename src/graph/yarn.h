@@ -16,10 +16,10 @@
 namespace minfer::graph {
 
 struct YarnConfig {
-  int64_t n_rot = 0;         // rotated dimensions per head
-  int64_t n_ctx_orig = 0;    // the context the model was trained at before scaling
+  int64_t n_rot = 0;       // rotated dimensions per head
+  int64_t n_ctx_orig = 0;  // the context the model was trained at before scaling
   float freq_base = 10000.0f;
-  float freq_scale = 1.0f;   // 1 / scaling factor
+  float freq_scale = 1.0f;  // 1 / scaling factor
   float beta_fast = 32.0f;
   float beta_slow = 1.0f;
   float ext_factor = 1.0f;   // 1: YaRN as trained; 0: plain RoPE

@@ -91,8 +91,13 @@ struct HParams {
   }
   // The YaRN constants of one layer's RoPE (ext_factor 0 unless kYarn).
   graph::YarnConfig yarn(int64_t layer) const {
-    return {n_rot,          n_ctx_orig_yarn, layer_rope_base(layer), layer_rope_scale(layer),
-            yarn_beta_fast, yarn_beta_slow,  rope_scaling == RopeScaling::kYarn ? 1.0f : 0.0f,
+    return {n_rot,
+            n_ctx_orig_yarn,
+            layer_rope_base(layer),
+            layer_rope_scale(layer),
+            yarn_beta_fast,
+            yarn_beta_slow,
+            rope_scaling == RopeScaling::kYarn ? 1.0f : 0.0f,
             rope_attn_factor};
   }
 };

@@ -126,8 +126,8 @@ class LocalCommunicator final : public Communicator {
     std::string counts;
     for (int r = 0; r < size(); ++r) {
       same = same && g_->published(r).n == n;
-      counts += (r ? ", rank " : "rank ") + std::to_string(r) + ": " +
-                std::to_string(g_->published(r).n);
+      counts +=
+          (r ? ", rank " : "rank ") + std::to_string(r) + ": " + std::to_string(g_->published(r).n);
     }
     if (same) return Status::ok();
     return fail_all(Status::invalid_argument(std::string(what) +

@@ -153,13 +153,13 @@ std::vector<ModelShape> make_presets() {
     s.vocab = VocabKind::kSyntheticBpe;
     return s;
   };
-  p.push_back(gpt_oss("gpt-oss-20b", "gpt-oss 20B (synthetic)", 2880, 24, 64, 8, 32, 4, 2880,
-                      201088));
-  p.push_back(gpt_oss("gpt-oss-120b", "gpt-oss 120B (synthetic)", 2880, 36, 64, 8, 128, 4, 2880,
-                      201088));
+  p.push_back(
+      gpt_oss("gpt-oss-20b", "gpt-oss 20B (synthetic)", 2880, 24, 64, 8, 32, 4, 2880, 201088));
+  p.push_back(
+      gpt_oss("gpt-oss-120b", "gpt-oss 120B (synthetic)", 2880, 36, 64, 8, 128, 4, 2880, 201088));
   // Mid-size, for perplexity parity: contexts of 512 cross the window of 128.
-  p.push_back(gpt_oss("gpt-oss-small", "gpt-oss small (synthetic)", 512, 4, 8, 2, 16, 4, 512,
-                      32768));
+  p.push_back(
+      gpt_oss("gpt-oss-small", "gpt-oss small (synthetic)", 512, 4, 8, 2, 16, 4, 512, 32768));
   const ModelShape gpt_oss_small = p.back();
 
   // Tiny shapes for fast tests: every row length a multiple of 256 so that

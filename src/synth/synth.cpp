@@ -256,9 +256,11 @@ Result<tokenizer::Vocab> make_vocab(const ModelShape& s, const SynthOptions& o) 
     case VocabKind::kSyntheticSpm:
       return make_synthetic_spm(s.n_vocab, o.seed);
     case VocabKind::kSyntheticBpe:
-      return make_synthetic_bpe(
-          s.n_vocab, !s.bpe_pre.empty() ? s.bpe_pre : s.arch == "llama" ? "llama-bpe" : "qwen2",
-          o.seed);
+      return make_synthetic_bpe(s.n_vocab,
+                                !s.bpe_pre.empty()  ? s.bpe_pre
+                                : s.arch == "llama" ? "llama-bpe"
+                                                    : "qwen2",
+                                o.seed);
   }
   return Status::invalid_argument("unknown vocabulary kind");
 }

@@ -165,9 +165,8 @@ void add_moe_rows(std::vector<Row>& rows) {
   for (SumShape s : {SumShape{40, 2, 1}, SumShape{1003, 4, 3}}) {
     rows.push_back({"moe_sum " + std::to_string(s.dim) + " experts " + std::to_string(s.n_used) +
                         " x" + std::to_string(s.tokens),
-                    Op::kMoeSum, ulps(0), [s](uint32_t seed) {
-                      return moe_sum_case(seed, s.dim, s.n_used, s.tokens);
-                    }});
+                    Op::kMoeSum, ulps(0),
+                    [s](uint32_t seed) { return moe_sum_case(seed, s.dim, s.n_used, s.tokens); }});
   }
 }
 

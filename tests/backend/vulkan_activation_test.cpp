@@ -265,10 +265,10 @@ TEST(VulkanActivation, SwigluOaiMatchesTheCpuAtOddSizesAndInPlace) {
 TEST(VulkanActivation, SwigluOaiAtTheLimitsLargeAndNaN) {
   MINFER_SKIP_WITHOUT_VULKAN();
   const float below = std::nextafter(7.0f, 0.0f), above = std::nextafter(7.0f, 8.0f);
-  const std::vector<float> values = {0.0f,   -0.0f,  1.0f,    -1.0f,   7.0f,   -7.0f, below,
-                                     -below, above,  -above,  6.5f,    -6.5f,  30.0f, -30.0f,
-                                     -52.0f, -60.0f, 1e30f,   -1e30f,  kInf,   -kInf, kNaN,
-                                     0.5f,   -0.5f,  88.0f,   -88.0f,  1e-30f, 3.0f,  -3.0f};
+  const std::vector<float> values = {0.0f,   -0.0f,  1.0f,   -1.0f,  7.0f,   -7.0f, below,
+                                     -below, above,  -above, 6.5f,   -6.5f,  30.0f, -30.0f,
+                                     -52.0f, -60.0f, 1e30f,  -1e30f, kInf,   -kInf, kNaN,
+                                     0.5f,   -0.5f,  88.0f,  -88.0f, 1e-30f, 3.0f,  -3.0f};
   std::vector<float> gate, up;
   for (float g : values) {
     for (float u : values) {

@@ -106,9 +106,9 @@ std::vector<float> cpu_attention(const AttentionCase& c, const Data& d) {
   }
   std::vector<float> out(d.q.size());
   ThreadPool pool(2);
-  const Status st = cpu::attention(d.q.data(), d.k.bytes.data(), kv_type(g.k_type),
-                                   d.v.bytes.data(), kv_type(g.v_type), c.positions.data(), s,
-                                   out.data(), pool);
+  const Status st =
+      cpu::attention(d.q.data(), d.k.bytes.data(), kv_type(g.k_type), d.v.bytes.data(),
+                     kv_type(g.v_type), c.positions.data(), s, out.data(), pool);
   EXPECT_TRUE(st.is_ok()) << st.message();
   return out;
 }

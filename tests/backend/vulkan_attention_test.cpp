@@ -356,8 +356,8 @@ TEST(VulkanAttention, KvStoreThenAttentionInOneSubmission) {
                   .is_ok());
   AttentionCase c{
       shape_of(n_tokens, 8, 2, 64, n_ctx, TensorType::Q8_0, TensorType::F16), pos, {}, {}, {}};
-  ASSERT_TRUE(gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(kc), whole(vc),
-                                    {}, whole(go), whole(err), c.shape)
+  ASSERT_TRUE(gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(kc), whole(vc), {},
+                                    whole(go), whole(err), c.shape)
                   .is_ok());
   EXPECT_EQ(rec.barriers(), 1u);
   ASSERT_TRUE(rec.submit_and_wait().is_ok());

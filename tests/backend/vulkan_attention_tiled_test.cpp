@@ -206,8 +206,8 @@ double time_call(const AttentionCase& c, bool tiled, int calls, std::vector<floa
       const Status st =
           tiled ? gpu::encode_attention_tiled(rec, whole(gq), whole(gp), {}, {}, whole(gk),
                                               whole(gv), {}, whole(go), whole(err), s)
-                : gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk), whole(gv),
-                                        {}, whole(go), whole(err), s);
+                : gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk), whole(gv), {},
+                                        whole(go), whole(err), s);
       EXPECT_TRUE(st.is_ok()) << st.message();
       if (!st.is_ok()) return -1;
     }

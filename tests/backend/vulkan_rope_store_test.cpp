@@ -165,8 +165,8 @@ std::vector<float> run_rope(const std::vector<float>& x, const std::vector<int32
   auto gx = upload_floats(d, x), gp = upload_ints(d, positions);
   auto gf = factors != nullptr ? upload_floats(d, *factors) : nullptr;
   gpu::Recorder rec(d);
-  const Status s = gpu::encode_rope(rec, whole(gx), whole(gp),
-                                    gf ? whole(gf) : gpu::BufferRange{}, whole(gx), shape);
+  const Status s = gpu::encode_rope(rec, whole(gx), whole(gp), gf ? whole(gf) : gpu::BufferRange{},
+                                    whole(gx), shape);
   EXPECT_TRUE(s.is_ok()) << s.message();
   EXPECT_TRUE(rec.submit_and_wait().is_ok());
   return download_floats(d, *gx, x.size());

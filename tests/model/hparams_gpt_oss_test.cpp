@@ -109,9 +109,9 @@ TEST_F(GptOssHparams, RefusesKeysItCannotHonour) {
 
 TEST_F(GptOssHparams, TensorsAreCheckedByName) {
   auto none = [](gguf::Writer&) {};
-  for (const char* t : {"blk.1.attn_sinks.weight", "blk.0.attn_output.bias",
-                        "blk.1.ffn_gate_inp.bias", "blk.0.ffn_down_exps.bias",
-                        "blk.1.post_attention_norm.weight", "output.weight"}) {
+  for (const char* t :
+       {"blk.1.attn_sinks.weight", "blk.0.attn_output.bias", "blk.1.ffn_gate_inp.bias",
+        "blk.0.ffn_down_exps.bias", "blk.1.post_attention_norm.weight", "output.weight"}) {
     model_->expect_refused(none, t, {t});
   }
   // Sinks of the wrong length are named with their shape.

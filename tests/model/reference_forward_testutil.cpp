@@ -142,7 +142,8 @@ Yarn yarn_of(const HParams& hp, int il) {
   if (hp.rope_scaling != RopeScaling::kYarn) return y;
   const double base = hp.layer_rope_base(il), scale = hp.layer_rope_scale(il);
   auto dim = [&](double beta) {
-    return double(hp.n_rot) * std::log(double(hp.n_ctx_orig_yarn) / (2.0 * std::numbers::pi * beta)) /
+    return double(hp.n_rot) *
+           std::log(double(hp.n_ctx_orig_yarn) / (2.0 * std::numbers::pi * beta)) /
            (2.0 * std::log(base));
   };
   y.on = true;
@@ -314,8 +315,8 @@ std::vector<float> expert_ffn(const HParams& hp, const ReferenceLayer& l, int64_
     add_bias(up, slice(l.exp_up_bias, fe), 1, fe);
   }
   for (int64_t i = 0; i < fe; ++i) {
-    gate[i] = static_cast<float>(hp.swiglu_oai ? swiglu_oai(gate[i], up[i])
-                                               : silu(gate[i]) * up[i]);
+    gate[i] =
+        static_cast<float>(hp.swiglu_oai ? swiglu_oai(gate[i], up[i]) : silu(gate[i]) * up[i]);
   }
   std::vector<float> down = matmul(gate, slice(l.exp_down, d * fe), 1, fe, d);
   if (hp.moe_biases) add_bias(down, slice(l.exp_down_bias, d), 1, d);

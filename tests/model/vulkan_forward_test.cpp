@@ -176,9 +176,10 @@ TEST(VulkanForward, GptOssWithAnF16CacheFollowsTheCpu) {
     ASSERT_TRUE(want.is_ok()) << want.message();
     ASSERT_TRUE(got.is_ok()) << got.message();
     const auto [rel, top1] = compare_logits(*want, *got, n_vocab);
-    std::printf("  vulkan tiny-gpt-oss F32 k f16 v f16 first %2zu against the CPU: rel %.2e "
-                "top1 %.3f\n",
-                n_first, rel, top1);
+    std::printf(
+        "  vulkan tiny-gpt-oss F32 k f16 v f16 first %2zu against the CPU: rel %.2e "
+        "top1 %.3f\n",
+        n_first, rel, top1);
     EXPECT_LE(rel, 2e-3) << "first " << n_first;
     EXPECT_GE(top1, 0.98) << "first " << n_first;
   }

@@ -59,8 +59,8 @@ TEST(LocalGroup, AllReduceSumsInRankOrderWithTheSameBitsEverywhere) {
         }
         return Status::ok();
       });
-      for (const Status& s : results) EXPECT_TRUE(s.is_ok()) << n << " ranks, " << len << ": "
-                                                              << s.message();
+      for (const Status& s : results)
+        EXPECT_TRUE(s.is_ok()) << n << " ranks, " << len << ": " << s.message();
     }
   }
 }

@@ -191,8 +191,7 @@ AttentionBindings attention_bindings(const BufferRange& q, const BufferRange& po
                                      const BufferRange& err, const AttentionShape& s) {
   const bool paged = s.page_size > 0;
   return {{q, positions, paged ? seq_slots : positions, paged ? page_table : positions,
-           words(k_cache), words(v_cache), out, err,
-           sinks.buffer != nullptr ? sinks : positions}};
+           words(k_cache), words(v_cache), out, err, sinks.buffer != nullptr ? sinks : positions}};
 }
 
 Status check_attention_regions(const AttentionShape& s) {

@@ -159,9 +159,8 @@ static_assert(offsetof(RopeStoreArgs, n_head) == 4 && offsetof(RopeStoreArgs, n_
               offsetof(RopeStoreArgs, theta_scale) == 36 && offsetof(RopeStoreArgs, n_ctx) == 40 &&
               offsetof(RopeStoreArgs, k_type) == 44 && offsetof(RopeStoreArgs, v_type) == 48 &&
               offsetof(RopeStoreArgs, ext_factor) == 52 &&
-              offsetof(RopeStoreArgs, corr_low) == 56 &&
-              offsetof(RopeStoreArgs, corr_high) == 60 && offsetof(RopeStoreArgs, mscale) == 64 &&
-              sizeof(RopeStoreArgs) == 68);
+              offsetof(RopeStoreArgs, corr_low) == 56 && offsetof(RopeStoreArgs, corr_high) == 60 &&
+              offsetof(RopeStoreArgs, mscale) == 64 && sizeof(RopeStoreArgs) == 68);
 static_assert(offsetof(AttentionArgs, n_head) == 4 && offsetof(AttentionArgs, n_head_kv) == 8 &&
               offsetof(AttentionArgs, head_dim) == 12 && offsetof(AttentionArgs, n_ctx) == 16 &&
               offsetof(AttentionArgs, scale) == 20 &&

@@ -103,11 +103,9 @@ bool attention_ok(const GpuBackend& b, const Node& n) {
                              ? n.inputs.size() == 2 && n.shape.ne[1] == 1 && m->page_size == 0
                              : n.inputs.size() >= (m->page_size > 0 ? 5u : 3u);
   return inputs_ok && n.dtype == DType::kF32 && f32_vector(b, m->sinks, m->n_head) &&
-         m->n_head_kv > 0 &&
-         m->n_head % m->n_head_kv == 0 &&
-         m->head_dim > 0 && m->head_dim <= 256 && m->head_dim % 2 == 0 &&
-         cache_type_ok(m->k_type, m->head_dim) && cache_type_ok(m->v_type, m->head_dim) &&
-         n.shape.ne[0] == m->n_head * m->head_dim;
+         m->n_head_kv > 0 && m->n_head % m->n_head_kv == 0 && m->head_dim > 0 &&
+         m->head_dim <= 256 && m->head_dim % 2 == 0 && cache_type_ok(m->k_type, m->head_dim) &&
+         cache_type_ok(m->v_type, m->head_dim) && n.shape.ne[0] == m->n_head * m->head_dim;
 }
 
 // FusedQKV of one token (decode) as one matmul over the q, k and v weights

@@ -15,15 +15,15 @@ using graph::Op;
 Result<NodeId> moe_ffn(LayerBuilder& b, NodeId h, int il) {
   auto name = [&](const char* w) { return b.layer_name(il, w); };
   // logits: [n_expert, n] from the F32 router, bias added before selection
-  MINFER_ASSIGN_OR_RETURN(
-      NodeId logits, b.matmul(h, name("ffn_gate_inp.weight"), name("ffn_gate_inp.bias"), il));
+  MINFER_ASSIGN_OR_RETURN(NodeId logits,
+                          b.matmul(h, name("ffn_gate_inp.weight"), name("ffn_gate_inp.bias"), il));
   NodeId ids = b.moe_topk(logits, il);              // i32 [k, n]: the k largest logits
   NodeId weights = b.moe_weights(logits, ids, il);  // [k, n]: softmax over those k
   // gate, up: [n_ff_exp, k*n], row t*k+j from expert ids[j, t], plus its bias row
   MINFER_ASSIGN_OR_RETURN(NodeId gate, b.matmul_id(h, ids, name("ffn_gate_exps.weight"),
                                                    name("ffn_gate_exps.bias"), il));
-  MINFER_ASSIGN_OR_RETURN(NodeId up, b.matmul_id(h, ids, name("ffn_up_exps.weight"),
-                                                 name("ffn_up_exps.bias"), il));
+  MINFER_ASSIGN_OR_RETURN(
+      NodeId up, b.matmul_id(h, ids, name("ffn_up_exps.weight"), name("ffn_up_exps.bias"), il));
   NodeId act = b.swiglu_oai(gate, up, il);  // [n_ff_exp, k*n]
   // down: [n_embd, k*n], each row through its own expert, bias before weighting
   MINFER_ASSIGN_OR_RETURN(NodeId down, b.matmul_id(act, ids, name("ffn_down_exps.weight"),

@@ -182,8 +182,8 @@ Result<NodeId> LayerBuilder::matmul_id(NodeId x, NodeId ids, const std::string& 
 }
 
 NodeId LayerBuilder::swiglu_oai(NodeId gate, NodeId up, int layer) {
-  Node out = make(Op::kSwiGLUOai, node(gate).shape, {gate, up}, layer_name(layer, "ffn_moe_glu"),
-                  layer);
+  Node out =
+      make(Op::kSwiGLUOai, node(gate).shape, {gate, up}, layer_name(layer, "ffn_moe_glu"), layer);
   out.meta = graph::GluMeta{};  // gpt-oss's alpha 1.702 and limit 7 (llama.cpp's values)
   return add(std::move(out));
 }
