@@ -44,8 +44,12 @@ include(GoogleTest)
 
 file(GLOB MINFER_KERNEL_TESTS CONFIGURE_DEPENDS tests/backend/*_test.cpp)
 list(FILTER MINFER_KERNEL_TESTS EXCLUDE REGEX "tests/backend/(cuda|vulkan)_[^/]*$")
-# The kernels' thread pool lives in base/; its test comes along.
+# The kernels' thread pool lives in base/; its test comes along, and so does
+# the op-conformance table (its rows and harness), run here on the CPU alone.
 list(APPEND MINFER_KERNEL_TESTS tests/base/thread_pool_test.cpp)
+file(GLOB MINFER_KERNEL_TEST_PARTS CONFIGURE_DEPENDS tests/backend/op_conformance_rows*.cpp
+     tests/backend/op_conformance_testutil.cpp)
+list(APPEND MINFER_KERNEL_TESTS ${MINFER_KERNEL_TEST_PARTS})
 add_executable(minfer_kernel_test ${MINFER_KERNEL_TESTS})
 target_compile_options(minfer_kernel_test PRIVATE ${MINFER_WARNINGS})
 target_include_directories(minfer_kernel_test PRIVATE tests)
