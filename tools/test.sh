@@ -35,14 +35,15 @@ export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_strin
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
 for t in minfer_backend_test minfer_quant_test; do
   echo "== $t (AddressSanitizer + UndefinedBehaviorSanitizer)"
-  "$san/tests/$t" --gtest_brief=1 --gtest_filter='-Vulkan*'
+  "$san/tests/$t" --gtest_brief=1 --gtest_filter='-Vulkan*:OpConformance*'
 done
 # The Vulkan tests run on lavapipe, whose driver leaks 128 bytes of its own
 # (a realloc in the ICD, unloaded before LeakSanitizer reports, so no
 # suppression can name it; a bare vkCreateInstance + vkDestroyInstance
 # leaks the same): our Vulkan code still runs under both
-# sanitizers, with leak checking off for this one run.
-echo "== minfer_backend_test Vulkan* (AddressSanitizer + UndefinedBehaviorSanitizer, no leak check)"
+# sanitizers, with leak checking off for this one run. The op-conformance
+# table opens the same device, so it runs here too.
+echo "== minfer_backend_test Vulkan*, OpConformance* (AddressSanitizer + UndefinedBehaviorSanitizer, no leak check)"
 ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 "$san/tests/minfer_backend_test" --gtest_brief=1 \
-  --gtest_filter='Vulkan*'
+  --gtest_filter='Vulkan*:OpConformance*'
 

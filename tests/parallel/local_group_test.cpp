@@ -53,7 +53,7 @@ TEST(LocalGroup, AllReduceSumsInRankOrderWithTheSameBitsEverywhere) {
         for (int round = 0; round < 3; ++round) {
           std::vector<float> mine = data[c.rank()];
           MINFER_RETURN_IF_ERROR(c.all_reduce_sum(mine));
-          if (std::memcmp(mine.data(), want.data(), len * sizeof(float)) != 0) {
+          if (len > 0 && std::memcmp(mine.data(), want.data(), len * sizeof(float)) != 0) {
             return Status::internal("rank " + std::to_string(c.rank()) + " differs");
           }
         }
