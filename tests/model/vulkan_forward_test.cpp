@@ -245,15 +245,15 @@ TEST(VulkanForward, EveryNodeRunsOnVulkan) {
   }
 }
 
-// The mixture-of-experts ops have Vulkan kernels: the planner keeps every
-// node of a MoE model, the routing and expert nodes included, on Vulkan.
-TEST(VulkanForward, MoeNodesRunOnVulkan) {
-  MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
-  auto model = synth_model("tiny-qwen3moe", "Q4_K_M");
-  ASSERT_TRUE(model.is_ok()) << model.message();
-  auto gpu = vulkan::create_backend((*model)->weights(), vulkan_options());
+// Places every node of `model`'s graph for decode and a prompt, unpaged and
+// paged, with Vulkan first: each must land on Vulkan, and nodes whose
+// placement text holds one of `markers` (op names as placement prints
+// them) must number `want`.
+void expect_every_node_on_vulkan(const model::Model& model, const std::vector<std::string>& markers,
+                                 int want) {
+  auto gpu = vulkan::create_backend(model.weights(), vulkan_options());
   ASSERT_TRUE(gpu.is_ok()) << gpu.message();
-  cpu::CpuBackend cpu((*model)->weights(), 1);
+  cpu::CpuBackend cpu(model.weights(), 1);
   std::vector<backend::Backend*> backends = {gpu->get(), &cpu};
   for (int64_t n_tokens : {1, 7}) {
     for (int64_t page_size : {0, 16}) {
@@ -265,17 +265,28 @@ TEST(VulkanForward, MoeNodesRunOnVulkan) {
         p.n_slots = 4;
         p.max_pages = 8;
       }
-      auto placed = placement(**model, backends, p);
+      auto placed = placement(model, backends, p);
       ASSERT_TRUE(placed.is_ok()) << placed.message();
-      int moe = 0;
+      int seen = 0;
       for (const Placed& n : *placed) {
-        moe += n.node.find("(moe_") != std::string::npos ||
-               n.node.find("(mul_mat_id)") != std::string::npos;
-        EXPECT_EQ(n.backend, 0) << n.node << ", " << n_tokens << " tokens";
+        seen += std::any_of(markers.begin(), markers.end(), [&](const std::string& m) {
+          return n.node.find(m) != std::string::npos;
+        });
+        EXPECT_EQ(n.backend, 0) << n.node << ", " << n_tokens << " tokens, page " << page_size;
       }
-      EXPECT_EQ(moe, 6 * (*model)->hparams().n_layer);
+      EXPECT_EQ(seen, want) << n_tokens << " tokens, page " << page_size;
     }
   }
+}
+
+// The mixture-of-experts ops have Vulkan kernels: the planner keeps every
+// node of a MoE model, the routing and expert nodes included, on Vulkan
+// (six a layer: top-k, weights, three expert matmuls, the sum).
+TEST(VulkanForward, MoeNodesRunOnVulkan) {
+  MINFER_SKIP_WITHOUT_VULKAN_BACKEND();
+  auto model = synth_model("tiny-qwen3moe", "Q4_K_M");
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  expect_every_node_on_vulkan(**model, {"(moe_", "(mul_mat_id)"}, 6 * (*model)->hparams().n_layer);
 }
 
 // gpt-oss's nodes (attention with sinks, YaRN RoPE and FusedQKV, swiglu_oai,
@@ -287,30 +298,7 @@ TEST(VulkanForward, GptOssNodesRunOnVulkan) {
     SCOPED_TRACE(quant);
     auto model = synth_model("tiny-gpt-oss", quant);
     ASSERT_TRUE(model.is_ok()) << model.message();
-    auto gpu = vulkan::create_backend((*model)->weights(), vulkan_options());
-    ASSERT_TRUE(gpu.is_ok()) << gpu.message();
-    cpu::CpuBackend cpu((*model)->weights(), 1);
-    std::vector<backend::Backend*> backends = {gpu->get(), &cpu};
-    for (int64_t n_tokens : {1, 7}) {
-      for (int64_t page_size : {0, 16}) {
-        GraphParams p;
-        p.n_tokens = n_tokens;
-        p.n_outputs = n_tokens;
-        if (page_size > 0) {
-          p.page_size = page_size;
-          p.n_slots = 4;
-          p.max_pages = 8;
-        }
-        auto placed = placement(**model, backends, p);
-        ASSERT_TRUE(placed.is_ok()) << placed.message();
-        int oai = 0;
-        for (const Placed& n : *placed) {
-          oai += n.node.find("(swiglu_oai)") != std::string::npos;
-          EXPECT_EQ(n.backend, 0) << n.node << ", " << n_tokens << " tokens, page " << page_size;
-        }
-        EXPECT_EQ(oai, (*model)->hparams().n_layer);
-      }
-    }
+    expect_every_node_on_vulkan(**model, {"(swiglu_oai)"}, (*model)->hparams().n_layer);
   }
 }
 
