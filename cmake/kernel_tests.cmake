@@ -11,7 +11,7 @@ file(GLOB_RECURSE MINFER_SOURCES CONFIGURE_DEPENDS src/*.cpp)
 list(FILTER MINFER_SOURCES EXCLUDE REGEX "src/cli/.*|src/serve/.*|src/grammar/.*|src/tokenizer/pretokenizer\\.cpp$")
 # No Vulkan here (the target sysroot has no loader): its layers stay out, and
 # so do the Metal backend's MSL tools and device glue (its policy stays: plain C++).
-list(FILTER MINFER_SOURCES EXCLUDE REGEX "src/backend/(gpu|vulkan)/.*")
+list(FILTER MINFER_SOURCES EXCLUDE REGEX "src/backend/(shader|vulkan)/.*")
 list(FILTER MINFER_SOURCES EXCLUDE REGEX "src/backend/metal/(msl_.*|metal_backend)\\.cpp$")
 add_library(minfer_core STATIC ${MINFER_SOURCES})
 target_include_directories(minfer_core PUBLIC src)

@@ -12,7 +12,7 @@ Besides the levels, each backend's folder (backend/<kind>/) is private: from
 outside src/backend/ only the interface (backend/backend.h) and the registry
 (backend/registry.h) may be included, so no stage above names one backend;
 inside it, only the registry and the folders built on another (vulkan/ and
-metal/ on gpu/) reach into a folder not their own.
+metal/ on shader/) reach into a folder not their own.
 
 Usage: tools/check_layers.py [SOURCE_DIR]   (default: the repository root)
 Prints each offending line as file:line and exits 1; a file under src/ that
@@ -51,7 +51,7 @@ EXCEPTIONS = []
 # itself, the registry (which creates every kind) and the folders listed here.
 BACKEND_FOLDER_USERS = {
     # The shared command-buffer layer under the Vulkan and Metal hosts.
-    "backend/gpu/": ["backend/vulkan/", "backend/metal/"],
+    "backend/shader/": ["backend/vulkan/", "backend/metal/"],
 }
 
 SOURCE_SUFFIXES = (".h", ".hpp", ".c", ".cc", ".cpp", ".cu", ".cuh", ".m", ".mm")

@@ -9,5 +9,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 cmake --build "$build" --target minfer_msl_kernels
-(cd "$build/gpu_kernels/msl" && LC_ALL=C sha256sum -- *.metal) > tests/backend/msl_digests.sha256
+(cd "$build/shader_kernels/msl" && LC_ALL=C sha256sum -- *.metal) > tests/backend/msl_digests.sha256
 echo "wrote tests/backend/msl_digests.sha256 ($(wc -l < tests/backend/msl_digests.sha256) kernels)"

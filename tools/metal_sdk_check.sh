@@ -95,7 +95,7 @@ done
 # MINFER_METALLIB_PATH where Xcode's metal compiler made a metallib).
 COMMON=(-std=c++20 -O2 -target "arm64-apple-macos$MACOS_MIN" -isysroot "$SDK"
         -stdlib=libc++ -nostdinc++ -isystem "$SDK/usr/include/c++/v1" -isystem "$THIRD"
-        -I "$ROOT/src" -DMINFER_HAS_METAL=1 -DMINFER_HAS_MSL=1 -DMINFER_HAS_GPU_KERNELS=1
+        -I "$ROOT/src" -DMINFER_HAS_METAL=1 -DMINFER_HAS_MSL=1 -DMINFER_HAS_SHADER_KERNELS=1
         "-DMINFER_SOURCE_DIR=\"$ROOT\"" "${WARNINGS[@]}")
 OBJCXX=(-x objective-c++ -fobjc-arc)
 

@@ -65,7 +65,11 @@ class Backend {
 
   // Can this backend run `node` (op, dtypes, weight types in its meta)?
   virtual bool supports_op(const graph::Node& node) const = 0;
-  // Does it have a kernel for this fused op? Gates the fusion pass.
+  // Does it have a kernel for this fused op? Gates the fusion pass. A
+  // backend with an op table claims a fused op exactly where its table has
+  // a runner for it, so the answer cannot drift from what it runs; kRmsNorm
+  // asks something else, whether it folds an input norm into the fused
+  // matmuls (graph::InputNorm), and is its own choice.
   virtual bool supports_fused(graph::Op fused) const { return false; }
   // Is this weight available to it? (CPU: every weight of the model.)
   virtual bool has_weight(std::string_view name) const = 0;
@@ -118,7 +122,7 @@ class Backend {
   // The KV cache type this backend runs a model of n_layer layers and
   // n_kv_embd K (and V) values per token and layer best at, for runs where
   // the user chose none (optional; nullopt: no preference, the runtime's
-  // default stands). Metal: f32 for small models (gpu/gpu_backend.h).
+  // default stands). Metal: f32 for small models (shader/shader_backend.h).
   virtual std::optional<quant::TensorType> default_cache_type(int64_t n_layer,
                                                               int64_t n_kv_embd) const {
     return std::nullopt;

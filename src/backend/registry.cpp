@@ -47,7 +47,7 @@ std::string cpu_unavailable(const BackendConfig&) {
 
 Result<std::unique_ptr<Backend>> cpu_create(const BackendConfig& c) {
   MINFER_ASSIGN_OR_RETURN(
-      auto cpu, cpu::CpuBackend::create(c.weights, c.n_threads, !c.options.cpu_no_repack));
+      auto cpu, cpu::CpuBackend::create(c.weights, c.n_threads, !c.options.cpu_no_repack, c.comm));
   return std::unique_ptr<Backend>(std::move(cpu));
 }
 

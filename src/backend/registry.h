@@ -26,6 +26,7 @@
 #include "base/options.h"
 #include "base/status.h"
 #include "model/weights.h"
+#include "parallel/communicator.h"
 
 namespace minfer::backend {
 
@@ -33,6 +34,10 @@ struct BackendConfig {
   const model::Weights& weights;
   const Options& options;
   int n_threads = 0;  // CPU worker threads (0: one per hardware thread)
+  // This rank's communicator when the model is split over a tensor-parallel
+  // group (docs/PARALLEL.md); the backends that have collective kernels
+  // (the CPU) run them with it. Null: one rank.
+  parallel::Communicator* comm = nullptr;
 };
 
 struct BackendKind {

@@ -48,6 +48,10 @@ void add_model_options(ArgParser& p) {
   p.option("-ctv,--cache-type-v", "TYPE", "KV cache type for V (overrides --cache-type)");
   p.option("-b,--batch-size", "N",
            "tokens per prefill graph (" + std::to_string(defaults.max_batch) + ")");
+  p.option("-tp,--tensor-parallel-size", "N",
+           "split the model over N tensor-parallel ranks (1; N CPU ranks in this process)");
+  p.option("--tensor-split", "LIST",
+           "llama.cpp's spelling: equal shares, one per rank (\"1,1\" = 2 ranks)");
 }
 
 void add_sampling_options(ArgParser& p) {
@@ -100,7 +104,41 @@ Result<runtime::RunOptions> run_options(const ArgParser& p, int64_t default_ctx)
   MINFER_ASSIGN_OR_RETURN(runtime::RunOptions o, context_options(p, default_ctx));
   MINFER_ASSIGN_OR_RETURN(o.n_threads, thread_count(p));
   MINFER_ASSIGN_OR_RETURN(o.max_batch, p.get_int("--batch-size", o.max_batch, 1, kMaxContext));
+  MINFER_ASSIGN_OR_RETURN(o.tensor_parallel, tensor_parallel_ranks(p));
   return o;
+}
+
+Result<int> tensor_parallel_ranks(const ArgParser& p) {
+  constexpr int64_t kMaxRanks = 64;
+  MINFER_ASSIGN_OR_RETURN(int64_t n, p.get_int("--tensor-parallel-size", 1, 1, kMaxRanks));
+  const auto split = p.get("--tensor-split");
+  if (!split) return static_cast<int>(n);
+  // Proportions, one per rank: minfer cuts heads and columns evenly, so
+  // every share must be the same.
+  std::vector<std::string> shares;
+  size_t start = 0;
+  for (size_t comma; (comma = split->find_first_of(",/", start)) != std::string::npos;
+       start = comma + 1) {
+    shares.push_back(split->substr(start, comma - start));
+  }
+  shares.push_back(split->substr(start));
+  for (const std::string& s : shares) {
+    if (s.empty() || s != shares[0]) {
+      return Status::invalid_argument("--tensor-split '" + *split +
+                                      "': minfer splits evenly; give equal shares, one per rank "
+                                      "(\"1,1\" for 2 ranks)");
+    }
+  }
+  if (p.has("--tensor-parallel-size") && static_cast<int64_t>(shares.size()) != n) {
+    return Status::invalid_argument("--tensor-split names " + std::to_string(shares.size()) +
+                                    " ranks, " + p.spelled("--tensor-parallel-size") + " " +
+                                    std::to_string(n));
+  }
+  if (static_cast<int64_t>(shares.size()) > kMaxRanks) {
+    return Status::invalid_argument("--tensor-split: more than " + std::to_string(kMaxRanks) +
+                                    " ranks");
+  }
+  return static_cast<int>(shares.size());
 }
 
 Result<runtime::RunOptions> context_options(const ArgParser& p, int64_t default_ctx) {

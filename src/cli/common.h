@@ -49,6 +49,8 @@ Result<int> thread_count(const ArgParser& p);
 // value is an error naming its source, the value and the allowed types.
 // Types nobody chose are marked RunOptions::cache_types_are_defaults.
 Result<runtime::RunOptions> run_options(const ArgParser& p, int64_t default_ctx);
+// -tp/--tensor-parallel-size N, or --tensor-split's count of equal shares.
+Result<int> tensor_parallel_ranks(const ArgParser& p);
 // The same from -c and the cache types alone, for a command that sets the
 // threads and the batch size itself (bench, whose -t and -b take lists).
 Result<runtime::RunOptions> context_options(const ArgParser& p, int64_t default_ctx);

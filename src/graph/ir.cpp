@@ -56,6 +56,8 @@ const OpTraits& op_traits(Op op) {
       /* kMatMulId     */ {"mul_mat_id",     false, false, false},
       /* kMoeSum       */ {"moe_sum",        false, false, false},
       /* kSwiGLUOai    */ {"swiglu_oai",     true,  false, false},
+      /* kAllReduce    */ {"all_reduce",     true,  false, false},
+      /* kAllGather    */ {"all_gather",     false, false, false},
   };
   // clang-format on
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));

@@ -55,6 +55,9 @@ enum class Op : uint8_t {
   kMatMulId,    // f32 [out, k*T]: row t*k+j = x_t (or row t*k+j of x) times expert ids[j,t]
   kMoeSum,      // f32 [d, T]: row t = sum over j of y[t*k+j] * weights[j,t]
   kSwiGLUOai,   // gpt-oss's clamped GLU of (gate, up) (GluMeta; docs/GPT_OSS.md)
+  // Tensor parallelism (docs/PARALLEL.md): collectives over the ranks of a group.
+  kAllReduce,  // f32: every rank's partial sums, added in rank order (same shape)
+  kAllGather,  // f32 [ne0 * parts, rows]: each row the ranks' rows side by side (CollectiveMeta)
   kCount,
 };
 
@@ -286,10 +289,20 @@ struct MoeSumMeta {
   int64_t n_used = 0;
 };
 
+// kAllReduce and kAllGather: `ranks` ranks of one tensor-parallel group each
+// run the node on their own part. AllReduce: input and output f32 of one
+// shape, out = sum over ranks in rank order ((r0 + r1) + r2) + ..., the same
+// bits on every rank. AllGather: input f32 [n, rows], output f32 [n * ranks,
+// rows], output row i = rank 0's row i, then rank 1's, ... (a vocabulary
+// split's logits put back in order).
+struct CollectiveMeta {
+  int ranks = 1;
+};
+
 using NodeMeta =
     std::variant<std::monostate, InputMeta, GetRowsMeta, RmsNormMeta, MatMulMeta, ScaleMeta,
                  RopeMeta, KvMeta, AttentionMeta, FusedQkvMeta, FusedFfnMeta, ArgMaxMeta,
-                 MoeRouteMeta, MatMulIdMeta, MoeSumMeta, GluMeta>;
+                 MoeRouteMeta, MatMulIdMeta, MoeSumMeta, GluMeta, CollectiveMeta>;
 
 struct Node {
   Op op = Op::kInput;

@@ -45,6 +45,11 @@ struct GraphParams {
   // output norm, f32 [n_embd, n_outputs], before the output matrix: what
   // embeddings pool. Exclusive with argmax.
   bool hidden_output = false;
+  // Tensor parallelism (model/tensor_split.h): this graph is rank tp_rank's
+  // of tp_ranks, built over that rank's part of the model; all-reduce and
+  // all-gather nodes join the ranks' partial results.
+  int tp_rank = 0;
+  int tp_ranks = 1;
 
   bool operator==(const GraphParams&) const = default;
 };

@@ -31,6 +31,15 @@ Result<const WeightView*> Weights::require(std::string_view name) const {
   return v;
 }
 
+Status Weights::add_view(WeightView view) {
+  if (find(view.name) != nullptr) {
+    return Status::invalid_argument("weight '" + view.name + "' already exists");
+  }
+  views_.push_back(std::move(view));
+  index_[views_.back().name] = views_.size() - 1;
+  return Status::ok();
+}
+
 Status Weights::add_derived(std::string name, quant::TensorType type, std::vector<int64_t> dims,
                             std::vector<uint8_t> bytes) {
   if (find(name) != nullptr)

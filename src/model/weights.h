@@ -47,6 +47,9 @@ class Weights {
   Result<const WeightView*> require(std::string_view name) const;
   const std::vector<WeightView>& all() const { return views_; }
 
+  // Adds a view of bytes the table does not own (another table's view, or a
+  // part of one); they must outlive the table.
+  Status add_view(WeightView view);
   // Adds a tensor whose bytes the table owns (row-major concatenations).
   Status add_derived(std::string name, quant::TensorType type, std::vector<int64_t> dims,
                      std::vector<uint8_t> bytes);

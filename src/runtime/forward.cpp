@@ -1,12 +1,15 @@
 #include "runtime/forward.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "backend/registry.h"
 #include "base/log.h"
 #include "graph/fusion.h"
 #include "model/builder.h"
+#include "parallel/local_group.h"
 
 namespace minfer::runtime {
 namespace {
@@ -25,7 +28,40 @@ void report_unused(std::string_view backend, const std::string& reason) {
 Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create(const model::Model& model,
                                                              const ForwardConfig& config,
                                                              model::GraphParams decode_params) {
+  const int ranks = config.tensor_parallel;
+  if (ranks == 1) return create_rank(model, config, decode_params, nullptr, nullptr);
+  MINFER_RETURN_IF_ERROR(model::check_split(model.hparams(), ranks));
+  MINFER_ASSIGN_OR_RETURN(auto group, parallel::make_local_group(ranks));
+  ForwardConfig rank_config = config;
+  rank_config.gpu = false;  // CPU ranks (docs/PARALLEL.md)
+  const int threads = config.n_threads > 0 ? config.n_threads
+                                           : static_cast<int>(std::thread::hardware_concurrency());
+  rank_config.n_threads = std::max(1, threads / ranks);
+  std::vector<std::unique_ptr<ForwardRunner>> runners;
+  for (int r = 0; r < ranks; ++r) {
+    MINFER_ASSIGN_OR_RETURN(model::RankModel part,
+                            model::split_for_rank(model.hparams(), model.weights(), r, ranks));
+    decode_params.tp_rank = r;
+    decode_params.tp_ranks = ranks;
+    MINFER_ASSIGN_OR_RETURN(
+        auto runner,
+        create_rank(model, rank_config, decode_params,
+                    std::make_unique<model::RankModel>(std::move(part)), group[r].get()));
+    runner->rank_ = r;
+    runners.push_back(std::move(runner));
+  }
+  std::unique_ptr<ForwardRunner> first = std::move(runners[0]);
+  for (size_t r = 1; r < runners.size(); ++r) first->peers_.push_back(std::move(runners[r]));
+  first->group_ = std::move(group);
+  return first;
+}
+
+Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create_rank(
+    const model::Model& model, const ForwardConfig& config, model::GraphParams decode_params,
+    std::unique_ptr<model::RankModel> part, parallel::Communicator* comm) {
   std::unique_ptr<ForwardRunner> r(new ForwardRunner(model, config));
+  r->part_ = std::move(part);
+  r->comm_ = comm;
   MINFER_RETURN_IF_ERROR(r->start_backends());
   r->choose_cache_types();
   decode_params.k_type = r->config_.k_type;
@@ -47,7 +83,7 @@ void ForwardRunner::release(CachedGraph& c) {
 // most one GPU kind (the first usable one: CUDA before Vulkan), since each
 // holds a copy of every weight.
 Status ForwardRunner::start_backends() {
-  const backend::BackendConfig bc{model_.weights(), config_.options, config_.n_threads};
+  const backend::BackendConfig bc{weights(), config_.options, config_.n_threads, comm_};
   bool have_gpu = false;
   for (const backend::BackendKind& kind : backend::backend_kinds()) {
     if (kind.gpu && (!config_.gpu || have_gpu)) continue;
@@ -73,7 +109,7 @@ Status ForwardRunner::start_backends() {
 // for this model sets them (Metal: f32 for small models).
 void ForwardRunner::choose_cache_types() {
   if (!config_.cache_types_are_defaults) return;
-  const model::HParams& hp = model_.hparams();
+  const model::HParams& hp = this->hp();
   const std::vector<const backend::Backend*> all(backends_.begin(), backends_.end());
   const KvCacheShape shape{hp.n_layer, config_.kv_rows, hp.n_head_kv, hp.head_dim};
   if (auto t = preferred_cache_type(all, shape)) config_.k_type = config_.v_type = *t;
@@ -83,7 +119,7 @@ void ForwardRunner::choose_cache_types() {
 // it in the decode graph (which is then planned and kept for good); every plan is
 // held to that placement.
 Status ForwardRunner::place_kv_cache(model::GraphParams decode_params) {
-  const model::HParams& hp = model_.hparams();
+  const model::HParams& hp = this->hp();
   decode_params.backends = participants_;
   MINFER_ASSIGN_OR_RETURN(CachedGraph c, build(decode_params));
   MINFER_ASSIGN_OR_RETURN(std::vector<int> where,
@@ -135,7 +171,7 @@ Status ForwardRunner::check_weights(const model::GraphParams& params, const grap
 Result<ForwardRunner::CachedGraph> ForwardRunner::build(const model::GraphParams& params) const {
   CachedGraph c;
   c.params = params;
-  MINFER_ASSIGN_OR_RETURN(c.graph, model::build_graph(model_.hparams(), model_.weights(), params));
+  MINFER_ASSIGN_OR_RETURN(c.graph, model::build_graph(hp(), weights(), params));
   MINFER_RETURN_IF_ERROR(check_weights(params, c.graph));
   if (params.fuse) graph::fuse(c.graph, backends_, config_.options);
   return c;
@@ -165,9 +201,37 @@ Result<ForwardRunner::CachedGraph*> ForwardRunner::prepare(const model::GraphPar
   return &cache_.front();
 }
 
+// Every rank's graph at once: ranks 1..N-1 on threads of their own, rank 0
+// on this one. A rank that fails releases the others from the collectives.
 Result<std::span<const float>> ForwardRunner::run(model::GraphParams params,
                                                   const graph::ForwardInputs& inputs) {
+  if (peers_.empty()) return run_rank(params, inputs);
+  std::vector<Status> peer_status(peers_.size(), Status::ok());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto out = peers_[i]->run_rank(params, inputs);
+      if (!out) {
+        peer_status[i] = out.status();
+        peers_[i]->comm_->fail(out.status());
+      }
+    });
+  }
+  auto out = run_rank(params, inputs);
+  if (!out) comm_->fail(out.status());
+  for (std::thread& t : threads) t.join();
+  if (!out) return out.status();
+  for (const Status& s : peer_status) {
+    if (!s) return s;
+  }
+  return out;
+}
+
+Result<std::span<const float>> ForwardRunner::run_rank(model::GraphParams params,
+                                                       const graph::ForwardInputs& inputs) {
   params.backends = participants_;
+  params.tp_rank = rank_;
+  params.tp_ranks = comm_ != nullptr ? comm_->size() : 1;
   MINFER_ASSIGN_OR_RETURN(CachedGraph * c, prepare(params));
   auto kv = [&](int backend, int layer) -> const backend::KvPair* {
     return backends_[static_cast<size_t>(backend)] == kv_.owner(layer) ? kv_.layer(layer) : nullptr;

@@ -17,6 +17,15 @@
 //   - The all-weights gate: a backend that requires every weight
 //     (Backend::requires_all_weights) takes part only with all of them; a
 //     missing one is an internal error naming it.
+//   - Tensor parallelism (RunOptions::tensor_parallel = N > 1;
+//     docs/PARALLEL.md): the runner is rank 0 of N ranks in this process,
+//     each over its part of the model (model::split_for_rank), its own CPU
+//     backend (with n_threads / N threads) and KV cache, joined by an
+//     in-process communicator. run() runs every rank's graph at once, ranks
+//     1..N-1 on threads of their own, and returns rank 0's logits, which
+//     the all-gather made whole. A model the split does not divide is an
+//     error at create(). A rank that fails releases the others (the group
+//     is then unusable: every later run is an error).
 // Threading: one driving thread.
 #pragma once
 
@@ -34,6 +43,8 @@
 #include "graph/plan.h"
 #include "model/graph_params.h"
 #include "model/model.h"
+#include "model/tensor_split.h"
+#include "parallel/communicator.h"
 #include "runtime/kv_cache.h"
 #include "runtime/run_options.h"
 
@@ -90,6 +101,17 @@ class ForwardRunner {
   };
   ForwardRunner(const model::Model& model, const ForwardConfig& config)
       : model_(model), config_(config) {}
+  // One rank's runner (the whole model when `part` is null).
+  static Result<std::unique_ptr<ForwardRunner>> create_rank(const model::Model& model,
+                                                            const ForwardConfig& config,
+                                                            model::GraphParams decode_params,
+                                                            std::unique_ptr<model::RankModel> part,
+                                                            parallel::Communicator* comm);
+  Status start_peers(model::GraphParams decode_params);
+  Result<std::span<const float>> run_rank(model::GraphParams params,
+                                          const graph::ForwardInputs& inputs);
+  const model::HParams& hp() const { return part_ ? part_->hp : model_.hparams(); }
+  const model::Weights& weights() const { return part_ ? part_->weights : model_.weights(); }
   Status start_backends();
   void choose_cache_types();
   Status place_kv_cache(model::GraphParams decode_params);
@@ -113,6 +135,13 @@ class ForwardRunner {
   std::vector<float> logits_;
   std::vector<int32_t> ids_;
   graph::OpProfile profile_;
+  // Tensor parallelism: this rank's part of the model and communicator, and
+  // on rank 0 the group's communicators and the other ranks' runners.
+  std::unique_ptr<model::RankModel> part_;
+  parallel::Communicator* comm_ = nullptr;
+  int rank_ = 0;
+  std::vector<std::unique_ptr<parallel::Communicator>> group_;
+  std::vector<std::unique_ptr<ForwardRunner>> peers_;
 };
 
 }  // namespace minfer::runtime

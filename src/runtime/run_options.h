@@ -43,6 +43,9 @@ struct RunOptions {
   // Run on a GPU backend when one is usable and every weight reaches it (the
   // all-weights gate); false keeps the CPU path (whose numerics tests pin).
   bool gpu = true;
+  // Tensor-parallel ranks the model is split over (docs/PARALLEL.md): N > 1
+  // runs N in-process CPU ranks, each with n_threads / N threads.
+  int tensor_parallel = 1;
   // The MINFER_* switches (the CLI passes Options::from_env()): which
   // backends and devices, fusions, batch invariance, traces, op profiles.
   Options options;

@@ -7,8 +7,8 @@
 
 #include "backend/metal/metal_backend.h"
 
-#ifdef MINFER_HAS_GPU_KERNELS
-#include "backend/gpu/gpu_backend.h"
+#ifdef MINFER_HAS_SHADER_KERNELS
+#include "backend/shader/shader_backend.h"
 #include "backend/vulkan_fake_device.h"
 #endif
 
@@ -25,16 +25,16 @@ TEST(MetalPolicy, F16CacheFromTheSevenBillionClassOnF32Below) {
   EXPECT_EQ(default_cache_type(28, 512), TensorType::F16);  // Qwen2.5-7B: 14336
 }
 
-#ifdef MINFER_HAS_GPU_KERNELS
-TEST(MetalPolicy, TheGpuBackendAnswersWithThePolicyItWasGiven) {
+#ifdef MINFER_HAS_SHADER_KERNELS
+TEST(MetalPolicy, TheShaderBackendAnswersWithThePolicyItWasGiven) {
   auto device = std::make_shared<vulkan::testing::FakeDevice>(1 << 20, 16, 64 << 20);
   const model::Weights weights;
   const Options options;
-  auto with = gpu::create_gpu_backend("Metal", device, weights, options, default_cache_type);
+  auto with = shader::create_shader_backend("Metal", device, weights, options, default_cache_type);
   ASSERT_TRUE(with.is_ok()) << with.message();
   EXPECT_EQ((*with)->default_cache_type(24, 128), TensorType::F32);
   EXPECT_EQ((*with)->default_cache_type(28, 512), TensorType::F16);
-  auto without = gpu::create_gpu_backend("Vulkan", device, weights, options);
+  auto without = shader::create_shader_backend("Vulkan", device, weights, options);
   ASSERT_TRUE(without.is_ok()) << without.message();
   EXPECT_FALSE((*without)->default_cache_type(24, 128).has_value());
 }

@@ -16,10 +16,10 @@
 #include <sstream>
 #include <string>
 
-#include "backend/gpu/kernel_table.h"
-#include "backend/gpu/spirv_reflect.h"
 #include "backend/metal/msl_abi.h"
 #include "backend/metal/msl_translate.h"
+#include "backend/shader/kernel_table.h"
+#include "backend/shader/spirv_reflect.h"
 
 namespace minfer::metal {
 namespace {
@@ -29,29 +29,29 @@ std::string read_text(const std::string& path) {
   return in ? std::string(std::istreambuf_iterator<char>(in), {}) : std::string();
 }
 
-std::string msl_path(const gpu::KernelInfo& k, const char* ext) {
+std::string msl_path(const shader::KernelInfo& k, const char* ext) {
   return std::string(MINFER_MSL_DIR) + "/" + k.label() + ext;
 }
 
-MslSidecar sidecar_of(const gpu::KernelInfo& k) {
+MslSidecar sidecar_of(const shader::KernelInfo& k) {
   auto s = sidecar_from_json(read_text(msl_path(k, ".json")));
   EXPECT_TRUE(s.is_ok()) << k.label() << ": " << s.status().message();
   return s.is_ok() ? *s : MslSidecar{};
 }
 
-bool uses_subgroup_arithmetic(const gpu::KernelInfo& k) {
-  auto r = gpu::reflect_spirv(k.spirv);
+bool uses_subgroup_arithmetic(const shader::KernelInfo& k) {
+  auto r = shader::reflect_spirv(k.spirv);
   if (!r.is_ok()) return false;
   for (uint32_t c : r->capabilities) {
-    if (c == gpu::spirv_capability::kGroupNonUniformArithmetic) return true;
+    if (c == shader::spirv_capability::kGroupNonUniformArithmetic) return true;
   }
   return false;
 }
 
 TEST(Msl, EveryKernelVariantHasMslWhoseSidecarMatchesTheKernelTable) {
-  ASSERT_FALSE(gpu::embedded_kernels().empty());
+  ASSERT_FALSE(shader::embedded_kernels().empty());
   int with_subgroups = 0;
-  for (const gpu::KernelInfo& k : gpu::embedded_kernels()) {
+  for (const shader::KernelInfo& k : shader::embedded_kernels()) {
     SCOPED_TRACE(k.label());
     const std::string source = read_text(msl_path(k, ".metal"));
     ASSERT_FALSE(source.empty()) << "no " << msl_path(k, ".metal");
@@ -72,7 +72,7 @@ TEST(Msl, EveryKernelVariantHasMslWhoseSidecarMatchesTheKernelTable) {
 }
 
 TEST(Msl, TranslatingTheEmbeddedSpirvAgainGivesTheSameBytes) {
-  for (const gpu::KernelInfo& k : gpu::embedded_kernels()) {
+  for (const shader::KernelInfo& k : shader::embedded_kernels()) {
     SCOPED_TRACE(k.label());
     auto again = translate_to_msl(k.spirv, k.name, k.variant);
     ASSERT_TRUE(again.is_ok()) << again.status().message();
@@ -88,15 +88,16 @@ TEST(Msl, TheGoldenDigestsNameEveryKernelVariant) {
     if (line.size() > 66) listed.insert(line.substr(66));  // "<64 hex>  <file>"
   }
   std::set<std::string> expected;
-  for (const gpu::KernelInfo& k : gpu::embedded_kernels()) expected.insert(k.label() + ".metal");
+  for (const shader::KernelInfo& k : shader::embedded_kernels())
+    expected.insert(k.label() + ".metal");
   EXPECT_EQ(listed, expected) << "run tools/gen_msl_digests.sh";
 }
 
 // A real kernel with bindings of every access and an arguments struct.
-const gpu::KernelInfo& attention() {
-  const auto index = gpu::find_kernel("attention", "f16_f16");
+const shader::KernelInfo& attention() {
+  const auto index = shader::find_kernel("attention", "f16_f16");
   EXPECT_TRUE(index.has_value());
-  return gpu::embedded_kernels()[index.value_or(0)];
+  return shader::embedded_kernels()[index.value_or(0)];
 }
 
 void expect_refused(const MslSidecar& s, const std::string& says) {

@@ -304,6 +304,24 @@ void add_fused_matmul_rows(std::vector<Row>& rows) {
   }
 }
 
+// A collective over a group of one rank (the tensor-parallel split's
+// all-reduce and all-gather with nothing to combine): the input, bit for bit.
+// More ranks: tests/runtime/tensor_parallel_test.cpp.
+Case collective_case(uint32_t seed, Op op, int64_t width, int64_t rows) {
+  CaseBuilder b(rows, seed);
+  const auto x = b.random(width * rows);
+  const NodeId out =
+      b.test(make_node(op, width, rows, {b.feed(width, x)}, graph::CollectiveMeta{1}));
+  return b.finish(out, std::vector<double>(x.begin(), x.end()));
+}
+
+void add_collective_rows(std::vector<Row>& rows) {
+  for (Op op : {Op::kAllReduce, Op::kAllGather}) {
+    rows.push_back({std::string(graph::op_name(op)) + " one rank " + shape(300, 3), op, ulps(0),
+                    [op](uint32_t seed) { return collective_case(seed, op, 300, 3); }});
+  }
+}
+
 void add_elementwise_rows(std::vector<Row>& rows) {
   // Exact ops are bit-equal; silu and swiglu_oai within expf's rounding; gelu
   // is a table of f16 values on the CPU (ops.h), so within f16 rounding.
@@ -410,6 +428,7 @@ void add_dense_rows(std::vector<Row>& rows) {
   add_matmul_rows(rows);
   add_fused_matmul_rows(rows);
   add_elementwise_rows(rows);
+  add_collective_rows(rows);
 }
 
 const std::vector<Row>& conformance_rows() {

@@ -21,9 +21,9 @@
 
 #include "backend/backend_testutil.h"
 #include "backend/cpu/ops.h"
-#include "backend/gpu/encode_activation.h"
-#include "backend/gpu/kernel_args.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encode_activation.h"
+#include "backend/shader/kernel_args.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/half.h"
 
@@ -31,20 +31,20 @@ namespace minfer::vulkan::testing {
 namespace {
 
 using cpu::testing::random_floats;
-using gpu::GluOp;
-using gpu::UnaryOp;
+using shader::GluOp;
+using shader::UnaryOp;
 
 constexpr int64_t kSizes[] = {1, 7, 4099, (int64_t{1} << 20) + 3};
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 template <typename T>
-std::unique_ptr<gpu::Buffer> upload_vector(gpu::Device& d, const std::vector<T>& v) {
+std::unique_ptr<shader::Buffer> upload_vector(shader::Device& d, const std::vector<T>& v) {
   return upload(d, std::as_bytes(std::span(v)));
 }
 
 template <typename T>
-std::vector<T> download_vector(gpu::Device& d, const gpu::Buffer& b, size_t n) {
+std::vector<T> download_vector(shader::Device& d, const shader::Buffer& b, size_t n) {
   std::vector<T> out(n);
   const Status s = d.read_buffer(b, 0, std::as_writable_bytes(std::span(out)));
   EXPECT_TRUE(s.is_ok()) << s.message();
@@ -104,12 +104,12 @@ void expect_close(const Diff& d, bool f16_path, size_t n, const std::string& wha
 }
 
 std::vector<float> run_unary(UnaryOp op, const std::vector<float>& x, float scale, bool in_place) {
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto gx = upload_floats(d, x);
   auto gy = in_place ? nullptr : zeros(d, x.size() * 4);
-  const gpu::BufferRange out = in_place ? whole(gx) : whole(gy);
-  gpu::Recorder rec(d);
-  const Status s = gpu::encode_unary(rec, op, whole(gx), out, int64_t(x.size()), scale);
+  const shader::BufferRange out = in_place ? whole(gx) : whole(gy);
+  shader::Recorder rec(d);
+  const Status s = shader::encode_unary(rec, op, whole(gx), out, int64_t(x.size()), scale);
   EXPECT_TRUE(s.is_ok()) << s.message();
   const Status w = rec.submit_and_wait();
   EXPECT_TRUE(w.is_ok()) << w.message();
@@ -179,13 +179,13 @@ TEST(VulkanActivation, ScalePastOneGridRowIsFolded) {
 
 std::vector<float> run_glu(GluOp op, const std::vector<float>& gate, const std::vector<float>& up,
                            int out_is) {  // 0: its own buffer, 1: gate, 2: up
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto gg = upload_floats(d, gate), gu = upload_floats(d, up);
   auto go = out_is == 0 ? zeros(d, gate.size() * 4) : nullptr;
-  const gpu::Buffer& out = out_is == 0 ? *go : out_is == 1 ? *gg : *gu;
-  gpu::Recorder rec(d);
-  const Status s = gpu::encode_glu(rec, op, whole(gg), whole(gu), gpu::BufferRange{&out, 0, 0},
-                                   int64_t(gate.size()));
+  const shader::Buffer& out = out_is == 0 ? *go : out_is == 1 ? *gg : *gu;
+  shader::Recorder rec(d);
+  const Status s = shader::encode_glu(rec, op, whole(gg), whole(gu),
+                                      shader::BufferRange{&out, 0, 0}, int64_t(gate.size()));
   EXPECT_TRUE(s.is_ok()) << s.message();
   const Status w = rec.submit_and_wait();
   EXPECT_TRUE(w.is_ok()) << w.message();
@@ -212,13 +212,14 @@ TEST(VulkanActivation, GluMatchesTheCpuAtOddSizesAndInPlace) {
 
 std::vector<float> run_swiglu_oai(const std::vector<float>& gate, const std::vector<float>& up,
                                   int out_is) {  // 0: its own buffer, 1: gate, 2: up
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto gg = upload_floats(d, gate), gu = upload_floats(d, up);
   auto go = out_is == 0 ? zeros(d, gate.size() * 4) : nullptr;
-  const gpu::Buffer& out = out_is == 0 ? *go : out_is == 1 ? *gg : *gu;
-  gpu::Recorder rec(d);
-  const Status s = gpu::encode_swiglu_oai(rec, whole(gg), whole(gu), gpu::BufferRange{&out, 0, 0},
-                                          int64_t(gate.size()), 1.702f, 7.0f);
+  const shader::Buffer& out = out_is == 0 ? *go : out_is == 1 ? *gg : *gu;
+  shader::Recorder rec(d);
+  const Status s =
+      shader::encode_swiglu_oai(rec, whole(gg), whole(gu), shader::BufferRange{&out, 0, 0},
+                                int64_t(gate.size()), 1.702f, 7.0f);
   EXPECT_TRUE(s.is_ok()) << s.message();
   const Status w = rec.submit_and_wait();
   EXPECT_TRUE(w.is_ok()) << w.message();
@@ -284,14 +285,14 @@ TEST(VulkanActivation, SwigluOaiAtTheLimitsLargeAndNaN) {
 
 TEST(VulkanActivation, SwigluOaiRefusesNonFiniteConstants) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto a = zeros(d, 64);
-  gpu::Recorder rec(d);
-  EXPECT_EQ(gpu::encode_swiglu_oai(rec, whole(a), whole(a), whole(a), 16, 1.702f, kInf).code(),
+  shader::Recorder rec(d);
+  EXPECT_EQ(shader::encode_swiglu_oai(rec, whole(a), whole(a), whole(a), 16, 1.702f, kInf).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(gpu::encode_swiglu_oai(rec, whole(a), whole(a), whole(a), 16, kNaN, 7.0f).code(),
+  EXPECT_EQ(shader::encode_swiglu_oai(rec, whole(a), whole(a), whole(a), 16, kNaN, 7.0f).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(gpu::encode_swiglu_oai(rec, whole(a), whole(a), whole(a), 17, 1.702f, 7.0f).code(),
+  EXPECT_EQ(shader::encode_swiglu_oai(rec, whole(a), whole(a), whole(a), 17, 1.702f, 7.0f).code(),
             StatusCode::kInvalidArgument);  // 17 floats past a 64-byte binding
   EXPECT_EQ(rec.pending(), 0u);
 }
@@ -314,11 +315,11 @@ std::vector<int32_t> cpu_argmax(const std::vector<float>& x, int64_t rows, int64
 }
 
 std::vector<int32_t> run_argmax(const std::vector<float>& x, int64_t rows, int64_t len) {
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto gx = upload_floats(d, x);
   auto go = zeros(d, uint64_t(rows) * 4);
-  gpu::Recorder rec(d);
-  const Status s = gpu::encode_argmax(rec, whole(gx), whole(go), rows, len);
+  shader::Recorder rec(d);
+  const Status s = shader::encode_argmax(rec, whole(gx), whole(go), rows, len);
   EXPECT_TRUE(s.is_ok()) << s.message();
   const Status w = rec.submit_and_wait();
   EXPECT_TRUE(w.is_ok()) << w.message();
@@ -386,17 +387,17 @@ struct Gathered {
 // Gathers into a buffer prefilled with `fill` (or in place, out == x).
 Gathered run_gather(const std::vector<float>& x, const std::vector<int32_t>& ids, int64_t row_len,
                     float scale, bool in_place, float fill = 7.0f) {
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto gx = upload_floats(d, x);
   auto gi = upload_vector(d, ids);
   const size_t n_out = ids.size() * size_t(row_len);
   auto go = in_place ? nullptr : upload_floats(d, std::vector<float>(n_out, fill));
   auto ge = zeros(d, MINFER_ERR_WORDS * 4);
-  const gpu::Buffer& out = in_place ? *gx : *go;
-  gpu::Recorder rec(d);
-  const Status s =
-      gpu::encode_gather_rows(rec, whole(gx), whole(gi), gpu::BufferRange{&out, 0, 0}, whole(ge),
-                              int64_t(x.size()) / row_len, row_len, int64_t(ids.size()), scale);
+  const shader::Buffer& out = in_place ? *gx : *go;
+  shader::Recorder rec(d);
+  const Status s = shader::encode_gather_rows(
+      rec, whole(gx), whole(gi), shader::BufferRange{&out, 0, 0}, whole(ge),
+      int64_t(x.size()) / row_len, row_len, int64_t(ids.size()), scale);
   EXPECT_TRUE(s.is_ok()) << s.message();
   const Status w = rec.submit_and_wait();
   EXPECT_TRUE(w.is_ok()) << w.message();
@@ -489,40 +490,40 @@ void expect_refused(const Status& s, const std::string& needle) {
 
 TEST(VulkanActivation, MalformedCallsAreRefusedBeforeEncoding) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto a = zeros(d, 64 * 4), b = zeros(d, 64 * 4), small = zeros(d, 16);
   auto ids = zeros(d, 64 * 4), err = zeros(d, MINFER_ERR_WORDS * 4);
-  const gpu::BufferRange none{};
-  gpu::Recorder rec(d);
-  EXPECT_REFUSED(gpu::encode_unary(rec, UnaryOp::kSilu, whole(a), whole(b), 0, 1.0f), "n = 0");
-  EXPECT_REFUSED(gpu::encode_unary(rec, UnaryOp::kGelu, whole(a), whole(b), -5, 1.0f), "n = -5");
-  EXPECT_REFUSED(gpu::encode_unary(rec, UnaryOp::kScale, whole(a), whole(small), 64, 1.0f),
+  const shader::BufferRange none{};
+  shader::Recorder rec(d);
+  EXPECT_REFUSED(shader::encode_unary(rec, UnaryOp::kSilu, whole(a), whole(b), 0, 1.0f), "n = 0");
+  EXPECT_REFUSED(shader::encode_unary(rec, UnaryOp::kGelu, whole(a), whole(b), -5, 1.0f), "n = -5");
+  EXPECT_REFUSED(shader::encode_unary(rec, UnaryOp::kScale, whole(a), whole(small), 64, 1.0f),
                  "out needs 256 bytes, its binding has 16");
-  EXPECT_REFUSED(gpu::encode_unary(rec, UnaryOp::kScale, gpu::BufferRange{a.get(), 0, 100},
-                                   whole(b), 64, 1.0f),
+  EXPECT_REFUSED(shader::encode_unary(rec, UnaryOp::kScale, shader::BufferRange{a.get(), 0, 100},
+                                      whole(b), 64, 1.0f),
                  "x needs 256 bytes, its binding has 100");
-  EXPECT_REFUSED(gpu::encode_unary(rec, UnaryOp::kScale, none, whole(b), 64, 1.0f), "no buffer");
-  EXPECT_REFUSED(gpu::encode_glu(rec, GluOp::kSwiGLU, whole(a), whole(small), whole(b), 64),
+  EXPECT_REFUSED(shader::encode_unary(rec, UnaryOp::kScale, none, whole(b), 64, 1.0f), "no buffer");
+  EXPECT_REFUSED(shader::encode_glu(rec, GluOp::kSwiGLU, whole(a), whole(small), whole(b), 64),
                  "up needs 256");
-  EXPECT_REFUSED(gpu::encode_glu(rec, GluOp::kGeGLU, whole(a), whole(b), whole(b), 0), "n = 0");
-  EXPECT_REFUSED(gpu::encode_argmax(rec, whole(a), whole(b), 2, 0), "row_len = 0");
-  EXPECT_REFUSED(gpu::encode_argmax(rec, whole(a), whole(b), 0, 8), "n_rows = 0");
-  EXPECT_REFUSED(gpu::encode_argmax(rec, whole(a), whole(b), 2, 33), "x needs 264");
-  EXPECT_REFUSED(gpu::encode_argmax(rec, whole(a), whole(small), 8, 8), "out needs 32");
-  EXPECT_REFUSED(gpu::encode_argmax(rec, whole(a), whole(b), int64_t{1} << 20, int64_t{1} << 20),
+  EXPECT_REFUSED(shader::encode_glu(rec, GluOp::kGeGLU, whole(a), whole(b), whole(b), 0), "n = 0");
+  EXPECT_REFUSED(shader::encode_argmax(rec, whole(a), whole(b), 2, 0), "row_len = 0");
+  EXPECT_REFUSED(shader::encode_argmax(rec, whole(a), whole(b), 0, 8), "n_rows = 0");
+  EXPECT_REFUSED(shader::encode_argmax(rec, whole(a), whole(b), 2, 33), "x needs 264");
+  EXPECT_REFUSED(shader::encode_argmax(rec, whole(a), whole(small), 8, 8), "out needs 32");
+  EXPECT_REFUSED(shader::encode_argmax(rec, whole(a), whole(b), int64_t{1} << 20, int64_t{1} << 20),
                  "exceed 32-bit indices");
   EXPECT_EQ(rec.pending(), 0u);
 }
 
 TEST(VulkanActivation, MalformedGathersAreRefused) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto x = zeros(d, 64 * 4), out = zeros(d, 64 * 4), ids = zeros(d, 64 * 4);
   auto err = zeros(d, MINFER_ERR_WORDS * 4), small = zeros(d, 8);
-  gpu::Recorder rec(d);
-  auto gather = [&](gpu::BufferRange xr, gpu::BufferRange ir, gpu::BufferRange orr,
-                    gpu::BufferRange er, int64_t n_src, int64_t row_len, int64_t n_out) {
-    return gpu::encode_gather_rows(rec, xr, ir, orr, er, n_src, row_len, n_out, 1.0f);
+  shader::Recorder rec(d);
+  auto gather = [&](shader::BufferRange xr, shader::BufferRange ir, shader::BufferRange orr,
+                    shader::BufferRange er, int64_t n_src, int64_t row_len, int64_t n_out) {
+    return shader::encode_gather_rows(rec, xr, ir, orr, er, n_src, row_len, n_out, 1.0f);
   };
   const auto X = whole(x), I = whole(ids), O = whole(out), E = whole(err);
   EXPECT_REFUSED(gather(X, I, O, E, 0, 8, 8), "n_src = 0");
@@ -531,15 +532,16 @@ TEST(VulkanActivation, MalformedGathersAreRefused) {
   EXPECT_REFUSED(gather(X, I, O, E, 9, 8, 8), "x needs 288");
   EXPECT_REFUSED(gather(X, I, O, E, 8, 8, 9), "out needs 288");
   EXPECT_REFUSED(gather(X, whole(small), O, E, 8, 8, 8), "ids needs 32");
-  EXPECT_REFUSED(gather(X, I, O, gpu::BufferRange{small.get(), 0, 8}, 8, 8, 8),
+  EXPECT_REFUSED(gather(X, I, O, shader::BufferRange{small.get(), 0, 8}, 8, 8, 8),
                  "err needs 16 bytes, its binding has 8");
-  EXPECT_REFUSED(gather(X, I, gpu::BufferRange{x.get(), 64, 0}, E, 4, 8, 4), "out overlaps x");
-  EXPECT_REFUSED(gather(X, I, gpu::BufferRange{ids.get(), 8, 0}, E, 8, 4, 4), "out overlaps ids");
-  EXPECT_REFUSED(gather(X, I, O, gpu::BufferRange{out.get(), 0, 0}, 8, 8, 8), "error words");
-  auto big = zeros(d, (gpu::kMaxInPlaceGatherRows + 1) * 4);
-  auto big_ids = zeros(d, (gpu::kMaxInPlaceGatherRows + 1) * 4);
+  EXPECT_REFUSED(gather(X, I, shader::BufferRange{x.get(), 64, 0}, E, 4, 8, 4), "out overlaps x");
+  EXPECT_REFUSED(gather(X, I, shader::BufferRange{ids.get(), 8, 0}, E, 8, 4, 4),
+                 "out overlaps ids");
+  EXPECT_REFUSED(gather(X, I, O, shader::BufferRange{out.get(), 0, 0}, 8, 8, 8), "error words");
+  auto big = zeros(d, (shader::kMaxInPlaceGatherRows + 1) * 4);
+  auto big_ids = zeros(d, (shader::kMaxInPlaceGatherRows + 1) * 4);
   EXPECT_REFUSED(
-      gather(whole(big), whole(big_ids), whole(big), E, 1, 1, gpu::kMaxInPlaceGatherRows + 1),
+      gather(whole(big), whole(big_ids), whole(big), E, 1, 1, shader::kMaxInPlaceGatherRows + 1),
       "in place");
   EXPECT_EQ(rec.pending(), 0u);
 }

@@ -21,8 +21,8 @@
 
 #include "backend/backend_testutil.h"
 #include "backend/cpu/ops.h"
-#include "backend/gpu/encode_attention.h"
-#include "backend/gpu/encode_attention_tiled.h"
+#include "backend/shader/encode_attention.h"
+#include "backend/shader/encode_attention_tiled.h"
 #include "backend/vulkan_attention_testutil.h"
 #include "backend/vulkan_testutil.h"
 #include "base/thread_pool.h"
@@ -54,7 +54,7 @@ struct Data {
 };
 
 Data make_data(const AttentionCase& c, uint32_t seed) {
-  const gpu::AttentionShape& s = c.shape;
+  const shader::AttentionShape& s = c.shape;
   const int64_t row_len = s.n_head_kv * s.head_dim;
   return {random_floats(s.n_tokens * s.n_head * s.head_dim, seed),
           make_cache(s.k_type, s.n_ctx, row_len, seed + 1),
@@ -62,7 +62,7 @@ Data make_data(const AttentionCase& c, uint32_t seed) {
 }
 
 std::string label(const AttentionCase& c, AttentionKernel kernel) {
-  const gpu::AttentionShape& s = c.shape;
+  const shader::AttentionShape& s = c.shape;
   return std::string(kernel == AttentionKernel::kTiled ? "tiled" : "decode") + " " +
          std::string(quant::type_name(s.k_type)) + "/" + std::string(quant::type_name(s.v_type)) +
          " tokens " + std::to_string(s.n_tokens) + " from " + std::to_string(c.positions[0]) +
@@ -88,7 +88,7 @@ cpu::KvType kv_type(TensorType t) {
 
 // The CPU backend's attention of the case (cache rows as the GPU reads them).
 std::vector<float> cpu_attention(const AttentionCase& c, const Data& d) {
-  const gpu::AttentionShape& g = c.shape;
+  const shader::AttentionShape& g = c.shape;
   cpu::AttentionShape s;
   s.n_tokens = g.n_tokens;
   s.n_kv = g.page_size > 0 ? g.page_size * g.max_pages : g.n_ctx;
@@ -154,7 +154,7 @@ TEST(VulkanAttentionSinks, TiledKernelMatchesTheReferenceAndTheCpu) {
   MINFER_SKIP_WITHOUT_VULKAN();
   uint32_t seed = 800;
   for (uint32_t rows : {1u, 2u, 4u}) {
-    gpu::force_attention_tiled_rows_for_testing(rows);
+    shader::force_attention_tiled_rows_for_testing(rows);
     for (const Types& t : kTypes) {
       for (int64_t window : {int64_t{0}, int64_t{7}}) {
         AttentionCase c = prompt(40, 20, 8, 2, 64, t.k, t.v);
@@ -168,7 +168,7 @@ TEST(VulkanAttentionSinks, TiledKernelMatchesTheReferenceAndTheCpu) {
       }
     }
   }
-  gpu::force_attention_tiled_rows_for_testing(0);
+  shader::force_attention_tiled_rows_for_testing(0);
 }
 
 TEST(VulkanAttentionSinks, PagedCacheOfTwoSequences) {
@@ -238,24 +238,24 @@ TEST(VulkanAttentionSinks, AQuerysOutputDoesNotDependOnItsBatch) {
 
 TEST(VulkanAttentionSinks, AShortSinksBindingIsRefused) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto q = zeros(d, 1 << 16), out = zeros(d, 1 << 16), cache = zeros(d, 1 << 16);
   auto pos = zeros(d, 256), err = zeros(d, 16), sinks = zeros(d, 64);
   const auto s = shape_of(2, 8, 2, 64, 16, TensorType::F32, TensorType::F32);
-  const gpu::BufferRange short_sinks{sinks.get(), 0, 7 * 4};
-  gpu::Recorder rec(d);
-  EXPECT_EQ(gpu::encode_attention(rec, whole(q), whole(pos), {}, {}, whole(cache), whole(cache),
-                                  short_sinks, whole(out), whole(err), s)
+  const shader::BufferRange short_sinks{sinks.get(), 0, 7 * 4};
+  shader::Recorder rec(d);
+  EXPECT_EQ(shader::encode_attention(rec, whole(q), whole(pos), {}, {}, whole(cache), whole(cache),
+                                     short_sinks, whole(out), whole(err), s)
                 .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(gpu::encode_attention_tiled(rec, whole(q), whole(pos), {}, {}, whole(cache),
-                                        whole(cache), short_sinks, whole(out), whole(err), s)
+  EXPECT_EQ(shader::encode_attention_tiled(rec, whole(q), whole(pos), {}, {}, whole(cache),
+                                           whole(cache), short_sinks, whole(out), whole(err), s)
                 .code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(rec.pending(), 0u);
-  const gpu::BufferRange enough{sinks.get(), 0, 8 * 4};
-  EXPECT_TRUE(gpu::encode_attention(rec, whole(q), whole(pos), {}, {}, whole(cache), whole(cache),
-                                    enough, whole(out), whole(err), s)
+  const shader::BufferRange enough{sinks.get(), 0, 8 * 4};
+  EXPECT_TRUE(shader::encode_attention(rec, whole(q), whole(pos), {}, {}, whole(cache),
+                                       whole(cache), enough, whole(out), whole(err), s)
                   .is_ok());
 }
 

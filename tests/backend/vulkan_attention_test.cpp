@@ -31,9 +31,9 @@
 
 #include "backend/backend_testutil.h"
 #include "backend/cpu/ops.h"
-#include "backend/gpu/encode_attention.h"
-#include "backend/gpu/kernel_args.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encode_attention.h"
+#include "backend/shader/kernel_args.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_attention_testutil.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/half.h"
@@ -55,7 +55,7 @@ struct RopeCase {
 
 TEST(VulkanRope, MatchesTheCpuInBothModesPartialAndInPlace) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const std::vector<int32_t> positions = {0, 1, 7, 300, 4095};
   const int64_t n_tokens = static_cast<int64_t>(positions.size());
   for (const RopeCase& c :
@@ -73,11 +73,11 @@ TEST(VulkanRope, MatchesTheCpuInBothModesPartialAndInPlace) {
                     .is_ok());
     auto gx = upload_floats(d, x), gp = upload_vec(d, positions), gf = upload_floats(d, ff);
     auto gy = c.in_place ? nullptr : zeros(d, uint64_t(n) * 4);
-    const gpu::BufferRange out = c.in_place ? whole(gx) : whole(gy);
-    gpu::Recorder rec(d);
-    const gpu::RopeShape shape{n_tokens, c.n_heads, c.head_dim, c.n_rot, c.neox, 10000.0f, 0.5f};
-    const Status s = gpu::encode_rope(rec, whole(gx), whole(gp),
-                                      c.factors ? whole(gf) : gpu::BufferRange{}, out, shape);
+    const shader::BufferRange out = c.in_place ? whole(gx) : whole(gy);
+    shader::Recorder rec(d);
+    const shader::RopeShape shape{n_tokens, c.n_heads, c.head_dim, c.n_rot, c.neox, 10000.0f, 0.5f};
+    const Status s = shader::encode_rope(rec, whole(gx), whole(gp),
+                                         c.factors ? whole(gf) : shader::BufferRange{}, out, shape);
     ASSERT_TRUE(s.is_ok()) << s.message();
     ASSERT_TRUE(rec.submit_and_wait().is_ok());
     const auto got = download_floats(d, c.in_place ? *gx : *gy, static_cast<size_t>(n));
@@ -88,17 +88,17 @@ TEST(VulkanRope, MatchesTheCpuInBothModesPartialAndInPlace) {
 
 TEST(VulkanRope, RefusesMalformedShapes) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto x = zeros(d, 4096), p = zeros(d, 64);
-  gpu::Recorder rec(d);
-  auto try_shape = [&](gpu::RopeShape s, gpu::BufferRange out) {
-    return gpu::encode_rope(rec, whole(x), whole(p), {}, out, s).code();
+  shader::Recorder rec(d);
+  auto try_shape = [&](shader::RopeShape s, shader::BufferRange out) {
+    return shader::encode_rope(rec, whole(x), whole(p), {}, out, s).code();
   };
   EXPECT_EQ(try_shape({2, 2, 64, 63, false, 1e4f, 1.0f}, whole(x)), StatusCode::kInvalidArgument);
   EXPECT_EQ(try_shape({2, 2, 64, 66, false, 1e4f, 1.0f}, whole(x)), StatusCode::kInvalidArgument);
   EXPECT_EQ(try_shape({2, 2, 64, 64, false, 0.0f, 1.0f}, whole(x)), StatusCode::kInvalidArgument);
   EXPECT_EQ(try_shape({9, 2, 64, 64, false, 1e4f, 1.0f}, whole(x)), StatusCode::kInvalidArgument);
-  EXPECT_EQ(try_shape({2, 2, 64, 64, false, 1e4f, 1.0f}, gpu::BufferRange{x.get(), 16, 0}),
+  EXPECT_EQ(try_shape({2, 2, 64, 64, false, 1e4f, 1.0f}, shader::BufferRange{x.get(), 16, 0}),
             StatusCode::kInvalidArgument);  // partly overlapping x
   EXPECT_EQ(rec.pending(), 0u);
 }
@@ -132,7 +132,7 @@ struct StoreCase {
 
 TEST(VulkanKvStore, MatchesTheCpuEncodingAndLeavesOtherRows) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t n_ctx = 16;
   const std::vector<int32_t> rows = {3, 0, 7, 15, 8, 9};
   const int64_t n_tokens = static_cast<int64_t>(rows.size());
@@ -155,11 +155,11 @@ TEST(VulkanKvStore, MatchesTheCpuEncodingAndLeavesOtherRows) {
     }
     auto gk = upload_floats(d, k), gv = upload_floats(d, v), gr = upload_vec(d, rows);
     auto err = zeros(d, MINFER_ERR_WORDS * 4);
-    gpu::Recorder rec(d);
-    const gpu::KvStoreShape shape{n_tokens, c.n_head_kv, c.head_dim, n_ctx, c.k_type, c.v_type};
-    const Status s =
-        gpu::encode_kv_store(rec, whole(gk), whole(gv), whole(gr), {gk_cache.get(), 0, kb * n_ctx},
-                             {gv_cache.get(), 0, vb * n_ctx}, whole(err), shape);
+    shader::Recorder rec(d);
+    const shader::KvStoreShape shape{n_tokens, c.n_head_kv, c.head_dim, n_ctx, c.k_type, c.v_type};
+    const Status s = shader::encode_kv_store(rec, whole(gk), whole(gv), whole(gr),
+                                             {gk_cache.get(), 0, kb * n_ctx},
+                                             {gv_cache.get(), 0, vb * n_ctx}, whole(err), shape);
     ASSERT_TRUE(s.is_ok()) << s.message();
     ASSERT_TRUE(rec.submit_and_wait().is_ok());
     const auto k_got = download_vec<uint8_t>(d, *gk_cache, k_want.size());
@@ -177,17 +177,17 @@ TEST(VulkanKvStore, MatchesTheCpuEncodingAndLeavesOtherRows) {
 
 TEST(VulkanKvStore, ABadRowIsSkippedAndReported) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t n_ctx = 8, row_len = 64;
   const std::vector<int32_t> rows = {2, 8, 5};
   const auto k = random_floats(3 * row_len, 31), v = random_floats(3 * row_len, 32);
   auto gk = upload_floats(d, k), gv = upload_floats(d, v), gr = upload_vec(d, rows);
   auto kc = zeros(d, n_ctx * row_len * 4 + 64), vc = zeros(d, n_ctx * row_len * 2 + 64);
   auto err = zeros(d, MINFER_ERR_WORDS * 4);
-  gpu::Recorder rec(d);
-  const gpu::KvStoreShape shape{3, 2, 32, n_ctx, TensorType::F32, TensorType::F16};
-  ASSERT_TRUE(gpu::encode_kv_store(rec, whole(gk), whole(gv), whole(gr), whole(kc), whole(vc),
-                                   whole(err), shape)
+  shader::Recorder rec(d);
+  const shader::KvStoreShape shape{3, 2, 32, n_ctx, TensorType::F32, TensorType::F16};
+  ASSERT_TRUE(shader::encode_kv_store(rec, whole(gk), whole(gv), whole(gr), whole(kc), whole(vc),
+                                      whole(err), shape)
                   .is_ok());
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
   const auto words = error_words(d, *err);
@@ -204,12 +204,12 @@ TEST(VulkanKvStore, ABadRowIsSkippedAndReported) {
 
 TEST(VulkanKvStore, RefusesMalformedShapes) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto buf = zeros(d, 1 << 16), small = zeros(d, 64);
-  gpu::Recorder rec(d);
-  auto try_shape = [&](gpu::KvStoreShape s, const std::unique_ptr<gpu::Buffer>& cache) {
-    return gpu::encode_kv_store(rec, whole(buf), whole(buf), whole(buf), whole(cache), whole(buf),
-                                whole(buf), s);
+  shader::Recorder rec(d);
+  auto try_shape = [&](shader::KvStoreShape s, const std::unique_ptr<shader::Buffer>& cache) {
+    return shader::encode_kv_store(rec, whole(buf), whole(buf), whole(buf), whole(cache),
+                                   whole(buf), whole(buf), s);
   };
   EXPECT_EQ(try_shape({1, 2, 48, 4, TensorType::Q8_0, TensorType::F32}, small).code(),
             StatusCode::kInvalidArgument);  // q8_0 with head_dim % 32 != 0
@@ -340,7 +340,7 @@ TEST(VulkanAttention, BadPositionsSlotsAndPagesAreSkippedAndReported) {
 
 TEST(VulkanAttention, KvStoreThenAttentionInOneSubmission) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t n_ctx = 64, n_tokens = 9, row_len = 2 * 64;
   const auto q = random_floats(n_tokens * 8 * 64, 51);
   const auto k = random_floats(n_tokens * row_len, 52), v = random_floats(n_tokens * row_len, 53);
@@ -349,15 +349,15 @@ TEST(VulkanAttention, KvStoreThenAttentionInOneSubmission) {
   auto gp = upload_vec(d, pos), go = zeros(d, q.size() * 4), err = zeros(d, 16);
   auto kc = zeros(d, cache_row_bytes(TensorType::Q8_0, row_len) * n_ctx);
   auto vc = zeros(d, cache_row_bytes(TensorType::F16, row_len) * n_ctx);
-  gpu::Recorder rec(d);
-  ASSERT_TRUE(gpu::encode_kv_store(rec, whole(gk), whole(gv), whole(gp), whole(kc), whole(vc),
-                                   whole(err),
-                                   {n_tokens, 2, 64, n_ctx, TensorType::Q8_0, TensorType::F16})
+  shader::Recorder rec(d);
+  ASSERT_TRUE(shader::encode_kv_store(rec, whole(gk), whole(gv), whole(gp), whole(kc), whole(vc),
+                                      whole(err),
+                                      {n_tokens, 2, 64, n_ctx, TensorType::Q8_0, TensorType::F16})
                   .is_ok());
   AttentionCase c{
       shape_of(n_tokens, 8, 2, 64, n_ctx, TensorType::Q8_0, TensorType::F16), pos, {}, {}, {}};
-  ASSERT_TRUE(gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(kc), whole(vc), {},
-                                    whole(go), whole(err), c.shape)
+  ASSERT_TRUE(shader::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(kc), whole(vc), {},
+                                       whole(go), whole(err), c.shape)
                   .is_ok());
   EXPECT_EQ(rec.barriers(), 1u);
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
@@ -381,27 +381,27 @@ TEST(VulkanAttention, KvStoreThenAttentionInOneSubmission) {
 
 TEST(VulkanAttention, LoopBoundStaysFarBelowLavapipesCap) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::AttentionShape s = shape_of(1, 8, 1, 256, 4096, TensorType::Q8_0, TensorType::F32);
-  EXPECT_LE(gpu::attention_loop_bound(s, 8), 3842u);
+  shader::AttentionShape s = shape_of(1, 8, 1, 256, 4096, TensorType::Q8_0, TensorType::F32);
+  EXPECT_LE(shader::attention_loop_bound(s, 8), 3842u);
   s.k_type = TensorType::F32;
-  EXPECT_LE(gpu::attention_loop_bound(s, 8), 3600u);
+  EXPECT_LE(shader::attention_loop_bound(s, 8), 3600u);
   s.n_ctx = 131072;
-  EXPECT_GT(gpu::attention_loop_bound(s, 8), 65535u);
+  EXPECT_GT(shader::attention_loop_bound(s, 8), 65535u);
   s.sliding_window = 4096;  // only the window's keys are visited
-  EXPECT_LE(gpu::attention_loop_bound(s, 8), 3600u);
+  EXPECT_LE(shader::attention_loop_bound(s, 8), 3600u);
 }
 
 TEST(VulkanAttention, RefusesMalformedShapes) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto qb = zeros(d, 1 << 16), ob = zeros(d, 1 << 16), cache = zeros(d, 1 << 16);
   auto small = zeros(d, 256), err = zeros(d, 16);
-  gpu::Recorder rec(d);
-  auto code = [&](gpu::AttentionShape s, const std::unique_ptr<gpu::Buffer>& q,
-                  const std::unique_ptr<gpu::Buffer>& out, const std::unique_ptr<gpu::Buffer>& kc,
-                  gpu::BufferRange tables = {}) {
-    return gpu::encode_attention(rec, whole(q), whole(small), tables, tables, whole(kc),
-                                 whole(cache), {}, whole(out), whole(err), s)
+  shader::Recorder rec(d);
+  auto code = [&](shader::AttentionShape s, const std::unique_ptr<shader::Buffer>& q,
+                  const std::unique_ptr<shader::Buffer>& out,
+                  const std::unique_ptr<shader::Buffer>& kc, shader::BufferRange tables = {}) {
+    return shader::encode_attention(rec, whole(q), whole(small), tables, tables, whole(kc),
+                                    whole(cache), {}, whole(out), whole(err), s)
         .code();
   };
   const auto ok_shape = shape_of(2, 8, 2, 64, 16, TensorType::F32, TensorType::F32);
@@ -451,8 +451,8 @@ TEST(VulkanAttention, RefusesMalformedShapes) {
 // a barrier as in the engine; the best of 3 rounds after a warm-up round),
 // or -1 on a device without timestamps.
 double time_attention(const AttentionCase& c) {
-  gpu::Device& d = device();
-  const gpu::AttentionShape& s = c.shape;
+  shader::Device& d = device();
+  const shader::AttentionShape& s = c.shape;
   const int64_t row_len = s.n_head_kv * s.head_dim;
   const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, 71);
   const HostCache k = make_cache(s.k_type, s.n_ctx, row_len, 72);
@@ -463,11 +463,11 @@ double time_attention(const AttentionCase& c) {
   constexpr int kCalls = 100;
   double best = -1;
   for (int round = 0; round < 4; ++round) {
-    gpu::Recorder rec(d);
+    shader::Recorder rec(d);
     if (!rec.timestamp().is_ok()) return -1;
     for (int i = 0; i < kCalls; ++i) {
-      const Status st = gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk),
-                                              whole(gv), {}, whole(go), whole(err), s);
+      const Status st = shader::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk),
+                                                 whole(gv), {}, whole(go), whole(err), s);
       EXPECT_TRUE(st.is_ok()) << st.message();
       if (!st.is_ok()) return -1;
     }

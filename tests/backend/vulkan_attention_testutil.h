@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encode_attention.h"
-#include "backend/gpu/encode_attention_tiled.h"
-#include "backend/gpu/kernel_args.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encode_attention.h"
+#include "backend/shader/encode_attention_tiled.h"
+#include "backend/shader/kernel_args.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/half.h"
 
@@ -35,11 +35,11 @@ using quant::TensorType;
 enum class AttentionKernel { kDecode, kTiled };
 
 template <typename T>
-std::unique_ptr<gpu::Buffer> upload_vec(gpu::Device& d, const std::vector<T>& v) {
+std::unique_ptr<shader::Buffer> upload_vec(shader::Device& d, const std::vector<T>& v) {
   return upload(d, std::as_bytes(std::span(v)));
 }
 
-inline std::vector<uint32_t> error_words(gpu::Device& d, const gpu::Buffer& err) {
+inline std::vector<uint32_t> error_words(shader::Device& d, const shader::Buffer& err) {
   std::vector<uint32_t> out(MINFER_ERR_WORDS);
   EXPECT_TRUE(d.read_buffer(err, 0, std::as_writable_bytes(std::span(out))).is_ok());
   return out;
@@ -75,14 +75,15 @@ inline HostCache make_cache(TensorType type, int64_t n_ctx, int64_t row_len, uin
 }
 
 struct AttentionCase {
-  gpu::AttentionShape shape;
+  shader::AttentionShape shape;
   std::vector<int32_t> positions, slots, table;  // slots/table: paged only
   std::vector<float> sinks;                      // one logit per q head; empty: none
 };
 
-inline gpu::AttentionShape shape_of(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t hd,
-                                    int64_t n_ctx, TensorType k_type, TensorType v_type) {
-  gpu::AttentionShape s;
+inline shader::AttentionShape shape_of(int64_t n_tokens, int64_t n_head, int64_t n_head_kv,
+                                       int64_t hd, int64_t n_ctx, TensorType k_type,
+                                       TensorType v_type) {
+  shader::AttentionShape s;
   s.n_tokens = n_tokens;
   s.n_head = n_head;
   s.n_head_kv = n_head_kv;
@@ -111,7 +112,7 @@ inline AttentionCase prompt(int64_t n_tokens, int32_t first, int64_t n_head, int
 }
 
 inline int64_t host_row(const AttentionCase& c, int64_t t, int64_t j) {
-  const gpu::AttentionShape& s = c.shape;
+  const shader::AttentionShape& s = c.shape;
   if (s.page_size == 0) return j;
   return int64_t(c.table[size_t(c.slots[t] * s.max_pages + j / s.page_size)]) * s.page_size +
          j % s.page_size;
@@ -119,7 +120,7 @@ inline int64_t host_row(const AttentionCase& c, int64_t t, int64_t j) {
 
 inline std::vector<double> reference_attention(const AttentionCase& c, const std::vector<float>& q,
                                                const HostCache& k, const HostCache& v) {
-  const gpu::AttentionShape& s = c.shape;
+  const shader::AttentionShape& s = c.shape;
   const int64_t hd = s.head_dim, row_len = s.n_head_kv * hd, group = s.n_head / s.n_head_kv;
   std::vector<double> out(q.size(), 0.0);
   for (int64_t t = 0; t < s.n_tokens; ++t) {
@@ -162,23 +163,24 @@ struct AttentionRun {
 inline AttentionRun run_attention(const AttentionCase& c, const std::vector<float>& q,
                                   const HostCache& k, const HostCache& v, AttentionKernel kernel) {
   const bool tiled = kernel == AttentionKernel::kTiled;
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const bool paged = c.shape.page_size > 0;
   auto gq = upload_floats(d, q), gp = upload_vec(d, c.positions);
   auto gs = paged ? upload_vec(d, c.slots) : nullptr, gt = paged ? upload_vec(d, c.table) : nullptr;
   auto gk = upload_vec(d, k.bytes), gv = upload_vec(d, v.bytes);
   auto go = upload_floats(d, std::vector<float>(q.size(), 7.0f));
   auto gsink = c.sinks.empty() ? nullptr : upload_floats(d, c.sinks);
-  const gpu::BufferRange sinks = c.sinks.empty() ? gpu::BufferRange{} : whole(gsink);
+  const shader::BufferRange sinks = c.sinks.empty() ? shader::BufferRange{} : whole(gsink);
   auto err = zeros(d, MINFER_ERR_WORDS * 4);
-  const gpu::BufferRange slots = paged ? whole(gs) : gpu::BufferRange{};
-  const gpu::BufferRange table = paged ? whole(gt) : gpu::BufferRange{};
-  const gpu::BufferRange kc{gk.get(), 0, k.bytes.size()}, vc{gv.get(), 0, v.bytes.size()};
-  gpu::Recorder rec(d);
-  const Status s = tiled ? gpu::encode_attention_tiled(rec, whole(gq), whole(gp), slots, table, kc,
-                                                       vc, sinks, whole(go), whole(err), c.shape)
-                         : gpu::encode_attention(rec, whole(gq), whole(gp), slots, table, kc, vc,
-                                                 sinks, whole(go), whole(err), c.shape);
+  const shader::BufferRange slots = paged ? whole(gs) : shader::BufferRange{};
+  const shader::BufferRange table = paged ? whole(gt) : shader::BufferRange{};
+  const shader::BufferRange kc{gk.get(), 0, k.bytes.size()}, vc{gv.get(), 0, v.bytes.size()};
+  shader::Recorder rec(d);
+  const Status s = tiled
+                       ? shader::encode_attention_tiled(rec, whole(gq), whole(gp), slots, table, kc,
+                                                        vc, sinks, whole(go), whole(err), c.shape)
+                       : shader::encode_attention(rec, whole(gq), whole(gp), slots, table, kc, vc,
+                                                  sinks, whole(go), whole(err), c.shape);
   EXPECT_TRUE(s.is_ok()) << s.message();
   if (!s.is_ok()) return {};
   const Status w = rec.submit_and_wait();
@@ -188,7 +190,7 @@ inline AttentionRun run_attention(const AttentionCase& c, const std::vector<floa
 
 inline void expect_matches_reference(const AttentionCase& c, uint32_t seed,
                                      AttentionKernel kernel) {
-  const gpu::AttentionShape& s = c.shape;
+  const shader::AttentionShape& s = c.shape;
   const int64_t row_len = s.n_head_kv * s.head_dim;
   const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, seed);
   const HostCache k = make_cache(s.k_type, s.n_ctx, row_len, seed + 1);
@@ -204,7 +206,7 @@ inline void expect_matches_reference(const AttentionCase& c, uint32_t seed,
 }
 
 template <typename T>
-std::vector<T> download_vec(gpu::Device& d, const gpu::Buffer& b, size_t n) {
+std::vector<T> download_vec(shader::Device& d, const shader::Buffer& b, size_t n) {
   std::vector<T> out(n);
   const Status s = d.read_buffer(b, 0, std::as_writable_bytes(std::span(out)));
   EXPECT_TRUE(s.is_ok()) << s.message();
@@ -250,7 +252,7 @@ inline void expect_bad_indices_reported(AttentionKernel kernel) {
   AttentionCase page = paged_case(TensorType::F32, TensorType::F32, 32);
   page.table[size_t(2 * 6 + 4)] = 16;  // read by the queries at 64..69 of slot 2
   for (const Bad& b : {Bad{past, 64, 64}, Bad{slot, 3, 3}, Bad{page, 16, 16}}) {
-    const gpu::AttentionShape& s = b.c.shape;
+    const shader::AttentionShape& s = b.c.shape;
     const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, 9);
     const HostCache k = make_cache(s.k_type, s.n_ctx, s.n_head_kv * s.head_dim, 10);
     const HostCache v = make_cache(s.v_type, s.n_ctx, s.n_head_kv * s.head_dim, 11);

@@ -1,4 +1,4 @@
-// The tiled prefill attention (gpu::encode_attention_tiled) against the host
+// The tiled prefill attention (shader::encode_attention_tiled) against the host
 // loop of vulkan_attention_test.cpp (double, over the dequantized cache),
 // max abs diff < 1e-3: F32/F16/Q8_0 and mixed K/V caches, GQA 7 and 8 (14/2
 // and 8/1 heads) and 1, head_dim 64/128/256 (and 96, 32, 10), queries from
@@ -6,7 +6,7 @@
 // are no multiple of the query block, every rows-per-invocation geometry, a
 // sliding window, a paged cache of two interleaved sequences (blocks of
 // mixed slots), bad positions/slots/pages reported as attention.comp does,
-// malformed shapes refused, and when GpuBackend picks it. By hand:
+// malformed shapes refused, and when ShaderBackend picks it. By hand:
 // --gtest_also_run_disabled_tests --gtest_filter='VulkanAttentionTiled*'
 // also times it against encode_attention at the Qwen2.5 prompt shapes.
 #ifdef MINFER_HAS_VULKAN
@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encode_attention.h"
-#include "backend/gpu/encode_attention_tiled.h"
-#include "backend/gpu/kernel_args.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encode_attention.h"
+#include "backend/shader/encode_attention_tiled.h"
+#include "backend/shader/kernel_args.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_attention_testutil.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/half.h"
@@ -39,11 +39,11 @@ using cpu::testing::encode;
 using cpu::testing::random_floats;
 using quant::TensorType;
 
-// Rows per invocation forced for a scope (gpu::force_attention_tiled_rows_for_testing).
+// Rows per invocation forced for a scope (shader::force_attention_tiled_rows_for_testing).
 class ForcedRows {
  public:
-  explicit ForcedRows(uint32_t rows) { gpu::force_attention_tiled_rows_for_testing(rows); }
-  ~ForcedRows() { gpu::force_attention_tiled_rows_for_testing(0); }
+  explicit ForcedRows(uint32_t rows) { shader::force_attention_tiled_rows_for_testing(rows); }
+  ~ForcedRows() { shader::force_attention_tiled_rows_for_testing(0); }
   ForcedRows(const ForcedRows&) = delete;
   ForcedRows& operator=(const ForcedRows&) = delete;
 };
@@ -124,14 +124,14 @@ TEST(VulkanAttentionTiled, BadPositionsSlotsAndPagesAreSkippedAndReported) {
 
 TEST(VulkanAttentionTiled, RefusesWhatEncodeAttentionRefuses) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto qb = zeros(d, 1 << 16), ob = zeros(d, 1 << 16), cache = zeros(d, 1 << 16);
   auto small = zeros(d, 256), err = zeros(d, 16);
-  gpu::Recorder rec(d);
-  auto code = [&](gpu::AttentionShape s, const std::unique_ptr<gpu::Buffer>& out,
-                  const std::unique_ptr<gpu::Buffer>& kc, gpu::BufferRange tables = {}) {
-    return gpu::encode_attention_tiled(rec, whole(qb), whole(small), tables, tables, whole(kc),
-                                       whole(cache), {}, whole(out), whole(err), s)
+  shader::Recorder rec(d);
+  auto code = [&](shader::AttentionShape s, const std::unique_ptr<shader::Buffer>& out,
+                  const std::unique_ptr<shader::Buffer>& kc, shader::BufferRange tables = {}) {
+    return shader::encode_attention_tiled(rec, whole(qb), whole(small), tables, tables, whole(kc),
+                                          whole(cache), {}, whole(out), whole(err), s)
         .code();
   };
   const auto ok_shape = shape_of(2, 8, 2, 64, 16, TensorType::F32, TensorType::F32);
@@ -164,24 +164,24 @@ TEST(VulkanAttentionTiled, RefusesWhatEncodeAttentionRefuses) {
 
 TEST(VulkanAttentionTiled, AppliesToPromptsOfReadableCaches) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  const gpu::Device& d = device();
+  const shader::Device& d = device();
   auto s =
-      shape_of(gpu::kAttentionTiledMinTokens, 14, 2, 64, 4096, TensorType::F16, TensorType::F16);
-  EXPECT_TRUE(gpu::attention_tiled_applies(d, s));
+      shape_of(shader::kAttentionTiledMinTokens, 14, 2, 64, 4096, TensorType::F16, TensorType::F16);
+  EXPECT_TRUE(shader::attention_tiled_applies(d, s));
   s.n_tokens -= 1;
-  EXPECT_FALSE(gpu::attention_tiled_applies(d, s));
+  EXPECT_FALSE(shader::attention_tiled_applies(d, s));
   s.n_tokens = 512;
   s.k_type = TensorType::Q4_0;
-  EXPECT_FALSE(gpu::attention_tiled_applies(d, s));
+  EXPECT_FALSE(shader::attention_tiled_applies(d, s));
   s.k_type = TensorType::F16;
   s.head_dim = 258;
-  EXPECT_FALSE(gpu::attention_tiled_applies(d, s));
+  EXPECT_FALSE(shader::attention_tiled_applies(d, s));
   s.head_dim = 64;
   s.n_ctx = 1 << 20;  // past lavapipe's loop cap, fine elsewhere
-  EXPECT_EQ(gpu::attention_tiled_applies(d, s), d.info().type != "cpu");
-  EXPECT_GT(gpu::attention_tiled_loop_bound(s, 4), 65535u);
+  EXPECT_EQ(shader::attention_tiled_applies(d, s), d.info().type != "cpu");
+  EXPECT_GT(shader::attention_tiled_loop_bound(s, 4), 65535u);
   s.n_ctx = 2048;
-  EXPECT_LT(gpu::attention_tiled_loop_bound(s, 4), 30000u);
+  EXPECT_LT(shader::attention_tiled_loop_bound(s, 4), 30000u);
 }
 
 // ---- by hand: GPU time per call, the per-query kernel against the tiled one ----
@@ -189,8 +189,8 @@ TEST(VulkanAttentionTiled, AppliesToPromptsOfReadableCaches) {
 // Microseconds per call (timestamps around `calls` calls, best of 3 rounds
 // after a warm-up), or -1 without timestamps; `out` gets the last output.
 double time_call(const AttentionCase& c, bool tiled, int calls, std::vector<float>* out) {
-  gpu::Device& d = device();
-  const gpu::AttentionShape& s = c.shape;
+  shader::Device& d = device();
+  const shader::AttentionShape& s = c.shape;
   const int64_t row_len = s.n_head_kv * s.head_dim;
   const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, 71);
   const HostCache k = make_cache(s.k_type, s.n_ctx, row_len, 72);
@@ -200,14 +200,14 @@ double time_call(const AttentionCase& c, bool tiled, int calls, std::vector<floa
   auto go = zeros(d, q.size() * 4), err = zeros(d, MINFER_ERR_WORDS * 4);
   double best = -1;
   for (int round = 0; round < 4; ++round) {
-    gpu::Recorder rec(d);
+    shader::Recorder rec(d);
     if (!rec.timestamp().is_ok()) return -1;
     for (int i = 0; i < calls; ++i) {
       const Status st =
-          tiled ? gpu::encode_attention_tiled(rec, whole(gq), whole(gp), {}, {}, whole(gk),
-                                              whole(gv), {}, whole(go), whole(err), s)
-                : gpu::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk), whole(gv), {},
-                                        whole(go), whole(err), s);
+          tiled ? shader::encode_attention_tiled(rec, whole(gq), whole(gp), {}, {}, whole(gk),
+                                                 whole(gv), {}, whole(go), whole(err), s)
+                : shader::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk), whole(gv),
+                                           {}, whole(go), whole(err), s);
       EXPECT_TRUE(st.is_ok()) << st.message();
       if (!st.is_ok()) return -1;
     }

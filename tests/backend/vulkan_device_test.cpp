@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encoders.h"
-#include "backend/gpu/kernel_args.h"
-#include "backend/gpu/kernel_table.h"
-#include "backend/gpu/recorder.h"
-#include "backend/gpu/spirv_reflect.h"
+#include "backend/shader/encoders.h"
+#include "backend/shader/kernel_args.h"
+#include "backend/shader/kernel_table.h"
+#include "backend/shader/recorder.h"
+#include "backend/shader/spirv_reflect.h"
 #include "backend/vulkan_testutil.h"
 
 namespace minfer::vulkan::testing {
@@ -28,10 +28,10 @@ using cpu::testing::random_floats;
 
 TEST(VulkanDevice, ReportsItsLimitsAndFeatures) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  const gpu::DeviceInfo& info = device().info();
+  const shader::DeviceInfo& info = device().info();
   EXPECT_FALSE(info.name.empty());
   EXPECT_EQ(info.api.rfind("Vulkan 1.", 0), 0u) << info.api;
-  const gpu::DeviceLimits& l = info.limits;
+  const shader::DeviceLimits& l = info.limits;
   EXPECT_GE(l.max_workgroup_count[0], 65535u);  // the Vulkan minimum
   EXPECT_GE(l.max_workgroup_invocations, 128u);
   EXPECT_GE(l.max_shared_memory_bytes, 16384u);
@@ -45,13 +45,13 @@ TEST(VulkanDevice, ReportsItsLimitsAndFeatures) {
 
 TEST(VulkanDevice, EveryProductionKernelHasAPipelineOrAReason) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  const auto table = gpu::embedded_kernels();
+  const auto table = shader::embedded_kernels();
   ASSERT_FALSE(table.empty());
   for (uint32_t i = 0; i < table.size(); ++i) {
-    const gpu::KernelState& st = device().kernel(i);
+    const shader::KernelState& st = device().kernel(i);
     EXPECT_TRUE(st.available || !st.unavailable_reason.empty()) << table[i].label();
   }
-  EXPECT_TRUE(device().kernel(gpu::find_kernel("spin", "u32").value()).available)
+  EXPECT_TRUE(device().kernel(shader::find_kernel("spin", "u32").value()).available)
       << "the test device has the test-only kernels";
 }
 
@@ -59,7 +59,8 @@ TEST(VulkanDevice, TestKernelsStayOutOfAnOrdinaryDevice) {
   MINFER_SKIP_WITHOUT_VULKAN();
   TestDevice plain = open_test_device({.quiet = true});
   ASSERT_TRUE(plain.status.is_ok()) << plain.status.message();
-  const gpu::KernelState& spin = plain.device->kernel(gpu::find_kernel("spin", "u32").value());
+  const shader::KernelState& spin =
+      plain.device->kernel(shader::find_kernel("spin", "u32").value());
   EXPECT_FALSE(spin.available);
   EXPECT_NE(spin.unavailable_reason.find("test-only"), std::string::npos);
 }
@@ -86,30 +87,30 @@ TEST(VulkanDevice, AnAbsentDeviceIndexIsUnavailableWithTheCount) {
 // The embedded SPIR-V agrees with the manifests and kernel_args.h (the
 // device checks the same at open; this names the kernel without a device).
 TEST(VulkanKernels, SpirvMatchesManifestAndArgStructs) {
-  for (const gpu::KernelInfo& k : gpu::embedded_kernels()) {
-    auto r = gpu::reflect_spirv(k.spirv);
+  for (const shader::KernelInfo& k : shader::embedded_kernels()) {
+    auto r = shader::reflect_spirv(k.spirv);
     ASSERT_TRUE(r.is_ok()) << k.label() << ": " << r.message();
     EXPECT_EQ(r->local_size, k.workgroup) << k.label();
     EXPECT_EQ(r->push_constant_bytes, k.push_size) << k.label();
     for (uint32_t b : r->bindings) EXPECT_LT(b, k.bindings.size()) << k.label();
   }
-  const auto matmul = gpu::find_kernel("matmul", "q4_0");
+  const auto matmul = shader::find_kernel("matmul", "q4_0");
   ASSERT_TRUE(matmul);
-  EXPECT_EQ(gpu::embedded_kernels()[*matmul].push_size, sizeof(gpu::args::MatmulArgs));
+  EXPECT_EQ(shader::embedded_kernels()[*matmul].push_size, sizeof(shader::args::MatmulArgs));
 }
 
 TEST(VulkanKernels, ReflectionRefusesMalformedWords) {
   const std::vector<uint32_t> junk = {1, 2, 3};
-  EXPECT_EQ(gpu::reflect_spirv(junk).status().code(), StatusCode::kInvalidArgument);
-  std::vector<uint32_t> cut(gpu::embedded_kernels()[0].spirv.begin(),
-                            gpu::embedded_kernels()[0].spirv.end());
+  EXPECT_EQ(shader::reflect_spirv(junk).status().code(), StatusCode::kInvalidArgument);
+  std::vector<uint32_t> cut(shader::embedded_kernels()[0].spirv.begin(),
+                            shader::embedded_kernels()[0].spirv.end());
   cut[5] = (1000u << 16) | 17u;  // an instruction longer than the module
-  EXPECT_EQ(gpu::reflect_spirv(cut).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(shader::reflect_spirv(cut).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(VulkanDevice, HostCopiesRoundTripAtOffsets) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   std::vector<std::byte> data(1000);
   for (size_t i = 0; i < data.size(); ++i) data[i] = std::byte(i * 7);
   auto b = d.create_buffer(1003).value();
@@ -124,7 +125,7 @@ TEST(VulkanDevice, HostCopiesRoundTripAtOffsets) {
 }
 
 // Round trips of `bytes` at offset 3 of a buffer made with `use`; whether it is mapped.
-bool round_trips(gpu::Device& d, gpu::MemoryUse use, size_t bytes) {
+bool round_trips(shader::Device& d, shader::MemoryUse use, size_t bytes) {
   std::vector<std::byte> data(bytes);
   for (size_t i = 0; i < data.size(); ++i) data[i] = std::byte(i * 13 + 1);
   auto b = d.create_buffer(bytes + 3, use);
@@ -140,8 +141,8 @@ bool round_trips(gpu::Device& d, gpu::MemoryUse use, size_t bytes) {
 TEST(VulkanDevice, HostAccessBuffersAreMappedWhereTheMemoryIs) {
   MINFER_SKIP_WITHOUT_VULKAN();
   if (device().info().unified_memory) {  // lavapipe: every buffer is mapped
-    EXPECT_TRUE(round_trips(device(), gpu::MemoryUse::kDevice, 100));
-    EXPECT_TRUE(round_trips(device(), gpu::MemoryUse::kHostAccess, 100));
+    EXPECT_TRUE(round_trips(device(), shader::MemoryUse::kDevice, 100));
+    EXPECT_TRUE(round_trips(device(), shader::MemoryUse::kHostAccess, 100));
   }
   // As a discrete GPU with a BAR heap: only kHostAccess buffers are mapped;
   // reads of them past 512 bytes go through staging (uncached BAR reads), and
@@ -150,8 +151,8 @@ TEST(VulkanDevice, HostAccessBuffersAreMappedWhereTheMemoryIs) {
   ASSERT_TRUE(bar.status.is_ok()) << bar.status.message();
   EXPECT_FALSE(bar.device->info().unified_memory);
   for (size_t bytes : {size_t{16}, size_t{512}, size_t{4096}, size_t{70000}}) {
-    EXPECT_TRUE(round_trips(*bar.device, gpu::MemoryUse::kHostAccess, bytes));
-    EXPECT_FALSE(round_trips(*bar.device, gpu::MemoryUse::kDevice, bytes));
+    EXPECT_TRUE(round_trips(*bar.device, shader::MemoryUse::kHostAccess, bytes));
+    EXPECT_FALSE(round_trips(*bar.device, shader::MemoryUse::kDevice, bytes));
   }
 }
 
@@ -160,19 +161,20 @@ TEST(VulkanDevice, HostAccessFallsBackWithoutMappedDeviceMemory) {
   TestDevice plain = open_test_device(
       {.quiet = true, .allow_unified_memory = false, .allow_host_access_memory = false});
   ASSERT_TRUE(plain.status.is_ok()) << plain.status.message();
-  EXPECT_FALSE(round_trips(*plain.device, gpu::MemoryUse::kHostAccess, 16));
-  EXPECT_FALSE(round_trips(*plain.device, gpu::MemoryUse::kHostAccess, 5000));
+  EXPECT_FALSE(round_trips(*plain.device, shader::MemoryUse::kHostAccess, 16));
+  EXPECT_FALSE(round_trips(*plain.device, shader::MemoryUse::kHostAccess, 5000));
 }
 
 // Seconds that `groups` workgroups of spin.u32 for `iterations` took on `d`
 // (the status of the wait in `status`), workgroup 0's count in `counted`.
-double time_spin(gpu::Device& d, uint32_t iterations, uint32_t groups, Status& status,
+double time_spin(shader::Device& d, uint32_t iterations, uint32_t groups, Status& status,
                  uint32_t& counted) {
   auto flag = zeros(d, 16), count = zeros(d, 16);
-  gpu::Recorder rec(d);
-  const gpu::BufferRange bindings[] = {whole(flag), whole(count)};
-  status = rec.dispatch_args(gpu::find_kernel("spin", "u32").value(), bindings,
-                             gpu::args::SpinArgs{iterations}, gpu::Groups{groups, 1, 1}, "spin");
+  shader::Recorder rec(d);
+  const shader::BufferRange bindings[] = {whole(flag), whole(count)};
+  status =
+      rec.dispatch_args(shader::find_kernel("spin", "u32").value(), bindings,
+                        shader::args::SpinArgs{iterations}, shader::Groups{groups, 1, 1}, "spin");
   if (!status.is_ok()) return 0;
   const auto t0 = std::chrono::steady_clock::now();
   status = rec.submit_and_wait();
@@ -207,7 +209,7 @@ TEST(VulkanDevice, PollingWaitsStillEndAtTheDeadline) {
   TestDevice polling = open_test_device(
       {.test_kernels = true, .quiet = true, .allow_unified_memory = false, .fence_spin_s = 5});
   ASSERT_TRUE(polling.status.is_ok()) << polling.status.message();
-  gpu::Device& d = *polling.device;
+  shader::Device& d = *polling.device;
   time_spin(d, 100, 1, st, counted);  // finishes in time: the poll sees the fence
   ASSERT_TRUE(st.is_ok()) << st.message();
   EXPECT_EQ(counted, 100u);
@@ -224,16 +226,16 @@ TEST(VulkanDevice, DescriptorPoolsWorkWherePushDescriptorsAreOff) {
   MINFER_SKIP_WITHOUT_VULKAN();
   TestDevice pools = open_test_device({.allow_push_descriptors = false, .quiet = true});
   ASSERT_TRUE(pools.status.is_ok()) << pools.status.message();
-  gpu::Device& d = *pools.device;
+  shader::Device& d = *pools.device;
   // More dispatches than one descriptor pool holds (256 sets).
   const int64_t n = 1000;
   const auto a = random_floats(n, 1);
   std::vector<float> one(n, 1.0f);
   auto ga = upload_floats(d, a), gone = upload_floats(d, one);
-  gpu::Recorder rec(d);
+  shader::Recorder rec(d);
   for (int i = 0; i < 300; ++i) {
-    ASSERT_TRUE(gpu::encode_elementwise(rec, gpu::ElementwiseOp::kAdd, whole(ga), whole(gone),
-                                        whole(ga), n, n)
+    ASSERT_TRUE(shader::encode_elementwise(rec, shader::ElementwiseOp::kAdd, whole(ga), whole(gone),
+                                           whole(ga), n, n)
                     .is_ok());
   }
   const Status s = rec.submit_and_wait();

@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encoders.h"
-#include "backend/gpu/kernel_args.h"
-#include "backend/gpu/kernel_table.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encoders.h"
+#include "backend/shader/kernel_args.h"
+#include "backend/shader/kernel_table.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/half.h"
 #include "quant/reference.h"
@@ -88,7 +88,7 @@ std::vector<uint32_t> variants_of(TensorType type) {
   std::vector<uint32_t> out;
   const std::string base = lower(quant::type_name(type));
   for (const std::string& v : {base, base + "_packed"}) {
-    const auto k = gpu::find_kernel("get_rows", v);
+    const auto k = shader::find_kernel("get_rows", v);
     if (k && device().kernel(*k).available) out.push_back(*k);
   }
   return out;
@@ -103,20 +103,20 @@ struct Gathered {
 // split > 0, as two dispatches binding rows [0, split) and [split, n_rows).
 Gathered gather(uint32_t k, TensorType type, const Table& t, int64_t n_rows, int64_t row_len,
                 const std::vector<int32_t>& ids, float scale, int64_t split = 0) {
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t n_ids = static_cast<int64_t>(ids.size());
   auto gw = upload(d, std::as_bytes(std::span(t.bytes)));
   auto gids = upload(d, std::as_bytes(std::span(ids)));
   auto gout = upload_floats(d, std::vector<float>(n_ids * row_len, kUntouched));
   auto gerr = zeros(d, MINFER_ERR_WORDS * 4);
-  gpu::Recorder rec(d);
+  shader::Recorder rec(d);
   const uint64_t rb = t.bytes.size() / n_rows;
   for (const auto& [first, rows] :
        split > 0 ? std::vector<std::pair<int64_t, int64_t>>{{0, split}, {split, n_rows - split}}
                  : std::vector<std::pair<int64_t, int64_t>>{{0, n_rows}}) {
-    const Status enc = gpu::encode_get_rows(
-        rec, k, type, gpu::BufferRange{gw.get(), first * rb, rows * rb}, whole(gids), whole(gout),
-        whole(gerr), n_rows, row_len, n_ids, scale, "", {first, rows});
+    const Status enc = shader::encode_get_rows(
+        rec, k, type, shader::BufferRange{gw.get(), first * rb, rows * rb}, whole(gids),
+        whole(gout), whole(gerr), n_rows, row_len, n_ids, scale, "", {first, rows});
     EXPECT_TRUE(enc.is_ok()) << enc.message();
   }
   const Status s = rec.submit_and_wait();
@@ -214,7 +214,7 @@ TEST_P(VulkanGetRowsBlocks, RandomBlockBytesAreBitExact) {
   for (uint32_t k : variants_of(type)) {
     const Gathered g = gather(k, type, t, n_rows, row_len, ids, 1.5f);
     EXPECT_EQ(mismatches(g, t, n_rows, row_len, ids, 1.5f), 0)
-        << gpu::embedded_kernels()[k].label();
+        << shader::embedded_kernels()[k].label();
   }
 }
 
@@ -235,8 +235,9 @@ TEST_P(VulkanGetRows, BitExactWithTheReferenceTimesTheScale) {
       for (uint32_t k : kernels) {
         const Gathered g = gather(k, type, t, n_rows, row_len, ids, scale);
         EXPECT_EQ(mismatches(g, t, n_rows, row_len, ids, scale), 0)
-            << gpu::embedded_kernels()[k].label() << " row_len " << row_len << " scale " << scale;
-        EXPECT_EQ(g.err[0], 0u) << gpu::embedded_kernels()[k].label();
+            << shader::embedded_kernels()[k].label() << " row_len " << row_len << " scale "
+            << scale;
+        EXPECT_EQ(g.err[0], 0u) << shader::embedded_kernels()[k].label();
       }
     }
   }
@@ -253,7 +254,7 @@ TEST_P(VulkanGetRows, AnIdOutsideTheTableIsReportedAndSkipped) {
     ids[3] = bad;
     for (uint32_t k : variants_of(type)) {
       const Gathered g = gather(k, type, t, n_rows, row_len, ids, 0.5f);
-      const std::string label = gpu::embedded_kernels()[k].label();
+      const std::string label = shader::embedded_kernels()[k].label();
       EXPECT_EQ(mismatches(g, t, n_rows, row_len, ids, 0.5f), 0) << label << " bad id " << bad;
       EXPECT_EQ(g.err[0], MINFER_ERR_ROW_ID) << label;
       EXPECT_EQ(static_cast<int32_t>(g.err[1]), bad) << label;
@@ -279,13 +280,13 @@ TEST(VulkanGetRowsGrid, SeventyThousandIdsFoldTheGrid) {
   const int64_t n_rows = 1000, row_len = 32, n_ids = 70000;
   const Table t = make_table(TensorType::Q8_0, n_rows, row_len, 41);
   const auto ids = random_ids(n_ids, n_rows, 42);
-  const uint32_t k = gpu::get_rows_kernel(device(), TensorType::Q8_0).value();
+  const uint32_t k = shader::get_rows_kernel(device(), TensorType::Q8_0).value();
   const Gathered g = gather(k, TensorType::Q8_0, t, n_rows, row_len, ids, 3.0f);
   EXPECT_EQ(mismatches(g, t, n_rows, row_len, ids, 3.0f), 0);
   EXPECT_EQ(g.err[0], 0u);
 }
 
-// A table past one binding is gathered in two ranges of rows (as GpuBackend
+// A table past one binding is gathered in two ranges of rows (as ShaderBackend
 // does for one past maxStorageBufferRange): each dispatch writes the rows its
 // range holds, bit-exact; an id outside the table is still skipped and
 // reported (by the dispatch whose range starts the table).
@@ -299,57 +300,57 @@ TEST(VulkanGetRowsGrid, ATableInTwoRangesOfRows) {
   ids[7] = split;
   ids[8] = n_rows - 1;
   ids[9] = n_rows + 5;
-  const uint32_t k = gpu::get_rows_kernel(device(), TensorType::Q8_0).value();
+  const uint32_t k = shader::get_rows_kernel(device(), TensorType::Q8_0).value();
   const Gathered g = gather(k, TensorType::Q8_0, t, n_rows, row_len, ids, 0.5f, split);
   EXPECT_EQ(mismatches(g, t, n_rows, row_len, ids, 0.5f), 0);
   EXPECT_EQ(g.err[0], MINFER_ERR_ROW_ID);
   EXPECT_EQ(static_cast<int32_t>(g.err[1]), n_rows + 5);
   EXPECT_EQ(g.err[2], uint32_t(n_rows));
   // A range past the table is refused.
-  gpu::Recorder rec(device());
+  shader::Recorder rec(device());
   auto buf = zeros(device(), 1 << 16);
-  EXPECT_FALSE(gpu::encode_get_rows(rec, k, TensorType::Q8_0, whole(buf), whole(buf), whole(buf),
-                                    whole(buf), n_rows, row_len, 1, 1.0f, "", {split, 9})
+  EXPECT_FALSE(shader::encode_get_rows(rec, k, TensorType::Q8_0, whole(buf), whole(buf), whole(buf),
+                                       whole(buf), n_rows, row_len, 1, 1.0f, "", {split, 9})
                    .is_ok());
 }
 
 TEST(VulkanGetRowsTypes, TheFeatureProbePicksAVariantPerType) {
   MINFER_SKIP_WITHOUT_VULKAN();
   for (TensorType t : kWeightTypes) {
-    auto k = gpu::get_rows_kernel(device(), t);
+    auto k = shader::get_rows_kernel(device(), t);
     ASSERT_TRUE(k.is_ok()) << k.message();
     EXPECT_TRUE(device().kernel(*k).available);
-    EXPECT_EQ(gpu::embedded_kernels()[*k].name, "get_rows");
-    EXPECT_TRUE(gpu::embedded_kernels()[*k].variant.starts_with(lower(quant::type_name(t))));
+    EXPECT_EQ(shader::embedded_kernels()[*k].name, "get_rows");
+    EXPECT_TRUE(shader::embedded_kernels()[*k].variant.starts_with(lower(quant::type_name(t))));
   }
   for (TensorType t : {TensorType::Q8_K, TensorType::IQ4_NL}) {
-    EXPECT_EQ(gpu::get_rows_kernel(device(), t).status().code(), StatusCode::kUnimplemented);
+    EXPECT_EQ(shader::get_rows_kernel(device(), t).status().code(), StatusCode::kUnimplemented);
   }
 }
 
 TEST(VulkanGetRowsTypes, MalformedCallsAreRefused) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto buf = zeros(d, 4096);
   auto err = zeros(d, MINFER_ERR_WORDS * 4);
-  gpu::Recorder rec(d);
-  const uint32_t q4k = gpu::get_rows_kernel(d, TensorType::Q4_K).value();
-  const uint32_t f32 = gpu::get_rows_kernel(d, TensorType::F32).value();
-  auto call = [&](uint32_t k, TensorType type, const gpu::BufferRange& e, int64_t n_rows,
+  shader::Recorder rec(d);
+  const uint32_t q4k = shader::get_rows_kernel(d, TensorType::Q4_K).value();
+  const uint32_t f32 = shader::get_rows_kernel(d, TensorType::F32).value();
+  auto call = [&](uint32_t k, TensorType type, const shader::BufferRange& e, int64_t n_rows,
                   int64_t row_len, int64_t n_ids) {
-    return gpu::encode_get_rows(rec, k, type, whole(buf), whole(buf), whole(buf), e, n_rows,
-                                row_len, n_ids, 1.0f);
+    return shader::encode_get_rows(rec, k, type, whole(buf), whole(buf), whole(buf), e, n_rows,
+                                   row_len, n_ids, 1.0f);
   };
   // A partial super-block, a table larger than its binding, a kernel of
   // another type, the matmul's kernel, no error words, zero ids.
-  for (const Status& s :
-       {call(q4k, TensorType::Q4_K, whole(err), 4, 640, 1),
-        call(q4k, TensorType::Q4_K, whole(err), 40, 256, 1),
-        call(f32, TensorType::Q4_K, whole(err), 4, 256, 1),
-        call(gpu::matmul_kernel(d, TensorType::F32).value(), TensorType::F32, whole(err), 4, 8, 1),
-        call(f32, TensorType::F32, gpu::BufferRange{}, 4, 8, 1),
-        call(f32, TensorType::F32, gpu::BufferRange{err.get(), 0, 8}, 4, 8, 1),
-        call(f32, TensorType::F32, whole(err), 4, 8, 0)}) {
+  for (const Status& s : {call(q4k, TensorType::Q4_K, whole(err), 4, 640, 1),
+                          call(q4k, TensorType::Q4_K, whole(err), 40, 256, 1),
+                          call(f32, TensorType::Q4_K, whole(err), 4, 256, 1),
+                          call(shader::matmul_kernel(d, TensorType::F32).value(), TensorType::F32,
+                               whole(err), 4, 8, 1),
+                          call(f32, TensorType::F32, shader::BufferRange{}, 4, 8, 1),
+                          call(f32, TensorType::F32, shader::BufferRange{err.get(), 0, 8}, 4, 8, 1),
+                          call(f32, TensorType::F32, whole(err), 4, 8, 0)}) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   }
   EXPECT_EQ(rec.pending(), 0u);

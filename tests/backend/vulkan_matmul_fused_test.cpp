@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encode_activation.h"
-#include "backend/gpu/encoders.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encode_activation.h"
+#include "backend/shader/encoders.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_matmul_testutil.h"
 #include "backend/vulkan_testutil.h"
 
@@ -39,9 +39,9 @@ constexpr Case kCases[] = {
     {TensorType::Q6_K, 512}, {TensorType::F16, 896},  {TensorType::Q4_1, 256},
 };
 
-constexpr gpu::MatmulForTesting kWays[] = {{}, {.lanes = 4}, {.lanes = 64}};
+constexpr shader::MatmulForTesting kWays[] = {{}, {.lanes = 4}, {.lanes = 64}};
 
-std::string label(const Case& c, int64_t tokens, const gpu::MatmulForTesting& how) {
+std::string label(const Case& c, int64_t tokens, const shader::MatmulForTesting& how) {
   return std::string(quant::type_name(c.type)) + " in " + std::to_string(c.in_dim) + " t" +
          std::to_string(tokens) + " lanes " + std::to_string(how.lanes);
 }
@@ -80,7 +80,7 @@ class VulkanMatmulFused : public ::testing::TestWithParam<Case> {};
 TEST_P(VulkanMatmulFused, NormAndGluEqualTheSeparateKernels) {
   MINFER_SKIP_WITHOUT_VULKAN();
   const Case c = GetParam();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t rows = 37;
   const float eps = 1e-6f;
   const GateUp g = gate_up(c.type, rows, c.in_dim);
@@ -89,37 +89,39 @@ TEST_P(VulkanMatmulFused, NormAndGluEqualTheSeparateKernels) {
   auto g_gate = upload(d, std::as_bytes(std::span(g.gate.bytes)));
   auto g_up = upload(d, std::as_bytes(std::span(g.up.bytes)));
   auto g_nw = upload_floats(d, nw);
-  const uint32_t k = gpu::matmul_kernel(d, c.type).value();
+  const uint32_t k = shader::matmul_kernel(d, c.type).value();
   for (const int64_t tokens : {1, 5, 9}) {
     const auto x = random_floats(c.in_dim * tokens, 34 + uint32_t(tokens), 2.0f);
     auto gx = upload_floats(d, x);
     auto normed = zeros(d, x.size() * 4);
     const int64_t n = rows * tokens;
     auto gate = zeros(d, n * 4), up = zeros(d, n * 4), want = zeros(d, n * 4);
-    for (const gpu::GluOp op : {gpu::GluOp::kSwiGLU, gpu::GluOp::kGeGLU}) {
-      for (const gpu::MatmulForTesting& how : kWays) {
+    for (const shader::GluOp op : {shader::GluOp::kSwiGLU, shader::GluOp::kGeGLU}) {
+      for (const shader::MatmulForTesting& how : kWays) {
         const std::string what =
-            label(c, tokens, how) + (op == gpu::GluOp::kSwiGLU ? " swiglu" : " geglu");
+            label(c, tokens, how) + (op == shader::GluOp::kSwiGLU ? " swiglu" : " geglu");
         const Forced forced(how);
-        const gpu::MatmulShape shape{c.in_dim, rows, tokens};
+        const shader::MatmulShape shape{c.in_dim, rows, tokens};
         auto fused = zeros(d, n * 4);
-        gpu::Recorder rec(d);
-        ASSERT_TRUE(
-            gpu::encode_rms_norm(rec, whole(gx), whole(g_nw), whole(normed), tokens, c.in_dim, eps)
-                .is_ok());
-        ASSERT_TRUE(
-            gpu::encode_matmul(rec, k, c.type, whole(g_gate), whole(normed), whole(gate), shape)
-                .is_ok());
-        ASSERT_TRUE(gpu::encode_matmul(rec, k, c.type, whole(g_up), whole(normed), whole(up), shape)
+        shader::Recorder rec(d);
+        ASSERT_TRUE(shader::encode_rms_norm(rec, whole(gx), whole(g_nw), whole(normed), tokens,
+                                            c.in_dim, eps)
                         .is_ok());
-        ASSERT_TRUE(gpu::encode_glu(rec, op, whole(gate), whole(up), whole(want), n).is_ok());
-        const Status s = gpu::encode_matmul(rec, k, c.type, whole(g_both), whole(gx), whole(fused),
-                                            shape, "fused", {{}, {}, op}, {true, whole(g_nw), eps});
+        ASSERT_TRUE(
+            shader::encode_matmul(rec, k, c.type, whole(g_gate), whole(normed), whole(gate), shape)
+                .is_ok());
+        ASSERT_TRUE(
+            shader::encode_matmul(rec, k, c.type, whole(g_up), whole(normed), whole(up), shape)
+                .is_ok());
+        ASSERT_TRUE(shader::encode_glu(rec, op, whole(gate), whole(up), whole(want), n).is_ok());
+        const Status s =
+            shader::encode_matmul(rec, k, c.type, whole(g_both), whole(gx), whole(fused), shape,
+                                  "fused", {{}, {}, op}, {true, whole(g_nw), eps});
         ASSERT_TRUE(s.is_ok()) << what << ": " << s.message();
         ASSERT_TRUE(rec.submit_and_wait().is_ok());
         const auto expected = download_floats(d, *want, n);
         EXPECT_EQ(download_floats(d, *fused, n), expected) << what;
-        if (op != gpu::GluOp::kSwiGLU || how.lanes != 0) continue;
+        if (op != shader::GluOp::kSwiGLU || how.lanes != 0) continue;
         // And the host: silu(g) * u of the normalized x.
         const auto hx = host_norm(x, &nw, c.in_dim, tokens, eps);
         const auto hg = reference(g.gate, hx, rows, c.in_dim, tokens);
@@ -139,35 +141,36 @@ TEST_P(VulkanMatmulFused, NormAndGluEqualTheSeparateKernels) {
 TEST_P(VulkanMatmulFused, NormAndBiasEqualTheSeparateKernels) {
   MINFER_SKIP_WITHOUT_VULKAN();
   const Case c = GetParam();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t rows = 45;
   const float eps = 1e-5f;
   const Weights w = encode_weights(c.type, rows, c.in_dim, 41);
   auto gw = upload(d, std::as_bytes(std::span(w.bytes)));
   auto g_nw = upload_floats(d, random_floats(c.in_dim, 42, 1.0f));
   auto g_bias = upload_floats(d, random_floats(rows, 43));
-  const uint32_t k = gpu::matmul_kernel(d, c.type).value();
+  const uint32_t k = shader::matmul_kernel(d, c.type).value();
   for (const int64_t tokens : {1, 9}) {
     const auto x = random_floats(c.in_dim * tokens, 44, 3.0f);
     auto gx = upload_floats(d, x);
     auto normed = zeros(d, x.size() * 4);
     const int64_t n = rows * tokens;
     for (const bool weighted : {false, true}) {
-      for (const gpu::MatmulForTesting& how : kWays) {
+      for (const shader::MatmulForTesting& how : kWays) {
         const std::string what = label(c, tokens, how) + (weighted ? " weighted" : "");
         const Forced forced(how);
-        const gpu::MatmulShape shape{c.in_dim, rows, tokens};
-        const gpu::BufferRange norm_w = weighted ? whole(g_nw) : gpu::BufferRange{};
+        const shader::MatmulShape shape{c.in_dim, rows, tokens};
+        const shader::BufferRange norm_w = weighted ? whole(g_nw) : shader::BufferRange{};
         auto want = zeros(d, n * 4), fused = zeros(d, n * 4);
-        gpu::Recorder rec(d);
+        shader::Recorder rec(d);
         ASSERT_TRUE(
-            gpu::encode_rms_norm(rec, whole(gx), norm_w, whole(normed), tokens, c.in_dim, eps)
+            shader::encode_rms_norm(rec, whole(gx), norm_w, whole(normed), tokens, c.in_dim, eps)
                 .is_ok());
-        ASSERT_TRUE(gpu::encode_matmul(rec, k, c.type, whole(gw), whole(normed), whole(want), shape,
-                                       "", {whole(g_bias), {}, std::nullopt})
+        ASSERT_TRUE(shader::encode_matmul(rec, k, c.type, whole(gw), whole(normed), whole(want),
+                                          shape, "", {whole(g_bias), {}, std::nullopt})
                         .is_ok());
-        ASSERT_TRUE(gpu::encode_matmul(rec, k, c.type, whole(gw), whole(gx), whole(fused), shape,
-                                       "", {whole(g_bias), {}, std::nullopt}, {true, norm_w, eps})
+        ASSERT_TRUE(shader::encode_matmul(rec, k, c.type, whole(gw), whole(gx), whole(fused), shape,
+                                          "", {whole(g_bias), {}, std::nullopt},
+                                          {true, norm_w, eps})
                         .is_ok());
         ASSERT_TRUE(rec.submit_and_wait().is_ok());
         EXPECT_EQ(download_floats(d, *fused, n), download_floats(d, *want, n)) << what;
@@ -183,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(VulkanTypes, VulkanMatmulFused, ::testing::ValuesIn(kCa
 
 TEST(VulkanMatmulFusedChecks, ShortBuffersAndGluWithBiasAreRefused) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t rows = 16, in_dim = 256;
   const GateUp g = gate_up(TensorType::Q8_0, rows, in_dim);
   auto g_both = upload(d, std::as_bytes(std::span(g.both)));
@@ -191,20 +194,20 @@ TEST(VulkanMatmulFusedChecks, ShortBuffersAndGluWithBiasAreRefused) {
   auto gx = upload_floats(d, random_floats(in_dim, 51));
   auto gy = zeros(d, rows * 4);
   auto g_nw = upload_floats(d, random_floats(in_dim / 2, 52));
-  const uint32_t k = gpu::matmul_kernel(d, TensorType::Q8_0).value();
-  const gpu::MatmulShape shape{in_dim, rows, 1};
-  gpu::Recorder rec(d);
+  const uint32_t k = shader::matmul_kernel(d, TensorType::Q8_0).value();
+  const shader::MatmulShape shape{in_dim, rows, 1};
+  shader::Recorder rec(d);
   // W of the gate rows only: a GLU needs both.
-  Status s = gpu::encode_matmul(rec, k, TensorType::Q8_0, whole(g_gate), whole(gx), whole(gy),
-                                shape, "", {{}, {}, gpu::GluOp::kSwiGLU});
+  Status s = shader::encode_matmul(rec, k, TensorType::Q8_0, whole(g_gate), whole(gx), whole(gy),
+                                   shape, "", {{}, {}, shader::GluOp::kSwiGLU});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   // A GLU with a bias.
-  s = gpu::encode_matmul(rec, k, TensorType::Q8_0, whole(g_both), whole(gx), whole(gy), shape, "",
-                         {whole(gy), {}, gpu::GluOp::kSwiGLU});
+  s = shader::encode_matmul(rec, k, TensorType::Q8_0, whole(g_both), whole(gx), whole(gy), shape,
+                            "", {whole(gy), {}, shader::GluOp::kSwiGLU});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   // A norm weight shorter than in_dim.
-  s = gpu::encode_matmul(rec, k, TensorType::Q8_0, whole(g_gate), whole(gx), whole(gy), shape, "",
-                         {}, {true, whole(g_nw), 1e-6f});
+  s = shader::encode_matmul(rec, k, TensorType::Q8_0, whole(g_gate), whole(gx), whole(gy), shape,
+                            "", {}, {true, whole(g_nw), 1e-6f});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   EXPECT_NE(s.message().find("norm weight"), std::string::npos) << s.message();
 }

@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encode_activation.h"
-#include "backend/gpu/encoders.h"
-#include "backend/gpu/kernel_table.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encode_activation.h"
+#include "backend/shader/encoders.h"
+#include "backend/shader/kernel_table.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_matmul_testutil.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/reference.h"
@@ -47,7 +47,7 @@ std::vector<uint32_t> variants_of(TensorType type) {
   std::string lower;
   for (char c : base) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (const std::string& v : {lower, lower + "_packed"}) {
-    const auto k = gpu::find_kernel("matmul", v);
+    const auto k = shader::find_kernel("matmul", v);
     if (k && device().kernel(*k).available) out.push_back(*k);
   }
   return out;
@@ -57,15 +57,15 @@ std::vector<uint32_t> variants_of(TensorType type) {
 std::vector<float> run_matmul(uint32_t kernel, TensorType type, const Weights& w,
                               const std::vector<float>& x, int64_t rows, int64_t in_dim,
                               int64_t tokens) {
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto gw = upload(d, std::as_bytes(std::span(w.bytes)));
   auto gx = upload_floats(d, x);
   auto gy = zeros(d, rows * tokens * 4);
-  gpu::Recorder rec(d);
-  const gpu::MatmulShape shape{in_dim, rows, tokens};
+  shader::Recorder rec(d);
+  const shader::MatmulShape shape{in_dim, rows, tokens};
   const Status enc =
-      gpu::encode_matmul(rec, kernel, type, gpu::BufferRange{gw.get(), 0, w.bytes.size()},
-                         whole(gx), whole(gy), shape);
+      shader::encode_matmul(rec, kernel, type, shader::BufferRange{gw.get(), 0, w.bytes.size()},
+                            whole(gx), whole(gy), shape);
   EXPECT_TRUE(enc.is_ok()) << enc.message();
   if (!enc.is_ok()) return {};
   const Status s = rec.submit_and_wait();
@@ -81,8 +81,8 @@ void check_matmul(TensorType type, int64_t rows, int64_t in_dim, int64_t tokens)
   ASSERT_FALSE(kernels.empty()) << quant::type_name(type);
   for (uint32_t k : kernels) {
     EXPECT_LT(max_abs_diff(run_matmul(k, type, w, x, rows, in_dim, tokens), want), 1e-3)
-        << gpu::embedded_kernels()[k].label() << " rows " << rows << " in " << in_dim << " tokens "
-        << tokens;
+        << shader::embedded_kernels()[k].label() << " rows " << rows << " in " << in_dim
+        << " tokens " << tokens;
   }
 }
 
@@ -126,7 +126,7 @@ TEST_P(VulkanMatmul, ATokensRowIsTheSameInEveryBatch) {
     const auto x7 = random_floats(in_dim * 7, 22, 1.0f / std::sqrt(float(in_dim)));
     const auto filler = random_floats(in_dim * 9, 23, 1.0f / std::sqrt(float(in_dim)));
     for (uint32_t k : variants_of(type)) {
-      const std::string label = gpu::embedded_kernels()[k].label();
+      const std::string label = shader::embedded_kernels()[k].label();
       const auto y7 = run_matmul(k, type, w, x7, rows, in_dim, 7);
       ASSERT_EQ(y7.size(), size_t(rows * 7)) << label;
       for (int64_t t = 0; t < 7; ++t) {
@@ -166,7 +166,7 @@ TEST_P(VulkanMatmul, EveryLaneCountPerRow) {
     if (how.lanes == 0) continue;
     const Forced forced({.lanes = how.lanes, .lane_rows = how.rows});
     for (uint32_t k : variants_of(type)) {
-      const std::string label = gpu::embedded_kernels()[k].label() + " lanes " +
+      const std::string label = shader::embedded_kernels()[k].label() + " lanes " +
                                 std::to_string(how.lanes) + " rows " + std::to_string(how.rows);
       const auto y = run_matmul(k, type, w, x, rows, in_dim, tokens);
       EXPECT_LT(max_abs_diff(y, want), 1e-3) << label;
@@ -189,7 +189,7 @@ TEST_P(VulkanMatmul, ScalarXLoadsGiveTheSameBits) {
   const auto x = random_floats(in_dim * tokens, 42, 1.0f / std::sqrt(float(in_dim)));
   const auto want = reference(w, x, rows, in_dim, tokens);
   for (uint32_t k : variants_of(type)) {
-    const std::string label = gpu::embedded_kernels()[k].label();
+    const std::string label = shader::embedded_kernels()[k].label();
     const auto quads = run_matmul(k, type, w, x, rows, in_dim, tokens);
     std::vector<float> scalars;
     {
@@ -227,7 +227,7 @@ TEST(VulkanMatmulTiming, DISABLED_DecodeShapes) {
       {TensorType::Q4_K, 3584, 18944}, {TensorType::Q6_K, 3584, 18944},
       {TensorType::Q6_K, 512, 3584},
   };
-  gpu::Device& d = device();
+  shader::Device& d = device();
   constexpr int kCalls = 200;
   for (const Case& c : cases) {
     const uint64_t rb = quant::row_bytes(c.type, c.in_dim).value();
@@ -248,7 +248,7 @@ TEST(VulkanMatmulTiming, DISABLED_DecodeShapes) {
       }
     }
     auto gw = upload(d, std::as_bytes(std::span(bytes)));
-    const uint32_t k = gpu::matmul_kernel(d, c.type).value();
+    const uint32_t k = shader::matmul_kernel(d, c.type).value();
     for (int64_t tokens : {1, 4, 8}) {
       auto gx = upload_floats(d, random_floats(c.in_dim * tokens, 6, 0.03f));
       auto gy = zeros(d, c.rows * tokens * 4);
@@ -259,14 +259,15 @@ TEST(VulkanMatmulTiming, DISABLED_DecodeShapes) {
       };
       for (const How how : {How{0, 0}, How{0, 1}, How{0, 2}, How{0, 4}, How{64, 0}}) {
         const Forced forced({.lanes = how.lanes, .lane_rows = how.rows});
-        gpu::Recorder rec(d);
-        const gpu::MatmulShape shape{c.in_dim, c.rows, tokens};
+        shader::Recorder rec(d);
+        const shader::MatmulShape shape{c.in_dim, c.rows, tokens};
         double best = 1e9;
         for (int rep = 0; rep < 3; ++rep) {
           ASSERT_TRUE(rec.timestamp().is_ok());
           for (int i = 0; i < kCalls; ++i) {
             ASSERT_TRUE(
-                gpu::encode_matmul(rec, k, c.type, whole(gw), whole(gx), whole(gy), shape).is_ok());
+                shader::encode_matmul(rec, k, c.type, whole(gw), whole(gx), whole(gy), shape)
+                    .is_ok());
           }
           ASSERT_TRUE(rec.timestamp().is_ok());
           ASSERT_TRUE(rec.submit_and_wait().is_ok());
@@ -288,26 +289,27 @@ TEST(VulkanMatmulTiming, DISABLED_DecodeShapes) {
 // --gtest_filter='*DispatchTiming*'.
 TEST(VulkanDispatchTiming, DISABLED_Floor) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   constexpr int kCalls = 200;
   constexpr int64_t kN = 896;
   auto gx = upload_floats(d, random_floats(kN, 7));
   auto gy = zeros(d, kN * 4 * kCalls);
   // The third kind: dependent, in a MemoryUse::kHostAccess buffer (a BAR
   // mapping on a discrete GPU): do kernels reach that memory as fast?
-  auto gm = d.create_buffer(kN * 4, gpu::MemoryUse::kHostAccess).value();
+  auto gm = d.create_buffer(kN * 4, shader::MemoryUse::kHostAccess).value();
   ASSERT_TRUE(d.write_buffer(*gm, 0, std::vector<std::byte>(kN * 4)).is_ok());
   for (int kind = 0; kind < 3; ++kind) {
     const bool dependent = kind != 1;
-    gpu::Recorder rec(d);
+    shader::Recorder rec(d);
     double best = 1e9;
     for (int rep = 0; rep < 3; ++rep) {
       ASSERT_TRUE(rec.timestamp().is_ok());
       for (int i = 0; i < kCalls; ++i) {
-        const gpu::BufferRange out{kind == 2 ? gm.get() : gy.get(),
-                                   dependent ? 0 : uint64_t(i) * kN * 4, kN * 4};
-        const gpu::BufferRange in = dependent ? out : whole(gx);
-        ASSERT_TRUE(gpu::encode_unary(rec, gpu::UnaryOp::kScale, in, out, kN, 1.0f, "").is_ok());
+        const shader::BufferRange out{kind == 2 ? gm.get() : gy.get(),
+                                      dependent ? 0 : uint64_t(i) * kN * 4, kN * 4};
+        const shader::BufferRange in = dependent ? out : whole(gx);
+        ASSERT_TRUE(
+            shader::encode_unary(rec, shader::UnaryOp::kScale, in, out, kN, 1.0f, "").is_ok());
       }
       ASSERT_TRUE(rec.timestamp().is_ok());
       ASSERT_TRUE(rec.submit_and_wait().is_ok());
@@ -332,15 +334,16 @@ TEST(VulkanDispatchTiming, DISABLED_Floor) {
     }
     return best;
   };
-  gpu::Recorder rec(d);
+  shader::Recorder rec(d);
   std::vector<std::byte> small(16), logits(151936 * 4);
   auto big = zeros(d, logits.size());
   std::printf(
       "host: submit+wait of one dispatch %.1f us, write 16 B %.1f us, read 16 B %.1f us, "
       "read 608 KB %.1f us\n",
       host_us([&] {
-        EXPECT_TRUE(gpu::encode_unary(rec, gpu::UnaryOp::kScale, whole(gx), whole(gx), kN, 1.0f, "")
-                        .is_ok());
+        EXPECT_TRUE(
+            shader::encode_unary(rec, shader::UnaryOp::kScale, whole(gx), whole(gx), kN, 1.0f, "")
+                .is_ok());
         EXPECT_TRUE(rec.submit_and_wait().is_ok());
       }),
       host_us([&] { EXPECT_TRUE(d.write_buffer(*gx, 0, small).is_ok()); }),
@@ -349,7 +352,7 @@ TEST(VulkanDispatchTiming, DISABLED_Floor) {
   // The same copies of a kHostAccess buffer, reads by size (read_buffer
   // reads mapped memory up to 512 bytes and stages larger reads).
   std::vector<std::byte> host(64 << 10);
-  auto mapped = d.create_buffer(host.size(), gpu::MemoryUse::kHostAccess).value();
+  auto mapped = d.create_buffer(host.size(), shader::MemoryUse::kHostAccess).value();
   const auto read_us = [&](size_t n) {
     return host_us(
         [&] { EXPECT_TRUE(d.read_buffer(*mapped, 0, std::span(host).first(n)).is_ok()); });
@@ -366,16 +369,17 @@ TEST(VulkanDispatchTiming, DISABLED_Floor) {
   // step, 1.5 ms), each as wall time past its GPU time.
   TestDevice blocking = open_test_device({.quiet = true, .fence_spin_s = 0});
   ASSERT_TRUE(blocking.status.is_ok()) << blocking.status.message();
-  for (gpu::Device* dev : {&d, blocking.device.get()}) {
+  for (shader::Device* dev : {&d, blocking.device.get()}) {
     auto x = upload_floats(*dev, random_floats(kN, 7));
     double past[2] = {1e9, 1e9};
     for (int rep = 0; rep < 20; ++rep) {
-      gpu::Recorder chain(*dev);
+      shader::Recorder chain(*dev);
       const int calls = rep % 2 == 0 ? 1 : 600;
       ASSERT_TRUE(chain.timestamp().is_ok());
       for (int i = 0; i < calls; ++i) {
-        ASSERT_TRUE(gpu::encode_unary(chain, gpu::UnaryOp::kScale, whole(x), whole(x), kN, 1.0f, "")
-                        .is_ok());
+        ASSERT_TRUE(
+            shader::encode_unary(chain, shader::UnaryOp::kScale, whole(x), whole(x), kN, 1.0f, "")
+                .is_ok());
       }
       ASSERT_TRUE(chain.timestamp().is_ok());
       const auto t0 = std::chrono::steady_clock::now();
@@ -400,7 +404,7 @@ INSTANTIATE_TEST_SUITE_P(VulkanTypes, VulkanMatmul, ::testing::ValuesIn(kWeightT
 // A matmul with a bias and a residual: random weights of `type` (seed),
 // activations, bias row and residual, on the host and uploaded.
 struct EpilogueCase {
-  EpilogueCase(gpu::Device& d, TensorType type, int64_t rows, int64_t in_dim, int64_t tokens,
+  EpilogueCase(shader::Device& d, TensorType type, int64_t rows, int64_t in_dim, int64_t tokens,
                uint32_t seed)
       : w(encode_weights(type, rows, in_dim, seed)),
         x(random_floats(in_dim * tokens, seed + 1, 0.05f)),
@@ -412,39 +416,40 @@ struct EpilogueCase {
         gr(upload_floats(d, res)) {}
   Weights w;
   std::vector<float> x, bias, res;
-  std::unique_ptr<gpu::Buffer> gw, gx, gb, gr;
+  std::unique_ptr<shader::Buffer> gw, gx, gb, gr;
 };
 
 // The epilogue (bias row, then residual) gives the bits of the plain matmul
 // followed by the two element-wise adds, in place or into a separate y.
 TEST(VulkanMatmulTypes, BiasAndResidualEqualSeparateAdds) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t rows = 67, in_dim = 896, tokens = 5;
   const EpilogueCase c(d, TensorType::Q4_0, rows, in_dim, tokens, 21);
   const auto& [w, x, bias, res, gw, gx, gb, gr] = c;
   auto plain = zeros(d, rows * tokens * 4);
   auto fused = zeros(d, rows * tokens * 4);
   auto in_place = upload_floats(d, res);  // y is the residual itself
-  const auto kernel = gpu::matmul_kernel(d, TensorType::Q4_0);
+  const auto kernel = shader::matmul_kernel(d, TensorType::Q4_0);
   ASSERT_TRUE(kernel.is_ok()) << kernel.message();
-  const gpu::MatmulShape shape{in_dim, rows, tokens};
-  const gpu::BufferRange wr{gw.get(), 0, w.bytes.size()};
-  gpu::Recorder rec(d);
+  const shader::MatmulShape shape{in_dim, rows, tokens};
+  const shader::BufferRange wr{gw.get(), 0, w.bytes.size()};
+  shader::Recorder rec(d);
   const int64_t n = rows * tokens;
-  ASSERT_TRUE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(plain), shape)
+  ASSERT_TRUE(
+      shader::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(plain), shape)
+          .is_ok());
+  ASSERT_TRUE(shader::encode_elementwise(rec, shader::ElementwiseOp::kAdd, whole(plain), whole(gb),
+                                         whole(plain), n, rows)
                   .is_ok());
-  ASSERT_TRUE(gpu::encode_elementwise(rec, gpu::ElementwiseOp::kAdd, whole(plain), whole(gb),
-                                      whole(plain), n, rows)
+  ASSERT_TRUE(shader::encode_elementwise(rec, shader::ElementwiseOp::kAdd, whole(plain), whole(gr),
+                                         whole(plain), n, n)
                   .is_ok());
-  ASSERT_TRUE(gpu::encode_elementwise(rec, gpu::ElementwiseOp::kAdd, whole(plain), whole(gr),
-                                      whole(plain), n, n)
+  ASSERT_TRUE(shader::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(fused),
+                                    shape, "fused", {whole(gb), whole(gr), std::nullopt})
                   .is_ok());
-  ASSERT_TRUE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(fused), shape,
-                                 "fused", {whole(gb), whole(gr), std::nullopt})
-                  .is_ok());
-  ASSERT_TRUE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(in_place),
-                                 shape, "in place", {whole(gb), whole(in_place), std::nullopt})
+  ASSERT_TRUE(shader::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(in_place),
+                                    shape, "in place", {whole(gb), whole(in_place), std::nullopt})
                   .is_ok());
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
   const auto want = download_floats(d, *plain, n);
@@ -457,19 +462,20 @@ TEST(VulkanMatmulTypes, BiasAndResidualEqualSeparateAdds) {
   }
   EXPECT_LT(max_abs_diff(want, ref), 1e-3);
   // A short bias is refused.
-  EXPECT_FALSE(gpu::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(fused),
-                                  shape, "", {gpu::BufferRange{gb.get(), 0, 8}, {}, std::nullopt})
+  EXPECT_FALSE(shader::encode_matmul(rec, *kernel, TensorType::Q4_0, wr, whole(gx), whole(fused),
+                                     shape, "",
+                                     {shader::BufferRange{gb.get(), 0, 8}, {}, std::nullopt})
                    .is_ok());
 }
 
-// A weight bound in two ranges of rows (as GpuBackend binds one past
+// A weight bound in two ranges of rows (as ShaderBackend binds one past
 // maxStorageBufferRange): each dispatch writes its columns of a wider y
 // (y_stride = all the rows), bias and residual read at the same columns. The
 // two give the bits of the one whole product; a lone range leaves the other
 // columns as they were.
 TEST(VulkanMatmulTypes, RangesOfRowsWriteTheirColumnsOfAWiderOutput) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t rows = 100, r0 = 64, in_dim = 896, tokens = 5;  // r0 * 4 bytes: 256
   const EpilogueCase c(d, TensorType::Q8_0, rows, in_dim, tokens, 31);
   const auto& [w, x, bias, res, gw, gx, gb, gr] = c;
@@ -478,26 +484,27 @@ TEST(VulkanMatmulTypes, RangesOfRowsWriteTheirColumnsOfAWiderOutput) {
   auto halves = zeros(d, rows * tokens * 4);
   const std::vector<float> sentinel(rows * tokens, -7.0f);
   auto lone = upload_floats(d, sentinel);
-  const auto kernel = gpu::matmul_kernel(d, TensorType::Q8_0);
+  const auto kernel = shader::matmul_kernel(d, TensorType::Q8_0);
   ASSERT_TRUE(kernel.is_ok()) << kernel.message();
-  const auto cols = [&](const std::unique_ptr<gpu::Buffer>& b, int64_t from) {
-    return gpu::BufferRange{b.get(), uint64_t(from) * 4, uint64_t(rows * tokens - from) * 4};
+  const auto cols = [&](const std::unique_ptr<shader::Buffer>& b, int64_t from) {
+    return shader::BufferRange{b.get(), uint64_t(from) * 4, uint64_t(rows * tokens - from) * 4};
   };
-  gpu::Recorder rec(d);
-  const gpu::BufferRange wr{gw.get(), 0, w.bytes.size()};
-  ASSERT_TRUE(gpu::encode_matmul(rec, *kernel, TensorType::Q8_0, wr, whole(gx), whole(whole_y),
-                                 gpu::MatmulShape{in_dim, rows, tokens}, "whole",
-                                 {whole(gb), whole(gr), std::nullopt})
+  shader::Recorder rec(d);
+  const shader::BufferRange wr{gw.get(), 0, w.bytes.size()};
+  ASSERT_TRUE(shader::encode_matmul(rec, *kernel, TensorType::Q8_0, wr, whole(gx), whole(whole_y),
+                                    shader::MatmulShape{in_dim, rows, tokens}, "whole",
+                                    {whole(gb), whole(gr), std::nullopt})
                   .is_ok());
   for (const auto& [y, from, n] :
        {std::tuple{&halves, int64_t{0}, r0}, std::tuple{&halves, r0, rows - r0},
         std::tuple{&lone, r0, rows - r0}}) {
-    const gpu::BufferRange range{gw.get(), from * rb, n * rb};
-    const gpu::MatmulEpilogue e{gpu::BufferRange{gb.get(), uint64_t(from) * 4, uint64_t(n) * 4},
-                                cols(gr, from), std::nullopt};
+    const shader::BufferRange range{gw.get(), from * rb, n * rb};
+    const shader::MatmulEpilogue e{
+        shader::BufferRange{gb.get(), uint64_t(from) * 4, uint64_t(n) * 4}, cols(gr, from),
+        std::nullopt};
     const Status st =
-        gpu::encode_matmul(rec, *kernel, TensorType::Q8_0, range, whole(gx), cols(*y, from),
-                           gpu::MatmulShape{in_dim, n, tokens, rows}, "part", e);
+        shader::encode_matmul(rec, *kernel, TensorType::Q8_0, range, whole(gx), cols(*y, from),
+                              shader::MatmulShape{in_dim, n, tokens, rows}, "part", e);
     ASSERT_TRUE(st.is_ok()) << st.message();
   }
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
@@ -511,26 +518,26 @@ TEST(VulkanMatmulTypes, RangesOfRowsWriteTheirColumnsOfAWiderOutput) {
     }
   }
   // A stride below out_dim is refused.
-  EXPECT_FALSE(gpu::encode_matmul(rec, *kernel, TensorType::Q8_0, wr, whole(gx), whole(halves),
-                                  gpu::MatmulShape{in_dim, rows, tokens, rows - 1})
+  EXPECT_FALSE(shader::encode_matmul(rec, *kernel, TensorType::Q8_0, wr, whole(gx), whole(halves),
+                                     shader::MatmulShape{in_dim, rows, tokens, rows - 1})
                    .is_ok());
 }
 
 TEST(VulkanMatmulTypes, TheFeatureProbePicksAnAvailableVariantPerType) {
   MINFER_SKIP_WITHOUT_VULKAN();
   for (TensorType t : kWeightTypes) {
-    auto k = gpu::matmul_kernel(device(), t);
+    auto k = shader::matmul_kernel(device(), t);
     ASSERT_TRUE(k.is_ok()) << k.message();
     EXPECT_TRUE(device().kernel(*k).available);
     const bool storage = device().info().features.storage_buffer_8bit &&
                          device().info().features.storage_buffer_16bit;
     if (t != TensorType::F32) {
-      EXPECT_EQ(gpu::embedded_kernels()[*k].variant.ends_with("_packed"), !storage)
-          << gpu::embedded_kernels()[*k].label();
+      EXPECT_EQ(shader::embedded_kernels()[*k].variant.ends_with("_packed"), !storage)
+          << shader::embedded_kernels()[*k].label();
     }
   }
   for (TensorType t : {TensorType::Q8_K, TensorType::IQ4_NL, TensorType::I32}) {
-    EXPECT_EQ(gpu::matmul_kernel(device(), t).status().code(), StatusCode::kUnimplemented)
+    EXPECT_EQ(shader::matmul_kernel(device(), t).status().code(), StatusCode::kUnimplemented)
         << quant::type_name(t);
   }
 }
@@ -540,32 +547,33 @@ TEST(VulkanMatmulTypes, EveryWeightTypeOfTheReferenceHasAKernel) {
   for (uint32_t raw = 0; raw < 64; ++raw) {
     const quant::TypeTraits* t = quant::find_type_traits(raw);
     if (t == nullptr || !quant::is_weight_type(t->type)) continue;
-    EXPECT_TRUE(gpu::matmul_kernel(device(), t->type).is_ok()) << t->name;
+    EXPECT_TRUE(shader::matmul_kernel(device(), t->type).is_ok()) << t->name;
   }
 }
 
 TEST(VulkanMatmulTypes, PartialBlocksAndShortBuffersAreRefused) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto buf = zeros(d, 4096);
-  gpu::Recorder rec(d);
-  const uint32_t q4 = gpu::matmul_kernel(d, TensorType::Q4_0).value();
-  Status s =
-      gpu::encode_matmul(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf), {40, 2, 1});
+  shader::Recorder rec(d);
+  const uint32_t q4 = shader::matmul_kernel(d, TensorType::Q4_0).value();
+  Status s = shader::encode_matmul(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
+                                   {40, 2, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-  s = gpu::encode_matmul(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
-                         {896, 300, 1});
+  s = shader::encode_matmul(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
+                            {896, 300, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("W needs"), std::string::npos) << s.message();
-  s = gpu::encode_matmul(rec, q4, TensorType::F16, whole(buf), whole(buf), whole(buf), {32, 1, 1});
+  s = shader::encode_matmul(rec, q4, TensorType::F16, whole(buf), whole(buf), whole(buf),
+                            {32, 1, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   // K-quant rows are whole 256-element super-blocks: 896 is not.
-  const uint32_t q4k = gpu::matmul_kernel(d, TensorType::Q4_K).value();
-  s = gpu::encode_matmul(rec, q4k, TensorType::Q4_K, whole(buf), whole(buf), whole(buf),
-                         {896, 1, 1});
+  const uint32_t q4k = shader::matmul_kernel(d, TensorType::Q4_K).value();
+  s = shader::encode_matmul(rec, q4k, TensorType::Q4_K, whole(buf), whole(buf), whole(buf),
+                            {896, 1, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-  s = gpu::encode_matmul(rec, q4k, TensorType::Q6_K, whole(buf), whole(buf), whole(buf),
-                         {256, 1, 1});
+  s = shader::encode_matmul(rec, q4k, TensorType::Q6_K, whole(buf), whole(buf), whole(buf),
+                            {256, 1, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   EXPECT_EQ(rec.pending(), 0u);
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encoders.h"
+#include "backend/shader/encoders.h"
 #include "quant/reference.h"
 
 namespace minfer::vulkan::testing {
@@ -19,8 +19,8 @@ namespace minfer::vulkan::testing {
 // Forces how encode_matmul runs for a scope.
 class Forced {
  public:
-  explicit Forced(gpu::MatmulForTesting how) { gpu::force_matmul_for_testing(how); }
-  ~Forced() { gpu::force_matmul_for_testing({}); }
+  explicit Forced(shader::MatmulForTesting how) { shader::force_matmul_for_testing(how); }
+  ~Forced() { shader::force_matmul_for_testing({}); }
   Forced(const Forced&) = delete;
   Forced& operator=(const Forced&) = delete;
 };

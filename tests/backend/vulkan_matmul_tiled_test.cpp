@@ -25,10 +25,10 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encode_matmul_tiled.h"
-#include "backend/gpu/encoders.h"
-#include "backend/gpu/kernel_table.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encode_matmul_tiled.h"
+#include "backend/shader/encoders.h"
+#include "backend/shader/kernel_table.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_matmul_testutil.h"
 #include "backend/vulkan_testutil.h"
 #include "quant/reference.h"
@@ -57,7 +57,7 @@ std::string lower_name(TensorType type) {
 std::vector<uint32_t> tiled_variants(TensorType type) {
   std::vector<uint32_t> out;
   const std::string base = lower_name(type);
-  const auto table = gpu::embedded_kernels();
+  const auto table = shader::embedded_kernels();
   for (uint32_t i = 0; i < table.size(); ++i) {
     if (table[i].name != "matmul_tiled") continue;
     if (table[i].variant != base && !table[i].variant.starts_with(base + "_r")) continue;
@@ -67,7 +67,7 @@ std::vector<uint32_t> tiled_variants(TensorType type) {
 }
 
 void check_tiled(TensorType type, int64_t rows, int64_t in_dim, int64_t tokens) {
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const Weights w = encode_weights(type, rows, in_dim, 21, rows);
   const auto x = random_floats(in_dim * tokens, 22, 1.0f / std::sqrt(float(in_dim)));
   const auto want = reference(w, x, rows, in_dim, tokens);
@@ -77,16 +77,17 @@ void check_tiled(TensorType type, int64_t rows, int64_t in_dim, int64_t tokens) 
   ASSERT_FALSE(kernels.empty()) << quant::type_name(type);
   for (uint32_t k : kernels) {
     auto gy = zeros(d, rows * tokens * 4);
-    gpu::Recorder rec(d);
-    const gpu::MatmulShape shape{in_dim, rows, tokens};
-    const Status enc = gpu::encode_matmul_tiled(
-        rec, k, type, gpu::BufferRange{gw.get(), 0, w.bytes.size()}, whole(gx), whole(gy), shape);
+    shader::Recorder rec(d);
+    const shader::MatmulShape shape{in_dim, rows, tokens};
+    const Status enc =
+        shader::encode_matmul_tiled(rec, k, type, shader::BufferRange{gw.get(), 0, w.bytes.size()},
+                                    whole(gx), whole(gy), shape);
     ASSERT_TRUE(enc.is_ok()) << enc.message();
     const Status s = rec.submit_and_wait();
     ASSERT_TRUE(s.is_ok()) << s.message();
     EXPECT_LT(max_abs_diff(download_floats(d, *gy, rows * tokens), want), 1e-3)
-        << gpu::embedded_kernels()[k].label() << " rows " << rows << " in " << in_dim << " tokens "
-        << tokens;
+        << shader::embedded_kernels()[k].label() << " rows " << rows << " in " << in_dim
+        << " tokens " << tokens;
   }
 }
 
@@ -125,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(VulkanTypes, VulkanMatmulTiled, ::testing::ValuesIn(kWe
 // range does not own keep what they held.
 TEST(VulkanMatmulTiledTypes, RangesOfRowsWriteTheirColumnsOfAWiderOutput) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t rows = 200, r0 = 128, in_dim = 896, tokens = 70;  // r0 * 4 bytes: 512
   const Weights w = encode_weights(TensorType::Q4_0, rows, in_dim, 41, rows);
   const uint64_t rb = quant::row_bytes(TensorType::Q4_0, in_dim).value();
@@ -135,15 +136,15 @@ TEST(VulkanMatmulTiledTypes, RangesOfRowsWriteTheirColumnsOfAWiderOutput) {
   auto gx = upload_floats(d, x);
   auto halves = zeros(d, rows * tokens * 4);
   auto lone = upload_floats(d, std::vector<float>(rows * tokens, -7.0f));
-  const uint32_t k = gpu::matmul_tiled_kernel(d, TensorType::Q4_0).value();
-  gpu::Recorder rec(d);
+  const uint32_t k = shader::matmul_tiled_kernel(d, TensorType::Q4_0).value();
+  shader::Recorder rec(d);
   for (const auto& [y, from, n] :
        {std::tuple{&halves, int64_t{0}, r0}, std::tuple{&halves, r0, rows - r0},
         std::tuple{&lone, r0, rows - r0}}) {
-    const gpu::BufferRange yr{y->get(), uint64_t(from) * 4, uint64_t(rows * tokens - from) * 4};
-    const Status st = gpu::encode_matmul_tiled(rec, k, TensorType::Q4_0,
-                                               gpu::BufferRange{gw.get(), from * rb, n * rb},
-                                               whole(gx), yr, {in_dim, n, tokens, rows});
+    const shader::BufferRange yr{y->get(), uint64_t(from) * 4, uint64_t(rows * tokens - from) * 4};
+    const Status st = shader::encode_matmul_tiled(rec, k, TensorType::Q4_0,
+                                                  shader::BufferRange{gw.get(), from * rb, n * rb},
+                                                  whole(gx), yr, {in_dim, n, tokens, rows});
     ASSERT_TRUE(st.is_ok()) << st.message();
   }
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
@@ -162,20 +163,20 @@ TEST(VulkanMatmulTiledTypes, EveryWeightTypeHasAKernel) {
   for (uint32_t raw = 0; raw < 64; ++raw) {
     const quant::TypeTraits* t = quant::find_type_traits(raw);
     if (t == nullptr || !quant::is_weight_type(t->type)) continue;
-    auto k = gpu::matmul_tiled_kernel(device(), t->type);
+    auto k = shader::matmul_tiled_kernel(device(), t->type);
     ASSERT_TRUE(k.is_ok()) << t->name << ": " << k.message();
-    EXPECT_EQ(gpu::embedded_kernels()[*k].variant, lower_name(t->type));
+    EXPECT_EQ(shader::embedded_kernels()[*k].variant, lower_name(t->type));
   }
   for (TensorType t : {TensorType::Q8_K, TensorType::IQ4_NL, TensorType::I32}) {
-    EXPECT_EQ(gpu::matmul_tiled_kernel(device(), t).status().code(), StatusCode::kUnimplemented)
+    EXPECT_EQ(shader::matmul_tiled_kernel(device(), t).status().code(), StatusCode::kUnimplemented)
         << quant::type_name(t);
   }
-  EXPECT_GT(gpu::matmul_tiled_min_tokens(device()), 1);
+  EXPECT_GT(shader::matmul_tiled_min_tokens(device()), 1);
 }
 
 TEST(VulkanMatmulTiledTypes, TheTileFollowsTheShape) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  const uint32_t q4 = gpu::matmul_tiled_kernel(device(), TensorType::Q4_0).value();
+  const uint32_t q4 = shader::matmul_tiled_kernel(device(), TensorType::Q4_0).value();
   struct Case {
     int64_t out_dim, n_tokens;
     uint32_t rows;
@@ -185,53 +186,56 @@ TEST(VulkanMatmulTiledTypes, TheTileFollowsTheShape) {
        {Case{896, 2048, 128}, Case{4864, 2048, 128}, Case{151936, 512, 128}, Case{4864, 512, 64},
         Case{896, 512, 64}, Case{128, 2048, 64}, Case{896, 8, 64}, Case{67, 70, 64},
         Case{130, 130, 64}, Case{1290, 1283, 128}}) {
-    auto t = gpu::matmul_tiled_tile(device(), q4, TensorType::Q4_0, {896, c.out_dim, c.n_tokens});
+    auto t =
+        shader::matmul_tiled_tile(device(), q4, TensorType::Q4_0, {896, c.out_dim, c.n_tokens});
     ASSERT_TRUE(t.is_ok()) << t.message();
     EXPECT_EQ(t->rows, c.rows) << c.out_dim << " x " << c.n_tokens;
     EXPECT_EQ(t->tokens, c.rows) << c.out_dim << " x " << c.n_tokens;
-    EXPECT_EQ(gpu::embedded_kernels()[t->kernel].variant, c.rows == 128 ? "q4_0" : "q4_0_r64t64");
+    EXPECT_EQ(shader::embedded_kernels()[t->kernel].variant,
+              c.rows == 128 ? "q4_0" : "q4_0_r64t64");
   }
   // A tile asked for by name is kept.
-  const uint32_t small = gpu::find_kernel("matmul_tiled", "q4_0_r64t64").value();
-  auto t = gpu::matmul_tiled_tile(device(), small, TensorType::Q4_0, {896, 896, 2048});
+  const uint32_t small = shader::find_kernel("matmul_tiled", "q4_0_r64t64").value();
+  auto t = shader::matmul_tiled_tile(device(), small, TensorType::Q4_0, {896, 896, 2048});
   ASSERT_TRUE(t.is_ok()) << t.message();
   EXPECT_EQ(t->kernel, small);
-  EXPECT_EQ(
-      gpu::matmul_tiled_tile(device(), small, TensorType::Q8_0, {896, 896, 2048}).status().code(),
-      StatusCode::kInvalidArgument);
+  EXPECT_EQ(shader::matmul_tiled_tile(device(), small, TensorType::Q8_0, {896, 896, 2048})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(VulkanMatmulTiledTypes, BadCallsAreRefused) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto buf = zeros(d, 4096);
-  gpu::Recorder rec(d);
-  const uint32_t q4 = gpu::matmul_tiled_kernel(d, TensorType::Q4_0).value();
+  shader::Recorder rec(d);
+  const uint32_t q4 = shader::matmul_tiled_kernel(d, TensorType::Q4_0).value();
   // A partial block, a short W, a kernel of another type, the GEMV kernel.
-  Status s = gpu::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
-                                      {40, 2, 1});
+  Status s = shader::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf),
+                                         whole(buf), {40, 2, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-  s = gpu::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
-                               {896, 300, 1});
+  s = shader::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
+                                  {896, 300, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("W needs"), std::string::npos) << s.message();
-  s = gpu::encode_matmul_tiled(rec, q4, TensorType::F16, whole(buf), whole(buf), whole(buf),
-                               {32, 1, 1});
+  s = shader::encode_matmul_tiled(rec, q4, TensorType::F16, whole(buf), whole(buf), whole(buf),
+                                  {32, 1, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-  const uint32_t gemv = gpu::matmul_kernel(d, TensorType::Q4_0).value();
-  s = gpu::encode_matmul_tiled(rec, gemv, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
-                               {32, 1, 1});
+  const uint32_t gemv = shader::matmul_kernel(d, TensorType::Q4_0).value();
+  s = shader::encode_matmul_tiled(rec, gemv, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
+                                  {32, 1, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   // y too small, n_tokens 0, K-quant rows of partial super-blocks.
-  s = gpu::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf),
-                               gpu::BufferRange{buf.get(), 0, 16}, {32, 2, 3});
+  s = shader::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf),
+                                  shader::BufferRange{buf.get(), 0, 16}, {32, 2, 3});
   EXPECT_NE(s.message().find("y needs"), std::string::npos) << s.message();
-  s = gpu::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
-                               {32, 1, 0});
+  s = shader::encode_matmul_tiled(rec, q4, TensorType::Q4_0, whole(buf), whole(buf), whole(buf),
+                                  {32, 1, 0});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-  const uint32_t q4k = gpu::matmul_tiled_kernel(d, TensorType::Q4_K).value();
-  s = gpu::encode_matmul_tiled(rec, q4k, TensorType::Q4_K, whole(buf), whole(buf), whole(buf),
-                               {896, 1, 1});
+  const uint32_t q4k = shader::matmul_tiled_kernel(d, TensorType::Q4_K).value();
+  s = shader::encode_matmul_tiled(rec, q4k, TensorType::Q4_K, whole(buf), whole(buf), whole(buf),
+                                  {896, 1, 1});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   EXPECT_EQ(rec.pending(), 0u);
 }
@@ -247,9 +251,9 @@ struct Bench {
 // (GPU timestamps) after ~30 ms of warm-up, so that the clocks are up; a
 // negative value when it fails.
 template <typename Encode>
-double time_dispatches(gpu::Device& d, Encode encode) {
+double time_dispatches(shader::Device& d, Encode encode) {
   auto round = [&](int reps) -> double {
-    gpu::Recorder rec(d);
+    shader::Recorder rec(d);
     if (!rec.timestamp().is_ok()) return -1;
     for (int i = 0; i < reps; ++i) {
       if (!encode(rec).is_ok()) return -1;
@@ -274,40 +278,40 @@ double time_dispatches(gpu::Device& d, Encode encode) {
 // Times every tiled variant and (optionally) encode_matmul on one shape;
 // checks the default tiled result against encode_matmul's.
 void bench_shape(const Bench& b, bool with_gemv) {
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const Weights w = encode_weights(b.type, b.out_dim, b.in_dim, 31, 64);
   const auto x = random_floats(b.in_dim * b.tokens, 32, 1.0f / std::sqrt(float(b.in_dim)));
   auto gw = upload(d, std::as_bytes(std::span(w.bytes)));
   auto gx = upload_floats(d, x);
   auto gy = zeros(d, b.out_dim * b.tokens * 4);
   auto gy2 = zeros(d, b.out_dim * b.tokens * 4);
-  const gpu::MatmulShape shape{b.in_dim, b.out_dim, b.tokens};
-  const gpu::BufferRange wr{gw.get(), 0, w.bytes.size()};
+  const shader::MatmulShape shape{b.in_dim, b.out_dim, b.tokens};
+  const shader::BufferRange wr{gw.get(), 0, w.bytes.size()};
   const double flop = 2.0 * b.out_dim * b.in_dim * b.tokens;
   std::string line = std::string(quant::type_name(b.type)) + " " + std::to_string(b.out_dim) + "x" +
                      std::to_string(b.in_dim) + " n=" + std::to_string(b.tokens) + ":";
   char buf[128];
   for (uint32_t k : tiled_variants(b.type)) {
-    const double s = time_dispatches(d, [&](gpu::Recorder& rec) {
-      return gpu::encode_matmul_tiled(rec, k, b.type, wr, whole(gx), whole(gy), shape);
+    const double s = time_dispatches(d, [&](shader::Recorder& rec) {
+      return shader::encode_matmul_tiled(rec, k, b.type, wr, whole(gx), whole(gy), shape);
     });
-    const std::string_view v = gpu::embedded_kernels()[k].variant;
+    const std::string_view v = shader::embedded_kernels()[k].variant;
     const std::string label =
         v == lower_name(b.type) ? "auto" : std::string(v.substr(v.find("_r") + 1));
     std::snprintf(buf, sizeof(buf), " %s %.0f", label.c_str(), flop / s * 1e-9);
     line += buf;
   }
   if (with_gemv) {
-    const uint32_t k = gpu::matmul_kernel(d, b.type).value();
-    const double s = time_dispatches(d, [&](gpu::Recorder& rec) {
-      return gpu::encode_matmul(rec, k, b.type, wr, whole(gx), whole(gy2), shape);
+    const uint32_t k = shader::matmul_kernel(d, b.type).value();
+    const double s = time_dispatches(d, [&](shader::Recorder& rec) {
+      return shader::encode_matmul(rec, k, b.type, wr, whole(gx), whole(gy2), shape);
     });
     std::snprintf(buf, sizeof(buf), " | matmul %.0f GFLOP/s", flop / s * 1e-9);
     line += buf;
     // The default variant once more into gy (the last timed one may be another).
-    gpu::Recorder rec(d);
-    ASSERT_TRUE(gpu::encode_matmul_tiled(rec, gpu::matmul_tiled_kernel(d, b.type).value(), b.type,
-                                         wr, whole(gx), whole(gy), shape)
+    shader::Recorder rec(d);
+    ASSERT_TRUE(shader::encode_matmul_tiled(rec, shader::matmul_tiled_kernel(d, b.type).value(),
+                                            b.type, wr, whole(gx), whole(gy), shape)
                     .is_ok());
     ASSERT_TRUE(rec.submit_and_wait().is_ok());
     const size_t n = size_t(b.out_dim * b.tokens);

@@ -254,10 +254,10 @@ TEST(VulkanMoe, ExpertRowsEqualThePlainMatmulOfTheirExpert) {
     b.start();
     const auto x = random_floats(n_tokens * in, 46);
     const auto ids = random_expert_ids(n_tokens, n_used, n_expert, 47);
-    for (const gpu::MatmulForTesting& how :
-         {gpu::MatmulForTesting{}, gpu::MatmulForTesting{.lanes = 4, .id_groups = 3},
-          gpu::MatmulForTesting{.lanes = 8, .lane_rows = 3},
-          gpu::MatmulForTesting{.lanes = 64, .lane_rows = 2, .id_groups = 1}}) {
+    for (const shader::MatmulForTesting& how :
+         {shader::MatmulForTesting{}, shader::MatmulForTesting{.lanes = 4, .id_groups = 3},
+          shader::MatmulForTesting{.lanes = 8, .lane_rows = 3},
+          shader::MatmulForTesting{.lanes = 64, .lane_rows = 2, .id_groups = 1}}) {
       const Forced forced(how);
       auto all = run_node(
           *b.gpu, matmul_id_node(type, in, out, n_expert, n_used, n_tokens, false, kInvariant),

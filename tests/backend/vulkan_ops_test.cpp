@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encoders.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encoders.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_testutil.h"
 
 namespace minfer::vulkan::testing {
 namespace {
 
 using cpu::testing::random_floats;
-using gpu::ElementwiseOp;
+using shader::ElementwiseOp;
 
 std::vector<double> elementwise_reference(ElementwiseOp op, const std::vector<float>& a,
                                           const std::vector<float>& b) {
@@ -31,7 +31,7 @@ std::vector<double> elementwise_reference(ElementwiseOp op, const std::vector<fl
 
 TEST(VulkanOps, AddAndMulMatchTheHostWithAndWithoutBroadcast) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   struct Case {
     int64_t rows, dim, b_len;
   };
@@ -41,9 +41,9 @@ TEST(VulkanOps, AddAndMulMatchTheHostWithAndWithoutBroadcast) {
       const auto b = random_floats(c.b_len, 2);
       auto ga = upload_floats(d, a), gb = upload_floats(d, b);
       auto out = zeros(d, a.size() * 4);
-      gpu::Recorder rec(d);
-      ASSERT_TRUE(gpu::encode_elementwise(rec, op, whole(ga), whole(gb), whole(out), c.rows * c.dim,
-                                          c.b_len)
+      shader::Recorder rec(d);
+      ASSERT_TRUE(shader::encode_elementwise(rec, op, whole(ga), whole(gb), whole(out),
+                                             c.rows * c.dim, c.b_len)
                       .is_ok());
       const Status s = rec.submit_and_wait();
       ASSERT_TRUE(s.is_ok()) << s.message();
@@ -56,12 +56,12 @@ TEST(VulkanOps, AddAndMulMatchTheHostWithAndWithoutBroadcast) {
 
 TEST(VulkanOps, AddInPlaceOverwritesItsInput) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const auto a = random_floats(896 * 3, 3), b = random_floats(896, 4);
   auto ga = upload_floats(d, a), gb = upload_floats(d, b);
-  gpu::Recorder rec(d);
-  ASSERT_TRUE(gpu::encode_elementwise(rec, ElementwiseOp::kAdd, whole(ga), whole(gb), whole(ga),
-                                      896 * 3, 896)
+  shader::Recorder rec(d);
+  ASSERT_TRUE(shader::encode_elementwise(rec, ElementwiseOp::kAdd, whole(ga), whole(gb), whole(ga),
+                                         896 * 3, 896)
                   .is_ok());
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
   EXPECT_LT(max_abs_diff(download_floats(d, *ga, a.size()),
@@ -85,7 +85,7 @@ std::vector<double> rms_norm_reference(const std::vector<float>& x, const std::v
 
 TEST(VulkanOps, RmsNormMatchesTheHostPerRow) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   struct Case {
     int64_t rows, dim;
   };
@@ -95,10 +95,10 @@ TEST(VulkanOps, RmsNormMatchesTheHostPerRow) {
       const auto w = random_floats(c.dim, 6);
       auto gx = upload_floats(d, x), gw = upload_floats(d, w);
       auto gy = zeros(d, x.size() * 4);
-      gpu::Recorder rec(d);
-      const gpu::BufferRange wr = with_weight ? whole(gw) : gpu::BufferRange{};
+      shader::Recorder rec(d);
+      const shader::BufferRange wr = with_weight ? whole(gw) : shader::BufferRange{};
       ASSERT_TRUE(
-          gpu::encode_rms_norm(rec, whole(gx), wr, whole(gy), c.rows, c.dim, 1e-6f).is_ok());
+          shader::encode_rms_norm(rec, whole(gx), wr, whole(gy), c.rows, c.dim, 1e-6f).is_ok());
       ASSERT_TRUE(rec.submit_and_wait().is_ok());
       const auto want = rms_norm_reference(x, with_weight ? &w : nullptr, c.rows, c.dim, 1e-6f);
       EXPECT_LT(max_abs_diff(download_floats(d, *gy, x.size()), want), 1e-3)
@@ -109,16 +109,17 @@ TEST(VulkanOps, RmsNormMatchesTheHostPerRow) {
 
 TEST(VulkanOps, RmsNormInPlaceThenAddInOneSubmission) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t rows = 5, dim = 896;
   const auto x = random_floats(rows * dim, 7), w = random_floats(dim, 8),
              r = random_floats(rows * dim, 9);
   auto gx = upload_floats(d, x), gw = upload_floats(d, w), gr = upload_floats(d, r);
-  gpu::Recorder rec(d);
+  shader::Recorder rec(d);
   // x = norm(x) * w, then x = x + r: the add reads what the norm wrote.
-  ASSERT_TRUE(gpu::encode_rms_norm(rec, whole(gx), whole(gw), whole(gx), rows, dim, 1e-5f).is_ok());
-  ASSERT_TRUE(gpu::encode_elementwise(rec, ElementwiseOp::kAdd, whole(gx), whole(gr), whole(gx),
-                                      rows * dim, rows * dim)
+  ASSERT_TRUE(
+      shader::encode_rms_norm(rec, whole(gx), whole(gw), whole(gx), rows, dim, 1e-5f).is_ok());
+  ASSERT_TRUE(shader::encode_elementwise(rec, ElementwiseOp::kAdd, whole(gx), whole(gr), whole(gx),
+                                         rows * dim, rows * dim)
                   .is_ok());
   EXPECT_EQ(rec.pending(), 2u);
   EXPECT_EQ(rec.barriers(), 1u);

@@ -1,4 +1,4 @@
-// The buffer pool (backend/gpu/buffer_pool.h) on the Vulkan device: alignment,
+// The buffer pool (backend/shader/buffer_pool.h) on the Vulkan device: alignment,
 // reuse and coalescing, a randomized alloc/free sequence checked against a
 // model of the free space and by writing a distinct pattern into every live
 // allocation and reading all of them back, fresh allocations held until
@@ -9,7 +9,7 @@
 // Out-of-memory messages and memory layouts use a host-memory fake device.
 #ifdef MINFER_HAS_VULKAN
 
-#include "backend/gpu/buffer_pool.h"
+#include "backend/shader/buffer_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -19,17 +19,17 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encoders.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encoders.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_fake_device.h"
 #include "backend/vulkan_testutil.h"
 
 namespace minfer::vulkan::testing {
 namespace {
 
-using gpu::Allocation;
-using gpu::BufferPool;
-using gpu::PoolId;
+using shader::Allocation;
+using shader::BufferPool;
+using shader::PoolId;
 
 PoolId must(Result<PoolId> r) {
   EXPECT_TRUE(r.is_ok()) << r.message();
@@ -113,7 +113,7 @@ TEST(VulkanPool, FreshSpaceIsHeldUntilReleaseFresh) {
 
 TEST(VulkanPool, AnAllocationLargerThanAChunkGetsItsOwnChunk) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   BufferPool pool(d, 64 << 10);
   const uint64_t big = (200 << 10) + 12;
   const PoolId small = must(pool.alloc(100));
@@ -160,18 +160,18 @@ TEST(VulkanPool, HostAccessAllocationsGetMappedChunksOfTheirOwn) {
   FakeDevice d(1 << 30, 64, 1 << 30, FakeMemory::kDiscreteWithBar);
   BufferPool pool(d, 1 << 20, 64 << 10);
   const PoolId dev = must(pool.alloc(100));
-  const PoolId in1 = must(pool.alloc(100, gpu::MemoryUse::kHostAccess));
-  const PoolId in2 = must(pool.alloc_fresh(300, gpu::MemoryUse::kHostAccess));
+  const PoolId in1 = must(pool.alloc(100, shader::MemoryUse::kHostAccess));
+  const PoolId in2 = must(pool.alloc_fresh(300, shader::MemoryUse::kHostAccess));
   const Allocation a = *pool.allocation(in1), b = *pool.allocation(in2);
   EXPECT_TRUE(a.buffer->mapped());
   EXPECT_FALSE(pool.allocation(dev)->buffer->mapped());
   EXPECT_EQ(a.buffer, b.buffer) << "small host-access allocations share their chunk";
   EXPECT_NE(a.buffer, pool.allocation(dev)->buffer);
   EXPECT_EQ(a.buffer->size(), 64u << 10);
-  const PoolId big = must(pool.alloc(100 << 10, gpu::MemoryUse::kHostAccess));
+  const PoolId big = must(pool.alloc(100 << 10, shader::MemoryUse::kHostAccess));
   EXPECT_EQ(pool.allocation(big)->buffer->size(), 100u << 10) << "a chunk of its own size";
   EXPECT_TRUE(pool.allocation(big)->buffer->mapped());
-  gpu::PoolStats st = pool.stats();
+  shader::PoolStats st = pool.stats();
   EXPECT_EQ(st.chunks, 3u);
   EXPECT_EQ(st.host_bytes, (64u << 10) + (100u << 10));
   EXPECT_EQ(d.created_for_host(), 2);
@@ -185,16 +185,16 @@ TEST(VulkanPool, HostAccessSharesTheDeviceChunksWhereItWouldNotHelp) {
   FakeDevice unified(1 << 30, 64, 1 << 30, FakeMemory::kUnified);
   BufferPool shared(unified, 1 << 20);
   const PoolId u1 = must(shared.alloc(100));
-  const PoolId u2 = must(shared.alloc(100, gpu::MemoryUse::kHostAccess));
+  const PoolId u2 = must(shared.alloc(100, shader::MemoryUse::kHostAccess));
   EXPECT_EQ(shared.allocation(u1)->buffer, shared.allocation(u2)->buffer);
   EXPECT_EQ(unified.created_for_host(), 0);
   // A discrete GPU without mapped device memory: one chunk finds out.
   FakeDevice discrete(1 << 30, 64, 1 << 30, FakeMemory::kDiscrete);
   BufferPool pool(discrete, 1 << 20, 64 << 10);
-  const PoolId first = must(pool.alloc(100, gpu::MemoryUse::kHostAccess));
+  const PoolId first = must(pool.alloc(100, shader::MemoryUse::kHostAccess));
   EXPECT_FALSE(pool.allocation(first)->buffer->mapped()) << "the hint fell back";
   const PoolId dev = must(pool.alloc(100));
-  const PoolId next = must(pool.alloc(100, gpu::MemoryUse::kHostAccess));
+  const PoolId next = must(pool.alloc(100, shader::MemoryUse::kHostAccess));
   EXPECT_EQ(pool.allocation(next)->buffer, pool.allocation(dev)->buffer);
   EXPECT_EQ(discrete.created_for_host(), 1);
   EXPECT_EQ(pool.stats().chunks, 2u);
@@ -212,13 +212,13 @@ TEST(VulkanPool, KernelsUseHostAccessAndDeviceChunksTogether) {
   MINFER_SKIP_WITHOUT_VULKAN();
   TestDevice discrete = open_test_device({.quiet = true, .allow_unified_memory = false});
   ASSERT_TRUE(discrete.status.is_ok()) << discrete.status.message();
-  gpu::Device& d = *discrete.device;
+  shader::Device& d = *discrete.device;
   ASSERT_FALSE(d.info().unified_memory);
   BufferPool pool(d, 1 << 20, 64 << 10);
   const int64_t n = 1001;
-  const PoolId ia = must(pool.alloc(n * 4, gpu::MemoryUse::kHostAccess));
+  const PoolId ia = must(pool.alloc(n * 4, shader::MemoryUse::kHostAccess));
   const PoolId ib = must(pool.alloc(n * 4));
-  const PoolId io1 = must(pool.alloc(n * 4, gpu::MemoryUse::kHostAccess));
+  const PoolId io1 = must(pool.alloc(n * 4, shader::MemoryUse::kHostAccess));
   const PoolId io2 = must(pool.alloc(n * 4));
   const Allocation a = *pool.allocation(ia), b = *pool.allocation(ib);
   const Allocation o1 = *pool.allocation(io1), o2 = *pool.allocation(io2);
@@ -229,14 +229,14 @@ TEST(VulkanPool, KernelsUseHostAccessAndDeviceChunksTogether) {
   for (uint32_t rep = 0; rep < 2; ++rep) {  // a new input each time, as a decode step's
     const auto va = cpu::testing::random_floats(n, 5 + rep);
     ASSERT_TRUE(d.write_buffer(*a.buffer, a.offset, std::as_bytes(std::span(va))).is_ok());
-    gpu::Recorder rec(d);
-    using gpu::ElementwiseOp;
+    shader::Recorder rec(d);
+    using shader::ElementwiseOp;
     ASSERT_TRUE(
-        gpu::encode_elementwise(rec, ElementwiseOp::kAdd, a.range(), b.range(), o1.range(), n, n)
+        shader::encode_elementwise(rec, ElementwiseOp::kAdd, a.range(), b.range(), o1.range(), n, n)
             .is_ok());
-    ASSERT_TRUE(
-        gpu::encode_elementwise(rec, ElementwiseOp::kMul, o1.range(), b.range(), o2.range(), n, n)
-            .is_ok());
+    ASSERT_TRUE(shader::encode_elementwise(rec, ElementwiseOp::kMul, o1.range(), b.range(),
+                                           o2.range(), n, n)
+                    .is_ok());
     const Status s = rec.submit_and_wait();
     ASSERT_TRUE(s.is_ok()) << s.message();
     std::vector<float> sum(n), prod(n);
@@ -256,7 +256,7 @@ TEST(VulkanPool, KernelsUseHostAccessAndDeviceChunksTogether) {
 
 // The model: per chunk, which alignment units are taken (live or held fresh).
 struct Model {
-  std::map<const gpu::Buffer*, std::vector<bool>> taken;
+  std::map<const shader::Buffer*, std::vector<bool>> taken;
   uint64_t unit;
 
   bool mark(const Allocation& a, bool on) {
@@ -280,7 +280,7 @@ struct Model {
 
 TEST(VulkanPool, RandomSequencesNeverOverlapAndMatchTheModel) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   BufferPool pool(d, 256 << 10);
   Model model{{}, pool.alignment()};
   struct Live {
@@ -324,7 +324,7 @@ TEST(VulkanPool, RandomSequencesNeverOverlapAndMatchTheModel) {
       for (const Allocation& a : held) ASSERT_TRUE(model.mark(a, false));
       held.clear();
     }
-    const gpu::PoolStats st = pool.stats();
+    const shader::PoolStats st = pool.stats();
     ASSERT_EQ(st.chunk_bytes, st.live_bytes + st.fresh_held + st.free_bytes) << "step " << step;
     ASSERT_EQ(st.largest_free, model.largest_free()) << "step " << step << ": not coalesced";
     ASSERT_EQ(st.live_allocations, live.size());
@@ -335,7 +335,7 @@ TEST(VulkanPool, RandomSequencesNeverOverlapAndMatchTheModel) {
 
 TEST(VulkanPool, KernelsReadAndWriteSubRangesAtNonzeroOffsets) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   BufferPool pool(d, 1 << 20);
   const int64_t n = 1001;
   must(pool.alloc(77));  // nothing starts at offset 0
@@ -348,19 +348,19 @@ TEST(VulkanPool, KernelsReadAndWriteSubRangesAtNonzeroOffsets) {
   const auto va = cpu::testing::random_floats(n, 5), vb = cpu::testing::random_floats(n, 6);
   ASSERT_TRUE(d.write_buffer(*a.buffer, a.offset, std::as_bytes(std::span(va))).is_ok());
   ASSERT_TRUE(d.write_buffer(*b.buffer, b.offset, std::as_bytes(std::span(vb))).is_ok());
-  gpu::Recorder rec(d);
-  using gpu::ElementwiseOp;
+  shader::Recorder rec(d);
+  using shader::ElementwiseOp;
   // o1 = a + b and o2 = a * b touch disjoint ranges of one chunk: no barrier;
   // o1 = o1 + o2 reads both: one.
   ASSERT_TRUE(
-      gpu::encode_elementwise(rec, ElementwiseOp::kAdd, a.range(), b.range(), o1.range(), n, n)
+      shader::encode_elementwise(rec, ElementwiseOp::kAdd, a.range(), b.range(), o1.range(), n, n)
           .is_ok());
   ASSERT_TRUE(
-      gpu::encode_elementwise(rec, ElementwiseOp::kMul, a.range(), b.range(), o2.range(), n, n)
+      shader::encode_elementwise(rec, ElementwiseOp::kMul, a.range(), b.range(), o2.range(), n, n)
           .is_ok());
   EXPECT_EQ(rec.barriers(), 0u);
   ASSERT_TRUE(
-      gpu::encode_elementwise(rec, ElementwiseOp::kAdd, o1.range(), o2.range(), o1.range(), n, n)
+      shader::encode_elementwise(rec, ElementwiseOp::kAdd, o1.range(), o2.range(), o1.range(), n, n)
           .is_ok());
   EXPECT_EQ(rec.barriers(), 1u);
   const Status s = rec.submit_and_wait();

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
-#include "backend/gpu/encoders.h"
-#include "backend/gpu/kernel_args.h"
-#include "backend/gpu/kernel_table.h"
-#include "backend/gpu/limits.h"
-#include "backend/gpu/recorder.h"
-#include "backend/gpu/trail.h"
+#include "backend/kernel_trail.h"
+#include "backend/shader/encoders.h"
+#include "backend/shader/kernel_args.h"
+#include "backend/shader/kernel_table.h"
+#include "backend/shader/limits.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_testutil.h"
 
 namespace minfer::vulkan::testing {
@@ -28,21 +28,21 @@ namespace {
 using cpu::testing::random_floats;
 
 uint32_t kernel_index(std::string_view name, std::string_view variant) {
-  const auto k = gpu::find_kernel(name, variant);
+  const auto k = shader::find_kernel(name, variant);
   EXPECT_TRUE(k.has_value()) << name << "." << variant;
   return k.value_or(0);
 }
 
 TEST(VulkanRecorder, AGridPastMaxComputeWorkGroupCountIsRefusedWithTheNumbers) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto buf = zeros(d, 1024);
-  gpu::Recorder rec(d);
+  shader::Recorder rec(d);
   const uint32_t max_x = d.info().limits.max_workgroup_count[0];
-  const gpu::BufferRange bindings[] = {whole(buf), whole(buf), whole(buf)};
-  const gpu::args::ElementwiseArgs args{256, 256};
+  const shader::BufferRange bindings[] = {whole(buf), whole(buf), whole(buf)};
+  const shader::args::ElementwiseArgs args{256, 256};
   const Status s = rec.dispatch_args(kernel_index("elementwise", "add"), bindings, args,
-                                     gpu::Groups{max_x + 1, 1, 1});
+                                     shader::Groups{max_x + 1, 1, 1});
   EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
   EXPECT_NE(s.message().find("elementwise.add"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(std::to_string(max_x + 1)), std::string::npos) << s.message();
@@ -54,36 +54,37 @@ TEST(VulkanRecorder, AGridPastMaxComputeWorkGroupCountIsRefusedWithTheNumbers) {
   const uint32_t max_z = d.info().limits.max_workgroup_count[2];
   const int64_t tokens = int64_t(max_z + 1) * MINFER_MATMUL_TOKENS_PER_GROUP;
   auto x = zeros(d, 32 * 4 * tokens);
-  const Status m = gpu::encode_matmul(rec, kernel_index("matmul", "f32"), quant::TensorType::F32,
-                                      whole(buf), whole(x), whole(x), {32, 1, tokens});
+  const Status m = shader::encode_matmul(rec, kernel_index("matmul", "f32"), quant::TensorType::F32,
+                                         whole(buf), whole(x), whole(x), {32, 1, tokens});
   EXPECT_EQ(m.code(), StatusCode::kOutOfRange) << m.message();
   EXPECT_NE(m.message().find("maxComputeWorkGroupCount[2]"), std::string::npos) << m.message();
 }
 
 TEST(VulkanRecorder, MalformedCallsAreRefusedBeforeEncoding) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto buf = zeros(d, 1024);
-  gpu::Recorder rec(d);
+  shader::Recorder rec(d);
   const uint32_t add = kernel_index("elementwise", "add");
-  const gpu::args::ElementwiseArgs args{256, 256};
-  const gpu::BufferRange two[] = {whole(buf), whole(buf)};
-  Status s = rec.dispatch_args(add, two, args, gpu::Groups{});
+  const shader::args::ElementwiseArgs args{256, 256};
+  const shader::BufferRange two[] = {whole(buf), whole(buf)};
+  Status s = rec.dispatch_args(add, two, args, shader::Groups{});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("manifest declares 3"), std::string::npos) << s.message();
-  const gpu::BufferRange past[] = {whole(buf), whole(buf), gpu::BufferRange{buf.get(), 0, 4096}};
-  s = rec.dispatch_args(add, past, args, gpu::Groups{});
+  const shader::BufferRange past[] = {whole(buf), whole(buf),
+                                      shader::BufferRange{buf.get(), 0, 4096}};
+  s = rec.dispatch_args(add, past, args, shader::Groups{});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("binding 2 (out)"), std::string::npos) << s.message();
-  const gpu::BufferRange three[] = {whole(buf), whole(buf), whole(buf)};
+  const shader::BufferRange three[] = {whole(buf), whole(buf), whole(buf)};
   const uint32_t wrong_size = 7;
-  s = rec.dispatch_args(add, three, wrong_size, gpu::Groups{});
+  s = rec.dispatch_args(add, three, wrong_size, shader::Groups{});
   EXPECT_NE(s.message().find("ElementwiseArgs has 8"), std::string::npos) << s.message();
   EXPECT_EQ(rec.pending(), 0u);
 }
 
 // check_dispatch on made-up limits: shared memory, storage range, alignment.
-class FakeBuffer : public gpu::Buffer {
+class FakeBuffer : public shader::Buffer {
  public:
   explicit FakeBuffer(uint64_t n) : n_(n) {}
   uint64_t size() const override { return n_; }
@@ -94,8 +95,8 @@ class FakeBuffer : public gpu::Buffer {
 };
 
 TEST(VulkanRecorder, LimitChecksNameTheLimitAndBothNumbers) {
-  const gpu::KernelInfo& matmul = gpu::embedded_kernels()[kernel_index("matmul", "f32")];
-  gpu::DeviceLimits l;
+  const shader::KernelInfo& matmul = shader::embedded_kernels()[kernel_index("matmul", "f32")];
+  shader::DeviceLimits l;
   l.max_workgroup_count = {65535, 65535, 65535};
   l.max_workgroup_size = {1024, 1024, 64};
   l.max_workgroup_invocations = 1024;
@@ -103,56 +104,60 @@ TEST(VulkanRecorder, LimitChecksNameTheLimitAndBothNumbers) {
   l.max_storage_buffer_range = 1 << 20;
   l.min_storage_buffer_offset_alignment = 64;
   l.max_push_constant_bytes = 128;
-  gpu::KernelState st{true, "", 1024};
+  shader::KernelState st{true, "", 1024};
   const FakeBuffer big(4 << 20);
   // matmul's six bindings: w, x, y, bias, residual, norm_w.
-  const gpu::BufferRange ok[] = {{&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024},
-                                 {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}};
-  Status s = gpu::check_dispatch(l, matmul, st, ok, matmul.push_size, {});
+  const shader::BufferRange ok[] = {{&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024},
+                                    {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}};
+  Status s = shader::check_dispatch(l, matmul, st, ok, matmul.push_size, {});
   EXPECT_NE(s.message().find("maxComputeSharedMemorySize = 512"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("1024"), std::string::npos);
   st.shared_bytes = 256;
-  EXPECT_TRUE(gpu::check_dispatch(l, matmul, st, ok, matmul.push_size, {}).is_ok());
-  const gpu::BufferRange wide[] = {{&big, 0, 0},    {&big, 0, 1024}, {&big, 0, 1024},
-                                   {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}};
-  s = gpu::check_dispatch(l, matmul, st, wide, matmul.push_size, {});
+  EXPECT_TRUE(shader::check_dispatch(l, matmul, st, ok, matmul.push_size, {}).is_ok());
+  const shader::BufferRange wide[] = {{&big, 0, 0},    {&big, 0, 1024}, {&big, 0, 1024},
+                                      {&big, 0, 1024}, {&big, 0, 1024}, {&big, 0, 1024}};
+  s = shader::check_dispatch(l, matmul, st, wide, matmul.push_size, {});
   EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
   EXPECT_NE(
       s.message().find("range of 4194304 exceeds the device's maxStorageBufferRange = 1048576"),
       std::string::npos)
       << s.message();
-  const gpu::BufferRange odd[] = {{&big, 32, 1024}, {&big, 0, 1024}, {&big, 0, 1024},
-                                  {&big, 0, 1024},  {&big, 0, 1024}, {&big, 0, 1024}};
-  s = gpu::check_dispatch(l, matmul, st, odd, matmul.push_size, {});
+  const shader::BufferRange odd[] = {{&big, 32, 1024}, {&big, 0, 1024}, {&big, 0, 1024},
+                                     {&big, 0, 1024},  {&big, 0, 1024}, {&big, 0, 1024}};
+  s = shader::check_dispatch(l, matmul, st, odd, matmul.push_size, {});
   EXPECT_NE(s.message().find("minStorageBufferOffsetAlignment = 64"), std::string::npos)
       << s.message();
   l.max_workgroup_size[0] = 32;
-  s = gpu::check_dispatch(l, matmul, st, ok, matmul.push_size, {});
+  s = shader::check_dispatch(l, matmul, st, ok, matmul.push_size, {});
   EXPECT_NE(s.message().find("maxComputeWorkGroupSize[0] = 32"), std::string::npos) << s.message();
-  EXPECT_EQ(gpu::fold_groups(70000, l).value().x, 65535u);
-  EXPECT_EQ(gpu::fold_groups(70000, l).value().y, 2u);
+  EXPECT_EQ(shader::fold_groups(70000, l).value().x, 65535u);
+  EXPECT_EQ(shader::fold_groups(70000, l).value().y, 2u);
 }
 
 TEST(VulkanRecorder, BarriersOnlyBetweenDependentDispatches) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t n = 4096;
   auto a = upload_floats(d, random_floats(n, 1)), b = upload_floats(d, random_floats(n, 2));
   auto c = zeros(d, n * 4), e = zeros(d, n * 4), f = zeros(d, n * 4);
-  gpu::Recorder rec(d);
-  using gpu::ElementwiseOp;
+  shader::Recorder rec(d);
+  using shader::ElementwiseOp;
   // c = a + b and e = a * b are independent; f = c + e reads both.
-  ASSERT_TRUE(gpu::encode_elementwise(rec, ElementwiseOp::kAdd, whole(a), whole(b), whole(c), n, n)
-                  .is_ok());
-  ASSERT_TRUE(gpu::encode_elementwise(rec, ElementwiseOp::kMul, whole(a), whole(b), whole(e), n, n)
-                  .is_ok());
+  ASSERT_TRUE(
+      shader::encode_elementwise(rec, ElementwiseOp::kAdd, whole(a), whole(b), whole(c), n, n)
+          .is_ok());
+  ASSERT_TRUE(
+      shader::encode_elementwise(rec, ElementwiseOp::kMul, whole(a), whole(b), whole(e), n, n)
+          .is_ok());
   EXPECT_EQ(rec.barriers(), 0u);
-  ASSERT_TRUE(gpu::encode_elementwise(rec, ElementwiseOp::kAdd, whole(c), whole(e), whole(f), n, n)
-                  .is_ok());
+  ASSERT_TRUE(
+      shader::encode_elementwise(rec, ElementwiseOp::kAdd, whole(c), whole(e), whole(f), n, n)
+          .is_ok());
   EXPECT_EQ(rec.barriers(), 1u);
   // Writing a, which the first two read, must wait for them too (write after read).
-  ASSERT_TRUE(gpu::encode_elementwise(rec, ElementwiseOp::kMul, whole(f), whole(b), whole(a), n, n)
-                  .is_ok());
+  ASSERT_TRUE(
+      shader::encode_elementwise(rec, ElementwiseOp::kMul, whole(f), whole(b), whole(a), n, n)
+          .is_ok());
   EXPECT_EQ(rec.barriers(), 2u);
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
   EXPECT_EQ(rec.pending(), 0u);
@@ -163,7 +168,7 @@ TEST(VulkanRecorder, BarriersOnlyBetweenDependentDispatches) {
 }
 
 TEST(VulkanRecorder, TheTrailKeepsTheLastSixteenOldestFirst) {
-  gpu::KernelTrail trail;
+  backend::KernelTrail trail;
   EXPECT_EQ(trail.describe(), "no kernel dispatched yet");
   for (int i = 0; i < 20; ++i) trail.record("k" + std::to_string(i));
   EXPECT_EQ(trail.size(), 16u);
@@ -181,19 +186,19 @@ struct Spin {
   double seconds = 0;
 };
 
-Spin run_spin(gpu::Device& d, uint32_t iterations, uint32_t groups) {
+Spin run_spin(shader::Device& d, uint32_t iterations, uint32_t groups) {
   Spin out;
   auto flag = zeros(d, 16), count = zeros(d, 16), x = zeros(d, 4096);
-  gpu::Recorder rec(d);
+  shader::Recorder rec(d);
   for (int i = 0; i < 3; ++i) {
-    out.status = gpu::encode_elementwise(rec, gpu::ElementwiseOp::kAdd, whole(x), whole(x),
-                                         whole(x), 1024, 1024, "warmup");
+    out.status = shader::encode_elementwise(rec, shader::ElementwiseOp::kAdd, whole(x), whole(x),
+                                            whole(x), 1024, 1024, "warmup");
     if (!out.status.is_ok()) return out;
   }
-  const gpu::BufferRange bindings[] = {whole(flag), whole(count)};
+  const shader::BufferRange bindings[] = {whole(flag), whole(count)};
   out.status =
-      rec.dispatch_args(kernel_index("spin", "u32"), bindings, gpu::args::SpinArgs{iterations},
-                        gpu::Groups{groups, 1, 1}, "the spinning node");
+      rec.dispatch_args(kernel_index("spin", "u32"), bindings, shader::args::SpinArgs{iterations},
+                        shader::Groups{groups, 1, 1}, "the spinning node");
   if (!out.status.is_ok()) return out;
   const auto t0 = std::chrono::steady_clock::now();
   out.status = rec.submit_and_wait();

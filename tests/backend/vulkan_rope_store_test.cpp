@@ -19,9 +19,9 @@
 
 #include "backend/backend_testutil.h"
 #include "backend/cpu/ops.h"
-#include "backend/gpu/encode_attention.h"
-#include "backend/gpu/kernel_args.h"
-#include "backend/gpu/recorder.h"
+#include "backend/shader/encode_attention.h"
+#include "backend/shader/kernel_args.h"
+#include "backend/shader/recorder.h"
 #include "backend/vulkan_testutil.h"
 #include "graph/yarn.h"
 #include "quant/tensor_type.h"
@@ -46,7 +46,7 @@ graph::RopeMeta gpt_oss_yarn(int64_t n_rot) {
   return m;
 }
 
-void set_yarn(const graph::RopeMeta& m, gpu::RopeShape& shape) {
+void set_yarn(const graph::RopeMeta& m, shader::RopeShape& shape) {
   shape.ext_factor = m.ext_factor;
   shape.corr_low = m.corr_low;
   shape.corr_high = m.corr_high;
@@ -60,13 +60,13 @@ uint64_t region_bytes(TensorType t, int64_t row_len, int64_t n_ctx) {
   return row * n_ctx;
 }
 
-std::vector<uint8_t> download_bytes(gpu::Device& d, const gpu::Buffer& b, size_t n) {
+std::vector<uint8_t> download_bytes(shader::Device& d, const shader::Buffer& b, size_t n) {
   std::vector<uint8_t> out(n);
   EXPECT_TRUE(d.read_buffer(b, 0, std::as_writable_bytes(std::span(out))).is_ok());
   return out;
 }
 
-std::unique_ptr<gpu::Buffer> upload_ints(gpu::Device& d, const std::vector<int32_t>& v) {
+std::unique_ptr<shader::Buffer> upload_ints(shader::Device& d, const std::vector<int32_t>& v) {
   return upload(d, std::as_bytes(std::span(v)));
 }
 
@@ -75,7 +75,7 @@ class VulkanRopeStore : public ::testing::TestWithParam<Case> {};
 TEST_P(VulkanRopeStore, EqualsRopeThenKvStore) {
   MINFER_SKIP_WITHOUT_VULKAN();
   const Case c = GetParam();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t n_tokens = 3, n_ctx = 16, hd = c.head_dim;
   const int64_t q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd, stride = q_dim + 2 * kv_dim;
   const std::vector<int32_t> positions = {5, 0, 11};
@@ -97,15 +97,15 @@ TEST_P(VulkanRopeStore, EqualsRopeThenKvStore) {
   auto g_ff = upload_floats(d, ff), g_k = zeros(d, kv_dim * n_tokens * 4);
   auto k_want = zeros(d, kb), v_want = zeros(d, vb), k_got = zeros(d, kb), v_got = zeros(d, vb);
   auto err = zeros(d, MINFER_ERR_WORDS * 4);
-  const gpu::BufferRange f = c.factors ? whole(g_ff) : gpu::BufferRange{};
-  gpu::RopeShape rope{n_tokens, c.n_head + c.n_head_kv, hd, c.n_rot, c.neox, 10000.0f, 1.0f};
+  const shader::BufferRange f = c.factors ? whole(g_ff) : shader::BufferRange{};
+  shader::RopeShape rope{n_tokens, c.n_head + c.n_head_kv, hd, c.n_rot, c.neox, 10000.0f, 1.0f};
   if (c.yarn) {
     rope.freq_base = 150000.0f;
     rope.freq_scale = 1.0f / 32.0f;
     set_yarn(gpt_oss_yarn(c.n_rot), rope);
   }
-  gpu::Recorder rec(d);
-  ASSERT_TRUE(gpu::encode_rope(rec, whole(g_qk), whole(g_pos), f, whole(g_qk), rope).is_ok());
+  shader::Recorder rec(d);
+  ASSERT_TRUE(shader::encode_rope(rec, whole(g_qk), whole(g_pos), f, whole(g_qk), rope).is_ok());
   // k heads out of the rotated rows, then the store.
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
   const auto rotated = download_floats(d, *g_qk, qk.size());
@@ -115,11 +115,11 @@ TEST_P(VulkanRopeStore, EqualsRopeThenKvStore) {
     k.insert(k.end(), row + q_dim, row + q_dim + kv_dim);
   }
   g_k = upload_floats(d, k);
-  const gpu::KvStoreShape kv{n_tokens, c.n_head_kv, hd, n_ctx, c.k_type, c.v_type};
-  ASSERT_TRUE(gpu::encode_kv_store(rec, whole(g_k), whole(g_v), whole(g_pos), whole(k_want),
-                                   whole(v_want), whole(err), kv)
+  const shader::KvStoreShape kv{n_tokens, c.n_head_kv, hd, n_ctx, c.k_type, c.v_type};
+  ASSERT_TRUE(shader::encode_kv_store(rec, whole(g_k), whole(g_v), whole(g_pos), whole(k_want),
+                                      whole(v_want), whole(err), kv)
                   .is_ok());
-  gpu::RopeStoreShape shape;
+  shader::RopeStoreShape shape;
   shape.rope = rope;
   shape.rope.n_heads = c.n_head;
   shape.n_head_kv = c.n_head_kv;
@@ -127,8 +127,8 @@ TEST_P(VulkanRopeStore, EqualsRopeThenKvStore) {
   shape.n_ctx = n_ctx;
   shape.k_type = c.k_type;
   shape.v_type = c.v_type;
-  const Status s = gpu::encode_rope_store(rec, whole(g_packed), whole(g_pos), f, whole(k_got),
-                                          whole(v_got), whole(err), shape);
+  const Status s = shader::encode_rope_store(rec, whole(g_packed), whole(g_pos), f, whole(k_got),
+                                             whole(v_got), whole(err), shape);
   ASSERT_TRUE(s.is_ok()) << s.message();
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
   EXPECT_EQ(download_bytes(d, *k_got, kb), download_bytes(d, *k_want, kb));
@@ -160,13 +160,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 // rope over x with `shape` (in place), read back.
 std::vector<float> run_rope(const std::vector<float>& x, const std::vector<int32_t>& positions,
-                            const std::vector<float>* factors, const gpu::RopeShape& shape) {
-  gpu::Device& d = device();
+                            const std::vector<float>* factors, const shader::RopeShape& shape) {
+  shader::Device& d = device();
   auto gx = upload_floats(d, x), gp = upload_ints(d, positions);
   auto gf = factors != nullptr ? upload_floats(d, *factors) : nullptr;
-  gpu::Recorder rec(d);
-  const Status s = gpu::encode_rope(rec, whole(gx), whole(gp), gf ? whole(gf) : gpu::BufferRange{},
-                                    whole(gx), shape);
+  shader::Recorder rec(d);
+  const Status s = shader::encode_rope(rec, whole(gx), whole(gp),
+                                       gf ? whole(gf) : shader::BufferRange{}, whole(gx), shape);
   EXPECT_TRUE(s.is_ok()) << s.message();
   EXPECT_TRUE(rec.submit_and_wait().is_ok());
   return download_floats(d, *gx, x.size());
@@ -196,7 +196,8 @@ TEST(VulkanRopeYarn, GptOssConstantsMatchTheCpu) {
                           m.neox ? cpu::RopeMode::kNeox : cpu::RopeMode::kNormal, want.data(),
                           cpu_yarn)
                     .is_ok());
-    gpu::RopeShape shape{n_tokens, n_heads, m.head_dim, m.n_rot, m.neox, 150000.0f, 1.0f / 32.0f};
+    shader::RopeShape shape{n_tokens, n_heads,   m.head_dim,  m.n_rot,
+                            m.neox,   150000.0f, 1.0f / 32.0f};
     set_yarn(meta, shape);
     const auto got = run_rope(x, positions, m.factors ? &ff : nullptr, shape);
     // The angle is the CPU's f32 value bit for bit; what differs is the
@@ -212,8 +213,8 @@ TEST(VulkanRopeYarn, ExtFactorZeroIgnoresTheOtherFields) {
   MINFER_SKIP_WITHOUT_VULKAN();
   const std::vector<int32_t> positions = {0, 3, 300, 4095};
   const auto x = random_floats(4 * 2 * 128, 82);
-  gpu::RopeShape plain{4, 2, 128, 128, true, 10000.0f, 0.5f};
-  gpu::RopeShape odd = plain;
+  shader::RopeShape plain{4, 2, 128, 128, true, 10000.0f, 0.5f};
+  shader::RopeShape odd = plain;
   odd.corr_low = 3.0f;
   odd.corr_high = 9.0f;
   odd.mscale = 2.0f;
@@ -224,29 +225,29 @@ TEST(VulkanRopeYarn, ExtFactorZeroIgnoresTheOtherFields) {
   // And a YaRN field that is not finite is refused.
   odd.ext_factor = 1.0f;
   odd.mscale = std::numeric_limits<float>::infinity();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   auto gx = upload_floats(d, x), gp = upload_ints(d, positions);
-  gpu::Recorder rec(d);
-  EXPECT_EQ(gpu::encode_rope(rec, whole(gx), whole(gp), {}, whole(gx), odd).code(),
+  shader::Recorder rec(d);
+  EXPECT_EQ(shader::encode_rope(rec, whole(gx), whole(gp), {}, whole(gx), odd).code(),
             StatusCode::kInvalidArgument);
 }
 
 TEST(VulkanRopeStoreChecks, APositionOutsideTheCacheIsReportedAndStoresNothing) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   const int64_t hd = 32, n_ctx = 4, stride = 4 * hd;  // 2 q heads, 1 k, 1 v
   auto g_packed = upload_floats(d, random_floats(stride, 71));
   auto g_pos = upload_ints(d, {4});
   auto kc = zeros(d, n_ctx * hd * 4), vc = zeros(d, n_ctx * hd * 4);
   auto err = zeros(d, MINFER_ERR_WORDS * 4);
-  gpu::RopeStoreShape shape;
+  shader::RopeStoreShape shape;
   shape.rope = {1, 2, hd, hd, true, 10000.0f, 1.0f};
   shape.n_head_kv = 1;
   shape.row_stride = stride;
   shape.n_ctx = n_ctx;
-  gpu::Recorder rec(d);
-  ASSERT_TRUE(gpu::encode_rope_store(rec, whole(g_packed), whole(g_pos), {}, whole(kc), whole(vc),
-                                     whole(err), shape)
+  shader::Recorder rec(d);
+  ASSERT_TRUE(shader::encode_rope_store(rec, whole(g_packed), whole(g_pos), {}, whole(kc),
+                                        whole(vc), whole(err), shape)
                   .is_ok());
   ASSERT_TRUE(rec.submit_and_wait().is_ok());
   std::vector<uint32_t> words(MINFER_ERR_WORDS);
@@ -257,8 +258,8 @@ TEST(VulkanRopeStoreChecks, APositionOutsideTheCacheIsReportedAndStoresNothing) 
   EXPECT_EQ(download_floats(d, *kc, n_ctx * hd), std::vector<float>(n_ctx * hd, 0.0f));
   // A row stride shorter than the heads is refused.
   shape.row_stride = stride - 1;
-  const Status s = gpu::encode_rope_store(rec, whole(g_packed), whole(g_pos), {}, whole(kc),
-                                          whole(vc), whole(err), shape);
+  const Status s = shader::encode_rope_store(rec, whole(g_packed), whole(g_pos), {}, whole(kc),
+                                             whole(vc), whole(err), shape);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
 }
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/gpu/device.h"
+#include "backend/shader/device.h"
 #include "backend/vulkan/vulkan_device.h"
 #include "base/options.h"
 #include "scoped_env.h"
@@ -28,7 +28,7 @@
 namespace minfer::vulkan::testing {
 
 struct TestDevice {
-  std::unique_ptr<gpu::Device> device;
+  std::unique_ptr<shader::Device> device;
   Status status;
 };
 
@@ -66,11 +66,11 @@ inline TestDevice& shared_device() {
 
 using ::minfer::testing::ScopedEnv;
 
-inline gpu::Device& device() {
+inline shader::Device& device() {
   return *shared_device().device;
 }
 
-inline std::unique_ptr<gpu::Buffer> upload(gpu::Device& d, std::span<const std::byte> bytes) {
+inline std::unique_ptr<shader::Buffer> upload(shader::Device& d, std::span<const std::byte> bytes) {
   auto b = d.create_buffer(bytes.size());
   EXPECT_TRUE(b.is_ok()) << b.message();
   if (!b.is_ok()) return nullptr;
@@ -79,23 +79,24 @@ inline std::unique_ptr<gpu::Buffer> upload(gpu::Device& d, std::span<const std::
   return std::move(b).value();
 }
 
-inline std::unique_ptr<gpu::Buffer> upload_floats(gpu::Device& d, const std::vector<float>& v) {
+inline std::unique_ptr<shader::Buffer> upload_floats(shader::Device& d,
+                                                     const std::vector<float>& v) {
   return upload(d, std::as_bytes(std::span(v)));
 }
 
-inline std::unique_ptr<gpu::Buffer> zeros(gpu::Device& d, uint64_t bytes) {
+inline std::unique_ptr<shader::Buffer> zeros(shader::Device& d, uint64_t bytes) {
   return upload(d, std::vector<std::byte>(bytes));
 }
 
-inline std::vector<float> download_floats(gpu::Device& d, const gpu::Buffer& b, size_t n) {
+inline std::vector<float> download_floats(shader::Device& d, const shader::Buffer& b, size_t n) {
   std::vector<float> out(n);
   const Status s = d.read_buffer(b, 0, std::as_writable_bytes(std::span(out)));
   EXPECT_TRUE(s.is_ok()) << s.message();
   return out;
 }
 
-inline gpu::BufferRange whole(const std::unique_ptr<gpu::Buffer>& b) {
-  return gpu::BufferRange{b.get(), 0, 0};
+inline shader::BufferRange whole(const std::unique_ptr<shader::Buffer>& b) {
+  return shader::BufferRange{b.get(), 0, 0};
 }
 
 inline double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b) {

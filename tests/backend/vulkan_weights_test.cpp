@@ -1,4 +1,4 @@
-// The weights registry (backend/gpu/weights.h) on the Vulkan device: upload
+// The weights registry (backend/shader/weights.h) on the Vulkan device: upload
 // and read back bit-exact (packed into one chunk, and spread over small
 // chunks), aligned offsets, lookup errors naming the tensor, the progress
 // callback (strictly increasing, ending at the total), duplicate
@@ -6,7 +6,7 @@
 // past maxStorageBufferRange uses a host-memory fake device with a small range.
 #ifdef MINFER_HAS_VULKAN
 
-#include "backend/gpu/weights.h"
+#include "backend/shader/weights.h"
 
 #include <gtest/gtest.h>
 
@@ -21,9 +21,9 @@
 namespace minfer::vulkan::testing {
 namespace {
 
-using gpu::HostTensor;
-using gpu::WeightsRegistry;
 using quant::TensorType;
+using shader::HostTensor;
+using shader::WeightsRegistry;
 
 struct OwnedTensor {
   std::string name;
@@ -56,10 +56,10 @@ std::vector<OwnedTensor> small_model() {
   return t;
 }
 
-void expect_on_device(gpu::Device& d, const WeightsRegistry& reg, const OwnedTensor& t) {
+void expect_on_device(shader::Device& d, const WeightsRegistry& reg, const OwnedTensor& t) {
   auto w = reg.lookup(t.name);
   ASSERT_TRUE(w.is_ok()) << w.message();
-  const gpu::DeviceWeight& dw = **w;
+  const shader::DeviceWeight& dw = **w;
   EXPECT_EQ(dw.bytes, t.bytes.size()) << t.name;
   EXPECT_EQ(dw.type, t.type) << t.name;
   EXPECT_EQ(dw.shape, t.shape) << t.name;
@@ -71,7 +71,7 @@ void expect_on_device(gpu::Device& d, const WeightsRegistry& reg, const OwnedTen
 
 TEST(VulkanWeights, UploadedTensorsReadBackBitExactFromOneChunk) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   WeightsRegistry reg(d);
   const auto model = small_model();
   uint64_t total = 0;
@@ -91,7 +91,7 @@ TEST(VulkanWeights, UploadedTensorsReadBackBitExactFromOneChunk) {
 
 TEST(VulkanWeights, SmallChunksSpreadTensorsAndABigOneGetsItsOwn) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  gpu::Device& d = device();
+  shader::Device& d = device();
   WeightsRegistry reg(d, 64 << 10);
   auto model = small_model();
   model.push_back(

@@ -7,6 +7,8 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/vec_dot.h"
+#include "backend/node_checks.h"
+#include "graph/node_status.h"
 #include "quant/half.h"
 #include "quant/reference.h"
 
@@ -21,29 +23,18 @@ using quant::TensorType;
 
 constexpr size_t kAlign = 64;
 
-std::string node_error(const Node& n, const std::string& what) {
-  return "node '" + n.name + "' (" + graph::op_name(n.op) + "): " + what;
-}
-
 // One row of the op table: which nodes the CPU runs, and how.
 struct OpEntry {
   bool (*supports)(const Node&, const model::Weights&);
   Status (CpuBackend::*run)(const CpuBackend::Call&);
 };
 
-bool f32_out(const Node& n, const model::Weights&) {
-  return n.dtype == DType::kF32;
-}
+// A check of the node alone (backend/node_checks.h) as a table entry.
+template <bool (*Check)(const Node&)>
+constexpr auto node_check = backend::node_only<Check, model::Weights>;
+constexpr auto f32_out = node_check<backend::f32_output>;
 bool no_kernel(const Node&, const model::Weights&) {
   return false;
-}
-bool input_node(const Node& n, const model::Weights&) {
-  return n.dtype == DType::kI32;
-}
-bool argmax_ok(const Node& n, const model::Weights&) {
-  const auto* m = std::get_if<graph::ArgMaxMeta>(&n.meta);
-  return m != nullptr && m->row_len > 0 && n.dtype == DType::kI32 && n.shape.ne[0] == 1 &&
-         n.inputs.size() == 1;
 }
 
 bool f32_weight(const model::Weights& w, const std::string& name) {
@@ -90,21 +81,6 @@ bool rope_ok(const Node& n, const model::Weights& w) {
   return m != nullptr && n.dtype == DType::kF32 && f32_weight(w, m->freq_factors);
 }
 
-// Input shapes are not visible here; run_elementwise checks the inputs'
-// buffers hold the output's element count.
-bool swiglu_oai_ok(const Node& n, const model::Weights&) {
-  return std::holds_alternative<graph::GluMeta>(n.meta) && n.dtype == DType::kF32 &&
-         n.inputs.size() == 2;
-}
-
-bool moe_route_ok(const Node& n, const model::Weights&) {
-  const auto* m = std::get_if<graph::MoeRouteMeta>(&n.meta);
-  const DType want = n.op == Op::kMoeTopK ? DType::kI32 : DType::kF32;
-  const size_t n_inputs = n.op == Op::kMoeTopK ? 1 : 2;
-  return m != nullptr && m->n_used >= 1 && m->n_used <= m->n_expert && n.dtype == want &&
-         n.shape.ne[0] == m->n_used && n.inputs.size() == n_inputs;
-}
-
 bool matmul_id_ok(const Node& n, const model::Weights& w) {
   const auto* m = std::get_if<graph::MatMulIdMeta>(&n.meta);
   if (m == nullptr || n.dtype != DType::kF32 || n.inputs.size() != 2 || m->n_used < 1 ||
@@ -122,14 +98,16 @@ bool matmul_id_ok(const Node& n, const model::Weights& w) {
          b->dims == std::vector<int64_t>{m->out_dim, m->n_expert};
 }
 
-bool moe_sum_ok(const Node& n, const model::Weights&) {
-  const auto* m = std::get_if<graph::MoeSumMeta>(&n.meta);
-  return m != nullptr && m->n_used >= 1 && n.dtype == DType::kF32 && n.inputs.size() == 2;
+// A collective the CPU runs; whether this backend has a communicator is
+// checked in supports_op.
+bool collective_ok(const Node& n, const model::Weights&) {
+  const auto* m = std::get_if<graph::CollectiveMeta>(&n.meta);
+  return m != nullptr && m->ranks >= 1 && n.dtype == DType::kF32 && n.inputs.size() == 1;
 }
 
 const OpEntry& entry(Op op) {
   static const OpEntry kTable[] = {
-      /* kInput        */ {input_node, nullptr},
+      /* kInput        */ {node_check<backend::i32_input>, nullptr},
       /* kGetRows      */ {get_rows_ok, &CpuBackend::run_get_rows},
       /* kRmsNorm      */ {rms_norm_ok, &CpuBackend::run_rms_norm},
       /* kMatMul       */ {matmul_ok, &CpuBackend::run_matmul},
@@ -148,12 +126,15 @@ const OpEntry& entry(Op op) {
       /* kFusedQkvNorm */ {no_kernel, nullptr},
       /* kFusedFFN     */ {no_kernel, nullptr},
       /* kMatMulAdd    */ {no_kernel, nullptr},
-      /* kArgMax       */ {argmax_ok, &CpuBackend::run_argmax},
-      /* kMoeTopK      */ {moe_route_ok, &CpuBackend::run_moe_topk},
-      /* kMoeWeights   */ {moe_route_ok, &CpuBackend::run_moe_weights},
+      /* kArgMax       */ {node_check<backend::argmax_well_formed>, &CpuBackend::run_argmax},
+      /* kMoeTopK      */ {node_check<backend::moe_route_well_formed>, &CpuBackend::run_moe_topk},
+      /* kMoeWeights   */
+      {node_check<backend::moe_route_well_formed>, &CpuBackend::run_moe_weights},
       /* kMatMulId     */ {matmul_id_ok, &CpuBackend::run_matmul_id},
-      /* kMoeSum       */ {moe_sum_ok, &CpuBackend::run_moe_sum},
-      /* kSwiGLUOai    */ {swiglu_oai_ok, &CpuBackend::run_elementwise},
+      /* kMoeSum       */ {node_check<backend::moe_sum_well_formed>, &CpuBackend::run_moe_sum},
+      /* kSwiGLUOai    */ {node_check<backend::glu_pair_well_formed>, &CpuBackend::run_elementwise},
+      /* kAllReduce    */ {collective_ok, &CpuBackend::run_all_reduce},
+      /* kAllGather    */ {collective_ok, &CpuBackend::run_all_gather},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];
@@ -161,23 +142,29 @@ const OpEntry& entry(Op op) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(const model::Weights& weights, int n_threads, bool repack_weights)
-    : weights_(weights), pool_(n_threads), repack_weights_(repack_weights) {}
+CpuBackend::CpuBackend(const model::Weights& weights, int n_threads, bool repack_weights,
+                       parallel::Communicator* comm)
+    : weights_(weights), pool_(n_threads), repack_weights_(repack_weights), comm_(comm) {}
 
 Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const model::Weights& weights, int n_threads,
-                                                       bool repack_weights) {
-  auto b = std::make_unique<CpuBackend>(weights, n_threads, repack_weights);
+                                                       bool repack_weights,
+                                                       parallel::Communicator* comm) {
+  auto b = std::make_unique<CpuBackend>(weights, n_threads, repack_weights, comm);
   if (!b->pool_.start_status().is_ok()) return b->pool_.start_status();
   return b;
 }
 
 bool CpuBackend::supports_op(const Node& node) const {
   if (node.op >= Op::kCount) return false;
+  if (node.op == Op::kAllReduce || node.op == Op::kAllGather) {
+    const auto* m = std::get_if<graph::CollectiveMeta>(&node.meta);
+    if (m == nullptr || m->ranks != (comm_ != nullptr ? comm_->size() : 1)) return false;
+  }
   return entry(node.op).supports(node, weights_);
 }
 
 bool CpuBackend::supports_fused(Op fused) const {
-  return fused == Op::kSwiGLU || fused == Op::kGeGLU;
+  return fused != Op::kRmsNorm && fused < Op::kCount && entry(fused).run != nullptr;
 }
 
 bool CpuBackend::has_weight(std::string_view name) const {
@@ -246,22 +233,22 @@ Status CpuBackend::write_host(BufferId id, size_t offset, std::span<const std::b
 Status CpuBackend::execute_node(const Node& node, std::span<const BufferId> inputs, BufferId out,
                                 const backend::KvPair* kv) {
   if (node.op >= Op::kCount || entry(node.op).run == nullptr || !supports_op(node)) {
-    return Status::internal(node_error(node, "not supported by the CPU backend"));
+    return graph::node_error(node, "not supported by the CPU backend");
   }
   std::array<const void*, 8> in{};
-  if (inputs.size() > in.size()) return Status::internal(node_error(node, "too many inputs"));
+  if (inputs.size() > in.size()) return graph::node_error(node, "too many inputs");
   std::array<size_t, 8> in_bytes{};
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] == backend::kNoBuffer) continue;  // an input with no value (KV store)
     in[i] = ptr(inputs[i]);
     in_bytes[i] = buffer_size(inputs[i]);
     if (in[i] == nullptr) {
-      return Status::internal(node_error(node, "input " + std::to_string(i) + " has no buffer"));
+      return graph::node_error(node, "input " + std::to_string(i) + " has no buffer");
     }
   }
   void* o = node.bytes() > 0 ? ptr(out) : nullptr;
   if (node.bytes() > 0 && (o == nullptr || buffer_size(out) < node.bytes())) {
-    return Status::internal(node_error(node, "output buffer missing or too small"));
+    return graph::node_error(node, "output buffer missing or too small");
   }
   void* k = kv != nullptr ? ptr(kv->k) : nullptr;
   void* v = kv != nullptr ? ptr(kv->v) : nullptr;

@@ -23,6 +23,7 @@
 #include "backend/cpu/moe.h"
 #include "base/thread_pool.h"
 #include "model/weights.h"
+#include "parallel/communicator.h"
 
 namespace minfer::cpu {
 
@@ -31,11 +32,15 @@ struct AttentionShape;
 class CpuBackend final : public backend::Backend {
  public:
   // n_threads <= 0: one per hardware thread. `weights` must outlive the backend.
-  CpuBackend(const model::Weights& weights, int n_threads, bool repack_weights = true);
+  // `comm` (optional): this rank's communicator in a tensor-parallel group;
+  // with one, the backend runs the collectives (kAllReduce, kAllGather).
+  CpuBackend(const model::Weights& weights, int n_threads, bool repack_weights = true,
+             parallel::Communicator* comm = nullptr);
   // As the constructor, but an error when the system cannot start all
   // n_threads threads (ThreadPool::start_status()).
   static Result<std::unique_ptr<CpuBackend>> create(const model::Weights& weights, int n_threads,
-                                                    bool repack_weights = true);
+                                                    bool repack_weights = true,
+                                                    parallel::Communicator* comm = nullptr);
 
   std::string_view name() const override { return "CPU"; }
   bool supports_op(const graph::Node& node) const override;
@@ -81,6 +86,10 @@ class CpuBackend final : public backend::Backend {
   Status run_moe_weights(const Call& c);
   Status run_matmul_id(const Call& c);
   Status run_moe_sum(const Call& c);
+  // Tensor-parallel collectives (cpu_kernels_parallel.cpp).
+  Status run_all_reduce(const Call& c);
+  Status run_all_gather(const Call& c);
+  parallel::Communicator* communicator() const { return comm_; }
 
  private:
   struct Buffer {
@@ -97,6 +106,8 @@ class CpuBackend final : public backend::Backend {
   const model::Weights& weights_;
   ThreadPool pool_;
   bool repack_weights_ = true;
+  parallel::Communicator* comm_ = nullptr;
+  std::vector<float> gathered_;  // all_gather's rank-major staging
   std::unordered_map<std::string, PackedWeight> packed_;
   std::vector<Buffer> buffers_;
   std::vector<uint8_t> scratch_;  // quantized activations for matmul

@@ -19,6 +19,7 @@
 #include "backend/cuda/op_support.h"
 #include "backend/cuda/replay.h"
 #include "backend/cuda/weights.h"
+#include "backend/node_checks.h"
 
 namespace minfer::cuda::detail {
 namespace {
@@ -29,9 +30,14 @@ struct OpEntry {
   Status (CudaBackend::*run)(const Call&);
 };
 
+// A check of the node alone (backend/node_checks.h) as a table entry.
+template <bool (*Check)(const Node&)>
+constexpr auto node_check = backend::node_only<Check, DeviceWeights>;
+constexpr auto f32_out = node_check<backend::f32_output>;
+
 const OpEntry& entry(Op op) {
   static const OpEntry kTable[] = {
-      /* kInput        */ {input_node, nullptr},
+      /* kInput        */ {node_check<backend::i32_input>, nullptr},
       /* kGetRows      */ {get_rows_ok, &CudaBackend::run_get_rows},
       /* kRmsNorm      */ {rms_norm_ok, &CudaBackend::run_rms_norm},
       /* kMatMul       */ {matmul_ok, &CudaBackend::run_matmul},
@@ -49,12 +55,15 @@ const OpEntry& entry(Op op) {
       /* kFusedQkvNorm */ {fused_qkv_ok, &CudaBackend::run_fused_qkv},
       /* kFusedFFN     */ {fused_ffn_ok, &CudaBackend::run_fused_ffn},
       /* kMatMulAdd    */ {matmul_add_ok, &CudaBackend::run_matmul},
-      /* kArgMax       */ {argmax_ok, &CudaBackend::run_argmax},
-      /* kMoeTopK      */ {moe_topk_ok, &CudaBackend::run_moe_topk},
-      /* kMoeWeights   */ {moe_weights_ok, &CudaBackend::run_moe_weights},
+      /* kArgMax       */ {node_check<backend::argmax_well_formed>, &CudaBackend::run_argmax},
+      /* kMoeTopK      */ {moe_route_ok, &CudaBackend::run_moe_topk},
+      /* kMoeWeights   */ {moe_route_ok, &CudaBackend::run_moe_weights},
       /* kMatMulId     */ {matmul_id_ok, &CudaBackend::run_matmul_id},
-      /* kMoeSum       */ {moe_sum_ok, &CudaBackend::run_moe_sum},
-      /* kSwiGLUOai    */ {swiglu_oai_ok, &CudaBackend::run_swiglu_oai},
+      /* kMoeSum       */ {node_check<backend::moe_sum_well_formed>, &CudaBackend::run_moe_sum},
+      /* kSwiGLUOai    */ {node_check<backend::glu_pair_well_formed>, &CudaBackend::run_swiglu_oai},
+      // Collectives: the CPU runs them until an NCCL communicator lands.
+      /* kAllReduce    */ {[](const Node&, const DeviceWeights&) { return false; }, nullptr},
+      /* kAllGather    */ {[](const Node&, const DeviceWeights&) { return false; }, nullptr},
   };
   static_assert(std::size(kTable) == static_cast<size_t>(Op::kCount));
   return kTable[static_cast<size_t>(op)];
@@ -78,6 +87,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const DeviceWeights> weights, Stream st
 CudaBackend::~CudaBackend() {
   (void)cudaStreamSynchronize(stream_.get());
   if (err_host_ != nullptr) (void)cudaFreeHost(err_host_);
+}
+
+// An input norm folds into FusedQKV / FusedFFN (kRmsNorm); every other
+// fused op where the table runs it.
+bool CudaBackend::supports_fused(Op fused) const {
+  return fused == Op::kRmsNorm || (fused < Op::kCount && entry(fused).run != nullptr);
 }
 
 bool CudaBackend::supports_op(const Node& node) const {
@@ -137,14 +152,8 @@ void* CudaBackend::ptr(BufferId id) const {
   return s.live ? s.buf.data() : nullptr;
 }
 
-void CudaBackend::note_in_ring(const std::string& what) {
-  std::snprintf(ring_[ring_next_].data(), ring_[ring_next_].size(), "%s", what.c_str());
-  ring_next_ = (ring_next_ + 1) % ring_.size();
-  ring_count_ = std::min(ring_count_ + 1, ring_.size());
-}
-
 Status CudaBackend::launched(const Node& n, const char* kernel, cudaError_t err) {
-  note_in_ring(std::string(kernel) + " '" + n.name + "'");
+  trail_.record(std::string(kernel) + " '" + n.name + "'");
   ++pending_;
   if (recorder_.capturing()) recorder_.count_launch();
   if (err != cudaSuccess) {
@@ -153,16 +162,6 @@ Status CudaBackend::launched(const Node& n, const char* kernel, cudaError_t err)
                              " (" + cudaGetErrorString(err) + ")");
   }
   return Status::ok();
-}
-
-std::string CudaBackend::recent_kernels() const {
-  std::string out = "last " + std::to_string(ring_count_) + " kernels (oldest first):";
-  for (size_t i = 0; i < ring_count_; ++i) {
-    const size_t idx = (ring_next_ + ring_.size() - ring_count_ + i) % ring_.size();
-    out += "\n  ";
-    out += ring_[idx].data();
-  }
-  return out;
 }
 
 Status CudaBackend::synchronize() {
@@ -224,9 +223,9 @@ Result<bool> CudaBackend::begin_split(uint64_t key) {
   ++events_;
   MINFER_ASSIGN_OR_RETURN(const bool replayed, recorder_.begin(key, stream_.get()));
   if (replayed) {
-    // The ring keeps the recorded kernels' names from the capture; mark the replay.
-    note_in_ring("graph replay of split " + std::to_string(key & 0xffff) + " (" +
-                 std::to_string(recorder_.launches_in(key)) + " kernels)");
+    // The trail keeps the recorded kernels' names from the capture; mark the replay.
+    trail_.record("graph replay of split " + std::to_string(key & 0xffff) + " (" +
+                  std::to_string(recorder_.launches_in(key)) + " kernels)");
     ++pending_;
   }
   return replayed;

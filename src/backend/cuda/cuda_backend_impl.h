@@ -34,6 +34,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/replay.h"
 #include "backend/cuda/weights.h"
+#include "backend/kernel_trail.h"
 #include "base/options.h"
 #include "base/status.h"
 #include "graph/ir.h"
@@ -74,11 +75,7 @@ class CudaBackend final : public backend::Backend {
   std::string_view name() const override { return "CUDA"; }
   bool requires_all_weights() const override { return true; }
   bool supports_op(const Node& node) const override;
-  bool supports_fused(Op fused) const override {
-    return fused == Op::kSwiGLU || fused == Op::kGeGLU || fused == Op::kFusedQKV ||
-           fused == Op::kFusedQkvNorm || fused == Op::kFusedFFN || fused == Op::kMatMulAdd ||
-           fused == Op::kRmsNorm;  // an input norm folded into FusedQKV/FusedFFN
-  }
+  bool supports_fused(Op fused) const override;
   bool has_weight(std::string_view name) const override { return weights_->find(name) != nullptr; }
 
   Result<BufferId> alloc_buffer(size_t bytes) override;
@@ -120,10 +117,9 @@ class CudaBackend final : public backend::Backend {
     bool live = false;
   };
   void* ptr(BufferId id) const;
-  // Records a launch in the ring and turns its status into a Status.
+  // Records a launch in the kernel trail and turns its status into a Status.
   Status launched(const Node& n, const char* kernel, cudaError_t err);
-  void note_in_ring(const std::string& what);
-  std::string recent_kernels() const;
+  std::string recent_kernels() const { return trail_.describe(); }
   // Device memory of at least `bytes` for outputs that alias an input.
   Result<float*> scratch(const Node& n, size_t bytes);
   // Device copy of an activation gather's row list (cached by content).
@@ -202,9 +198,8 @@ class CudaBackend final : public backend::Backend {
   std::vector<Slot> slots_;
   DeviceBuffer scratch_;
   std::map<std::vector<int32_t>, DeviceBuffer> row_lists_;
-  std::array<std::array<char, 112>, 16> ring_{};
-  size_t ring_next_ = 0, ring_count_ = 0;
-  size_t pending_ = 0;  // launches since the last synchronize
+  backend::KernelTrail trail_;  // the last kernels launched, for error messages
+  size_t pending_ = 0;          // launches since the last synchronize
   SplitRecorder recorder_;
   // MINFER_OP_PROFILE: timing events around each node (a pool grown on use).
   bool profiling_;

@@ -1,6 +1,7 @@
 // Which nodes the CUDA backend's kernels can run (contract in op_support.h).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_support.h"
+#include "backend/node_checks.h"
 
 namespace minfer::cuda {
 namespace {
@@ -40,18 +41,6 @@ bool packed_inputs_ok(const Node& n, int64_t page_size) {
 
 }  // namespace
 
-bool f32_out(const Node& n, const DeviceWeights&) {
-  return n.dtype == DType::kF32;
-}
-bool input_node(const Node& n, const DeviceWeights&) {
-  return n.dtype == DType::kI32;
-}
-bool argmax_ok(const Node& n, const DeviceWeights&) {
-  const auto* m = std::get_if<graph::ArgMaxMeta>(&n.meta);
-  return m != nullptr && m->row_len > 0 && n.dtype == DType::kI32 && n.shape.ne[0] == 1 &&
-         n.inputs.size() == 1;
-}
-
 bool matmul_ok(const Node& n, const DeviceWeights& w) {
   const auto* m = std::get_if<graph::MatMulMeta>(&n.meta);
   if (m == nullptr || n.dtype != DType::kF32) return false;
@@ -80,12 +69,7 @@ bool rope_ok(const Node& n, const DeviceWeights& w) {
 }
 
 bool cache_types_ok(quant::TensorType k, quant::TensorType v, int64_t head_dim) {
-  auto readable = [](quant::TensorType t) {
-    return t == quant::TensorType::F32 || t == quant::TensorType::F16 ||
-           t == quant::TensorType::Q8_0;
-  };
-  const bool q8 = k == quant::TensorType::Q8_0 || v == quant::TensorType::Q8_0;
-  return readable(k) && readable(v) && (!q8 || head_dim % 32 == 0);
+  return backend::kv_row_type_ok(k, head_dim) && backend::kv_row_type_ok(v, head_dim);
 }
 
 std::string cache_types_problem(quant::TensorType k, quant::TensorType v, int64_t head_dim) {
@@ -157,21 +141,17 @@ bool fused_ffn_ok(const Node& n, const DeviceWeights& w) {
 
 namespace {
 
-bool route_ok(const Node& n, DType out, size_t n_inputs) {
+// A well-formed routing node of at most the experts the routing kernels hold.
+bool route_ok(const Node& n) {
   const auto* m = std::get_if<graph::MoeRouteMeta>(&n.meta);
-  return m != nullptr && n.dtype == out && n.inputs.size() == n_inputs && m->n_used >= 1 &&
-         m->n_used <= kMoeMaxUsed && m->n_used <= m->n_expert && m->n_expert <= kMoeMaxExperts &&
-         n.shape.ne[0] == m->n_used;
+  return backend::moe_route_well_formed(n) && m->n_used <= kMoeMaxUsed &&
+         m->n_expert <= kMoeMaxExperts;
 }
 
 }  // namespace
 
-bool moe_topk_ok(const Node& n, const DeviceWeights&) {
-  return route_ok(n, DType::kI32, 1);
-}
-
-bool moe_weights_ok(const Node& n, const DeviceWeights&) {
-  return route_ok(n, DType::kF32, 2);
+bool moe_route_ok(const Node& n, const DeviceWeights&) {
+  return route_ok(n);
 }
 
 bool matmul_id_ok(const Node& n, const DeviceWeights& w) {
@@ -183,16 +163,6 @@ bool matmul_id_ok(const Node& n, const DeviceWeights& w) {
   const DeviceWeight* v = gemv_weight(w, m->weight, m->in_dim);
   return v != nullptr && v->rows == m->out_dim * m->n_expert &&
          f32_vector(w, m->bias, m->out_dim * m->n_expert);
-}
-
-bool moe_sum_ok(const Node& n, const DeviceWeights&) {
-  const auto* m = std::get_if<graph::MoeSumMeta>(&n.meta);
-  return m != nullptr && n.dtype == DType::kF32 && n.inputs.size() == 2 && m->n_used >= 1;
-}
-
-bool swiglu_oai_ok(const Node& n, const DeviceWeights&) {
-  return std::holds_alternative<graph::GluMeta>(n.meta) && n.dtype == DType::kF32 &&
-         n.inputs.size() == 2;
 }
 
 }  // namespace minfer::cuda

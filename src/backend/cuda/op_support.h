@@ -1,7 +1,9 @@
 // The CUDA backend's capability predicates: for each op, whether its kernels
 // can run a node (dtypes, metadata, weights on the device with a decoder,
 // shapes the kernels take). The op table in cuda_backend.cu pairs each op with
-// one of these; execute_node re-checks them and names what does not fit.
+// one of these (or, where the node's own well-formedness is all there is to
+// check, one of backend/node_checks.h); execute_node re-checks them and names
+// what does not fit.
 // Pure functions of (node, uploaded weights). Include only from .cu files.
 #pragma once
 
@@ -14,9 +16,6 @@
 
 namespace minfer::cuda {
 
-bool f32_out(const graph::Node& n, const DeviceWeights& w);
-bool input_node(const graph::Node& n, const DeviceWeights& w);
-bool argmax_ok(const graph::Node& n, const DeviceWeights& w);
 bool matmul_ok(const graph::Node& n, const DeviceWeights& w);
 // MatMulAdd: a matmul with a residual input, for the GEMVs' batches (below
 // kMmaMinTokens tokens, or any batch-invariant one).
@@ -42,12 +41,9 @@ bool fused_ffn_ok(const graph::Node& n, const DeviceWeights& w);
 // The mixture-of-experts ops (moe.cu): up to kMoeMaxExperts experts, up to
 // kMoeMaxUsed a token; the expert matmul over a 3-D weight with a decoder
 // whose rows are the experts' matrices one after another.
-bool moe_topk_ok(const graph::Node& n, const DeviceWeights& w);
-bool moe_weights_ok(const graph::Node& n, const DeviceWeights& w);
+// MoeTopK and MoeWeights share moe_route_ok; MoeSum and gpt-oss's clamped
+// GLU need only a well-formed node (backend/node_checks.h).
+bool moe_route_ok(const graph::Node& n, const DeviceWeights& w);
 bool matmul_id_ok(const graph::Node& n, const DeviceWeights& w);
-bool moe_sum_ok(const graph::Node& n, const DeviceWeights& w);
-// gpt-oss's clamped GLU: GluMeta, f32, inputs (gate, up). Their shapes are
-// not visible here; the builder gives both the output's.
-bool swiglu_oai_ok(const graph::Node& n, const DeviceWeights& w);
 
 }  // namespace minfer::cuda

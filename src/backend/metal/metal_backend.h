@@ -1,5 +1,5 @@
 // The Metal backend kind of the registry (backend/registry.h): the device
-// the process shares and the GPU backend over it (gpu/gpu_backend.h), the
+// the process shares and the GPU backend over it (shader/shader_backend.h), the
 // same backend class the Vulkan kind makes.
 //
 // Contract:

@@ -1,4 +1,4 @@
-// The Metal device layer: a gpu::Device (backend/gpu/device.h) on the
+// The Metal device layer: a shader::Device (backend/shader/device.h) on the
 // system's default Metal device, driven by the shared GPU layer like the
 // Vulkan one. The only Apple-specific code of the Metal backend is this
 // layer (metal_device.mm, metal_pipelines.mm); what it runs is the shared
@@ -32,12 +32,12 @@
 //     completion handler that signals a dispatch semaphore; wait() waits on
 //     it until the deadline and then checks the command buffer's status (an
 //     error carries the command buffer's own error text).
-// Built only on Apple platforms (MINFER_METAL). Threading: as gpu::Device.
+// Built only on Apple platforms (MINFER_METAL). Threading: as shader::Device.
 #pragma once
 
 #include <memory>
 
-#include "backend/gpu/device.h"
+#include "backend/shader/device.h"
 #include "base/options.h"
 #include "base/status.h"
 
@@ -48,7 +48,7 @@ struct MetalOpenConfig {
   bool quiet = false;         // no startup line
 };
 
-Result<std::unique_ptr<gpu::Device>> open_metal_device(const Options& options,
-                                                       const MetalOpenConfig& config = {});
+Result<std::unique_ptr<shader::Device>> open_metal_device(const Options& options,
+                                                          const MetalOpenConfig& config = {});
 
 }  // namespace minfer::metal

@@ -10,8 +10,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "backend/gpu/kernel_table.h"
 #include "backend/metal/msl_abi.h"
+#include "backend/shader/kernel_table.h"
 #include "base/log.h"
 
 namespace minfer::metal::detail {
@@ -21,7 +21,7 @@ constexpr uint64_t kOffsetAlignment = 16;  // uvec4 loads: offsets of 16 bytes
 constexpr uint32_t kMaxGroups = 65535;     // per dimension, as lavapipe's (fold_groups covers more)
 constexpr uint32_t kMaxArgumentBytes = 4096;  // setBytes
 
-class MetalCommandList final : public gpu::CommandList {
+class MetalCommandList final : public shader::CommandList {
  public:
   MetalCommandList(const MetalDevice& device, id<MTLCommandBuffer> commands,
                    id<MTLComputeCommandEncoder> encoder)
@@ -32,11 +32,11 @@ class MetalCommandList final : public gpu::CommandList {
     if (!submitted_) [encoder_ endEncoding];
   }
 
-  Status dispatch(uint32_t kernel, std::span<const gpu::BufferRange> bindings,
-                  std::span<const std::byte> push, gpu::Groups groups) override;
-  Status barrier(std::span<const gpu::Buffer* const> buffers) override;
+  Status dispatch(uint32_t kernel, std::span<const shader::BufferRange> bindings,
+                  std::span<const std::byte> push, shader::Groups groups) override;
+  Status barrier(std::span<const shader::Buffer* const> buffers) override;
   Status submit() override;
-  Result<bool> wait(gpu::Clock::time_point deadline) override;
+  Result<bool> wait(shader::Clock::time_point deadline) override;
 
  private:
   Status recording(const char* what) const {
@@ -52,10 +52,10 @@ class MetalCommandList final : public gpu::CommandList {
   bool finished_ = false;
 };
 
-Status MetalCommandList::dispatch(uint32_t kernel, std::span<const gpu::BufferRange> bindings,
-                                  std::span<const std::byte> push, gpu::Groups groups) {
+Status MetalCommandList::dispatch(uint32_t kernel, std::span<const shader::BufferRange> bindings,
+                                  std::span<const std::byte> push, shader::Groups groups) {
   MINFER_RETURN_IF_ERROR(recording("dispatch"));
-  const gpu::KernelInfo& k = gpu::embedded_kernels()[kernel];
+  const shader::KernelInfo& k = shader::embedded_kernels()[kernel];
   id<MTLComputePipelineState> pipeline = device_.pipeline(kernel);
   if (pipeline == nil) return Status::internal("Metal: " + k.label() + " has no pipeline here");
   [encoder_ setComputePipelineState:pipeline];
@@ -70,10 +70,10 @@ Status MetalCommandList::dispatch(uint32_t kernel, std::span<const gpu::BufferRa
   return Status::ok();
 }
 
-Status MetalCommandList::barrier(std::span<const gpu::Buffer* const> buffers) {
+Status MetalCommandList::barrier(std::span<const shader::Buffer* const> buffers) {
   MINFER_RETURN_IF_ERROR(recording("barrier"));
   std::vector<__unsafe_unretained id<MTLResource>> resources;  // the buffers hold them
-  for (const gpu::Buffer* buffer : buffers) {
+  for (const shader::Buffer* buffer : buffers) {
     MINFER_ASSIGN_OR_RETURN(const MetalBuffer* b, device_.own(buffer));
     resources.push_back(b->buffer());
   }
@@ -96,10 +96,10 @@ Status MetalCommandList::submit() {
   return Status::ok();
 }
 
-Result<bool> MetalCommandList::wait(gpu::Clock::time_point deadline) {
+Result<bool> MetalCommandList::wait(shader::Clock::time_point deadline) {
   if (!submitted_) return Status::internal("Metal: wait() before submit()");
   if (!finished_) {
-    const auto left = std::max(deadline - gpu::Clock::now(), gpu::Clock::duration::zero());
+    const auto left = std::max(deadline - shader::Clock::now(), shader::Clock::duration::zero());
     const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
     if (dispatch_semaphore_wait(done_, dispatch_time(DISPATCH_TIME_NOW, ns)) != 0) return false;
     finished_ = true;
@@ -143,7 +143,7 @@ void MetalDevice::query_info() {
   info_.type = info_.unified_memory ? "integrated" : "discrete";
   info_.timestamp_period_ns = 0;  // no GPU timestamps through this layer yet
   info_.host_wrap_alignment = static_cast<uint64_t>(getpagesize());
-  gpu::DeviceLimits& l = info_.limits;
+  shader::DeviceLimits& l = info_.limits;
   const MTLSize most = [device_ maxThreadsPerThreadgroup];
   l.max_workgroup_count = {kMaxGroups, kMaxGroups, kMaxGroups};
   l.max_workgroup_size = {static_cast<uint32_t>(most.width), static_cast<uint32_t>(most.height),
@@ -154,30 +154,31 @@ void MetalDevice::query_info() {
   l.min_storage_buffer_offset_alignment = kOffsetAlignment;
   l.max_push_constant_bytes = kMaxArgumentBytes;
   l.subgroup_size = 32;  // replaced by the pipelines' threadExecutionWidth
-  gpu::DeviceFeatures& f = info_.features;
+  shader::DeviceFeatures& f = info_.features;
   f.storage_buffer_8bit = f.storage_buffer_16bit = true;
   f.shader_float16 = f.shader_int8 = true;
   f.subgroup_arithmetic = has_simd_reductions(device_);
   f.integer_dot_product = false;
 }
 
-Result<const MetalBuffer*> MetalDevice::own(const gpu::Buffer* buffer) const {
+Result<const MetalBuffer*> MetalDevice::own(const shader::Buffer* buffer) const {
   const auto* b = dynamic_cast<const MetalBuffer*>(buffer);
   if (b == nullptr) return Status::invalid_argument("Metal: a buffer of another device");
   return b;
 }
 
-Result<std::unique_ptr<gpu::Buffer>> MetalDevice::create_buffer(uint64_t bytes, gpu::MemoryUse) {
+Result<std::unique_ptr<shader::Buffer>> MetalDevice::create_buffer(uint64_t bytes,
+                                                                   shader::MemoryUse) {
   const uint64_t capacity = std::max<uint64_t>((bytes + 15) / 16 * 16, 16);
   id<MTLBuffer> b = [device_ newBufferWithLength:capacity options:MTLResourceStorageModeShared];
   if (b == nil) {
     return Status::resource_exhausted("Metal: newBufferWithLength of " + std::to_string(capacity) +
                                       " bytes failed");
   }
-  return std::unique_ptr<gpu::Buffer>(std::make_unique<MetalBuffer>(b, bytes, false));
+  return std::unique_ptr<shader::Buffer>(std::make_unique<MetalBuffer>(b, bytes, false));
 }
 
-Result<std::unique_ptr<gpu::Buffer>> MetalDevice::wrap_host_memory(
+Result<std::unique_ptr<shader::Buffer>> MetalDevice::wrap_host_memory(
     std::span<const std::byte> bytes) {
   const uint64_t page = info_.host_wrap_alignment;
   if (reinterpret_cast<uintptr_t>(bytes.data()) % page != 0 || bytes.size() % page != 0 ||
@@ -194,10 +195,10 @@ Result<std::unique_ptr<gpu::Buffer>> MetalDevice::wrap_host_memory(
     return Status::resource_exhausted("Metal: newBufferWithBytesNoCopy of " +
                                       std::to_string(bytes.size()) + " bytes failed");
   }
-  return std::unique_ptr<gpu::Buffer>(std::make_unique<MetalBuffer>(b, bytes.size(), true));
+  return std::unique_ptr<shader::Buffer>(std::make_unique<MetalBuffer>(b, bytes.size(), true));
 }
 
-Status MetalDevice::write_buffer(const gpu::Buffer& buffer, uint64_t offset,
+Status MetalDevice::write_buffer(const shader::Buffer& buffer, uint64_t offset,
                                  std::span<const std::byte> src) {
   MINFER_ASSIGN_OR_RETURN(const MetalBuffer* b, own(&buffer));
   if (b->wraps_host()) return Status::invalid_argument("Metal: a write to wrapped host memory");
@@ -210,7 +211,7 @@ Status MetalDevice::write_buffer(const gpu::Buffer& buffer, uint64_t offset,
   return Status::ok();
 }
 
-Status MetalDevice::read_buffer(const gpu::Buffer& buffer, uint64_t offset,
+Status MetalDevice::read_buffer(const shader::Buffer& buffer, uint64_t offset,
                                 std::span<std::byte> dst) {
   MINFER_ASSIGN_OR_RETURN(const MetalBuffer* b, own(&buffer));
   if (offset > b->capacity() || dst.size() > b->capacity() - offset) {
@@ -222,13 +223,13 @@ Status MetalDevice::read_buffer(const gpu::Buffer& buffer, uint64_t offset,
   return Status::ok();
 }
 
-Result<std::unique_ptr<gpu::CommandList>> MetalDevice::begin_commands() {
+Result<std::unique_ptr<shader::CommandList>> MetalDevice::begin_commands() {
   id<MTLCommandBuffer> commands = [queue_ commandBuffer];
   if (commands == nil) return Status::internal("Metal: commandBuffer returned nil");
   id<MTLComputeCommandEncoder> encoder =
       [commands computeCommandEncoderWithDispatchType:MTLDispatchTypeConcurrent];
   if (encoder == nil) return Status::internal("Metal: computeCommandEncoder returned nil");
-  return std::unique_ptr<gpu::CommandList>(
+  return std::unique_ptr<shader::CommandList>(
       std::make_unique<MetalCommandList>(*this, commands, encoder));
 }
 
@@ -236,8 +237,8 @@ Result<std::unique_ptr<gpu::CommandList>> MetalDevice::begin_commands() {
 
 namespace minfer::metal {
 
-Result<std::unique_ptr<gpu::Device>> open_metal_device(const Options& options,
-                                                       const MetalOpenConfig& config) {
+Result<std::unique_ptr<shader::Device>> open_metal_device(const Options& options,
+                                                          const MetalOpenConfig& config) {
   if (options.disable_metal) return Status::unavailable("disabled by MINFER_DISABLE_METAL");
   @autoreleasepool {
     id<MTLDevice> device = MTLCreateSystemDefaultDevice();
@@ -254,7 +255,7 @@ Result<std::unique_ptr<gpu::Device>> open_metal_device(const Options& options,
     if (!config.quiet) {
       log_info("Metal: using " + d->info().name + " (unified memory: yes)");
     }
-    return std::unique_ptr<gpu::Device>(std::move(d));
+    return std::unique_ptr<shader::Device>(std::move(d));
   }
 }
 

@@ -15,7 +15,7 @@
 
 namespace minfer::metal::detail {
 
-class MetalBuffer final : public gpu::Buffer {
+class MetalBuffer final : public shader::Buffer {
  public:
   MetalBuffer(id<MTLBuffer> buffer, uint64_t size, bool wraps_host)
       : buffer_(buffer), size_(size), wraps_host_(wraps_host) {}
@@ -32,21 +32,24 @@ class MetalBuffer final : public gpu::Buffer {
   bool wraps_host_;
 };
 
-class MetalDevice final : public gpu::Device {
+class MetalDevice final : public shader::Device {
  public:
   MetalDevice(id<MTLDevice> device, id<MTLCommandQueue> queue, double timeout_s)
       : device_(device), queue_(queue), timeout_s_(timeout_s) {}
 
-  const gpu::DeviceInfo& info() const override { return info_; }
-  const gpu::KernelState& kernel(uint32_t index) const override { return kernels_[index]; }
+  const shader::DeviceInfo& info() const override { return info_; }
+  const shader::KernelState& kernel(uint32_t index) const override { return kernels_[index]; }
   double timeout_s() const override { return timeout_s_; }
-  using gpu::Device::create_buffer;
-  Result<std::unique_ptr<gpu::Buffer>> create_buffer(uint64_t bytes, gpu::MemoryUse use) override;
-  Status write_buffer(const gpu::Buffer& buffer, uint64_t offset,
+  using shader::Device::create_buffer;
+  Result<std::unique_ptr<shader::Buffer>> create_buffer(uint64_t bytes,
+                                                        shader::MemoryUse use) override;
+  Status write_buffer(const shader::Buffer& buffer, uint64_t offset,
                       std::span<const std::byte> src) override;
-  Status read_buffer(const gpu::Buffer& buffer, uint64_t offset, std::span<std::byte> dst) override;
-  Result<std::unique_ptr<gpu::CommandList>> begin_commands() override;
-  Result<std::unique_ptr<gpu::Buffer>> wrap_host_memory(std::span<const std::byte> bytes) override;
+  Status read_buffer(const shader::Buffer& buffer, uint64_t offset,
+                     std::span<std::byte> dst) override;
+  Result<std::unique_ptr<shader::CommandList>> begin_commands() override;
+  Result<std::unique_ptr<shader::Buffer>> wrap_host_memory(
+      std::span<const std::byte> bytes) override;
 
   // metal_device.mm: the limits and features, read from the device.
   void query_info();
@@ -55,7 +58,7 @@ class MetalDevice final : public gpu::Device {
 
   id<MTLComputePipelineState> pipeline(uint32_t index) const { return pipelines_[index]; }
   // The buffer as this device's, or an error for another device's.
-  Result<const MetalBuffer*> own(const gpu::Buffer* buffer) const;
+  Result<const MetalBuffer*> own(const shader::Buffer* buffer) const;
 
  private:
   Result<id<MTLLibrary>> prebuilt_library(const Options& options) const;
@@ -64,8 +67,8 @@ class MetalDevice final : public gpu::Device {
   id<MTLDevice> device_;
   id<MTLCommandQueue> queue_;
   double timeout_s_;
-  gpu::DeviceInfo info_;
-  std::vector<gpu::KernelState> kernels_;
+  shader::DeviceInfo info_;
+  std::vector<shader::KernelState> kernels_;
   std::vector<id<MTLComputePipelineState>> pipelines_;
 };
 

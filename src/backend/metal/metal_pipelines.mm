@@ -1,6 +1,6 @@
 // The Metal kernel library and one compute pipeline per embedded kernel the
 // device runs (metal_device.h): which kernels run is decided as on Vulkan
-// (gpu/kernel_states.h); each one's MSL sidecar is checked against the
+// (shader/kernel_states.h); each one's MSL sidecar is checked against the
 // kernel table (msl_abi.h) before its function is looked up in the prebuilt
 // minfer.metallib, or compiled from the embedded MSL when there is none.
 #include <mach-o/dyld.h>
@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "backend/gpu/kernel_states.h"
-#include "backend/gpu/kernel_table.h"
 #include "backend/metal/embedded_msl.h"
 #include "backend/metal/metal_device_impl.h"
 #include "backend/metal/msl_abi.h"
+#include "backend/shader/kernel_states.h"
+#include "backend/shader/kernel_table.h"
 #include "base/log.h"
 
 namespace minfer::metal::detail {
@@ -90,7 +90,7 @@ Result<id<MTLLibrary>> MetalDevice::prebuilt_library(const Options& options) con
 }
 
 Result<id<MTLFunction>> MetalDevice::function_of(uint32_t index, id<MTLLibrary> prebuilt) const {
-  const gpu::KernelInfo& k = gpu::embedded_kernels()[index];
+  const shader::KernelInfo& k = shader::embedded_kernels()[index];
   const EmbeddedMsl& msl = embedded_msl()[index];
   const std::string entry = msl_entry_point(k.name, k.variant);
   id<MTLLibrary> lib = prebuilt;
@@ -114,7 +114,7 @@ Result<id<MTLFunction>> MetalDevice::function_of(uint32_t index, id<MTLLibrary> 
 }
 
 Status MetalDevice::create_pipelines(const Options& options, const MetalOpenConfig& config) {
-  const std::span<const gpu::KernelInfo> table = gpu::embedded_kernels();
+  const std::span<const shader::KernelInfo> table = shader::embedded_kernels();
   const std::span<const EmbeddedMsl> msl = embedded_msl();
   if (msl.size() != table.size()) {
     return Status::internal("Metal: " + std::to_string(msl.size()) + " MSL kernels for " +
@@ -125,12 +125,12 @@ Status MetalDevice::create_pipelines(const Options& options, const MetalOpenConf
   pipelines_.resize(table.size());
   bool width_known = false;
   for (uint32_t i = 0; i < table.size(); ++i) {
-    const gpu::KernelInfo& k = table[i];
+    const shader::KernelInfo& k = table[i];
     if (msl[i].label != k.label()) {
       return Status::internal("Metal: MSL entry " + std::string(msl[i].label) + " stands where " +
                               k.label() + " should");
     }
-    MINFER_ASSIGN_OR_RETURN(kernels_[i], gpu::assess_kernel(k, info_, config.test_kernels));
+    MINFER_ASSIGN_OR_RETURN(kernels_[i], shader::assess_kernel(k, info_, config.test_kernels));
     if (!kernels_[i].available) continue;
     MINFER_ASSIGN_OR_RETURN(const MslSidecar sidecar, sidecar_from_json(msl[i].sidecar));
     MINFER_RETURN_IF_ERROR(check_sidecar(k, sidecar));
@@ -157,7 +157,7 @@ Status MetalDevice::create_pipelines(const Options& options, const MetalOpenConf
     }
     pipelines_[i] = p;
   }
-  return gpu::check_every_kernel_has_a_variant(kernels_, info_.name);
+  return shader::check_every_kernel_has_a_variant(kernels_, info_.name);
 }
 
 }  // namespace minfer::metal::detail

@@ -1,9 +1,9 @@
 # MSL from the GPU kernels: every SPIR-V module kernels.cmake builds is
 # translated by minfer_msl_gen (SPIRV-Cross, msl_translate.h) into
-# gpu_kernels/msl/<kernel>.<variant>.metal plus its ABI sidecar .json, on
+# shader_kernels/msl/<kernel>.<variant>.metal plus its ABI sidecar .json, on
 # every platform (the tests check them: tests/backend/msl_test.cpp). Metal
 # builds also embed them (MINFER_MSL_EMBEDDED_SOURCE) and, where Xcode's
-# `metal` compiler is found, compile them into gpu_kernels/minfer.metallib,
+# `metal` compiler is found, compile them into shader_kernels/minfer.metallib,
 # which the Metal device loads instead of compiling the sources at startup.
 #
 # Included from the top-level CMakeLists.txt after kernels.cmake when
@@ -12,7 +12,7 @@
 # MINFER_MSL_EMBEDDED_SOURCE (Metal builds).
 
 set(MINFER_METAL_DIR ${CMAKE_CURRENT_SOURCE_DIR}/src/backend/metal)
-set(MINFER_MSL_DIR ${MINFER_GPU_OUT}/msl)
+set(MINFER_MSL_DIR ${MINFER_SHADER_OUT}/msl)
 file(MAKE_DIRECTORY ${MINFER_MSL_DIR})
 set(MINFER_SPIRV_CROSS_LIBS spirv-cross-msl spirv-cross-glsl spirv-cross-core)
 
@@ -27,7 +27,7 @@ target_link_libraries(minfer_msl_gen PRIVATE ${MINFER_SPIRV_CROSS_LIBS} nlohmann
 
 set(MINFER_MSL_OUTPUTS "")
 set(MINFER_MSL_SOURCES "")
-foreach(spv IN LISTS MINFER_GPU_SPIRV)
+foreach(spv IN LISTS MINFER_SHADER_SPIRV)
   get_filename_component(label ${spv} NAME_WLE)
   list(APPEND MINFER_MSL_SOURCES ${MINFER_MSL_DIR}/${label}.metal)
   list(APPEND MINFER_MSL_OUTPUTS ${MINFER_MSL_DIR}/${label}.metal ${MINFER_MSL_DIR}/${label}.json)
@@ -40,8 +40,8 @@ if(MINFER_METAL)
 endif()
 add_custom_command(
   OUTPUT ${MINFER_MSL_OUTPUTS}
-  COMMAND minfer_msl_gen ${MINFER_GPU_LIST_FILE} ${MINFER_MSL_DIR} ${embed_arg}
-  DEPENDS minfer_msl_gen ${MINFER_GPU_SPIRV} ${MINFER_GPU_LIST_FILE}
+  COMMAND minfer_msl_gen ${MINFER_SHADER_LIST_FILE} ${MINFER_MSL_DIR} ${embed_arg}
+  DEPENDS minfer_msl_gen ${MINFER_SHADER_SPIRV} ${MINFER_SHADER_LIST_FILE}
   COMMENT "SPIR-V -> MSL (SPIRV-Cross), with ABI sidecars"
   VERBATIM)
 set(msl_targets ${MINFER_MSL_OUTPUTS})
@@ -71,7 +71,7 @@ if(MINFER_METAL)
         VERBATIM)
       list(APPEND air_files ${air})
     endforeach()
-    set(MINFER_METALLIB ${MINFER_GPU_OUT}/minfer.metallib)
+    set(MINFER_METALLIB ${MINFER_SHADER_OUT}/minfer.metallib)
     add_custom_command(
       OUTPUT ${MINFER_METALLIB}
       COMMAND ${MINFER_XCRUN} -sdk macosx metallib ${air_files} -o ${MINFER_METALLIB}

@@ -11,11 +11,11 @@ std::string size_text(const std::array<uint32_t, 3>& s) {
   return std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
 }
 
-Status disagree(const gpu::KernelInfo& k, const std::string& what) {
+Status disagree(const shader::KernelInfo& k, const std::string& what) {
   return Status::internal("MSL of " + k.label() + ": " + what);
 }
 
-Status check_buffers(const gpu::KernelInfo& k, const MslSidecar& s) {
+Status check_buffers(const shader::KernelInfo& k, const MslSidecar& s) {
   for (size_t i = 0; i < s.buffers.size(); ++i) {
     const MslBuffer& b = s.buffers[i];
     if (i > 0 && b.binding <= s.buffers[i - 1].binding) {
@@ -31,8 +31,8 @@ Status check_buffers(const gpu::KernelInfo& k, const MslSidecar& s) {
                              std::to_string(b.index) + ")]], the ABI says [[buffer(" +
                              std::to_string(b.binding) + ")]]");
     }
-    const gpu::KernelBinding& m = k.bindings[b.binding];
-    const bool may_write = m.writes() || m.access == gpu::Access::kAtomic;
+    const shader::KernelBinding& m = k.bindings[b.binding];
+    const bool may_write = m.writes() || m.access == shader::Access::kAtomic;
     if (b.writable != may_write) {
       return disagree(k, "binding " + std::to_string(b.binding) + " ('" + std::string(m.name) +
                              "') is " + (b.writable ? "writable" : "read-only") +
@@ -43,7 +43,7 @@ Status check_buffers(const gpu::KernelInfo& k, const MslSidecar& s) {
   return Status::ok();
 }
 
-Status check_args(const gpu::KernelInfo& k, const MslSidecar& s) {
+Status check_args(const shader::KernelInfo& k, const MslSidecar& s) {
   if (k.push_size == 0) {
     if (s.args_index) return disagree(k, "has an arguments struct, its manifest none");
     return Status::ok();
@@ -121,7 +121,7 @@ std::string msl_entry_point(std::string_view kernel, std::string_view variant) {
   return std::string(kernel) + "_" + std::string(variant);
 }
 
-Status check_sidecar(const gpu::KernelInfo& k, const MslSidecar& s) {
+Status check_sidecar(const shader::KernelInfo& k, const MslSidecar& s) {
   if (s.kernel != k.name || s.variant != k.variant) {
     return disagree(k, "its sidecar is for " + s.kernel + "." + s.variant);
   }

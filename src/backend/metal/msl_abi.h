@@ -36,7 +36,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/gpu/kernel_table.h"
+#include "backend/shader/kernel_table.h"
 #include "base/status.h"
 
 namespace minfer::metal {
@@ -65,7 +65,7 @@ struct MslSidecar {
   uint32_t args_bytes = 0;
 };
 
-Status check_sidecar(const gpu::KernelInfo& kernel, const MslSidecar& sidecar);
+Status check_sidecar(const shader::KernelInfo& kernel, const MslSidecar& sidecar);
 
 std::string sidecar_to_json(const MslSidecar& sidecar);
 Result<MslSidecar> sidecar_from_json(std::string_view json);

@@ -3,7 +3,7 @@
 #include <array>
 #include <string>
 
-#include "backend/gpu/kernel_table.h"
+#include "backend/shader/kernel_table.h"
 #include "backend/vulkan/vk_device.h"
 
 namespace minfer::vulkan {
@@ -12,7 +12,7 @@ namespace {
 constexpr size_t kMaxBindings = 16;
 constexpr uint32_t kSetsPerPool = 256;
 
-class VulkanCommandList : public gpu::CommandList {
+class VulkanCommandList : public shader::CommandList {
  public:
   explicit VulkanCommandList(VulkanDevice& device) : device_(device) {}
   VulkanCommandList(const VulkanCommandList&) = delete;
@@ -20,11 +20,11 @@ class VulkanCommandList : public gpu::CommandList {
   ~VulkanCommandList() override;
 
   Status begin();
-  Status dispatch(uint32_t kernel, std::span<const gpu::BufferRange> bindings,
-                  std::span<const std::byte> push, gpu::Groups groups) override;
-  Status barrier(std::span<const gpu::Buffer* const> buffers) override;
+  Status dispatch(uint32_t kernel, std::span<const shader::BufferRange> bindings,
+                  std::span<const std::byte> push, shader::Groups groups) override;
+  Status barrier(std::span<const shader::Buffer* const> buffers) override;
   Status submit() override;
-  Result<bool> wait(gpu::Clock::time_point deadline) override;
+  Result<bool> wait(shader::Clock::time_point deadline) override;
   bool reusable() const override { return true; }
   Status resubmit() override;
   Status write_timestamp() override;
@@ -111,8 +111,8 @@ Result<VkDescriptorSet> VulkanCommandList::allocate_set(VkDescriptorSetLayout la
   return set;
 }
 
-Status VulkanCommandList::dispatch(uint32_t kernel, std::span<const gpu::BufferRange> bindings,
-                                   std::span<const std::byte> push, gpu::Groups groups) {
+Status VulkanCommandList::dispatch(uint32_t kernel, std::span<const shader::BufferRange> bindings,
+                                   std::span<const std::byte> push, shader::Groups groups) {
   if (state_ != State::kRecording) return Status::internal("dispatch into a submitted list");
   if (bindings.size() > kMaxBindings) {
     return Status::internal(std::to_string(bindings.size()) + " bindings (at most 16)");
@@ -153,11 +153,11 @@ Status VulkanCommandList::dispatch(uint32_t kernel, std::span<const gpu::BufferR
   return Status::ok();
 }
 
-Status VulkanCommandList::barrier(std::span<const gpu::Buffer* const> buffers) {
+Status VulkanCommandList::barrier(std::span<const shader::Buffer* const> buffers) {
   if (state_ != State::kRecording) return Status::internal("barrier in a submitted list");
   std::vector<VkBufferMemoryBarrier> barriers;
   barriers.reserve(buffers.size());
-  for (const gpu::Buffer* buffer : buffers) {
+  for (const shader::Buffer* buffer : buffers) {
     MINFER_ASSIGN_OR_RETURN(const VulkanBuffer* b, device_.own(buffer));
     auto mb = vk_struct<VkBufferMemoryBarrier>(VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER);
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
@@ -193,7 +193,7 @@ Status VulkanCommandList::submit() {
   return Status::ok();
 }
 
-Result<bool> VulkanCommandList::wait(gpu::Clock::time_point deadline) {
+Result<bool> VulkanCommandList::wait(shader::Clock::time_point deadline) {
   if (state_ == State::kDone) return true;
   if (state_ != State::kSubmitted) return Status::internal("wait on a list never submitted");
   MINFER_ASSIGN_OR_RETURN(const bool done, wait_fence(device_.core().device, fence_.get(), deadline,
@@ -249,10 +249,10 @@ Result<std::vector<uint64_t>> VulkanCommandList::timestamps() {
 
 }  // namespace
 
-Result<std::unique_ptr<gpu::CommandList>> create_command_list(VulkanDevice& device) {
+Result<std::unique_ptr<shader::CommandList>> create_command_list(VulkanDevice& device) {
   auto list = std::make_unique<VulkanCommandList>(device);
   MINFER_RETURN_IF_ERROR(list->begin());
-  return std::unique_ptr<gpu::CommandList>(std::move(list));
+  return std::unique_ptr<shader::CommandList>(std::move(list));
 }
 
 }  // namespace minfer::vulkan

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "backend/gpu/kernel_table.h"
+#include "backend/shader/kernel_table.h"
 #include "base/log.h"
 
 namespace minfer::vulkan {
@@ -25,7 +25,7 @@ const char* memory_kind(const Core& core) {
 }
 
 std::string startup_line(const Core& core, size_t kernels_ready) {
-  const gpu::DeviceInfo& i = core.info;
+  const shader::DeviceInfo& i = core.info;
   char line[512];
   std::snprintf(
       line, sizeof(line),
@@ -51,9 +51,10 @@ struct Abandoned {
 
 }  // namespace
 
-Result<std::unique_ptr<gpu::Device>> open_device(const Options& options, const OpenConfig& config) {
+Result<std::unique_ptr<shader::Device>> open_device(const Options& options,
+                                                    const OpenConfig& config) {
   MINFER_ASSIGN_OR_RETURN(auto device, VulkanDevice::open(options, config));
-  return std::unique_ptr<gpu::Device>(std::move(device));
+  return std::unique_ptr<shader::Device>(std::move(device));
 }
 
 Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const Options& options,
@@ -63,17 +64,17 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const Options& options,
   d->timeout_s_ = options.gpu_timeout_s;
   // A CPU device computes on the host's cores: polling would take one from it.
   const bool on_cpu = d->core_->properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  d->fence_spin_ = on_cpu ? gpu::Clock::duration::zero() : kFenceSpin;
+  d->fence_spin_ = on_cpu ? shader::Clock::duration::zero() : kFenceSpin;
   if (config.fence_spin_s >= 0) {
-    d->fence_spin_ = std::chrono::duration_cast<gpu::Clock::duration>(
+    d->fence_spin_ = std::chrono::duration_cast<shader::Clock::duration>(
         std::chrono::duration<double>(config.fence_spin_s));
   }
   const Status made = d->create_pipelines(config);
   if (!made.is_ok()) return made.with_context("Vulkan device " + d->core_->info.name);
   if (!config.quiet) {
-    const size_t ready =
-        static_cast<size_t>(std::count_if(d->kernels_.begin(), d->kernels_.end(),
-                                          [](const gpu::KernelState& k) { return k.available; }));
+    const size_t ready = static_cast<size_t>(
+        std::count_if(d->kernels_.begin(), d->kernels_.end(),
+                      [](const shader::KernelState& k) { return k.available; }));
     log_info(startup_line(*d->core_, ready));
   }
   return d;
@@ -81,8 +82,8 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const Options& options,
 
 VulkanDevice::~VulkanDevice() {
   if (!core_) return;
-  const auto deadline = gpu::Clock::now() + std::chrono::duration_cast<gpu::Clock::duration>(
-                                                std::chrono::duration<double>(kTeardownWaitS));
+  const auto deadline = shader::Clock::now() + std::chrono::duration_cast<shader::Clock::duration>(
+                                                   std::chrono::duration<double>(kTeardownWaitS));
   bool finished = true;
   for (InFlight& w : in_flight_) {
     const Result<bool> done = wait_fence(core_->device, w.fence.get(), deadline);
@@ -108,7 +109,7 @@ VulkanDevice::~VulkanDevice() {
   (void)kept.release();  // deliberately leaked
 }
 
-Result<const VulkanBuffer*> VulkanDevice::own(const gpu::Buffer* buffer) const {
+Result<const VulkanBuffer*> VulkanDevice::own(const shader::Buffer* buffer) const {
   const auto* b = dynamic_cast<const VulkanBuffer*>(buffer);
   if (b == nullptr || b->owner_ != this) {
     return Status::invalid_argument("a buffer of another device bound to " + info().name);
@@ -137,7 +138,7 @@ void VulkanDevice::reap_finished() {
   });
 }
 
-Result<std::unique_ptr<gpu::CommandList>> VulkanDevice::begin_commands() {
+Result<std::unique_ptr<shader::CommandList>> VulkanDevice::begin_commands() {
   reap_finished();
   return create_command_list(*this);
 }

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/gpu/device.h"
+#include "backend/shader/device.h"
 #include "backend/vulkan/vk_check.h"
 #include "backend/vulkan/vulkan_device.h"
 
@@ -34,7 +34,7 @@ struct Core {
   // A device-local, host-visible, coherent memory type for MemoryUse::kHostAccess
   // (NVIDIA's BAR heap) on a device whose memory is not unified.
   bool host_access_memory = false;
-  gpu::DeviceInfo info;
+  shader::DeviceInfo info;
 
   Core() = default;
   Core(const Core&) = delete;
@@ -49,8 +49,8 @@ Result<std::unique_ptr<Core>> create_core(const Options& options, const OpenConf
 // past the deadline), yielding between polls, then blocks in
 // vkWaitForFences: NVIDIA's blocking wait sleeps and wakes late (vk_device.cpp
 // has the H200's numbers), which a decode step's wait pays every token.
-Result<bool> wait_fence(VkDevice device, VkFence fence, gpu::Clock::time_point deadline,
-                        gpu::Clock::duration spin = gpu::Clock::duration::zero());
+Result<bool> wait_fence(VkDevice device, VkFence fence, shader::Clock::time_point deadline,
+                        shader::Clock::duration spin = shader::Clock::duration::zero());
 
 // Device memory the host maps: unified memory, or a discrete GPU's BAR heap.
 inline constexpr VkMemoryPropertyFlags kMappedDeviceMemory = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
@@ -64,7 +64,7 @@ uint32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& memory, uint32
 class VulkanDevice;
 
 // A command list recording into one command buffer of `device` (vk_commands.cpp).
-Result<std::unique_ptr<gpu::CommandList>> create_command_list(VulkanDevice& device);
+Result<std::unique_ptr<shader::CommandList>> create_command_list(VulkanDevice& device);
 
 struct Pipeline {
   UniqueDescriptorSetLayout set_layout;
@@ -83,7 +83,7 @@ struct InFlight {
   UniqueQueryPool queries;  // the list's timestamps
 };
 
-class VulkanBuffer : public gpu::Buffer {
+class VulkanBuffer : public shader::Buffer {
  public:
   VulkanBuffer() = default;
   VulkanBuffer(const VulkanBuffer&) = delete;
@@ -103,7 +103,7 @@ class VulkanBuffer : public gpu::Buffer {
   void* mapped_ = nullptr;  // non-null for host-visible memory
 };
 
-class VulkanDevice : public gpu::Device {
+class VulkanDevice : public shader::Device {
   struct Key {};  // only open() constructs
 
  public:
@@ -114,24 +114,26 @@ class VulkanDevice : public gpu::Device {
   VulkanDevice& operator=(const VulkanDevice&) = delete;
   ~VulkanDevice() override;
 
-  const gpu::DeviceInfo& info() const override { return core_->info; }
-  const gpu::KernelState& kernel(uint32_t index) const override { return kernels_[index]; }
+  const shader::DeviceInfo& info() const override { return core_->info; }
+  const shader::KernelState& kernel(uint32_t index) const override { return kernels_[index]; }
   double timeout_s() const override { return timeout_s_; }
-  using gpu::Device::create_buffer;
-  Result<std::unique_ptr<gpu::Buffer>> create_buffer(uint64_t bytes, gpu::MemoryUse use) override;
-  Status write_buffer(const gpu::Buffer& buffer, uint64_t offset,
+  using shader::Device::create_buffer;
+  Result<std::unique_ptr<shader::Buffer>> create_buffer(uint64_t bytes,
+                                                        shader::MemoryUse use) override;
+  Status write_buffer(const shader::Buffer& buffer, uint64_t offset,
                       std::span<const std::byte> src) override;
-  Status read_buffer(const gpu::Buffer& buffer, uint64_t offset, std::span<std::byte> dst) override;
-  Result<std::unique_ptr<gpu::CommandList>> begin_commands() override;
+  Status read_buffer(const shader::Buffer& buffer, uint64_t offset,
+                     std::span<std::byte> dst) override;
+  Result<std::unique_ptr<shader::CommandList>> begin_commands() override;
 
   // For the command lists.
   const Core& core() const { return *core_; }
   const Pipeline& pipeline(uint32_t index) const { return pipelines_[index]; }
   bool push_descriptors() const { return core_->push_descriptor != nullptr; }
   // How long a wait polls its fence before it blocks (wait_fence).
-  gpu::Clock::duration fence_spin() const { return fence_spin_; }
+  shader::Clock::duration fence_spin() const { return fence_spin_; }
   // The buffer as this device's, or an error when it belongs to another one.
-  Result<const VulkanBuffer*> own(const gpu::Buffer* buffer) const;
+  Result<const VulkanBuffer*> own(const shader::Buffer* buffer) const;
   void keep_until_done(InFlight work);
   // Frees a buffer's handles, or keeps them until the work in flight ends.
   void release(UniqueBuffer buffer, UniqueMemory memory);
@@ -152,9 +154,9 @@ class VulkanDevice : public gpu::Device {
 
   std::unique_ptr<Core> core_;  // first: destroyed last
   double timeout_s_ = 10.0;
-  gpu::Clock::duration fence_spin_{};
-  std::vector<Pipeline> pipelines_;        // one per embedded kernel (empty when unavailable)
-  std::vector<gpu::KernelState> kernels_;  // likewise
+  shader::Clock::duration fence_spin_{};
+  std::vector<Pipeline> pipelines_;           // one per embedded kernel (empty when unavailable)
+  std::vector<shader::KernelState> kernels_;  // likewise
   std::vector<InFlight> in_flight_;
   // Host copies for memory that is not host visible.
   UniqueBuffer staging_buffer_;

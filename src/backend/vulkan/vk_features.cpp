@@ -55,8 +55,8 @@ bool has_extension(const Probe& p, const char* name) {
   });
 }
 
-gpu::DeviceLimits limits_of(const VkPhysicalDeviceLimits& l, const Probe& p) {
-  gpu::DeviceLimits out;
+shader::DeviceLimits limits_of(const VkPhysicalDeviceLimits& l, const Probe& p) {
+  shader::DeviceLimits out;
   for (int a = 0; a < 3; ++a) {
     out.max_workgroup_count[a] = l.maxComputeWorkGroupCount[a];
     out.max_workgroup_size[a] = l.maxComputeWorkGroupSize[a];
@@ -70,8 +70,8 @@ gpu::DeviceLimits limits_of(const VkPhysicalDeviceLimits& l, const Probe& p) {
   return out;
 }
 
-gpu::DeviceFeatures features_of(const Core& core, const Probe& p) {
-  gpu::DeviceFeatures f;
+shader::DeviceFeatures features_of(const Core& core, const Probe& p) {
+  shader::DeviceFeatures f;
   f.storage_buffer_8bit = p.f12.storageBuffer8BitAccess;
   f.storage_buffer_16bit = p.f11.storageBuffer16BitAccess;
   f.shader_float16 = p.f12.shaderFloat16;
@@ -103,7 +103,7 @@ Status create_logical_device(const OpenConfig& config, Core& core) {
                             find_memory_type(core.memory, ~0u, kMappedDeviceMemory) != UINT32_MAX;
   core.info.driver = std::string(p.p12.driverName) + ", " + p.p12.driverInfo;
   // Enable exactly what the kernels may use (and the device has).
-  const gpu::DeviceFeatures& f = core.info.features;
+  const shader::DeviceFeatures& f = core.info.features;
   auto e11 = vk_struct<VkPhysicalDeviceVulkan11Features>(
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
   e11.storageBuffer16BitAccess = f.storage_buffer_16bit;

@@ -25,12 +25,12 @@ uint64_t round_up(uint64_t v, uint64_t to) {
   return (v + to - 1) / to * to;
 }
 
-gpu::Clock::time_point deadline_after(double seconds) {
-  return gpu::Clock::now() +
-         std::chrono::duration_cast<gpu::Clock::duration>(std::chrono::duration<double>(seconds));
+shader::Clock::time_point deadline_after(double seconds) {
+  return shader::Clock::now() + std::chrono::duration_cast<shader::Clock::duration>(
+                                    std::chrono::duration<double>(seconds));
 }
 
-Status check_range(const gpu::Buffer& b, uint64_t offset, uint64_t bytes, const char* what) {
+Status check_range(const shader::Buffer& b, uint64_t offset, uint64_t bytes, const char* what) {
   if (offset > b.size() || bytes > b.size() - offset) {
     return Status::invalid_argument(std::string(what) + " of " + std::to_string(bytes) +
                                     " bytes at offset " + std::to_string(offset) +
@@ -73,20 +73,20 @@ Status allocate(const Core& core, uint64_t bytes, VkBufferUsageFlags usage,
 
 }  // namespace
 
-Result<bool> wait_fence(VkDevice device, VkFence fence, gpu::Clock::time_point deadline,
-                        gpu::Clock::duration spin) {
-  if (spin > gpu::Clock::duration::zero()) {
-    const auto spin_end = std::min(deadline, gpu::Clock::now() + spin);
+Result<bool> wait_fence(VkDevice device, VkFence fence, shader::Clock::time_point deadline,
+                        shader::Clock::duration spin) {
+  if (spin > shader::Clock::duration::zero()) {
+    const auto spin_end = std::min(deadline, shader::Clock::now() + spin);
     for (;;) {
       const VkResult r = vkGetFenceStatus(device, fence);
       if (r == VK_SUCCESS) return true;
       if (r != VK_NOT_READY) MINFER_VK_CHECK(r);
-      if (gpu::Clock::now() >= spin_end) break;
+      if (shader::Clock::now() >= spin_end) break;
       std::this_thread::yield();
     }
   }
   for (;;) {
-    const auto now = gpu::Clock::now();
+    const auto now = shader::Clock::now();
     const uint64_t ns =
         now >= deadline
             ? 0
@@ -95,20 +95,20 @@ Result<bool> wait_fence(VkDevice device, VkFence fence, gpu::Clock::time_point d
     const VkResult r = vkWaitForFences(device, 1, &fence, VK_TRUE, ns);
     if (r == VK_SUCCESS) return true;
     if (r != VK_TIMEOUT) MINFER_VK_CHECK(r);
-    if (gpu::Clock::now() >= deadline) return false;
+    if (shader::Clock::now() >= deadline) return false;
   }
 }
 
-Result<std::unique_ptr<gpu::Buffer>> VulkanDevice::create_buffer(uint64_t bytes,
-                                                                 gpu::MemoryUse use) {
+Result<std::unique_ptr<shader::Buffer>> VulkanDevice::create_buffer(uint64_t bytes,
+                                                                    shader::MemoryUse use) {
   reap_finished();
   auto b = std::make_unique<VulkanBuffer>();
   b->owner_ = this;
   b->size_ = bytes;
   b->capacity_ = round_up(std::max<uint64_t>(bytes, 1), 16);
-  if (use == gpu::MemoryUse::kHostAccess && core_->host_access_memory) {
+  if (use == shader::MemoryUse::kHostAccess && core_->host_access_memory) {
     MINFER_ASSIGN_OR_RETURN(const bool made, allocate_host_access(*b));
-    if (made) return std::unique_ptr<gpu::Buffer>(std::move(b));
+    if (made) return std::unique_ptr<shader::Buffer>(std::move(b));
   }
   const bool mapped = info().unified_memory;
   MINFER_RETURN_IF_ERROR(allocate(
@@ -117,7 +117,7 @@ Result<std::unique_ptr<gpu::Buffer>> VulkanDevice::create_buffer(uint64_t bytes,
   if (mapped) {
     MINFER_VK_CHECK(vkMapMemory(core_->device, b->memory_.get(), 0, VK_WHOLE_SIZE, 0, &b->mapped_));
   }
-  return std::unique_ptr<gpu::Buffer>(std::move(b));
+  return std::unique_ptr<shader::Buffer>(std::move(b));
 }
 
 Result<bool> VulkanDevice::allocate_host_access(VulkanBuffer& b) {
@@ -136,7 +136,7 @@ Result<bool> VulkanDevice::allocate_host_access(VulkanBuffer& b) {
   return true;
 }
 
-Status VulkanDevice::write_buffer(const gpu::Buffer& buffer, uint64_t offset,
+Status VulkanDevice::write_buffer(const shader::Buffer& buffer, uint64_t offset,
                                   std::span<const std::byte> src) {
   MINFER_ASSIGN_OR_RETURN(const VulkanBuffer* b, own(&buffer));
   MINFER_RETURN_IF_ERROR(check_range(buffer, offset, src.size(), "write"));
@@ -148,7 +148,7 @@ Status VulkanDevice::write_buffer(const gpu::Buffer& buffer, uint64_t offset,
   return copy_through_staging(*b, offset, src.size(), src.data(), nullptr);
 }
 
-Status VulkanDevice::read_buffer(const gpu::Buffer& buffer, uint64_t offset,
+Status VulkanDevice::read_buffer(const shader::Buffer& buffer, uint64_t offset,
                                  std::span<std::byte> dst) {
   MINFER_ASSIGN_OR_RETURN(const VulkanBuffer* b, own(&buffer));
   MINFER_RETURN_IF_ERROR(check_range(buffer, offset, dst.size(), "read"));

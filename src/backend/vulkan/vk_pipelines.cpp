@@ -1,16 +1,16 @@
 // One compute pipeline per embedded kernel, created at open for each kernel
-// gpu::assess_kernel() finds the device able to run (gpu/kernel_states.h).
+// shader::assess_kernel() finds the device able to run (shader/kernel_states.h).
 #include <string>
 #include <vector>
 
-#include "backend/gpu/kernel_states.h"
-#include "backend/gpu/kernel_table.h"
+#include "backend/shader/kernel_states.h"
+#include "backend/shader/kernel_table.h"
 #include "backend/vulkan/vk_device.h"
 
 namespace minfer::vulkan {
 
 Status VulkanDevice::create_pipeline(uint32_t index, bool with_push_descriptors) {
-  const gpu::KernelInfo& k = gpu::embedded_kernels()[index];
+  const shader::KernelInfo& k = shader::embedded_kernels()[index];
   const VkDevice dev = core_->device;
   std::vector<VkDescriptorSetLayoutBinding> bindings(k.bindings.size());
   for (uint32_t i = 0; i < bindings.size(); ++i) {
@@ -57,11 +57,12 @@ Status VulkanDevice::create_pipeline(uint32_t index, bool with_push_descriptors)
 }
 
 Status VulkanDevice::create_pipelines(const OpenConfig& config) {
-  const std::span<const gpu::KernelInfo> table = gpu::embedded_kernels();
+  const std::span<const shader::KernelInfo> table = shader::embedded_kernels();
   pipelines_.resize(table.size());
   kernels_.resize(table.size());
   for (uint32_t i = 0; i < table.size(); ++i) {
-    MINFER_ASSIGN_OR_RETURN(kernels_[i], gpu::assess_kernel(table[i], info(), config.test_kernels));
+    MINFER_ASSIGN_OR_RETURN(kernels_[i],
+                            shader::assess_kernel(table[i], info(), config.test_kernels));
     if (!kernels_[i].available) continue;
     const Status made = create_pipeline(i, push_descriptors());
     if (!made.is_ok()) {
@@ -69,7 +70,7 @@ Status VulkanDevice::create_pipelines(const OpenConfig& config) {
       return made.with_context("pipeline of " + table[i].label());
     }
   }
-  return gpu::check_every_kernel_has_a_variant(kernels_, info().name);
+  return shader::check_every_kernel_has_a_variant(kernels_, info().name);
 }
 
 }  // namespace minfer::vulkan

@@ -1,5 +1,5 @@
 // The Vulkan backend kind of the registry (backend/registry.h): the device
-// the process shares and the backend over it (gpu/gpu_backend.h).
+// the process shares and the backend over it (shader/shader_backend.h).
 //
 // Contract:
 //   - unavailable_reason(options) is "" when a Vulkan device can run here,
@@ -20,7 +20,7 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "backend/gpu/device.h"
+#include "backend/shader/device.h"
 #include "base/options.h"
 #include "base/status.h"
 #include "model/weights.h"
@@ -40,6 +40,6 @@ Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& w
 
 // The shared device's description (its limits among them), or why it cannot
 // be opened.
-Result<gpu::DeviceInfo> device_info(const Options& options);
+Result<shader::DeviceInfo> device_info(const Options& options);
 
 }  // namespace minfer::vulkan

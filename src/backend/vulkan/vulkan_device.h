@@ -1,5 +1,5 @@
-// The Vulkan device layer: opens a gpu::Device (backend/gpu/device.h) on a
-// Vulkan 1.2+ device. The shared GPU layer (backend/gpu/recorder.h) drives it.
+// The Vulkan device layer: opens a shader::Device (backend/shader/device.h) on a
+// Vulkan 1.2+ device. The shared GPU layer (backend/shader/recorder.h) drives it.
 //
 // Contract:
 //   - open_device() creates the instance (no layers, unless
@@ -32,12 +32,12 @@
 //   - Descriptors: push descriptors (VK_KHR_push_descriptor) where the
 //     device has them and config.allow_push_descriptors, else sets from
 //     descriptor pools owned by each command list.
-// Threading: as gpu::Device.
+// Threading: as shader::Device.
 #pragma once
 
 #include <memory>
 
-#include "backend/gpu/device.h"
+#include "backend/shader/device.h"
 #include "base/options.h"
 #include "base/status.h"
 
@@ -61,7 +61,7 @@ struct OpenConfig {
   double fence_spin_s = -1;
 };
 
-Result<std::unique_ptr<gpu::Device>> open_device(const Options& options,
-                                                 const OpenConfig& config = {});
+Result<std::unique_ptr<shader::Device>> open_device(const Options& options,
+                                                    const OpenConfig& config = {});
 
 }  // namespace minfer::vulkan

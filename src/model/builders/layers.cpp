@@ -1,6 +1,7 @@
 #include "model/builders/layers.h"
 
 #include "graph/yarn.h"
+#include "model/tensor_split.h"
 
 namespace minfer::model::builders {
 
@@ -73,8 +74,17 @@ Result<NodeId> LayerBuilder::matmul(NodeId x, const std::string& weight, const s
                                     std::to_string(in));
   }
   if (!bias.empty()) MINFER_RETURN_IF_ERROR(w_.require(bias).status());
+  const bool partial = p_.tp_ranks > 1 && input_split(weight);
+  const std::string b = partial && p_.tp_rank != 0 ? std::string() : bias;
   Node n = make(Op::kMatMul, {{w->dims[1], node(x).shape.ne[1]}}, {x}, weight, layer);
-  n.meta = graph::MatMulMeta{weight, bias, w->type, in, w->dims[1], p_.batch_invariant};
+  n.meta = graph::MatMulMeta{weight, b, w->type, in, w->dims[1], p_.batch_invariant};
+  const NodeId y = add(std::move(n));
+  return partial ? collective(Op::kAllReduce, y, node(y).shape, layer) : y;
+}
+
+NodeId LayerBuilder::collective(Op op, NodeId x, graph::Shape shape, int layer) {
+  Node n = make(op, shape, {x}, node(x).name + (op == Op::kAllReduce ? ".sum" : ".gather"), layer);
+  n.meta = graph::CollectiveMeta{p_.tp_ranks};
   return add(std::move(n));
 }
 
@@ -169,7 +179,8 @@ Result<NodeId> LayerBuilder::matmul_id(NodeId x, NodeId ids, const std::string& 
   Node y = make(Op::kMatMulId, {{w->dims[1], k * n}}, {x, ids}, weight, layer);
   graph::MatMulIdMeta m;
   m.weight = weight;
-  m.bias = bias;
+  // a partial product (the sum after moe_sum completes it): one rank's bias
+  m.bias = p_.tp_rank != 0 && input_split(weight) ? std::string() : bias;
   m.weight_type = w->type;
   m.in_dim = in;
   m.out_dim = w->dims[1];
@@ -193,7 +204,8 @@ NodeId LayerBuilder::moe_sum(NodeId y, NodeId weights, int layer) {
   Node out = make(Op::kMoeSum, {{node(y).shape.ne[0], n}}, {y, weights},
                   layer_name(layer, "ffn_moe_out"), layer);
   out.meta = graph::MoeSumMeta{k};
-  return add(std::move(out));
+  const NodeId sum = add(std::move(out));
+  return p_.tp_ranks > 1 ? collective(Op::kAllReduce, sum, node(sum).shape, layer) : sum;
 }
 
 NodeId LayerBuilder::tail_rows(NodeId x) {
@@ -222,6 +234,9 @@ Result<NodeId> LayerBuilder::output(NodeId x) {
   }
   const std::string w = hp_.tied_output ? "token_embd.weight" : "output.weight";
   MINFER_ASSIGN_OR_RETURN(NodeId logits, matmul(x, w, "", -1));  // [n_vocab, n_outputs]
+  if (vocab_split(hp_, p_.tp_ranks)) {  // each rank's rows of the vocabulary, put together
+    logits = collective(Op::kAllGather, logits, {{hp_.n_vocab, p_.n_outputs}}, -1);
+  }
   g_.at(logits).name = "logits";
   g_.logits = logits;
   if (p_.argmax) {

@@ -29,7 +29,9 @@ class LayerBuilder {
   Result<graph::NodeId> embed(float scale);
   // RMSNorm over rows (group 0) or per head (group = head_dim), times weight.
   Result<graph::NodeId> norm(graph::NodeId x, const std::string& weight, int64_t group, int layer);
-  // y: f32 [out, n] = x W^T (+ bias)
+  // y: f32 [out, n] = x W^T (+ bias). Split over tensor-parallel ranks
+  // along its input (model/tensor_split.h), the ranks' partial products are
+  // summed by an all-reduce node, the bias added on rank 0 only.
   Result<graph::NodeId> matmul(graph::NodeId x, const std::string& weight, const std::string& bias,
                                int layer);
   graph::NodeId rope(graph::NodeId x, int64_t n_heads, int layer);
@@ -50,7 +52,8 @@ class LayerBuilder {
                                   const std::string& bias, int layer);
   // gpt-oss's clamped GLU; gate, up: f32 [n_ff_exp, m] -> [n_ff_exp, m].
   graph::NodeId swiglu_oai(graph::NodeId gate, graph::NodeId up, int layer);
-  // out: f32 [d, n], row t = sum over j of y[t*k+j] * weights[j, t].
+  // out: f32 [d, n], row t = sum over j of y[t*k+j] * weights[j, t]
+  // (tensor-parallel: the ranks' sums then summed by an all-reduce node).
   graph::NodeId moe_sum(graph::NodeId y, graph::NodeId weights, int layer);
   // Keeps the last n_outputs rows (paged: the output_rows input's rows):
   // f32 [n, n_outputs].
@@ -66,6 +69,8 @@ class LayerBuilder {
  private:
   const graph::Node& node(graph::NodeId id) const { return g_.at(id); }
   graph::NodeId input(graph::InputKind kind, graph::Shape shape, const char* name);
+  // A collective over the tensor-parallel ranks (kAllReduce, kAllGather) of x.
+  graph::NodeId collective(graph::Op op, graph::NodeId x, graph::Shape shape, int layer);
   graph::NodeId add(graph::Node n) { return g_.add(std::move(n)); }
 
   const HParams& hp_;
