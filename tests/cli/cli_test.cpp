@@ -4,6 +4,8 @@
 // reproducible when seeded.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <string>
 
 #include "cli/cli_testutil.h"
@@ -301,6 +303,33 @@ TEST_F(CliTest, Perplexity) {
   // Too short a text: names both counts.
   const Outcome s = minfer("perplexity -m " + model() + " -p 'too short' -c 64");
   expect_error(s, "perplexity", "the text has 10 tokens, fewer than one chunk of 64");
+}
+
+// Tensor parallelism on CPU ranks (docs/PARALLEL.md): -tp 2, -tp 4 and
+// llama.cpp's --tensor-split of two equal shares score the text within 0.01
+// in ln PPL of -tp 1 (the ranks' partial sums add in another order); shares
+// that differ, ranks that do not divide the heads, and a count that
+// disagrees are refused.
+TEST_F(CliTest, TensorParallelPerplexity) {
+  const std::string text = std::string(MINFER_SOURCE_DIR) + "/tests/data/text.txt";
+  const std::string base = "perplexity -m " + model() + " -f " + q(text) + " -c 64 --chunks 2";
+  auto ln_ppl = [](const Outcome& r) {
+    const std::string key = "Final estimate: PPL = ";
+    const size_t at = r.out.find(key);
+    return at == std::string::npos ? 0.0 : std::log(std::stod(r.out.substr(at + key.size())));
+  };
+  const Outcome one = minfer(base + " -tp 1");
+  ASSERT_EQ(one.code, 0) << one.err;
+  ASSERT_GT(ln_ppl(one), 1.0) << one.out;
+  for (const char* flags : {" -tp 2", " --tensor-parallel-size 4", " --tensor-split 1,1"}) {
+    const Outcome r = minfer(base + flags);
+    ASSERT_EQ(r.code, 0) << flags << ": " << r.err;
+    EXPECT_NEAR(ln_ppl(r), ln_ppl(one), 0.01) << flags << ": " << r.out;
+  }
+  expect_error(minfer(base + " --tensor-split 3,1"), "perplexity", "minfer splits evenly");
+  expect_error(minfer(base + " -tp 3"), "perplexity", "query heads (4) to divide by 3");
+  expect_error(minfer(base + " -tp 4 --tensor-split 1,1"), "perplexity",
+               "--tensor-split names 2 ranks");
 }
 
 }  // namespace
