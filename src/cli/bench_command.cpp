@@ -370,6 +370,8 @@ Result<BenchOptions> bench_options(const ArgParser& p) {
 Status bench(const ArgParser& p, const BenchOptions& o) {
   MINFER_ASSIGN_OR_RETURN(runtime::RunOptions base, context_options(p, 1));
   MINFER_ASSIGN_OR_RETURN(base.tensor_parallel, tensor_parallel_ranks(p));
+  MINFER_ASSIGN_OR_RETURN(base.tensor_parallel_address,
+                          tensor_parallel_address(p, base.tensor_parallel));
   MINFER_ASSIGN_OR_RETURN(auto model, load_model(p, /*quiet=*/o.format != BenchFormat::kMarkdown));
   // Every test's context is checked before the first one runs.
   for (const TestSpec& t : test_matrix(o)) {

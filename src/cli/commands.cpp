@@ -22,6 +22,8 @@ std::span<const Command> commands() {
        run_batched_bench},
       {"serve", "an OpenAI-compatible HTTP server (chat/completions, completions, models)",
        run_serve},
+      {"tp-worker", "one tensor-parallel rank of a model split over processes (-tp, --tp-init)",
+       run_tp_worker},
       {"tokenize", "print the tokens of a text", run_tokenize},
       {"inspect", "print a GGUF file's metadata and tensor table", run_inspect},
       {"synth", "write a synthetic GGUF model with a real shape", run_synth},

@@ -16,5 +16,6 @@ int run_tokenize(std::span<const std::string_view> args);
 int run_bench(std::span<const std::string_view> args);
 int run_batched_bench(std::span<const std::string_view> args);
 int run_serve(std::span<const std::string_view> args);
+int run_tp_worker(std::span<const std::string_view> args);
 
 }  // namespace minfer::cli

@@ -52,6 +52,8 @@ void add_model_options(ArgParser& p) {
            "split the model over N tensor-parallel ranks (1; N CPU ranks in this process)");
   p.option("--tensor-split", "LIST",
            "llama.cpp's spelling: equal shares, one per rank (\"1,1\" = 2 ranks)");
+  p.option("--tp-init", "HOST:PORT",
+           "one rank per process: listen there as rank 0 for `minfer tp-worker` ranks");
 }
 
 void add_sampling_options(ArgParser& p) {
@@ -105,7 +107,20 @@ Result<runtime::RunOptions> run_options(const ArgParser& p, int64_t default_ctx)
   MINFER_ASSIGN_OR_RETURN(o.n_threads, thread_count(p));
   MINFER_ASSIGN_OR_RETURN(o.max_batch, p.get_int("--batch-size", o.max_batch, 1, kMaxContext));
   MINFER_ASSIGN_OR_RETURN(o.tensor_parallel, tensor_parallel_ranks(p));
+  MINFER_ASSIGN_OR_RETURN(o.tensor_parallel_address, tensor_parallel_address(p, o.tensor_parallel));
   return o;
+}
+
+Result<std::string> tensor_parallel_address(const ArgParser& p, int ranks) {
+  auto a = p.get("--tp-init");
+  if (!a) return std::string();
+  std::string address = *a;
+  if (address.rfind("tcp://", 0) == 0) address = address.substr(6);  // vLLM's spelling
+  if (address.empty() || ranks < 2) {
+    return Status::invalid_argument("--tp-init '" + *a +
+                                    "': give HOST:PORT and -tp N with N of at least 2");
+  }
+  return address;
 }
 
 Result<int> tensor_parallel_ranks(const ArgParser& p) {

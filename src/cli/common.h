@@ -51,6 +51,8 @@ Result<int> thread_count(const ArgParser& p);
 Result<runtime::RunOptions> run_options(const ArgParser& p, int64_t default_ctx);
 // -tp/--tensor-parallel-size N, or --tensor-split's count of equal shares.
 Result<int> tensor_parallel_ranks(const ArgParser& p);
+// --tp-init HOST:PORT (or tcp://HOST:PORT) for `ranks` ranks; "" when absent.
+Result<std::string> tensor_parallel_address(const ArgParser& p, int ranks);
 // The same from -c and the cache types alone, for a command that sets the
 // threads and the batch size itself (bench, whose -t and -b take lists).
 Result<runtime::RunOptions> context_options(const ArgParser& p, int64_t default_ctx);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -44,6 +45,8 @@ class Group {
     const float* data = nullptr;
     size_t n = 0;
     size_t out_n = 0;
+    const std::byte* bytes = nullptr;  // broadcast's buffer
+    int root = 0;                      // broadcast's root
   };
   Published& published(int r) { return data_[static_cast<size_t>(r)]; }
   std::vector<float>& scratch(int r) { return scratch_[static_cast<size_t>(r)]; }
@@ -107,6 +110,17 @@ class LocalCommunicator final : public Communicator {
 
   Status barrier() override { return g_->arrive(); }
 
+  Status broadcast(std::span<std::byte> data, int root) override {
+    g_->published(rank_) = {nullptr, data.size(), 0, data.data(), root};
+    MINFER_RETURN_IF_ERROR(g_->arrive());
+    MINFER_RETURN_IF_ERROR(check_lengths("broadcast", data.size()));
+    MINFER_RETURN_IF_ERROR(check_roots(root));
+    if (rank_ != root && !data.empty()) {
+      std::memcpy(data.data(), g_->published(root).bytes, data.size());
+    }
+    return g_->arrive();  // root's buffer no longer read
+  }
+
   void fail(const Status& why) override {
     g_->fail(why.is_ok() ? Status::internal("rank " + std::to_string(rank_) + " failed")
                          : Status(why).with_context("rank " + std::to_string(rank_) + " failed"));
@@ -132,6 +146,28 @@ class LocalCommunicator final : public Communicator {
     if (same) return Status::ok();
     return fail_all(Status::invalid_argument(std::string(what) +
                                              ": ranks gave different lengths (" + counts + ")"));
+  }
+
+  // Like check_lengths, for broadcast's roots: the same on every rank and a
+  // rank of the group.
+  Status check_roots(int root) {
+    bool same = true;
+    std::string roots;
+    for (int r = 0; r < size(); ++r) {
+      same = same && g_->published(r).root == root;
+      roots += (r ? ", rank " : "rank ") + std::to_string(r) + ": " +
+               std::to_string(g_->published(r).root);
+    }
+    if (!same) {
+      return fail_all(
+          Status::invalid_argument("broadcast: ranks gave different roots (" + roots + ")"));
+    }
+    if (root < 0 || root >= size()) {
+      return fail_all(Status::invalid_argument("broadcast: root " + std::to_string(root) +
+                                               " is not a rank of a group of " +
+                                               std::to_string(size())));
+    }
+    return Status::ok();
   }
 
   Status fail_all(Status s) {

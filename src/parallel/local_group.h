@@ -6,6 +6,7 @@
 // its own slice of the buffer over every rank's published copy in rank
 // order into a shared result, which every rank then copies back, so the
 // work is spread over the ranks and the bits are the same on all of them.
+// broadcast has every rank copy from root's published buffer.
 #pragma once
 
 #include <memory>

@@ -10,6 +10,8 @@
 #include "graph/fusion.h"
 #include "model/builder.h"
 #include "parallel/local_group.h"
+#include "parallel/socket_group.h"
+#include "runtime/rank_messages.h"
 
 namespace minfer::runtime {
 namespace {
@@ -28,9 +30,19 @@ void report_unused(std::string_view backend, const std::string& reason) {
 Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create(const model::Model& model,
                                                              const ForwardConfig& config,
                                                              model::GraphParams decode_params) {
+  if (config.tensor_parallel == 1)
+    return create_rank(model, config, decode_params, nullptr, nullptr);
+  MINFER_RETURN_IF_ERROR(model::check_split(model.hparams(), config.tensor_parallel));
+  if (!config.tensor_parallel_address.empty()) {
+    return create_socket_root(model, config, decode_params);
+  }
+  return create_threads(model, config, decode_params);
+}
+
+// N ranks on threads of this process, sharing its cores.
+Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create_threads(
+    const model::Model& model, const ForwardConfig& config, model::GraphParams decode_params) {
   const int ranks = config.tensor_parallel;
-  if (ranks == 1) return create_rank(model, config, decode_params, nullptr, nullptr);
-  MINFER_RETURN_IF_ERROR(model::check_split(model.hparams(), ranks));
   MINFER_ASSIGN_OR_RETURN(auto group, parallel::make_local_group(ranks));
   ForwardConfig rank_config = config;
   rank_config.gpu = false;  // CPU ranks (docs/PARALLEL.md)
@@ -56,6 +68,34 @@ Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create(const model::Model&
   return first;
 }
 
+// Rank 0 of one rank per process: the others join at the address, then get
+// the setup their runners must share.
+Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create_socket_root(
+    const model::Model& model, const ForwardConfig& config, model::GraphParams decode_params) {
+  const int ranks = config.tensor_parallel;
+  MINFER_ASSIGN_OR_RETURN(auto comm,
+                          parallel::connect_socket_group(config.tensor_parallel_address, 0, ranks,
+                                                         config.tensor_parallel_timeout_s));
+  MINFER_ASSIGN_OR_RETURN(model::RankModel part,
+                          model::split_for_rank(model.hparams(), model.weights(), 0, ranks));
+  ForwardConfig rank_config = config;
+  rank_config.gpu = false;
+  decode_params.tp_ranks = ranks;
+  auto first = create_rank(model, rank_config, decode_params,
+                           std::make_unique<model::RankModel>(std::move(part)), comm.get());
+  if (!first) {
+    comm->fail(first.status());
+    return first.status();
+  }
+  RankSetup setup{config.kv_rows, (*first)->config_.k_type, (*first)->config_.v_type,
+                  static_cast<int64_t>(config.cache_size), decode_params};
+  std::vector<std::byte> message = encode_setup(setup);
+  MINFER_RETURN_IF_ERROR(parallel::broadcast_bytes(*comm, message, 0));
+  (*first)->group_.push_back(std::move(comm));
+  (*first)->remote_peers_ = true;
+  return first;
+}
+
 Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create_rank(
     const model::Model& model, const ForwardConfig& config, model::GraphParams decode_params,
     std::unique_ptr<model::RankModel> part, parallel::Communicator* comm) {
@@ -71,6 +111,10 @@ Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create_rank(
 }
 
 ForwardRunner::~ForwardRunner() {
+  if (remote_peers_) {  // an empty message ends the other ranks' loops
+    std::vector<std::byte> end;
+    (void)parallel::broadcast_bytes(*comm_, end, 0);
+  }
   if (decode_graph_) release(*decode_graph_);
   for (CachedGraph& c : cache_) release(c);
 }
@@ -205,6 +249,11 @@ Result<ForwardRunner::CachedGraph*> ForwardRunner::prepare(const model::GraphPar
 // on this one. A rank that fails releases the others from the collectives.
 Result<std::span<const float>> ForwardRunner::run(model::GraphParams params,
                                                   const graph::ForwardInputs& inputs) {
+  if (remote_peers_) {
+    std::vector<std::byte> request = encode_forward(params, inputs);
+    MINFER_RETURN_IF_ERROR(parallel::broadcast_bytes(*comm_, request, 0));
+    return run_rank(params, inputs);
+  }
   if (peers_.empty()) return run_rank(params, inputs);
   std::vector<Status> peer_status(peers_.size(), Status::ok());
   std::vector<std::thread> threads;
@@ -249,6 +298,52 @@ Result<std::span<const int32_t>> ForwardRunner::run_argmax(model::GraphParams pa
   ids_.resize(out.size());
   std::memcpy(ids_.data(), out.data(), out.size_bytes());  // the i32 output's bytes
   return std::span<const int32_t>(ids_);
+}
+
+}  // namespace minfer::runtime
+
+namespace minfer::runtime {
+
+Status ForwardRunner::serve_rank(const model::Model& model, const RunOptions& options, int rank) {
+  const int ranks = options.tensor_parallel;
+  if (rank < 1 || rank >= ranks) {
+    return Status::invalid_argument("rank " + std::to_string(rank) + " is not one of ranks 1.." +
+                                    std::to_string(ranks - 1));
+  }
+  MINFER_RETURN_IF_ERROR(model::check_split(model.hparams(), ranks));
+  MINFER_ASSIGN_OR_RETURN(
+      auto comm, parallel::connect_socket_group(options.tensor_parallel_address, rank, ranks,
+                                                options.tensor_parallel_timeout_s));
+  std::vector<std::byte> message;
+  MINFER_RETURN_IF_ERROR(parallel::broadcast_bytes(*comm, message, 0));
+  MINFER_ASSIGN_OR_RETURN(RankSetup setup, decode_setup(message));
+  ForwardConfig config(options);
+  config.gpu = false;
+  config.kv_rows = setup.kv_rows;
+  config.k_type = setup.k_type;
+  config.v_type = setup.v_type;
+  config.cache_types_are_defaults = false;  // rank 0 chose them
+  config.cache_size = static_cast<size_t>(setup.cache_size);
+  setup.decode_params.tp_rank = rank;
+  MINFER_ASSIGN_OR_RETURN(model::RankModel part,
+                          model::split_for_rank(model.hparams(), model.weights(), rank, ranks));
+  auto runner = create_rank(model, config, setup.decode_params,
+                            std::make_unique<model::RankModel>(std::move(part)), comm.get());
+  if (!runner) {
+    comm->fail(runner.status());
+    return runner.status();
+  }
+  (*runner)->rank_ = rank;
+  for (;;) {
+    MINFER_RETURN_IF_ERROR(parallel::broadcast_bytes(*comm, message, 0));
+    if (message.empty()) return Status::ok();  // rank 0 ended the group
+    MINFER_ASSIGN_OR_RETURN(RankForward f, decode_forward(message));
+    auto out = (*runner)->run_rank(f.params, f.inputs());
+    if (!out) {
+      comm->fail(out.status());
+      return out.status();
+    }
+  }
 }
 
 }  // namespace minfer::runtime

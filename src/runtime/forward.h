@@ -26,6 +26,11 @@
 //     the all-gather made whole. A model the split does not divide is an
 //     error at create(). A rank that fails releases the others (the group
 //     is then unusable: every later run is an error).
+//   - One rank per process (RunOptions::tensor_parallel_address): create()
+//     listens there as rank 0 of a socket group, sends the setup the other
+//     ranks must share (runtime/rank_messages.h), and run() sends each
+//     forward's params and inputs before running its own part; destroying
+//     the runner ends the group. serve_rank() is the other ranks' side.
 // Threading: one driving thread.
 #pragma once
 
@@ -93,6 +98,12 @@ class ForwardRunner {
   // The memory bandwidth of the first backend that measures its own.
   Result<std::optional<double>> device_bandwidth_gbs();
 
+  // Rank `rank` (1..N-1) of a process-per-rank group whose rank 0 listens
+  // at options.tensor_parallel_address: joins, builds its part from rank 0's
+  // setup and runs each forward rank 0 sends, until rank 0 ends the group
+  // (ok) or fails or goes away (an error).
+  static Status serve_rank(const model::Model& model, const RunOptions& options, int rank);
+
  private:
   struct CachedGraph {
     model::GraphParams params;
@@ -107,7 +118,11 @@ class ForwardRunner {
                                                             model::GraphParams decode_params,
                                                             std::unique_ptr<model::RankModel> part,
                                                             parallel::Communicator* comm);
-  Status start_peers(model::GraphParams decode_params);
+  static Result<std::unique_ptr<ForwardRunner>> create_threads(const model::Model& model,
+                                                               const ForwardConfig& config,
+                                                               model::GraphParams decode_params);
+  static Result<std::unique_ptr<ForwardRunner>> create_socket_root(
+      const model::Model& model, const ForwardConfig& config, model::GraphParams decode_params);
   Result<std::span<const float>> run_rank(model::GraphParams params,
                                           const graph::ForwardInputs& inputs);
   const model::HParams& hp() const { return part_ ? part_->hp : model_.hparams(); }
@@ -142,6 +157,7 @@ class ForwardRunner {
   int rank_ = 0;
   std::vector<std::unique_ptr<parallel::Communicator>> group_;
   std::vector<std::unique_ptr<ForwardRunner>> peers_;
+  bool remote_peers_ = false;  // rank 0 of a socket group: requests go out first
 };
 
 }  // namespace minfer::runtime

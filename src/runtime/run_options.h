@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "base/options.h"
 #include "quant/tensor_type.h"
@@ -46,6 +47,12 @@ struct RunOptions {
   // Tensor-parallel ranks the model is split over (docs/PARALLEL.md): N > 1
   // runs N in-process CPU ranks, each with n_threads / N threads.
   int tensor_parallel = 1;
+  // One rank per process: "HOST:PORT" where this process, rank 0, listens
+  // for the other ranks (each a `minfer tp-worker`; docs/PARALLEL.md). Empty:
+  // the ranks are threads of this process.
+  std::string tensor_parallel_address;
+  // How long a rank waits for the others: to join, and within a collective.
+  double tensor_parallel_timeout_s = 600.0;
   // The MINFER_* switches (the CLI passes Options::from_env()): which
   // backends and devices, fusions, batch invariance, traces, op profiles.
   Options options;

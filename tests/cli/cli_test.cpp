@@ -4,6 +4,11 @@
 // reproducible when seeded.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cmath>
 
 #include <string>
@@ -330,6 +335,62 @@ TEST_F(CliTest, TensorParallelPerplexity) {
   expect_error(minfer(base + " -tp 3"), "perplexity", "query heads (4) to divide by 3");
   expect_error(minfer(base + " -tp 4 --tensor-split 1,1"), "perplexity",
                "--tensor-split names 2 ranks");
+}
+
+// A free TCP port on the loopback interface (bound once, then released).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+// One rank per process: three `minfer tp-worker` processes and `perplexity
+// -tp 4 --tp-init` as rank 0 give the bits the four ranks give as threads of
+// one process (the same parts, the same sums in rank order), and every
+// worker exits cleanly when rank 0 ends. A worker told another rank count
+// is refused at the handshake.
+TEST_F(CliTest, TensorParallelProcesses) {
+  const std::string text = std::string(MINFER_SOURCE_DIR) + "/tests/data/text.txt";
+  const std::string ppl = "perplexity -m " + model() + " -f " + q(text) + " -c 64 --chunks 2";
+  const Outcome threads = minfer(ppl + " -tp 4 -t 4");
+  ASSERT_EQ(threads.code, 0) << threads.err;
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string at = " --tp-init 127.0.0.1:" + std::to_string(port);
+  const std::string bin = q(MINFER_BINARY);
+  std::string line = "pids=;";
+  for (int r = 1; r < 4; ++r) {
+    line += bin + " tp-worker -m " + model() + " -tp 4 --tp-rank " + std::to_string(r) + at +
+            " -t 1 --tp-timeout 60 2>" + q(path("worker" + std::to_string(r) + ".txt").string()) +
+            " & pids=\"$pids $!\";";
+  }
+  line += bin + " " + ppl + " -tp 4 -t 1" + at +
+          "; rc=$?; for p in $pids; do wait $p || rc=7; done;" + " exit $rc";
+  const Outcome procs = minfer_shell(line);
+  ASSERT_EQ(procs.code, 0) << procs.err << read_file(path("worker1.txt"));
+  const size_t a = threads.out.find("Final estimate"), b = procs.out.find("Final estimate");
+  ASSERT_NE(a, std::string::npos) << threads.out;
+  ASSERT_NE(b, std::string::npos) << procs.out;
+  EXPECT_EQ(procs.out.substr(b), threads.out.substr(a));
+  EXPECT_NE(read_file(path("worker2.txt")).find("rank 2 of 4"), std::string::npos);
+
+  const int port2 = free_port();
+  const std::string at2 = " --tp-init 127.0.0.1:" + std::to_string(port2);
+  const Outcome bad = minfer_shell(bin + " tp-worker -m " + model() + " -tp 4 --tp-rank 1" + at2 +
+                                   " --tp-timeout 20 2>/dev/null & " + bin + " " + ppl + " -tp 2" +
+                                   at2 + "; rc=$?; wait; exit $rc");
+  EXPECT_NE(bad.code, 0);
+  expect_error(bad, "perplexity",
+               "the ranks disagree on the group size: rank 0 has 2, rank 1 has 4");
 }
 
 }  // namespace

@@ -80,6 +80,54 @@ TEST(LocalGroup, AllGatherPutsRanksInOrder) {
   for (const Status& s : results) EXPECT_TRUE(s.is_ok()) << s.message();
 }
 
+TEST(LocalGroup, BroadcastsFromAnyRoot) {
+  const int n = 3;
+  auto results = run_ranks(n, [&](Communicator& c) {
+    for (int root : {0, 2}) {
+      for (size_t len : {size_t{0}, size_t{13}, size_t{4099}}) {
+        std::vector<std::byte> buf(len, std::byte{0});
+        if (c.rank() == root) {
+          for (size_t i = 0; i < len; ++i) buf[i] = static_cast<std::byte>((i * 7 + root) & 0xff);
+        }
+        MINFER_RETURN_IF_ERROR(c.broadcast(buf, root));
+        for (size_t i = 0; i < len; ++i) {
+          if (buf[i] != static_cast<std::byte>((i * 7 + root) & 0xff)) {
+            return Status::internal("broadcast from " + std::to_string(root) + " differs");
+          }
+        }
+      }
+      // A message whose size only the root knows.
+      std::vector<std::byte> msg(c.rank() == root ? 1000 + root : 3, std::byte{1});
+      if (c.rank() == root) msg[5] = std::byte{42};
+      MINFER_RETURN_IF_ERROR(broadcast_bytes(c, msg, root));
+      if (msg.size() != static_cast<size_t>(1000 + root) || msg[5] != std::byte{42}) {
+        return Status::internal("broadcast_bytes from " + std::to_string(root) + " differs");
+      }
+    }
+    return Status::ok();
+  });
+  for (const Status& s : results) EXPECT_TRUE(s.is_ok()) << s.message();
+}
+
+TEST(LocalGroup, BroadcastRootsMustAgreeAndExist) {
+  auto differ = run_ranks(3, [&](Communicator& c) {
+    std::vector<std::byte> buf(4);
+    return c.broadcast(buf, c.rank() == 2 ? 1 : 0);
+  });
+  for (const Status& s : differ) {
+    EXPECT_NE(s.message().find("different roots (rank 0: 0, rank 1: 0, rank 2: 1)"),
+              std::string::npos)
+        << s.message();
+  }
+  auto missing = run_ranks(2, [&](Communicator& c) {
+    std::vector<std::byte> buf(4);
+    return c.broadcast(buf, 5);
+  });
+  for (const Status& s : missing) {
+    EXPECT_NE(s.message().find("root 5 is not a rank"), std::string::npos) << s.message();
+  }
+}
+
 TEST(LocalGroup, DisagreeingLengthsAreAnErrorOnEveryRank) {
   auto results = run_ranks(3, [&](Communicator& c) {
     std::vector<float> mine(c.rank() == 1 ? 9 : 8, 1.0f);
