@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "parallel/local_group.h"
+#include "parallel/parallel_testutil.h"
 
 namespace minfer::parallel {
 namespace {
@@ -28,13 +29,7 @@ std::vector<Status> run_ranks(int n, const std::function<Status(Communicator&)>&
   return results;
 }
 
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 100.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_values;
 
 TEST(LocalGroup, AllReduceSumsInRankOrderWithTheSameBitsEverywhere) {
   for (int n : {1, 2, 3, 4}) {

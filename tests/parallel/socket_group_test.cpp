@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "parallel/local_group.h"
+#include "parallel/parallel_testutil.h"
 
 namespace minfer::parallel {
 namespace {
@@ -64,13 +65,7 @@ std::vector<Status> run_ranks(int n, double timeout_s,
   return results;
 }
 
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 100.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_values;
 
 const std::vector<size_t> kLengths = {0, 1, 7, 4099};
 
