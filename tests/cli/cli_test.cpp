@@ -4,16 +4,12 @@
 // reproducible when seeded.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cmath>
 
 #include <string>
 
 #include "cli/cli_testutil.h"
+#include "free_port.h"
 #include "gguf/writer.h"
 
 namespace minfer::cli {
@@ -337,22 +333,6 @@ TEST_F(CliTest, TensorParallelPerplexity) {
                "--tensor-split names 2 ranks");
 }
 
-// A free TCP port on the loopback interface (bound once, then released).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  if (fd >= 0) close(fd);
-  return port;
-}
-
 // One rank per process: three `minfer tp-worker` processes and `perplexity
 // -tp 4 --tp-init` as rank 0 give the bits the four ranks give as threads of
 // one process (the same parts, the same sums in rank order), and every
@@ -363,7 +343,7 @@ TEST_F(CliTest, TensorParallelProcesses) {
   const std::string ppl = "perplexity -m " + model() + " -f " + q(text) + " -c 64 --chunks 2";
   const Outcome threads = minfer(ppl + " -tp 4 -t 4");
   ASSERT_EQ(threads.code, 0) << threads.err;
-  const int port = free_port();
+  const int port = minfer::testing::free_loopback_port();
   ASSERT_GT(port, 0);
   const std::string at = " --tp-init 127.0.0.1:" + std::to_string(port);
   const std::string bin = q(MINFER_BINARY);
@@ -383,7 +363,7 @@ TEST_F(CliTest, TensorParallelProcesses) {
   EXPECT_EQ(procs.out.substr(b), threads.out.substr(a));
   EXPECT_NE(read_file(path("worker2.txt")).find("rank 2 of 4"), std::string::npos);
 
-  const int port2 = free_port();
+  const int port2 = minfer::testing::free_loopback_port();
   const std::string at2 = " --tp-init 127.0.0.1:" + std::to_string(port2);
   const Outcome bad = minfer_shell(bin + " tp-worker -m " + model() + " -tp 4 --tp-rank 1" + at2 +
                                    " --tp-timeout 20 2>/dev/null & " + bin + " " + ppl + " -tp 2" +

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "free_port.h"
 #include "parallel/local_group.h"
 #include "parallel/parallel_testutil.h"
 
@@ -28,17 +29,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A loopback port nobody listens on now: bound to port 0, read, closed.
 int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
+  const int port = minfer::testing::free_loopback_port();
+  EXPECT_GT(port, 0);
+  return port;
 }
 
 std::string loopback_address() {
