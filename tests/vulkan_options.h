@@ -6,16 +6,20 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/cuda/cuda_options.h"
+#include "backend/registry.h"
 #include "backend/vulkan/vulkan_backend.h"
+#include "backend/vulkan/vulkan_options.h"
 #include "base/options.h"
 
 namespace minfer::testing {
 
 inline Options vulkan_options() {
-  auto o = Options::from_env();
+  auto o = Options::from_env(backend::option_sections());
   Options out = o.is_ok() ? *o : Options{};
-  out.disable_cuda = true;
-  if (out.vulkan_device < 0) out.vulkan_device = 0;
+  out.section<cuda::CudaOptions>().disable_cuda = true;
+  if (out.section<vulkan::VulkanOptions>().vulkan_device < 0)
+    out.section<vulkan::VulkanOptions>().vulkan_device = 0;
   return out;
 }
 

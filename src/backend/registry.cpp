@@ -1,7 +1,13 @@
 #include "backend/registry.h"
 
+#include "backend/backend_options.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_options.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_options.h"
+#include "backend/metal/metal_options.h"
+#include "backend/shader/shader_options.h"
+#include "backend/vulkan/vulkan_options.h"
 #if MINFER_HAS_METAL
 #include "backend/metal/metal_backend.h"
 #endif
@@ -13,7 +19,7 @@ namespace minfer::backend {
 namespace {
 
 std::string cuda_unavailable(const BackendConfig& c) {
-  if (c.options.disable_cuda) return "disabled by MINFER_DISABLE_CUDA";
+  if (c.options.section<cuda::CudaOptions>().disable_cuda) return "disabled by MINFER_DISABLE_CUDA";
   return cuda::available() ? "" : cuda::unavailable_reason();
 }
 
@@ -47,7 +53,9 @@ std::string cpu_unavailable(const BackendConfig&) {
 
 Result<std::unique_ptr<Backend>> cpu_create(const BackendConfig& c) {
   MINFER_ASSIGN_OR_RETURN(
-      auto cpu, cpu::CpuBackend::create(c.weights, c.n_threads, !c.options.cpu_no_repack, c.comm));
+      auto cpu,
+      cpu::CpuBackend::create(c.weights, c.n_threads,
+                              !c.options.section<cpu::CpuOptions>().cpu_no_repack, c.comm));
   return std::unique_ptr<Backend>(std::move(cpu));
 }
 
@@ -66,6 +74,18 @@ const BackendKind kKinds[] = {
 
 std::span<const BackendKind> backend_kinds() {
   return kKinds;
+}
+
+OptionSections option_sections() {
+  static const OptionSection* const kSections[] = {
+      option_section<metal::MetalOptions>(),
+      option_section<cuda::CudaOptions>(),
+      option_section<vulkan::VulkanOptions>(),
+      option_section<shader::ShaderOptions>(),
+      option_section<GpuOptions>(),
+      option_section<cpu::CpuOptions>(),
+  };
+  return kSections;
 }
 
 }  // namespace minfer::backend

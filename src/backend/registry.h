@@ -13,6 +13,10 @@
 //     it), or an error saying why; a GPU kind uploads or maps every weight
 //     then (its backend's requires_all_weights() is true).
 //   - gpu: the kind is skipped when the caller asks for the CPU path only.
+//   - option_sections() lists every backend's options section (its MINFER_*
+//     switches, base/options.h), those of kinds this build lacks included;
+//     the CLI reads the environment with them: Options::from_env(
+//     option_sections()). A backend reads its own with options.section<S>().
 // Threading: the table is immutable; create() and unavailable() may be
 // called from one thread at a time per kind.
 #pragma once
@@ -49,5 +53,7 @@ struct BackendKind {
 };
 
 std::span<const BackendKind> backend_kinds();
+
+OptionSections option_sections();
 
 }  // namespace minfer::backend

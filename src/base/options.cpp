@@ -3,61 +3,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <iterator>
-#include <variant>
 
 namespace minfer {
 namespace {
-
-// A number field with its accepted range.
-struct IntField {
-  int Options::*field;
-  int min, max;
-};
-struct SecondsField {
-  double Options::*field;
-};
-using Field = std::variant<bool Options::*, std::string Options::*, IntField, SecondsField>;
-
-struct Row {
-  OptionVariable var;
-  Field field;
-};
-
-// clang-format off
-const Row kRows[] = {
-    {{"MINFER_DISABLE_CUDA", "1: run on the CPU only"}, &Options::disable_cuda},
-    {{"MINFER_CUDA_DEVICE", "N: which CUDA device (0)"}, IntField{&Options::cuda_device, 0, 1023}},
-    {{"MINFER_GPU_TIMEOUT", "S: deadline of every GPU wait in seconds (10)"}, SecondsField{&Options::gpu_timeout_s}},
-    {{"MINFER_NO_CUDA_GRAPH", "1: no CUDA graph replay"}, &Options::no_cuda_graph},
-    {{"MINFER_GEMV_F32", "1: GPU decode GEMVs on f32 activations instead of int8"}, &Options::gemv_f32},
-    {{"MINFER_NO_PDL", "1: no programmatic dependent launch"}, &Options::no_pdl},
-    {{"MINFER_NO_SPLIT_KV", "1: GPU decode attention without the split-KV kernel"}, &Options::no_split_kv},
-    {{"MINFER_DISABLE_VULKAN", "1: no Vulkan device"}, &Options::disable_vulkan},
-    {{"MINFER_VULKAN_DEVICE", "N: which Vulkan device (default: discrete > integrated > cpu)"}, IntField{&Options::vulkan_device, 0, 1023}},
-    {{"MINFER_VULKAN_VALIDATION", "1: enable the Khronos validation layer if installed"}, &Options::vulkan_validation},
-    {{"MINFER_DISABLE_METAL", "1: no Metal device"}, &Options::disable_metal},
-    {{"MINFER_DISABLE_MPS", "1: no Metal device (the older name)"}, &Options::disable_metal},
-    {{"MINFER_WEIGHT_COPY", "1: copy the weights into GPU buffers instead of reading the file in place (Metal)"}, &Options::weight_copy},
-    {{"MINFER_METALLIB_FILE", "PATH: the Metal kernel library to load instead of the one beside the binary"}, &Options::metallib_file},
-    {{"MINFER_NO_GPU_REPLAY", "1: Vulkan records every split anew (no command-buffer replay)"}, &Options::no_gpu_replay},
-    {{"MINFER_BATCH_INVARIANT", "0: let the engine's kernels depend on the batch (1)"}, &Options::batch_invariant},
-    {{"MINFER_CPU_SCALAR", "1: scalar CPU kernels"}, &Options::cpu_scalar},
-    {{"MINFER_CPU_NO_AVX512", "1: AVX2 prefill GEMM instead of the AVX-512 VNNI one"}, &Options::cpu_no_avx512},
-    {{"MINFER_CPU_NO_REPACK", "1: CPU matmuls read the file's rows instead of a repacked copy"}, &Options::cpu_no_repack},
-    {{"MINFER_NO_FUSE_GLU", "1: no SwiGLU/GeGLU fusion"}, &Options::no_fuse_glu},
-    {{"MINFER_NO_FUSE_QKV", "1: no fused q/k/v decode projection"}, &Options::no_fuse_qkv},
-    {{"MINFER_NO_FUSE_QKV_NORM", "1: no fused per-head q/k norm"}, &Options::no_fuse_qkv_norm},
-    {{"MINFER_NO_FUSE_FFN", "1: no fused gate/up decode projection"}, &Options::no_fuse_ffn},
-    {{"MINFER_NO_FUSE_ADD", "1: no matmul + residual fusion"}, &Options::no_fuse_add},
-    {{"MINFER_NO_FUSE_NORM", "1: no input RMSNorm folded into fused nodes"}, &Options::no_fuse_norm},
-    {{"MINFER_GRAPH_TRACE", "1: log each new plan (splits, op census)"}, &Options::graph_trace},
-    {{"MINFER_OP_PROFILE", "1: per-op time tables"}, &Options::op_profile},
-    {{"MINFER_TRACE", "DIR: write every node's output there as raw bytes"}, &Options::trace_dir},
-    {{"MINFER_CACHE_TYPE", "f32|f16|q8_0: KV cache type for K and V (f16)"}, &Options::cache_type},
-    {{"MINFER_QWEN2_TOKENIZER", "DIR: Qwen2 tokenizer files for minfer synth"}, &Options::qwen2_tokenizer_dir},
-};
-// clang-format on
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -69,6 +17,10 @@ Status bad(std::string_view name, std::string_view value, std::string_view want)
   return Status::invalid_argument(std::string(name) + "=" + std::string(value) + ": expected " +
                                   std::string(want));
 }
+
+}  // namespace
+
+namespace option_rule {
 
 Status set_flag(bool& out, std::string_view name, std::string_view value) {
   const std::string v = lower(value);
@@ -82,12 +34,12 @@ Status set_flag(bool& out, std::string_view name, std::string_view value) {
   return Status::ok();
 }
 
-Status set_int(int& out, const IntField& f, std::string_view name, std::string_view value) {
+Status set_int(int& out, int min, int max, std::string_view name, std::string_view value) {
   int v = 0;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  if (ec != std::errc() || end != value.data() + value.size() || v < f.min || v > f.max) {
+  if (ec != std::errc() || end != value.data() + value.size() || v < min || v > max) {
     return bad(name, value,
-               "an integer from " + std::to_string(f.min) + " to " + std::to_string(f.max));
+               "an integer from " + std::to_string(min) + " to " + std::to_string(max));
   }
   out = v;
   return Status::ok();
@@ -104,45 +56,54 @@ Status set_seconds(double& out, std::string_view name, std::string_view value) {
   return Status::ok();
 }
 
-Status apply(const Row& row, Options& o, std::string_view value) {
-  const std::string_view name = row.var.name;
-  if (auto* flag = std::get_if<bool Options::*>(&row.field)) return set_flag(o.**flag, name, value);
-  if (auto* text = std::get_if<std::string Options::*>(&row.field)) {
-    o.** text = std::string(value);
-    return Status::ok();
-  }
-  if (auto* num = std::get_if<IntField>(&row.field))
-    return set_int(o.*(num->field), *num, name, value);
-  return set_seconds(o.*(std::get<SecondsField>(row.field).field), name, value);
+}  // namespace option_rule
+
+std::span<const OptionField<Options>> Options::fields() {
+  // clang-format off
+  static const OptionField<Options> kRows[] = {
+      {{"MINFER_BATCH_INVARIANT", "0: let the engine's kernels depend on the batch (1)"}, &Options::batch_invariant},
+      {{"MINFER_NO_FUSE_GLU", "1: no SwiGLU/GeGLU fusion"}, &Options::no_fuse_glu},
+      {{"MINFER_NO_FUSE_QKV", "1: no fused q/k/v decode projection"}, &Options::no_fuse_qkv},
+      {{"MINFER_NO_FUSE_QKV_NORM", "1: no fused per-head q/k norm"}, &Options::no_fuse_qkv_norm},
+      {{"MINFER_NO_FUSE_FFN", "1: no fused gate/up decode projection"}, &Options::no_fuse_ffn},
+      {{"MINFER_NO_FUSE_ADD", "1: no matmul + residual fusion"}, &Options::no_fuse_add},
+      {{"MINFER_NO_FUSE_NORM", "1: no input RMSNorm folded into fused nodes"}, &Options::no_fuse_norm},
+      {{"MINFER_GRAPH_TRACE", "1: log each new plan (splits, op census)"}, &Options::graph_trace},
+      {{"MINFER_OP_PROFILE", "1: per-op time tables"}, &Options::op_profile},
+      {{"MINFER_TRACE", "DIR: write every node's output there as raw bytes"}, &Options::trace_dir},
+      {{"MINFER_CACHE_TYPE", "f32|f16|q8_0: KV cache type for K and V (f16)"}, &Options::cache_type},
+      {{"MINFER_QWEN2_TOKENIZER", "DIR: Qwen2 tokenizer files for minfer synth"}, &Options::qwen2_tokenizer_dir},
+  };
+  // clang-format on
+  return kRows;
 }
 
-}  // namespace
-
-Result<Options> Options::parse(const Lookup& lookup) {
-  Options o;
-  for (const Row& row : kRows) {
-    const std::optional<std::string> value = lookup(row.var.name);
-    if (!value || value->empty()) continue;
-    MINFER_RETURN_IF_ERROR(apply(row, o, *value));
+Result<Options> Options::parse(const Lookup& lookup, OptionSections sections) {
+  MINFER_ASSIGN_OR_RETURN(Options o, parse_section<Options>(lookup));
+  for (const OptionSection* section : sections) {
+    MINFER_ASSIGN_OR_RETURN(std::any s, section->parse(lookup));
+    o.sections_.push_back(std::move(s));
   }
   return o;
 }
 
-Result<Options> Options::from_env() {
-  return parse([](std::string_view name) -> std::optional<std::string> {
-    const char* v = std::getenv(std::string(name).c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  });
+Result<Options> Options::from_env(OptionSections sections) {
+  return parse(env_lookup, sections);
 }
 
-std::span<const OptionVariable> option_variables() {
-  static const auto vars = [] {
-    std::array<OptionVariable, std::size(kRows)> out{};
-    for (size_t i = 0; i < std::size(kRows); ++i) out[i] = kRows[i].var;
-    return out;
-  }();
-  return vars;
+std::vector<OptionVariable> option_variables(OptionSections sections) {
+  std::vector<OptionVariable> out;
+  for (const OptionField<Options>& row : Options::fields()) out.push_back(row.var);
+  for (const OptionSection* section : sections) {
+    for (const OptionVariable& v : section->variables()) out.push_back(v);
+  }
+  return out;
+}
+
+std::optional<std::string> env_lookup(std::string_view name) {
+  const char* v = std::getenv(std::string(name).c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
 }
 
 const Options& process_options() {

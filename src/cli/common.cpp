@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/registry.h"
 #include "base/progress.h"
 #include "base/utf8.h"
 
@@ -31,7 +32,7 @@ std::string cache_type_spelling(quant::TensorType t) {
 }  // namespace
 
 const Result<Options>& environment() {
-  static const Result<Options> env = Options::from_env();
+  static const Result<Options> env = Options::from_env(backend::option_sections());
   return env;
 }
 

@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/registry.h"
 #include "base/options.h"
 #include "graph/ir.h"
 #include "model/weights.h"
@@ -38,7 +39,7 @@ namespace minfer::cuda::testing {
 // The MINFER_* switches as the environment sets them now: the tests switch
 // backend variants with ScopedEnv and hand the result to what they create.
 inline Options env_options() {
-  auto o = Options::from_env();
+  auto o = Options::from_env(backend::option_sections());
   EXPECT_TRUE(o.is_ok()) << o.message();
   return o ? *o : Options{};
 }

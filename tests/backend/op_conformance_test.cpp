@@ -23,6 +23,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_conformance_rows.h"
 #include "backend/registry.h"
+#include "backend/vulkan/vulkan_options.h"
 #include "base/log.h"
 
 namespace minfer::conformance {
@@ -32,9 +33,10 @@ namespace {
 // is: the registry takes a CPU Vulkan device (lavapipe, in CI) only when
 // named, and it should be checked too.
 Options conformance_options() {
-  auto o = Options::from_env();
+  auto o = Options::from_env(backend::option_sections());
   Options out = o.is_ok() ? *o : Options{};
-  if (out.vulkan_device < 0) out.vulkan_device = 0;
+  if (out.section<vulkan::VulkanOptions>().vulkan_device < 0)
+    out.section<vulkan::VulkanOptions>().vulkan_device = 0;
   return out;
 }
 

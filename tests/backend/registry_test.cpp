@@ -4,9 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_options.h"
+#include "backend/metal/metal_options.h"
+#include "backend/vulkan/vulkan_options.h"
 #include "model/weights.h"
 
 namespace minfer::backend {
@@ -31,9 +36,9 @@ TEST(BackendRegistry, KindsInPriorityOrderWithTheCpuLast) {
 TEST(BackendRegistry, CpuStartsAndTheGpuKindsSayWhyNot) {
   model::Weights weights;
   Options options;
-  options.disable_cuda = true;
-  options.disable_vulkan = true;
-  options.disable_metal = true;
+  options.section<cuda::CudaOptions>().disable_cuda = true;
+  options.section<vulkan::VulkanOptions>().disable_vulkan = true;
+  options.section<metal::MetalOptions>().disable_metal = true;
   const BackendConfig config{weights, options, 2};
   for (const BackendKind& kind : backend_kinds()) {
     if (kind.gpu) {
@@ -48,9 +53,31 @@ TEST(BackendRegistry, CpuStartsAndTheGpuKindsSayWhyNot) {
     EXPECT_EQ((*b)->name(), kind.name);
     EXPECT_FALSE((*b)->requires_all_weights());
   }
-  options.disable_cuda = false;
+  options.section<cuda::CudaOptions>().disable_cuda = false;
   const std::string why = backend_kinds().front().unavailable(config);
   EXPECT_EQ(why.empty(), cuda::available()) << why;
+}
+
+TEST(BackendRegistry, GathersEveryBackendsOptions) {
+  // Every backend's switches, those of kinds this build lacks included.
+  std::set<std::string> names;
+  for (const OptionVariable& v : option_variables(option_sections())) {
+    EXPECT_FALSE(v.help.empty()) << v.name;
+    EXPECT_TRUE(names.insert(std::string(v.name)).second) << "listed twice: " << v.name;
+  }
+  for (const char* name : {"MINFER_DISABLE_CUDA", "MINFER_VULKAN_DEVICE", "MINFER_DISABLE_METAL",
+                           "MINFER_NO_GPU_REPLAY", "MINFER_GPU_TIMEOUT", "MINFER_CPU_NO_REPACK"}) {
+    EXPECT_TRUE(names.contains(name)) << name;
+  }
+  EXPECT_EQ(names.size(), 30u);
+  auto o = Options::parse(
+      [](std::string_view name) -> std::optional<std::string> {
+        if (name == "MINFER_VULKAN_DEVICE") return "2";
+        return std::nullopt;
+      },
+      option_sections());
+  ASSERT_TRUE(o.is_ok()) << o.message();
+  EXPECT_EQ(o->section<vulkan::VulkanOptions>().vulkan_device, 2);
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "backend/backend_testutil.h"
+#include "backend/cpu/cpu_options.h"
 #include "backend/cpu/vec_dot_internal.h"
-#include "base/options.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/reference.h"
@@ -396,8 +396,8 @@ TEST(cpu_VecDot, ScalarEnvVarForcesScalarKernels) {
   EXPECT_EQ(detail::choose_isa(Isa::kAvx2, true), Isa::kScalar);
   EXPECT_EQ(detail::choose_isa(Isa::kNeonDotprod, true), Isa::kScalar);
   EXPECT_EQ(detail::choose_isa(Isa::kScalar, false), Isa::kScalar);
-  EXPECT_EQ(active_isa(),
-            detail::choose_isa(detail::best_supported_isa(), process_options().cpu_scalar));
+  EXPECT_EQ(active_isa(), detail::choose_isa(detail::best_supported_isa(),
+                                             process_section<CpuOptions>().cpu_scalar));
   EXPECT_TRUE(isa_supported(detail::best_supported_isa()));
 #if defined(__aarch64__)
   EXPECT_NE(detail::best_supported_isa(), Isa::kScalar);  // NEON is baseline AArch64

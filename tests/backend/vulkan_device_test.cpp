@@ -19,6 +19,7 @@
 #include "backend/shader/kernel_table.h"
 #include "backend/shader/recorder.h"
 #include "backend/shader/spirv_reflect.h"
+#include "backend/vulkan/vulkan_options.h"
 #include "backend/vulkan_testutil.h"
 
 namespace minfer::vulkan::testing {
@@ -67,7 +68,7 @@ TEST(VulkanDevice, TestKernelsStayOutOfAnOrdinaryDevice) {
 
 TEST(VulkanDevice, DisabledByTheOption) {
   Options o;
-  o.disable_vulkan = true;
+  o.section<vulkan::VulkanOptions>().disable_vulkan = true;
   auto d = open_device(o);
   ASSERT_FALSE(d.is_ok());
   EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
@@ -77,7 +78,7 @@ TEST(VulkanDevice, DisabledByTheOption) {
 TEST(VulkanDevice, AnAbsentDeviceIndexIsUnavailableWithTheCount) {
   MINFER_SKIP_WITHOUT_VULKAN();
   Options o;
-  o.vulkan_device = 1000;
+  o.section<vulkan::VulkanOptions>().vulkan_device = 1000;
   auto d = open_device(o, {.quiet = true});
   ASSERT_FALSE(d.is_ok());
   EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);

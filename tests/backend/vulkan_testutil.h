@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/registry.h"
 #include "backend/shader/device.h"
 #include "backend/vulkan/vulkan_device.h"
 #include "base/options.h"
@@ -35,7 +36,7 @@ struct TestDevice {
 // Opens a device with the environment's options and the test kernels.
 inline TestDevice open_test_device(const OpenConfig& config = {.test_kernels = true}) {
   TestDevice t;
-  auto options = Options::from_env();
+  auto options = Options::from_env(backend::option_sections());
   if (!options.is_ok()) {
     t.status = options.status();
     return t;

@@ -35,6 +35,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/registry.h"
+#include "backend/vulkan/vulkan_options.h"
 #include "graph/fusion.h"
 #include "graph/plan.h"
 #include "model/builder.h"
@@ -409,7 +410,7 @@ TEST(VulkanForward, RegistryOrder) {
   EXPECT_EQ(names.back(), "CPU");
   Options o = vulkan_options();
   if (!vulkan::unavailable_reason(o).empty()) return;  // no device at all
-  o.vulkan_device = -1;
+  o.section<vulkan::VulkanOptions>().vulkan_device = -1;
   const std::string why = vulkan::unavailable_reason(o);
   if (!why.empty()) EXPECT_NE(why.find("runs on the CPU"), std::string::npos) << why;
 }

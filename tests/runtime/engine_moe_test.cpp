@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/cpu_options.h"
 #include "backend/cpu/matmul_gemm_vnni.h"
 #include "runtime/engine.h"
 #include "runtime/paged_testutil.h"
@@ -63,7 +64,7 @@ TEST(EngineMoe, LogitsRowsAreBatchInvariantBitForBit) {
   if (!cpu::vnni_gemm_available()) return;
   // Weights read from the file rows (no repacking), as the dense test does.
   Options file_rows;
-  file_rows.cpu_no_repack = true;
+  file_rows.section<cpu::CpuOptions>().cpu_no_repack = true;
   const model::Model& m = testing::tiny_model("tiny-qwen3moe", 9, "Q4_K_M");
   EXPECT_GT(testing::differences(m, false, false, 1, file_rows), 0) << "the check cannot fail";
 }

@@ -10,6 +10,7 @@
 #include <map>
 #include <vector>
 
+#include "backend/cpu/cpu_options.h"
 #include "backend/cpu/matmul_gemm_vnni.h"
 #include "runtime/generate.h"
 #include "runtime/paged_testutil.h"
@@ -239,7 +240,7 @@ TEST(Engine, LogitsRowsAreBatchInvariantBitForBit) {
       // The VNNI GEMM agrees with the tiled kernels up to FMA contraction,
       // so a difference needs the right data: some of eight prompt pairs.
       Options file_rows;
-      file_rows.cpu_no_repack = true;
+      file_rows.section<cpu::CpuOptions>().cpu_no_repack = true;
       int differing = 0;
       for (int32_t seed = 1; seed <= 8; ++seed) {
         differing += testing::differences(m, false, false, seed, file_rows) > 0;

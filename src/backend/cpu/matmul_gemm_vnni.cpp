@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "base/options.h"
+#include "backend/cpu/cpu_options.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/kquant_layout.h"
@@ -463,7 +463,7 @@ MINFER_VNNI bool quantize_x(int offset, const float* x, int64_t nb, uint8_t* out
 
 bool vnni_gemm_available() {
   static const bool available = [] {
-    return !process_options().cpu_no_avx512 && cpu_has_avx512_vnni();
+    return !process_section<CpuOptions>().cpu_no_avx512 && cpu_has_avx512_vnni();
   }();
   return available;
 }

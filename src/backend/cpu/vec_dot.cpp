@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cpu/cpu_options.h"
 #include "backend/cpu/vec_dot_internal.h"
-#include "base/options.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -149,7 +149,7 @@ Isa choose_isa(Isa best_supported, bool force_scalar) {
 
 Isa active_isa() {
   static const Isa isa =
-      detail::choose_isa(detail::best_supported_isa(), process_options().cpu_scalar);
+      detail::choose_isa(detail::best_supported_isa(), process_section<CpuOptions>().cpu_scalar);
   return isa;
 }
 

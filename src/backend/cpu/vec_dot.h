@@ -32,7 +32,7 @@
 // rows must hold n elements, and rows need no alignment.
 // Kernel choice: the best ISA the CPU supports (AVX2 on x86, NEON with
 // dotprod where the CPU reports it, else NEON, on AArch64), unless
-// MINFER_CPU_SCALAR=1 is set (process_options(), read once, at first use),
+// MINFER_CPU_SCALAR=1 is set (process_section<CpuOptions>(), read once, at first use),
 // which forces scalar.
 // Threading: pure functions; safe from any thread.
 #pragma once

@@ -15,7 +15,7 @@ namespace minfer::cpu::detail {
 Isa best_supported_isa();
 
 // The ISA dot() uses, given the best one the CPU supports and whether
-// Options::cpu_scalar (MINFER_CPU_SCALAR) forces scalar kernels.
+// CpuOptions::cpu_scalar (MINFER_CPU_SCALAR) forces scalar kernels.
 Isa choose_isa(Isa best_supported, bool force_scalar);
 
 template <typename Block>

@@ -12,8 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "backend/backend_options.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_options.h"
 #include "backend/cuda/device.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_support.h"
@@ -78,11 +80,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const DeviceWeights> weights, Stream st
       done_(std::move(done)),
       err_(std::move(err)),
       err_host_(err_host),
-      timeout_s_(options.gpu_timeout_s),
-      recorder_(!options.no_cuda_graph),
+      timeout_s_(options.section<backend::GpuOptions>().gpu_timeout_s),
+      recorder_(!options.section<CudaOptions>().no_cuda_graph),
       profiling_(options.op_profile),
-      q8_gemv_(!options.gemv_f32),
-      split_kv_(!options.no_split_kv) {}
+      q8_gemv_(!options.section<CudaOptions>().gemv_f32),
+      split_kv_(!options.section<CudaOptions>().no_split_kv) {}
 
 CudaBackend::~CudaBackend() {
   (void)cudaStreamSynchronize(stream_.get());

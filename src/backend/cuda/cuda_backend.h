@@ -21,8 +21,8 @@
 //     (missing weight, wrong metadata, a shape the kernels refuse) name the
 //     node and the numbers. A split's launches are captured into a CUDA graph
 //     on its second execution and replayed from the third (begin_split /
-//     end_split; Options::no_cuda_graph turns it off). synchronize() waits
-//     with a deadline (Options::gpu_timeout_s, default 10 s) and, on timeout
+//     end_split; CudaOptions::no_cuda_graph turns it off). synchronize() waits
+//     with a deadline (backend::GpuOptions::gpu_timeout_s, default 10 s) and, on timeout
 //     or a device error, names the last 16 kernels launched.
 //   - Buffers are cudaMalloc allocations; read_host/write_host copy
 //     synchronously with respect to the host.
@@ -40,7 +40,7 @@
 namespace minfer::cuda {
 
 // True when the build has CUDA and a device is usable (MINFER_DISABLE_CUDA is
-// not set in process_options()). The first call initializes the device
+// not set in process_section<CudaOptions>()). The first call initializes the device
 // (MINFER_CUDA_DEVICE picks it) and logs it.
 bool available();
 // Why available() is false ("" when it is true).

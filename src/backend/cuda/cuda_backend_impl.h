@@ -203,8 +203,8 @@ class CudaBackend final : public backend::Backend {
   SplitRecorder recorder_;
   // MINFER_OP_PROFILE: timing events around each node (a pool grown on use).
   bool profiling_;
-  bool q8_gemv_;   // one-token GEMVs on int8 activations (off: Options::gemv_f32)
-  bool split_kv_;  // decode attention may split the cache (off: Options::no_split_kv)
+  bool q8_gemv_;   // one-token GEMVs on int8 activations (off: CudaOptions::gemv_f32)
+  bool split_kv_;  // decode attention may split the cache (off: CudaOptions::no_split_kv)
   std::vector<std::pair<Event, Event>> node_events_;
   size_t n_timed_ = 0;
   // The quantized activations run_mmq left at the start of scratch: the

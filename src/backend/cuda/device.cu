@@ -6,8 +6,8 @@
 #include <mutex>
 #include <utility>
 
+#include "backend/cuda/cuda_options.h"
 #include "base/log.h"
-#include "base/options.h"
 
 namespace minfer::cuda {
 namespace {
@@ -33,7 +33,7 @@ Status cuda_error(cudaError_t err, const char* what, const char* file, int line)
 // Initialization of the process's device (a friend of Device).
 struct DeviceInit {
   static Status init(DeviceState& st) {
-    const Options& options = process_options();
+    const CudaOptions& options = process_section<CudaOptions>();
     if (options.disable_cuda) return Status::unavailable("disabled by MINFER_DISABLE_CUDA");
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);

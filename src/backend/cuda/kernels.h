@@ -132,7 +132,7 @@ struct AttentionArgs {
   const float* sinks = nullptr;
   float* out = nullptr;  // [n_tokens][n_head * head_dim], not aliasing q
   int* err = nullptr;
-  bool split_kv = true;  // decode may use the split-KV cluster kernel (Options::no_split_kv)
+  bool split_kv = true;  // decode may use the split-KV cluster kernel (CudaOptions::no_split_kv)
   // Each token's result independent of the batch (AttentionMeta): the
   // per-token kernel with a fixed block shape, never split.
   bool batch_invariant = false;

@@ -17,7 +17,7 @@
 
 #include <cuda_runtime.h>
 
-#include "base/options.h"
+#include "backend/cuda/cuda_options.h"
 
 namespace minfer::cuda {
 
@@ -35,7 +35,7 @@ __device__ __forceinline__ void pdl_wait() {
 
 // Whether launches use PDL (process-wide, read once: MINFER_NO_PDL).
 inline bool pdl_enabled() {
-  static const bool on = !process_options().no_pdl;
+  static const bool on = !process_section<CudaOptions>().no_pdl;
   return on;
 }
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "backend/metal/metal_device.h"
+#include "backend/metal/metal_options.h"
 #include "backend/shader/api_backend.h"
 
 namespace minfer::metal {
@@ -34,9 +35,10 @@ Result<std::shared_ptr<shader::Device>> shared_device(const Options& options) {
   return opened.device;
 }
 
-const shader::ApiKind kMetal{"Metal", "MINFER_DISABLE_METAL",
-                             [](const Options& o) { return o.disable_metal; }, shared_device,
-                             default_cache_type};
+const shader::ApiKind kMetal{
+    "Metal", "MINFER_DISABLE_METAL",
+    [](const Options& o) { return o.section<MetalOptions>().disable_metal; }, shared_device,
+    default_cache_type};
 
 }  // namespace
 

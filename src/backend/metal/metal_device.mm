@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "backend/backend_options.h"
+#include "backend/metal/metal_options.h"
 #include "backend/metal/msl_abi.h"
 #include "backend/shader/kernel_table.h"
 #include "base/log.h"
@@ -239,7 +241,8 @@ namespace minfer::metal {
 
 Result<std::unique_ptr<shader::Device>> open_metal_device(const Options& options,
                                                           const MetalOpenConfig& config) {
-  if (options.disable_metal) return Status::unavailable("disabled by MINFER_DISABLE_METAL");
+  if (options.section<MetalOptions>().disable_metal)
+    return Status::unavailable("disabled by MINFER_DISABLE_METAL");
   @autoreleasepool {
     id<MTLDevice> device = MTLCreateSystemDefaultDevice();
     if (device == nil) return Status::unavailable("no Metal device");
@@ -249,7 +252,8 @@ Result<std::unique_ptr<shader::Device>> open_metal_device(const Options& options
     }
     id<MTLCommandQueue> queue = [device newCommandQueue];
     if (queue == nil) return Status::internal("Metal: newCommandQueue returned nil");
-    auto d = std::make_unique<detail::MetalDevice>(device, queue, options.gpu_timeout_s);
+    auto d = std::make_unique<detail::MetalDevice>(
+        device, queue, options.section<backend::GpuOptions>().gpu_timeout_s);
     d->query_info();
     MINFER_RETURN_IF_ERROR(d->create_pipelines(options, config));
     if (!config.quiet) {

@@ -10,6 +10,7 @@
 
 #include "backend/metal/embedded_msl.h"
 #include "backend/metal/metal_device_impl.h"
+#include "backend/metal/metal_options.h"
 #include "backend/metal/msl_abi.h"
 #include "backend/shader/kernel_states.h"
 #include "backend/shader/kernel_table.h"
@@ -20,7 +21,8 @@ namespace {
 
 // minfer.metallib beside the running binary, else where the build put it.
 std::vector<std::string> metallib_candidates(const Options& options) {
-  if (!options.metallib_file.empty()) return {options.metallib_file};
+  if (!options.section<MetalOptions>().metallib_file.empty())
+    return {options.section<MetalOptions>().metallib_file};
   std::vector<std::string> out;
   char path[4096];
   uint32_t size = sizeof(path);
@@ -71,7 +73,7 @@ MTLCompileOptions* ieee_compile_options() {
 Result<id<MTLLibrary>> MetalDevice::prebuilt_library(const Options& options) const {
   for (const std::string& path : metallib_candidates(options)) {
     if (!exists(path)) {
-      if (!options.metallib_file.empty()) {
+      if (!options.section<MetalOptions>().metallib_file.empty()) {
         return Status::not_found("MINFER_METALLIB_FILE: no file " + path);
       }
       continue;

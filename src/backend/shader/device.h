@@ -160,7 +160,7 @@ class Device {
   virtual ~Device() = default;
   virtual const DeviceInfo& info() const = 0;
   virtual const KernelState& kernel(uint32_t index) const = 0;
-  // The deadline of every wait, in seconds (Options::gpu_timeout_s).
+  // The deadline of every wait, in seconds (backend::GpuOptions::gpu_timeout_s).
   virtual double timeout_s() const = 0;
 
   // A buffer of `bytes` (capacity() rounded up to 16) in memory for `use`

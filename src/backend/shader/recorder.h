@@ -46,7 +46,7 @@ class Recorder {
  public:
   explicit Recorder(Device& device) : Recorder(device, device.timeout_s()) {}
   // timeout_s: the deadline of each wait, where it is not the device's (a
-  // backend's own Options::gpu_timeout_s: a device shared by several
+  // backend's own GpuOptions::gpu_timeout_s: a device shared by several
   // backends keeps the options it was opened with).
   Recorder(Device& device, double timeout_s) : device_(device), timeout_s_(timeout_s) {}
 

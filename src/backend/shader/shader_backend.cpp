@@ -11,11 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend_options.h"
 #include "backend/shader/encode_activation.h"
 #include "backend/shader/encode_matmul_tiled.h"
 #include "backend/shader/encoders.h"
 #include "backend/shader/kernel_args.h"
 #include "backend/shader/shader_backend_impl.h"
+#include "backend/shader/shader_options.h"
 #include "base/log.h"
 #include "base/progress.h"
 
@@ -77,10 +79,11 @@ ShaderBackend::ShaderBackend(std::string name, std::shared_ptr<Device> device,
       device_(std::move(device)),
       weights_(*device_),
       pool_(*device_),
-      rec_(*device_, options.gpu_timeout_s),
+      rec_(*device_, options.section<backend::GpuOptions>().gpu_timeout_s),
       profiling_(options.op_profile && device_->info().timestamp_period_ns > 0),
-      replay_enabled_(!options.no_gpu_replay),
-      map_weights_(device_->info().host_wrap_alignment > 0 && !options.weight_copy) {
+      replay_enabled_(!options.section<ShaderOptions>().no_gpu_replay),
+      map_weights_(device_->info().host_wrap_alignment > 0 &&
+                   !options.section<ShaderOptions>().weight_copy) {
   for (size_t i = 0; i < matmul_types_.size(); ++i) {
     if (quant::find_type_traits(static_cast<uint32_t>(i)) == nullptr) continue;  // no such type
     const auto t = static_cast<quant::TensorType>(i);

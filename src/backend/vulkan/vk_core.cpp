@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/vulkan/vk_device.h"
+#include "backend/vulkan/vulkan_options.h"
 #include "base/log.h"
 
 namespace minfer::vulkan {
@@ -52,7 +53,7 @@ Result<InstanceSetup> instance_setup(const Options& options) {
     s.extensions.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
     s.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
   }
-  if (!options.vulkan_validation) return s;
+  if (!options.section<VulkanOptions>().vulkan_validation) return s;
   MINFER_VK_CHECK(vkEnumerateInstanceLayerProperties(&n, nullptr));
   std::vector<VkLayerProperties> layers(n);
   MINFER_VK_CHECK(vkEnumerateInstanceLayerProperties(&n, layers.data()));
@@ -171,8 +172,8 @@ Status choose_physical_device(const Options& options, Core& core) {
   std::vector<VkPhysicalDevice> devices(n);
   MINFER_VK_CHECK(vkEnumeratePhysicalDevices(core.instance, &n, devices.data()));
   if (n == 0) return Status::unavailable("no Vulkan device");
-  if (options.vulkan_device >= 0) {
-    const uint32_t want = static_cast<uint32_t>(options.vulkan_device);
+  if (options.section<VulkanOptions>().vulkan_device >= 0) {
+    const uint32_t want = static_cast<uint32_t>(options.section<VulkanOptions>().vulkan_device);
     if (want >= n) {
       return Status::unavailable("MINFER_VULKAN_DEVICE=" + std::to_string(want) + " but " +
                                  std::to_string(n) + " Vulkan device(s) present");
@@ -220,7 +221,8 @@ Core::~Core() {
 Status create_logical_device(const OpenConfig& config, Core& core);  // vk_features.cpp
 
 Result<std::unique_ptr<Core>> create_core(const Options& options, const OpenConfig& config) {
-  if (options.disable_vulkan) return Status::unavailable("disabled by MINFER_DISABLE_VULKAN");
+  if (options.section<VulkanOptions>().disable_vulkan)
+    return Status::unavailable("disabled by MINFER_DISABLE_VULKAN");
   auto core = std::make_unique<Core>();
   MINFER_RETURN_IF_ERROR(create_instance(options, *core));
   MINFER_RETURN_IF_ERROR(choose_physical_device(options, *core));
@@ -234,7 +236,7 @@ Result<std::unique_ptr<Core>> create_core(const Options& options, const OpenConf
   core->info.type = type_name(core->properties.deviceType);
   core->info.name = core->properties.deviceName;
   core->info.api = "Vulkan " + version_text(core->properties.apiVersion);
-  if (config.refuse_cpu_device && options.vulkan_device < 0 &&
+  if (config.refuse_cpu_device && options.section<VulkanOptions>().vulkan_device < 0 &&
       core->properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     return Status::unavailable("the Vulkan device '" + core->info.name +
                                "' runs on the CPU (set MINFER_VULKAN_DEVICE=" +

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "backend/backend_options.h"
 #include "backend/shader/kernel_table.h"
 #include "base/log.h"
 
@@ -61,7 +62,7 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const Options& options,
                                                          const OpenConfig& config) {
   auto d = std::make_unique<VulkanDevice>(Key{});
   MINFER_ASSIGN_OR_RETURN(d->core_, create_core(options, config));
-  d->timeout_s_ = options.gpu_timeout_s;
+  d->timeout_s_ = options.section<backend::GpuOptions>().gpu_timeout_s;
   // A CPU device computes on the host's cores: polling would take one from it.
   const bool on_cpu = d->core_->properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   d->fence_spin_ = on_cpu ? shader::Clock::duration::zero() : kFenceSpin;

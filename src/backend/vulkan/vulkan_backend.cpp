@@ -7,6 +7,7 @@
 
 #include "backend/shader/api_backend.h"
 #include "backend/vulkan/vulkan_device.h"
+#include "backend/vulkan/vulkan_options.h"
 
 namespace minfer::vulkan {
 namespace {
@@ -26,12 +27,14 @@ Result<std::shared_ptr<shader::Device>> shared_device(const Options& options) {
   static std::vector<Opened>& opened = *new std::vector<Opened>();
   const std::lock_guard<std::mutex> lock(mu);
   for (const Opened& o : opened) {
-    if (o.device_index == options.vulkan_device && o.validation == options.vulkan_validation) {
+    if (o.device_index == options.section<VulkanOptions>().vulkan_device &&
+        o.validation == options.section<VulkanOptions>().vulkan_validation) {
       if (!o.status) return o.status;
       return o.device;
     }
   }
-  Opened o{options.vulkan_device, options.vulkan_validation, nullptr, Status::ok()};
+  Opened o{options.section<VulkanOptions>().vulkan_device,
+           options.section<VulkanOptions>().vulkan_validation, nullptr, Status::ok()};
   auto d = open_device(options, {.refuse_cpu_device = true});
   if (d.is_ok()) {
     o.device = std::shared_ptr<shader::Device>(std::move(d).value());
@@ -43,8 +46,9 @@ Result<std::shared_ptr<shader::Device>> shared_device(const Options& options) {
   return o.device;
 }
 
-const shader::ApiKind kVulkan{"Vulkan", "MINFER_DISABLE_VULKAN",
-                              [](const Options& o) { return o.disable_vulkan; }, shared_device};
+const shader::ApiKind kVulkan{
+    "Vulkan", "MINFER_DISABLE_VULKAN",
+    [](const Options& o) { return o.section<VulkanOptions>().disable_vulkan; }, shared_device};
 
 }  // namespace
 
