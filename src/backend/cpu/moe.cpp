@@ -1,11 +1,15 @@
 #include "backend/cpu/moe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
 
+#include "backend/cpu/matmul_gemm_vnni.h"
+#include "backend/cpu/moe_mxfp4_vnni.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/quantize_acts.h"
 #include "quant/reference.h"
 
 // ggml multiplies and adds the weighted expert rows as separate f32 ops;
@@ -124,6 +128,85 @@ Status run_expert(const ExpertWeights& w, int32_t e, const ExpertRows& rows, Thr
   return Status::ok();
 }
 
+// Weight rows per task of the direct expert kernels: a one-token decode
+// step still splits each expert over the threads, and a task's rows stay in
+// L2 while it walks the expert's tokens.
+constexpr int64_t kDirectRowsPerTask = 32;
+
+// Whether `w` takes a direct expert kernel instead of matmul() per expert:
+// MXFP4 where matmul() would run the AVX2 row kernel whose bits
+// mxfp4_expert_tile reproduces.
+bool takes_direct_kernel(const ExpertWeights& w) {
+  return w.type == quant::TensorType::MXFP4 && active_isa() == Isa::kAvx2 && vnni_gemm_available();
+}
+
+// Quantizes each distinct input row to Q8_0 once (a token's row serves all
+// of its experts), in parallel; an error names the first bad row.
+Status quantize_rows(const float* x, int64_t n_rows, int64_t row_len, size_t row_bytes,
+                     ThreadPool& pool, std::vector<uint8_t>& out) {
+  out.resize(static_cast<size_t>(n_rows) * row_bytes);
+  std::atomic<int64_t> first_bad{n_rows};
+  pool.parallel_for(n_rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      if (quantize_activations(quant::TensorType::Q8_0, x + r * row_len, out.data() + r * row_bytes,
+                               row_len)
+              .is_ok()) {
+        continue;
+      }
+      int64_t cur = first_bad.load();
+      while (r < cur && !first_bad.compare_exchange_weak(cur, r)) {
+      }
+    }
+  });
+  const int64_t bad = first_bad.load();
+  if (bad == n_rows) return Status::ok();
+  return quantize_activations(quant::TensorType::Q8_0, x + bad * row_len, out.data(), row_len)
+      .with_context("activation row " + std::to_string(bad));
+}
+
+// The direct path: inputs quantized once, then one task list over (expert,
+// block of rows) pairs, each task's tokens read and written in place through
+// row pointers. Each output is the row kernel's, so the split changes no bit.
+Status run_direct(const ExpertWeights& w, size_t w_row_bytes, const ExpertRows& rows,
+                  int64_t n_rows, ThreadPool& pool, MoeScratch& s) {
+  const int64_t x_rows = rows.per_row_input ? n_rows : n_rows / rows.n_used;
+  MINFER_ASSIGN_OR_RETURN(const uint64_t x_bytes,
+                          quant::row_bytes(quant::TensorType::Q8_0, w.row_len));
+  MINFER_RETURN_IF_ERROR(quantize_rows(rows.x, x_rows, w.row_len, x_bytes, pool, s.xq));
+  s.x_rows.resize(static_cast<size_t>(n_rows));
+  s.y_rows.resize(static_cast<size_t>(n_rows));
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const int64_t r = s.order[i], src = rows.per_row_input ? r : r / rows.n_used;
+    s.x_rows[i] = s.xq.data() + src * x_bytes;
+    s.y_rows[i] = rows.y + r * w.rows;
+  }
+  const int64_t blocks = (w.rows + kDirectRowsPerTask - 1) / kDirectRowsPerTask;
+  const auto n_tasks = static_cast<int64_t>(s.active.size()) * blocks;
+  pool.parallel_for(n_tasks, [&](int64_t begin, int64_t end, int) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int32_t e = s.active[task / blocks];
+      const int32_t first = s.offsets[e], count = s.offsets[e + 1] - first;
+      const int64_t r0 = (task % blocks) * kDirectRowsPerTask;
+      const int64_t r1 = std::min(w.rows, r0 + kDirectRowsPerTask);
+      const Mxfp4ExpertTile tile{
+          static_cast<const uint8_t*>(w.data) + static_cast<size_t>(e) * w.expert_bytes,
+          w_row_bytes,
+          w.row_len,
+          s.x_rows.data() + first,
+          s.y_rows.data() + first,
+          count};
+      mxfp4_expert_tile(tile, r0, r1);
+      if (w.bias == nullptr) continue;
+      const float* bias = w.bias + static_cast<int64_t>(e) * w.rows;
+      for (int32_t i = 0; i < count; ++i) {
+        float* dst = s.y_rows[first + i];
+        for (int64_t o = r0; o < r1; ++o) dst[o] = dst[o] + bias[o];
+      }
+    }
+  });
+  return Status::ok();
+}
+
 }  // namespace
 
 Status moe_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t n_used,
@@ -176,6 +259,9 @@ Status matmul_id(const ExpertWeights& w, const float* x, bool per_row_input, con
   MINFER_RETURN_IF_ERROR(check_ids(ids, n_rows, w.n_expert));
   group_by_expert(ids, n_rows, w.n_expert, scratch);
   const ExpertRows rows{x, per_row_input, n_used, y};
+  if (takes_direct_kernel(w)) {
+    return run_direct(w, static_cast<size_t>(row_bytes), rows, n_rows, pool, scratch);
+  }
   const int n_threads = pool.num_threads();
   scratch.per_thread.resize(static_cast<size_t>(n_threads));
   const auto n_active = static_cast<int64_t>(scratch.active.size());

@@ -18,8 +18,12 @@
 //     backend/cpu/matmul.h's matmul() (activations quantized to the weight's
 //     vec_dot_type as for a dense matmul) and scattered back, so a batch
 //     reads each selected expert's weights once and a token reads only its
-//     n_used experts. With mode.batch_invariant each row's result does not
-//     depend on which other rows share its expert. Where the batch uses
+//     n_used experts. MXFP4 weights on AVX-512 VNNI CPUs take a direct path
+//     instead (backend/cpu/moe_mxfp4_vnni.h): each input row quantized to
+//     Q8_0 once, one task list over (expert, row block) pairs, outputs equal
+//     to the per-expert matmul() bit for bit. With mode.batch_invariant
+//     each row's result does not depend on which other rows share its
+//     expert. Where the batch uses
 //     many experts (at least 4 per pool thread) the experts are spread over
 //     the threads, each expert's matmul on one; else they run one after
 //     another, each over the whole pool. The results are the same bits
@@ -73,6 +77,11 @@ struct MoeScratch {
   std::vector<int32_t> order, offsets;  // output rows grouped by expert
   std::vector<int32_t> active;          // experts with rows, ascending
   std::vector<Expert> per_thread;       // one per pool thread
+  // The direct kernels' inputs quantized once, and each grouped row's input
+  // and output row.
+  std::vector<uint8_t> xq;
+  std::vector<const uint8_t*> x_rows;
+  std::vector<float*> y_rows;
 };
 
 [[nodiscard]] Status matmul_id(const ExpertWeights& w, const float* x, bool per_row_input,
