@@ -22,6 +22,11 @@ Status bad(std::string_view name, std::string_view value, std::string_view want)
 
 namespace option_rule {
 
+Status set_text(std::string& out, std::string_view value) {
+  out = std::string(value);
+  return Status::ok();
+}
+
 Status set_flag(bool& out, std::string_view name, std::string_view value) {
   const std::string v = lower(value);
   if (v == "1" || v == "true" || v == "yes" || v == "on") {
