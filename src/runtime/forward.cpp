@@ -39,27 +39,43 @@ Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create(const model::Model&
   return create_threads(model, config, decode_params);
 }
 
+// Rank `rank` of `ranks`: its part of the model on a CPU runner of its own
+// (docs/PARALLEL.md: ranks are CPU ranks). On failure the group is told, so
+// that no other rank waits for this one.
+Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create_part(const model::Model& model,
+                                                                  ForwardConfig config,
+                                                                  model::GraphParams decode_params,
+                                                                  int rank,
+                                                                  parallel::Communicator& comm) {
+  config.gpu = false;
+  decode_params.tp_rank = rank;
+  decode_params.tp_ranks = comm.size();
+  auto part = model::split_for_rank(model.hparams(), model.weights(), rank, comm.size());
+  auto runner =
+      part ? create_rank(model, config, decode_params,
+                         std::make_unique<model::RankModel>(std::move(part).value()), &comm)
+           : Result<std::unique_ptr<ForwardRunner>>(part.status());
+  if (!runner) {
+    comm.fail(runner.status());
+    return runner.status();
+  }
+  (*runner)->rank_ = rank;
+  return runner;
+}
+
 // N ranks on threads of this process, sharing its cores.
 Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create_threads(
     const model::Model& model, const ForwardConfig& config, model::GraphParams decode_params) {
   const int ranks = config.tensor_parallel;
   MINFER_ASSIGN_OR_RETURN(auto group, parallel::make_local_group(ranks));
   ForwardConfig rank_config = config;
-  rank_config.gpu = false;  // CPU ranks (docs/PARALLEL.md)
   const int threads = config.n_threads > 0 ? config.n_threads
                                            : static_cast<int>(std::thread::hardware_concurrency());
   rank_config.n_threads = std::max(1, threads / ranks);
   std::vector<std::unique_ptr<ForwardRunner>> runners;
   for (int r = 0; r < ranks; ++r) {
-    MINFER_ASSIGN_OR_RETURN(model::RankModel part,
-                            model::split_for_rank(model.hparams(), model.weights(), r, ranks));
-    decode_params.tp_rank = r;
-    decode_params.tp_ranks = ranks;
-    MINFER_ASSIGN_OR_RETURN(
-        auto runner,
-        create_rank(model, rank_config, decode_params,
-                    std::make_unique<model::RankModel>(std::move(part)), group[r].get()));
-    runner->rank_ = r;
+    MINFER_ASSIGN_OR_RETURN(auto runner,
+                            create_part(model, rank_config, decode_params, r, *group[r]));
     runners.push_back(std::move(runner));
   }
   std::unique_ptr<ForwardRunner> first = std::move(runners[0]);
@@ -76,23 +92,13 @@ Result<std::unique_ptr<ForwardRunner>> ForwardRunner::create_socket_root(
   MINFER_ASSIGN_OR_RETURN(auto comm,
                           parallel::connect_socket_group(config.tensor_parallel_address, 0, ranks,
                                                          config.tensor_parallel_timeout_s));
-  MINFER_ASSIGN_OR_RETURN(model::RankModel part,
-                          model::split_for_rank(model.hparams(), model.weights(), 0, ranks));
-  ForwardConfig rank_config = config;
-  rank_config.gpu = false;
-  decode_params.tp_ranks = ranks;
-  auto first = create_rank(model, rank_config, decode_params,
-                           std::make_unique<model::RankModel>(std::move(part)), comm.get());
-  if (!first) {
-    comm->fail(first.status());
-    return first.status();
-  }
-  RankSetup setup{config.kv_rows, (*first)->config_.k_type, (*first)->config_.v_type,
+  MINFER_ASSIGN_OR_RETURN(auto first, create_part(model, config, decode_params, 0, *comm));
+  RankSetup setup{config.kv_rows, first->config_.k_type, first->config_.v_type,
                   static_cast<int64_t>(config.cache_size), decode_params};
   std::vector<std::byte> message = encode_setup(setup);
   MINFER_RETURN_IF_ERROR(parallel::broadcast_bytes(*comm, message, 0));
-  (*first)->group_.push_back(std::move(comm));
-  (*first)->remote_peers_ = true;
+  first->group_.push_back(std::move(comm));
+  first->remote_peers_ = true;
   return first;
 }
 
@@ -318,27 +324,18 @@ Status ForwardRunner::serve_rank(const model::Model& model, const RunOptions& op
   MINFER_RETURN_IF_ERROR(parallel::broadcast_bytes(*comm, message, 0));
   MINFER_ASSIGN_OR_RETURN(RankSetup setup, decode_setup(message));
   ForwardConfig config(options);
-  config.gpu = false;
   config.kv_rows = setup.kv_rows;
   config.k_type = setup.k_type;
   config.v_type = setup.v_type;
   config.cache_types_are_defaults = false;  // rank 0 chose them
   config.cache_size = static_cast<size_t>(setup.cache_size);
-  setup.decode_params.tp_rank = rank;
-  MINFER_ASSIGN_OR_RETURN(model::RankModel part,
-                          model::split_for_rank(model.hparams(), model.weights(), rank, ranks));
-  auto runner = create_rank(model, config, setup.decode_params,
-                            std::make_unique<model::RankModel>(std::move(part)), comm.get());
-  if (!runner) {
-    comm->fail(runner.status());
-    return runner.status();
-  }
-  (*runner)->rank_ = rank;
+  MINFER_ASSIGN_OR_RETURN(auto runner,
+                          create_part(model, config, setup.decode_params, rank, *comm));
   for (;;) {
     MINFER_RETURN_IF_ERROR(parallel::broadcast_bytes(*comm, message, 0));
     if (message.empty()) return Status::ok();  // rank 0 ended the group
     MINFER_ASSIGN_OR_RETURN(RankForward f, decode_forward(message));
-    auto out = (*runner)->run_rank(f.params, f.inputs());
+    auto out = runner->run_rank(f.params, f.inputs());
     if (!out) {
       comm->fail(out.status());
       return out.status();

@@ -118,6 +118,10 @@ class ForwardRunner {
                                                             model::GraphParams decode_params,
                                                             std::unique_ptr<model::RankModel> part,
                                                             parallel::Communicator* comm);
+  static Result<std::unique_ptr<ForwardRunner>> create_part(const model::Model& model,
+                                                            ForwardConfig config,
+                                                            model::GraphParams decode_params,
+                                                            int rank, parallel::Communicator& comm);
   static Result<std::unique_ptr<ForwardRunner>> create_threads(const model::Model& model,
                                                                const ForwardConfig& config,
                                                                model::GraphParams decode_params);
