@@ -251,16 +251,15 @@ Result<ForwardRunner::CachedGraph*> ForwardRunner::prepare(const model::GraphPar
   return &cache_.front();
 }
 
-// Every rank's graph at once: ranks 1..N-1 on threads of their own, rank 0
-// on this one. A rank that fails releases the others from the collectives.
+// Every rank's graph at once: ranks 1..N-1 on threads of their own (or in
+// their own processes), rank 0 on this one. A rank that fails, rank 0
+// included, releases the others from the collectives.
 Result<std::span<const float>> ForwardRunner::run(model::GraphParams params,
                                                   const graph::ForwardInputs& inputs) {
-  if (remote_peers_) {
+  if (remote_peers_) {  // the other processes' ranks get the request first
     std::vector<std::byte> request = encode_forward(params, inputs);
     MINFER_RETURN_IF_ERROR(parallel::broadcast_bytes(*comm_, request, 0));
-    return run_rank(params, inputs);
   }
-  if (peers_.empty()) return run_rank(params, inputs);
   std::vector<Status> peer_status(peers_.size(), Status::ok());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < peers_.size(); ++i) {
@@ -273,7 +272,7 @@ Result<std::span<const float>> ForwardRunner::run(model::GraphParams params,
     });
   }
   auto out = run_rank(params, inputs);
-  if (!out) comm_->fail(out.status());
+  if (!out && comm_ != nullptr) comm_->fail(out.status());
   for (std::thread& t : threads) t.join();
   if (!out) return out.status();
   for (const Status& s : peer_status) {
