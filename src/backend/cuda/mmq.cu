@@ -369,7 +369,7 @@ bool mmq_takes_unquantized(quant::TensorType type, const void* w, const Q8Input&
          one_token_kernel_takes(type, w) && q8_activation_bytes(in.in_dim) <= 48 * 1024;
 }
 
-// Measured on an H100 (docs/PERFORMANCE.md, "CUDA batched decode"): one
+// Measured on an H100 (docs/HISTORY.md, "Batched-decode kernel choices"): one
 // token through Qwen2.5-0.5B's launches (0.5-4.9 MB of weights each) gains
 // 2-4% from the saved launches; through 7B's (7-38 MB) it lost 7%, each of
 // the many blocks re-reading and quantizing the whole activation. The
