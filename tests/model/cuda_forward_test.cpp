@@ -174,11 +174,17 @@ TEST(CudaForward, Int8GemvMatchesReference) {
     const char* quant;
     int n_tokens;
     double rel;
+    double top1 = 0.9;
   };
+  // The MoE files' expert products run on the int8 tensor cores too
+  // (mmq_id.cu); gpt-oss takes the CPU's bound for quantized routed
+  // activations (reference_forward_test.cpp, kQuantRouted: a router near-tie
+  // sends a token to another expert).
   for (const Case& c :
        {Case{"tiny-qwen2", "Q4_0", 50, 5e-2}, Case{"tiny-qwen2", "Q8_0", 50, 5e-2},
         Case{"tiny-qwen3", "Q4_K_M", 50, 8e-2}, Case{"tiny-llama", "Q6_K", 50, 8e-2},
-        Case{"tiny-gemma3", "Q4_K_M", 80, 8e-2}}) {
+        Case{"tiny-gemma3", "Q4_K_M", 80, 8e-2}, Case{"tiny-qwen3moe", "Q4_K_M", 50, 8e-2},
+        Case{"tiny-gpt-oss", "MXFP4", 50, 6e-1, 0.85}}) {
     auto model = synth_model(c.shape, c.quant);
     ASSERT_TRUE(model.is_ok()) << model.message();
     const int64_t n_vocab = (*model)->hparams().n_vocab;
@@ -199,7 +205,7 @@ TEST(CudaForward, Int8GemvMatchesReference) {
     std::printf("  gpu int8 %-11s %-6s decode rel %.2e top1 %.3f (vs f32 path rel %.2e)\n", c.shape,
                 c.quant, rel, top1, vs_f32);
     EXPECT_LE(rel, c.rel) << c.shape << " " << c.quant;
-    EXPECT_GE(top1, 0.9) << c.shape << " " << c.quant;
+    EXPECT_GE(top1, c.top1) << c.shape << " " << c.quant;
     EXPECT_GT(vs_f32, 0.0) << c.shape << " " << c.quant;
   }
 }

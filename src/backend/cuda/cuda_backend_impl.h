@@ -109,6 +109,10 @@ class CudaBackend final : public backend::Backend {
   Status run_moe_topk(const Call& c);
   Status run_moe_weights(const Call& c);
   Status run_matmul_id(const Call& c);
+  // The expert matmul on the int8 tensor cores (launch_mmq_id): the
+  // activations quantized into scratch, then the routing's work area.
+  // n_act: the activation rows (tokens, or routed rows when per-row).
+  Status run_mmq_id(const Call& c, const MatMulIdArgs& args, int64_t n_act);
   Status run_moe_sum(const Call& c);
 
  private:

@@ -358,6 +358,20 @@ struct MatMulIdArgs {
   int* err;
 };
 cudaError_t launch_matmul_id(const MatMulIdArgs& a, cudaStream_t stream);
+// The same product on the int8 tensor cores (mmq_id.cu): the routed rows'
+// activations quantized by launch_quantize_q8 (xq: [n_tokens] rows, or
+// [n_tokens * n_used] when per_row_input; K-quants with scale_per_256),
+// grouped by expert in one launch. Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and MXFP4
+// (has_mmq_id); each routed row's result independent of the batch, bit for
+// bit. `work`: mmq_id_work_bytes of device memory (4-byte aligned).
+struct MmqIdArgs {
+  MatMulIdArgs m;  // m.x unused: xq instead
+  const int8_t* xq;
+  void* work;
+};
+bool has_mmq_id(quant::TensorType type, int64_t in_dim);
+size_t mmq_id_work_bytes(int64_t n_rows, int n_expert);
+cudaError_t launch_mmq_id(const MmqIdArgs& a, cudaStream_t stream);
 // out[t][d] = y[t*n_used][d] * w[t][0] + y[t*n_used+1][d] * w[t][1] + ...,
 // each product and sum rounded in order of j.
 cudaError_t launch_moe_sum(const float* y, const float* weights, int64_t n_tokens, int n_used,

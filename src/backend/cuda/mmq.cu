@@ -33,46 +33,22 @@
 #include <cuda_fp16.h>
 
 #include <type_traits>
+#include <utility>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mmq_formats.cuh"
 #include "backend/cuda/mmq_one.cuh"
 #include "backend/cuda/mmq_segments.cuh"
+#include "backend/cuda/mmq_tile.cuh"
 
 namespace minfer::cuda {
 namespace {
 
 using mmq::FormatOf;
-using mmq::Tokens;
-
-constexpr int kWarps = 8;
-
-__host__ __device__ __forceinline__ int64_t mini(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-
-struct MmqArgs {
-  const uint8_t* w;
-  size_t row_bytes;
-  int64_t rows, n_blocks;  // weight rows, blocks (of the format) per row
-  const int8_t* xq;        // [n_tokens][x_stride bytes]: launch_quantize_q8's layout
-  int64_t x_stride, n_tokens;
-  int64_t n_units;  // 32-value units per row
-  int slices;       // S: 1, 2, 4 or 8
-  const float* bias;
-  const float* residual;
-  float* y;
-};
-
-// At most 80 registers for Q4_0 / Q8_0: three blocks (24 warps) per SM
-// instead of two at the 101 the compiler would take for NJ = 2 (nvcc 13:
-// Q4_0 at NJ = 2 spills 4 bytes since the exact conversions, which left its
-// 0.5B batched decode unchanged); resident warps are what makes these fast.
-// The K-quants hold a whole block per row (up to 15 registers each) and get
-// two blocks per SM.
-// Q4_0 / Q8_0 at 32 tokens a warp (NJ = 4, large matrices only) get two.
-template <quant::TensorType T, int NJ = 2>
-constexpr int kMinBlocks = FormatOf<T>::F::kUnits == 1 && NJ <= 2 ? 3 : 2;
+using mmq::kMinBlocks;
+using mmq::kWarps;
+using mmq::mini;
+using mmq::MmqArgs;
 
 // A launch whose weights take at least this many bytes is "large": far more
 // than its share of L2 between two reads of a row, so the blocks of one row
@@ -81,6 +57,19 @@ constexpr int kMinBlocks = FormatOf<T>::F::kUnits == 1 && NJ <= 2 ? 3 : 2;
 // not for every type and size (docs/PERFORMANCE.md, "Constants and their measurements").
 constexpr int64_t kLargeBytes = int64_t{8} << 20;
 
+// The tokens of a dense product: token group `by` of the batch, in order.
+struct BatchTokens {
+  const MmqArgs& a;
+  int64_t tok0;
+  __device__ __forceinline__ const int8_t* x(int k) const {
+    return a.xq + mini(tok0 + k, a.n_tokens - 1) * a.x_stride;
+  }
+  __device__ __forceinline__ bool out(int k, int64_t& o) const {
+    o = (tok0 + k) * a.rows;
+    return tok0 + k < a.n_tokens;
+  }
+};
+
 // Each segment as its own launch would compute it (mmq_segments.cuh).
 template <quant::TensorType T, int NJ>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NJ>)
@@ -88,95 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks<T, NJ>)
   unsigned bx = segs.tokens_fastest ? blockIdx.y : blockIdx.x;
   const unsigned by = segs.tokens_fastest ? blockIdx.x : blockIdx.y;
   const MmqArgs& a = segs.pick(bx);
-  using F = typename FormatOf<T>::F;
-  __shared__ float part[kWarps][NJ * 4][32];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, tig = lane & 3;
-  const int S = a.slices;
-  const int tile = warp / S, slice = warp % S;
-  const int64_t row0 = (static_cast<int64_t>(bx) * (kWarps / S) + tile) * 16;
-  const int64_t tok0 = static_cast<int64_t>(by) * 8 * NJ;
-  const int64_t per = (a.n_blocks + S - 1) / S;
-  const int64_t b_begin = mini(a.n_blocks, slice * per);
-  const int64_t b_end = mini(a.n_blocks, b_begin + per);
-  const int64_t last_row = a.rows - 1, last_tok = a.n_tokens - 1;
-  const uint8_t* w0 = a.w + mini(row0 + g, last_row) * a.row_bytes;
-  const uint8_t* w1 = a.w + mini(row0 + g + 8, last_row) * a.row_bytes;
-  Tokens<NJ> tk;
-  tk.last_unit = static_cast<int>(a.n_units - 1);
-  const int64_t d_off = a.n_units * 32;
-#pragma unroll
-  for (int j = 0; j < NJ; ++j) {
-    tk.x[j] = a.xq + mini(tok0 + 8 * j + g, last_tok) * a.x_stride;
-    tk.d[j] = reinterpret_cast<const float*>(tk.x[j] + d_off);
-  }
-  float acc[NJ][4];
-#pragma unroll
-  for (int j = 0; j < NJ; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  // A step: kAhead blocks (a multiple of four units), their weights loaded
-  // before any is used (loads in flight), their tokens' scales in one go.
-  constexpr int kAhead = F::kAhead;
-  constexpr int kStepUnits = F::kUnits * kAhead;
-  static_assert(kStepUnits % 4 == 0, "a step holds whole quads of units");
-  std::conditional_t<F::kUnitScales, mmq::StepScales<NJ, kStepUnits / 4>, mmq::NoStepScales<NJ>> sc;
-  int64_t b = b_begin;
-  // The K-quants ask L2 for the blocks F::kPrefetch steps ahead (each lane
-  // one line of its two rows: the four lanes of a row cover 256 bytes).
-  constexpr int64_t kPfBytes = static_cast<int64_t>(kAhead) * F::kBytes;
-  const int64_t pf_off = 64 * tig < kPfBytes ? 64 * tig : kPfBytes - 1;
-  constexpr int64_t kPfAhead = static_cast<int64_t>(F::kPrefetch) * kAhead;
-  for (; b + kAhead <= b_end; b += kAhead) {
-    if constexpr (kPfAhead > 0) {
-      if (b + kPfAhead < b_end) {
-        mmq::prefetch_l2(w0 + (b + kPfAhead) * F::kBytes + pf_off);
-        mmq::prefetch_l2(w1 + (b + kPfAhead) * F::kBytes + pf_off);
-      }
-    }
-    typename F::Row r[kAhead][2];
-#pragma unroll
-    for (int q = 0; q < kAhead; ++q) {
-      F::load(w0, b + q, tig, r[q][0]);
-      F::load(w1, b + q, tig, r[q][1]);
-    }
-    sc.load(tk, b * F::kUnits, tig);
-#pragma unroll
-    for (int q = 0; q < kAhead; ++q) {
-      F::add(r[q][0], r[q][1], b + q, q * F::kUnits, tk, sc, tig, acc);
-    }
-  }
-  for (; b < b_end; ++b) {  // the slice's last blocks, one at a time (kAhead > 1)
-    typename F::Row r[2];
-    F::load(w0, b, tig, r[0]);
-    F::load(w1, b, tig, r[1]);
-    sc.load(tk, b * F::kUnits, tig);
-    F::add(r[0], r[1], b, 0, tk, sc, tig, acc);
-  }
-  // Slices in order: the tile's first warp adds the others' sums to its own.
-  if (S > 1) {
-#pragma unroll
-    for (int j = 0; j < NJ; ++j) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) part[warp][4 * j + i][lane] = acc[j][i];
-    }
-  }
-  __syncthreads();         // S is the same for the whole block: every thread gets here
-  if (slice != 0) return;  // past the only barrier
-#pragma unroll
-  for (int j = 0; j < NJ; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float v = acc[j][i];
-      for (int s = 1; s < S; ++s) v = __fadd_rn(v, part[warp + s][4 * j + i][lane]);
-      const int64_t r = row0 + g + (i >= 2 ? 8 : 0);
-      const int64_t t = tok0 + 8 * j + 2 * tig + (i & 1);
-      if (r < a.rows && t < a.n_tokens) {
-        if (a.bias != nullptr) v = __fadd_rn(v, a.bias[r]);
-        const int64_t o = t * a.rows + r;
-        if (a.residual != nullptr) v = __fadd_rn(v, a.residual[o]);
-        a.y[o] = v;  // y may alias residual
-      }
-    }
-  }
+  mmq::mmq_tile<T, NJ>(a, bx, BatchTokens{a, static_cast<int64_t>(by) * 8 * NJ});
 }
 
 int sm_count() {
@@ -190,28 +91,6 @@ int sm_count() {
     return n;
   }();
   return sms;
-}
-
-// S (1, 2, 4 or 8): more slices for matrices with few row tiles, so that
-// several warps per SM have work even for one token (a function of the
-// shape and the device only, never of the batch). Q4_0 / Q8_0 (as tuned on
-// the 0.5B): by tiles per SM, at least two blocks a slice. K-quants (few
-// 256-value blocks a row): the fewest slices that give every SM its
-// resident warps (tiles * S >= SMs * resident), at least one block a slice
-// (docs/PERFORMANCE.md, "Constants and their measurements").
-int slices_for(int64_t rows, int64_t n_blocks, bool k_quant, int resident_warps) {
-  const int sms = sm_count();
-  const int64_t tiles = (rows + 15) / 16;
-  if (k_quant) {
-    int s = 1;
-    while (s < 8 && tiles * s < static_cast<int64_t>(sms) * resident_warps && n_blocks >= 2 * s) {
-      s *= 2;
-    }
-    return s;
-  }
-  int s = tiles >= 4 * sms ? 1 : (tiles >= 2 * sms ? 2 : (tiles >= sms / 2 ? 4 : 8));
-  while (s > 1 && n_blocks < 2 * s) s /= 2;
-  return s;
 }
 
 // Tokens per warp: 8 or 16 (more tokens go to more blocks, which keeps
@@ -232,29 +111,11 @@ void choose_nj(int64_t n_tokens, bool large, F&& f) {
   }
 }
 
-// Calls f(FormatTag) for the types the kernels take; false for any other.
+// Calls f(FormatTag) for the types the dense kernels take (not MXFP4: no
+// one-token kernel); false for any other.
 template <class F>
 bool dispatch_mmq(quant::TensorType t, F&& f) {
-  using quant::TensorType;
-  switch (t) {
-    case TensorType::Q4_0:
-      f(std::integral_constant<TensorType, TensorType::Q4_0>{});
-      return true;
-    case TensorType::Q8_0:
-      f(std::integral_constant<TensorType, TensorType::Q8_0>{});
-      return true;
-    case TensorType::Q4_K:
-      f(std::integral_constant<TensorType, TensorType::Q4_K>{});
-      return true;
-    case TensorType::Q5_K:
-      f(std::integral_constant<TensorType, TensorType::Q5_K>{});
-      return true;
-    case TensorType::Q6_K:
-      f(std::integral_constant<TensorType, TensorType::Q6_K>{});
-      return true;
-    default:
-      return false;
-  }
+  return mmq::dispatch_tile</*kMxfp4=*/false>(t, std::forward<F>(f));
 }
 
 // Values per block of the type's format (32, or 128 / 256 for the K-quants).
@@ -310,7 +171,7 @@ cudaError_t segment_args(quant::TensorType type, const void* w, size_t row_bytes
               static_cast<int64_t>(q8_activation_bytes(in_dim)),
               n_tokens,
               in_dim / 32,
-              slices_for(rows, n_blocks, k_quant, resident),
+              mmq::slices_for(rows, n_blocks, k_quant, resident),
               bias,
               residual,
               y};
@@ -363,6 +224,32 @@ cudaError_t launch_segments(quant::TensorType type, mmq::Segments<MmqArgs>& s, c
 }
 
 }  // namespace
+
+namespace mmq {
+
+// S (1, 2, 4 or 8): more slices for matrices with few row tiles, so that
+// several warps per SM have work even for one token (a function of the
+// shape and the device only, never of the batch). Q4_0 / Q8_0 (as tuned on
+// the 0.5B): by tiles per SM, at least two blocks a slice. K-quants (few
+// 256-value blocks a row): the fewest slices that give every SM its
+// resident warps (tiles * S >= SMs * resident), at least one block a slice
+// (docs/PERFORMANCE.md, "Constants and their measurements").
+int slices_for(int64_t rows, int64_t n_blocks, bool k_quant, int resident_warps) {
+  const int sms = sm_count();
+  const int64_t tiles = (rows + 15) / 16;
+  if (k_quant) {
+    int s = 1;
+    while (s < 8 && tiles * s < static_cast<int64_t>(sms) * resident_warps && n_blocks >= 2 * s) {
+      s *= 2;
+    }
+    return s;
+  }
+  int s = tiles >= 4 * sms ? 1 : (tiles >= 2 * sms ? 2 : (tiles >= sms / 2 ? 4 : 8));
+  while (s > 1 && n_blocks < 2 * s) s /= 2;
+  return s;
+}
+
+}  // namespace mmq
 
 bool mmq_takes_unquantized(quant::TensorType type, const void* w, const Q8Input& in) {
   return in.n_tokens == 1 && in.x != nullptr && in.glu_up == nullptr && has_mmq(type, in.in_dim) &&

@@ -51,6 +51,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/dequant.cuh"
 #include "quant/tensor_type.h"
 
 namespace minfer::cuda::mmq {
@@ -407,6 +408,45 @@ struct Q6K {
   }
 };
 
+// --- MXFP4: a block is one 32-value unit, an E8M0 scale byte first ----------
+// Value l is nibble l / 16 of qs[l % 16], an E2M1 code; the kernel multiplies
+// twice its value (an integer, -12..12: e2m1_x2) and scales by half the block's
+// power of two (dequant.cuh's e8m0_half), exactly the dequantized value. Blocks
+// are 17 bytes: a lane's bytes are read as aligned words and shifted into place.
+// Row and add are Q8_0's: a unit's integer sum times d_w d_x.
+struct Mxfp4 : Legacy<TensorType::Q8_0> {
+  static constexpr int kBytes = 17;
+  // Bytes p .. p + 7 as two words, p of any alignment; the word after the
+  // last one holding p + 7 is never read.
+  __device__ static void load8(const uint8_t* p, uint32_t& lo, uint32_t& hi) {
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    const auto* w = reinterpret_cast<const uint32_t*>(at & ~uintptr_t{3});
+    const unsigned sh = 8u * static_cast<unsigned>(at & 3u);
+    const uint32_t w0 = __ldg(w), w1 = __ldg(w + 1), w2 = sh != 0 ? __ldg(w + 2) : 0u;
+    lo = __funnelshift_r(w0, w1, sh);
+    hi = __funnelshift_r(w1, w2, sh);
+  }
+  // Four codes (the low nibble of each byte) as twice their values, one
+  // signed byte each: the magnitude from a byte table, then the sign.
+  __device__ static uint32_t e2m1_x2(uint32_t q) {
+    const uint32_t idx = q & 0x07070707u;
+    const uint32_t t = idx | (idx >> 4);
+    const uint32_t sel = (t & 0xffu) | ((t >> 8) & 0xff00u);
+    const uint32_t mag = __byte_perm(0x03020100u, 0x0C080604u, sel);  // 0 1 2 3 | 4 6 8 12
+    const uint32_t neg = ((q >> 3) & 0x01010101u) * 0xffu;
+    return __vsub4(mag ^ neg, neg);
+  }
+  __device__ static void load(const uint8_t* row, int64_t b, int tig, Row& r) {
+    const uint8_t* blk = row + b * kBytes;
+    uint32_t lo, hi;
+    load8(blk + 1 + 8 * (tig & 1), lo, hi);
+    const int sh = 4 * (tig >> 1);
+    r.lo = e2m1_x2(lo >> sh);
+    r.hi = e2m1_x2(hi >> sh);
+    r.d = e8m0_half(__ldg(blk));
+  }
+};
+
 // The format of each type the kernels take.
 template <TensorType T>
 struct FormatOf;
@@ -429,6 +469,10 @@ struct FormatOf<TensorType::Q5_K> {
 template <>
 struct FormatOf<TensorType::Q6_K> {
   using F = Q6K;
+};
+template <>
+struct FormatOf<TensorType::MXFP4> {
+  using F = Mxfp4;
 };
 
 }  // namespace minfer::cuda::mmq

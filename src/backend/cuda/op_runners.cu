@@ -447,7 +447,7 @@ Status CudaBackend::quantize_for_mmq(const Call& c, Q8Input& in, int8_t* quantiz
   // One scale per 256 values where a K-quant reads them (the others read either).
   for (const MmqWeight& w : weights) in.scale_per_256 = in.scale_per_256 || k_quant(w.type);
   if (!quantized_.same(in, events_)) {
-    bool itself = true;  // one token: the one-token kernel's prologue
+    bool itself = weights.size() != 0;  // one token: the one-token kernel's prologue
     size_t bytes = 0;
     const void* last = nullptr;
     for (const MmqWeight& w : weights) {

@@ -1,5 +1,8 @@
 // The CUDA backend's runners of the mixture-of-experts ops (kernels in
-// moe.cu; which nodes they take in op_support.cu).
+// moe.cu and mmq_id.cu; which nodes they take in op_support.cu). The
+// expert matmul takes the int8 tensor cores for every batch size where its
+// type has them (one arithmetic whatever the batch), else, and under
+// MINFER_GEMV_F32, the f32 GEMV.
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/weights.h"
@@ -76,7 +79,30 @@ Status CudaBackend::run_matmul_id(const Call& c) {
                  bias,
                  c.f32_out(),
                  static_cast<int*>(err_.data())};
+  const int64_t n_act = m->per_row_input ? rows_out : rows_out / m->n_used;
+  if (q8_gemv_ && has_mmq_id(w->type, m->in_dim) && quantize_q8_takes(m->in_dim, n_act)) {
+    return run_mmq_id(c, a, n_act);
+  }
   return launched(c.node, "matmul_id", launch_matmul_id(a, stream_.get()));
+}
+
+Status CudaBackend::run_mmq_id(const Call& c, const MatMulIdArgs& args, int64_t n_act) {
+  Q8Input in;
+  in.x = args.x;
+  in.in_dim = args.in_dim;
+  in.n_tokens = n_act;
+  in.scale_per_256 = quant::type_traits(args.type).block_size == 256;
+  const size_t q_bytes = quantized_bytes(in.in_dim, in.n_tokens);
+  const size_t work =
+      mmq_id_work_bytes(args.n_tokens * args.n_used, static_cast<int>(args.n_expert));
+  MINFER_ASSIGN_OR_RETURN(float* s, scratch(c.node, q_bytes + work));
+  auto* quantized = reinterpret_cast<int8_t*>(s);
+  MINFER_RETURN_IF_ERROR(quantize_for_mmq(c, in, quantized, {}));
+  // Kept for the next node (the up projection after the gate) unless this
+  // one's output overwrites its input.
+  quantized_.valid = c.out != c.in[0];
+  return launched(c.node, "mmq_id",
+                  launch_mmq_id(MmqIdArgs{args, quantized, quantized + q_bytes}, stream_.get()));
 }
 
 Status CudaBackend::run_moe_sum(const Call& c) {

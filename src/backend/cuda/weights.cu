@@ -230,11 +230,8 @@ Result<std::shared_ptr<const DeviceWeights>> DeviceWeights::get(const model::Wei
                                    std::string(quant::type_traits(v.type).name) +
                                    ", which has no CUDA kernel");
     }
-    if (v.type != quant::TensorType::F32 && v.row_length() % 32 != 0) {
-      return Status::unimplemented("tensor '" + v.name + "' has rows of " +
-                                   std::to_string(v.row_length()) +
-                                   " elements, not a multiple of 32 (the CUDA kernels' chunk)");
-    }
+    // Rows of a length the kernels cannot take (not a multiple of 32) still
+    // go up: the op table leaves their nodes to the CPU (op_support.cu).
     placements.push_back({&v, total});
     total += align_up(v.nbytes);
   }
