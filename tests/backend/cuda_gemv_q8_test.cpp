@@ -31,45 +31,10 @@
 
 #include "backend/backend_testutil.h"
 #include "backend/cuda_testutil.h"
+#include "backend/q8_emulation.h"
 
 namespace minfer::cuda::testing {
 namespace {
-
-using cpu::testing::random_floats;
-using graph::Node;
-using graph::Op;
-using quant::TensorType;
-
-// x as the kernel quantizes it: per 32-value block, scale and dequantized
-// values; the scale from the amax of each `span` values (32, or 256 where
-// the K-quants' tensor-core products read it: Q8Input::scale_per_256).
-struct Quantized {
-  std::vector<float> d;       // per 32-value block
-  std::vector<double> value;  // d * q per element
-};
-
-Quantized quantize_like_gpu(const std::vector<float>& x, size_t span = 32) {
-  Quantized q;
-  const size_t n = x.size();
-  q.d.resize(n / 32);
-  q.value.resize(n);
-  for (size_t b = 0; b < n / span; ++b) {
-    float amax = 0.0f;
-    for (size_t i = 0; i < span; ++i) amax = std::max(amax, std::fabs(x[span * b + i]));
-    const float d = amax / 127.0f;
-    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    for (size_t i = 0; i < span; ++i) {
-      q.value[span * b + i] = double(d) * std::nearbyint(x[span * b + i] * id);
-    }
-    for (size_t k = 0; k < span / 32; ++k) q.d[span / 32 * b + k] = d;
-  }
-  return q;
-}
-
-// The span of one activation scale where the tensor-core products take `type`.
-size_t tensor_core_span(TensorType type) {
-  return quant::type_traits(type).block_size == 256 ? 256 : 32;
-}
 
 struct Expect {
   double exact = 0, emulated = 0, bound = 0, scale = 0;
