@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/attention_testutil.h"
 #include "backend/backend_testutil.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
@@ -22,8 +23,9 @@
 namespace minfer::cpu {
 namespace {
 
-using testing::decode;
-using testing::encode;
+using testing::kv_type_name;
+using testing::KvRegion;
+using testing::make_kv_region;
 using testing::random_floats;
 
 constexpr int64_t kHeads = 8, kHeadsKv = 2, kHeadDim = 64;
@@ -33,35 +35,6 @@ constexpr int64_t kKvRow = kHeadsKv * kHeadDim, kQRow = kHeads * kHeadDim;
 // data below), far below every score, and some among the scores, so that
 // both branches of the fold (sink above or below the running max) run.
 const std::vector<float> kSinks = {40.0f, -40.0f, 0.0f, 1.5f, -1.0f, 3.0f, 0.5f, -2.5f};
-
-quant::TensorType tensor_type(KvType t) {
-  return t == KvType::kF16    ? quant::TensorType::F16
-         : t == KvType::kQ8_0 ? quant::TensorType::Q8_0
-                              : quant::TensorType::F32;
-}
-
-const char* type_name(KvType t) {
-  return t == KvType::kF16 ? "f16" : t == KvType::kQ8_0 ? "q8_0" : "f32";
-}
-
-// Rows as the kernel reads them (bytes) and the values those rows hold.
-struct Region {
-  std::vector<uint8_t> bytes;
-  std::vector<float> seen;
-};
-
-Region make_region(const std::vector<float>& x, KvType type) {
-  Region r;
-  if (type == KvType::kF32) {
-    r.bytes.resize(x.size() * sizeof(float));
-    std::memcpy(r.bytes.data(), x.data(), r.bytes.size());
-    r.seen = x;
-  } else {
-    r.bytes = encode(tensor_type(type), x);
-    r.seen = decode(tensor_type(type), r.bytes.data(), static_cast<int64_t>(x.size()));
-  }
-  return r;
-}
 
 // The reference: per (token, head), z_j = scale * q.k_j over the visible
 // keys, m = max(max_j z_j, s), p_j = exp(z_j - m) / (sum_j exp(z_j - m) +
@@ -141,7 +114,7 @@ struct Case {
 };
 
 std::string describe(const Case& c) {
-  return std::string("K ") + type_name(c.k) + " V " + type_name(c.v) +
+  return std::string("K ") + kv_type_name(c.k) + " V " + kv_type_name(c.v) +
          (c.per_row ? " per-row" : " tiled") + " window " + std::to_string(c.window) +
          (c.paged ? " paged" : "") + (c.batch_rows ? " batch rows" : "");
 }
@@ -154,7 +127,7 @@ struct Batch {
   std::vector<float> q;
   std::vector<int32_t> pos, slots, table;
   std::vector<float> k_exact, v_exact, batch_k, batch_v;
-  Region k, v;
+  KvRegion k, v;
 };
 
 Batch make_batch(const Case& c, const float* sinks) {
@@ -186,8 +159,8 @@ Batch make_batch(const Case& c, const float* sinks) {
   }
   st.k_exact = random_floats(rows * kKvRow, 12);
   st.v_exact = random_floats(rows * kKvRow, 13);
-  st.k = make_region(st.k_exact, c.k);
-  st.v = make_region(st.v_exact, c.v);
+  st.k = make_kv_region(st.k_exact, c.k);
+  st.v = make_kv_region(st.v_exact, c.v);
   if (c.batch_rows) {
     st.batch_k = random_floats(s.n_tokens * kKvRow, 14);
     st.batch_v = random_floats(s.n_tokens * kKvRow, 15);
@@ -220,7 +193,7 @@ std::vector<float> run(const Batch& st, const Case& c, const AttentionShape& s, 
 // per-row path (f16-rounded, or Q8_0 blocks whose integer dot is exact).
 Reference reference_for(const Batch& st, const Case& c) {
   std::vector<float> q = st.q;
-  if (c.per_row && c.k != KvType::kF32) q = make_region(st.q, c.k).seen;
+  if (c.per_row && c.k != KvType::kF32) q = make_kv_region(st.q, c.k).seen;
   std::vector<float> k = st.k.seen, v = st.v.seen;
   if (c.batch_rows) {
     std::copy(st.batch_k.begin(), st.batch_k.end(), k.begin() + st.shape.batch_first * kKvRow);

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "backend/attention_testutil.h"
 #include "backend/backend_testutil.h"
 #include "backend/cpu/ops.h"
 #include "backend/reference_ops.h"
@@ -15,49 +15,18 @@ namespace minfer::cpu {
 namespace {
 
 using testing::attention_ref;
-using testing::decode;
-using testing::encode;
+using testing::kv_type_name;
+using testing::KvRegion;
+using testing::make_kv_region;
 using testing::random_floats;
 
-quant::TensorType tensor_type(KvType t) {
-  return t == KvType::kF16    ? quant::TensorType::F16
-         : t == KvType::kQ8_0 ? quant::TensorType::Q8_0
-                              : quant::TensorType::F32;
-}
-
-const char* type_name(KvType t) {
-  return t == KvType::kF16 ? "f16" : t == KvType::kQ8_0 ? "q8_0" : "f32";
-}
-
-// One cache region: the encoded rows the kernel reads and the values they hold.
-struct Region {
-  KvType type = KvType::kF32;
-  std::vector<float> exact;  // what was stored
-  std::vector<uint8_t> bytes;
-  std::vector<float> seen;  // what the rows decode to
-};
-
-Region make_region(const std::vector<float>& x, KvType type) {
-  Region r{type, x, {}, {}};
-  if (type == KvType::kF32) {
-    r.bytes.resize(x.size() * sizeof(float));
-    std::memcpy(r.bytes.data(), x.data(), r.bytes.size());
-  } else {
-    r.bytes = encode(tensor_type(type), x);
-  }
-  r.seen = type == KvType::kF32
-               ? x
-               : decode(tensor_type(type), r.bytes.data(), static_cast<int64_t>(x.size()));
-  return r;
-}
-
 struct Cache {
-  Region k, v;
+  KvRegion k, v;
 };
 
 Cache make_cache(int64_t n, uint32_t seed, KvType k_type, KvType v_type) {
-  return {make_region(random_floats(n, seed), k_type),
-          make_region(random_floats(n, seed + 1), v_type)};
+  return {make_kv_region(random_floats(n, seed), k_type),
+          make_kv_region(random_floats(n, seed + 1), v_type)};
 }
 
 Status run(const std::vector<float>& q, const Cache& c, const int32_t* pos, const AttentionShape& s,
@@ -103,7 +72,7 @@ AttentionShape shape_of(const Case& c) {
 // on the per-row path, whose running sum is kept in f16 (1.5e-2; measured
 // worst 5.4e-3 on outputs of magnitude ~0.3).
 void run_case(const Case& c) {
-  SCOPED_TRACE(std::string("K ") + type_name(c.k) + " V " + type_name(c.v) + " heads " +
+  SCOPED_TRACE(std::string("K ") + kv_type_name(c.k) + " V " + kv_type_name(c.v) + " heads " +
                std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " hd " +
                std::to_string(c.head_dim) + " past " + std::to_string(c.n_past) + " tokens " +
                std::to_string(c.n_tokens) + " window " + std::to_string(c.window) +
@@ -118,7 +87,7 @@ void run_case(const Case& c) {
   ASSERT_TRUE(run(q, cache, pos.data(), s, out, pool).is_ok());
   const bool rows = per_row_path(c.k, c.v, c.per_row);
   std::vector<float> q_seen = q;
-  if (rows && c.k != KvType::kF32) q_seen = make_region(q, c.k).seen;
+  if (rows && c.k != KvType::kF32) q_seen = make_kv_region(q, c.k).seen;
   const auto ref = attention_ref(q_seen, cache.k.seen, cache.v.seen, pos, s);
   const double tol = rows && c.v == KvType::kF16 ? 1.5e-2 : 5e-6;
   EXPECT_LE(worst_diff(out, ref), tol);
@@ -171,7 +140,8 @@ TEST(cpu_Attention, Q8_0CacheCloseToF32Cache) {
     const AttentionShape s = shape_of(c);
     const auto q = random_floats(n_tokens * c.n_head * c.head_dim, 3, 2.0f);
     const Cache q8 = make_cache(s.n_kv * c.n_head_kv * c.head_dim, 8, KvType::kQ8_0, KvType::kQ8_0);
-    const Cache f32{make_region(q8.k.exact, KvType::kF32), make_region(q8.v.exact, KvType::kF32)};
+    const Cache f32{make_kv_region(q8.k.exact, KvType::kF32),
+                    make_kv_region(q8.v.exact, KvType::kF32)};
     std::vector<int32_t> pos(n_tokens);
     for (int t = 0; t < n_tokens; ++t) pos[t] = n_past + t;
     ThreadPool pool(2);
@@ -239,7 +209,7 @@ TEST(cpu_Attention, WindowOneReturnsOwnValue) {
     ThreadPool pool(1);
     std::vector<float> out(q.size());
     ASSERT_TRUE(run(q, c, pos, s, out, pool).is_ok());
-    for (int i = 0; i < 128; ++i) EXPECT_EQ(out[i], c.v.seen[i]) << type_name(t);
+    for (int i = 0; i < 128; ++i) EXPECT_EQ(out[i], c.v.seen[i]) << kv_type_name(t);
   }
 }
 
@@ -266,7 +236,7 @@ TEST(cpu_Attention, ThreadCountDoesNotChangeResults) {
     ThreadPool one(1), two(2);
     ASSERT_TRUE(run(q, c, pos.data(), s, a, one).is_ok());
     ASSERT_TRUE(run(q, c, pos.data(), s, b, two).is_ok());
-    EXPECT_EQ(a, b) << type_name(k) << "/" << type_name(v);
+    EXPECT_EQ(a, b) << kv_type_name(k) << "/" << kv_type_name(v);
   }
 }
 

@@ -25,11 +25,6 @@
 namespace minfer::cuda::testing {
 namespace {
 
-using cpu::testing::random_floats;
-using graph::Node;
-using graph::Op;
-using quant::TensorType;
-
 constexpr double kTol = 1e-3;
 constexpr TensorType kF32 = TensorType::F32, kF16 = TensorType::F16, kQ8 = TensorType::Q8_0;
 
@@ -78,13 +73,7 @@ void check_attention(const AttnCase& c) {
 
   Node store = make_node(Op::kKvStore, 0, 0,
                          graph::KvMeta{0, c.n_head_kv, c.head_dim, c.n_tokens, c.k, c.v});
-  graph::AttentionMeta am;
-  am.n_head = c.n_head;
-  am.n_head_kv = c.n_head_kv;
-  am.head_dim = c.head_dim;
-  am.k_type = c.k;
-  am.v_type = c.v;
-  am.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  graph::AttentionMeta am = attention_meta(c.n_head, c.n_head_kv, c.head_dim, c.k, c.v);
   am.sliding_window = c.window;
   am.sinks = c.sinks ? "sinks" : "";
   am.batch_invariant = c.invariant;
@@ -367,12 +356,7 @@ TEST(cuda_Ops, AttentionSinksRowsAreBatchInvariantBitForBit) {
   const auto pos = iota_positions(kTokens, static_cast<int32_t>(kPast));
   for (int64_t window : {0, 8}) {
     SCOPED_TRACE(::testing::Message() << "window " << window);
-    graph::AttentionMeta am;
-    am.n_head = kHeads;
-    am.n_head_kv = kHeadsKv;
-    am.head_dim = kDim;
-    am.k_type = am.v_type = kF16;
-    am.scale = 0.125f;
+    graph::AttentionMeta am = attention_meta(kHeads, kHeadsKv, kDim, kF16, kF16);
     am.sliding_window = window;
     am.sinks = "sinks";
     am.batch_invariant = true;
@@ -401,10 +385,7 @@ TEST(cuda_Ops, AttentionChecksTheSinkWeight) {
   add_weight(b.weights, "sinks7", kF32, 1, 7, sink_logits(7));
   b.start();
   auto node = [](const std::string& sinks) {
-    graph::AttentionMeta am;
-    am.n_head = 8;
-    am.n_head_kv = 2;
-    am.head_dim = 64;
+    graph::AttentionMeta am = attention_meta(8, 2, 64);
     am.sinks = sinks;
     return make_node(Op::kAttention, 8 * 64, 1, am);
   };
@@ -448,12 +429,7 @@ void check_paged(TensorType kv_type, int64_t n_tokens, double cpu_tol, bool with
     pos.push_back(static_cast<int32_t>(t % 2 == 0 ? 9 + t : 17 + t / 2));
   }
   const auto q = random_floats(kHeads * kDim * n_tokens, 22);
-  graph::AttentionMeta am;
-  am.n_head = kHeads;
-  am.n_head_kv = kHeadsKv;
-  am.head_dim = kDim;
-  am.k_type = am.v_type = kv_type;
-  am.scale = 0.125f;
+  graph::AttentionMeta am = attention_meta(kHeads, kHeadsKv, kDim, kv_type, kv_type);
   am.page_size = kPage;
   am.max_pages = kMaxPages;
   am.sinks = with_sinks ? "sinks" : "";

@@ -14,21 +14,20 @@
 // of the outputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "backend/backend_testutil.h"
 #include "backend/cuda_testutil.h"
+#include "backend/reference_ops.h"
 
 namespace minfer::cuda::testing {
 namespace {
-
-using cpu::testing::random_floats;
-using graph::Node;
-using graph::Op;
-using quant::TensorType;
 
 const TensorType kTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,
                              TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
@@ -48,6 +47,26 @@ bool is_k_quant(TensorType t) {
   return quant::type_traits(t).block_size == 256;
 }
 
+// A GPU backend over weight "w" ([out][in] of `type`, random from seed) and
+// bias "b" (f32 [out], from seed + 1), with w as the GPU sees it (decoded by
+// the reference) and the bias's values.
+struct WeightAndBias {
+  model::Weights weights;
+  std::unique_ptr<backend::Backend> gpu;
+  std::vector<float> w, bias;
+};
+
+void make_weight_and_bias(TensorType type, int64_t in, int64_t out, uint32_t seed,
+                          WeightAndBias& m) {
+  add_weight(m.weights, "w", type, out, in, random_floats(in * out, seed));
+  m.bias = random_floats(out, seed + 1);
+  add_weight(m.weights, "b", TensorType::F32, 1, out, m.bias);
+  auto gpu = create_backend(m.weights, env_options());
+  ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+  m.gpu = std::move(gpu).value();
+  m.w = dequantized(m.weights, "w");
+}
+
 TEST(cuda_Matmul, EveryTypeMatchesDequantizedDoubleDot) {
   MINFER_SKIP_WITHOUT_CUDA();
   GemvF32On f32_path;
@@ -57,13 +76,8 @@ TEST(cuda_Matmul, EveryTypeMatchesDequantizedDoubleDot) {
   for (TensorType type : kTypes) {
     for (const Shape& sh : {Shape{896, 160}, Shape{3584, 72}, Shape{256, 33}}) {
       if (is_k_quant(type) && sh.in % 256 != 0) continue;
-      model::Weights weights;
-      add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 21));
-      add_weight(weights, "b", TensorType::F32, 1, sh.out, random_floats(sh.out, 22));
-      auto gpu = create_backend(weights, env_options());
-      ASSERT_TRUE(gpu.is_ok()) << gpu.message();
-      const std::vector<float> w = dequantized(weights, "w");
-      const std::vector<float> bias = random_floats(sh.out, 22);
+      WeightAndBias m;
+      ASSERT_NO_FATAL_FAILURE(make_weight_and_bias(type, sh.in, sh.out, 21, m));
       for (int64_t n_tokens : {1, 3, 70}) {
         for (bool with_bias : {false, true}) {
           const auto x = random_floats(sh.in * n_tokens, 23, 1.0f / std::sqrt(float(sh.in)));
@@ -72,19 +86,13 @@ TEST(cuda_Matmul, EveryTypeMatchesDequantizedDoubleDot) {
           n.shape.ne = {sh.out, n_tokens};
           n.name = "test.matmul";
           n.meta = graph::MatMulMeta{"w", with_bias ? "b" : "", type, sh.in, sh.out};
-          ASSERT_TRUE((*gpu)->supports_op(n)) << quant::type_name(type);
-          auto got = run_node(**gpu, n, {bytes_of(x)});
+          ASSERT_TRUE(m.gpu->supports_op(n)) << quant::type_name(type);
+          auto got = run_node(*m.gpu, n, {bytes_of(x)});
           ASSERT_TRUE(got.is_ok()) << got.message();
-          double diff = 0;
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            for (int64_t r = 0; r < sh.out; ++r) {
-              double want = with_bias ? bias[r] : 0.0;
-              for (int64_t k = 0; k < sh.in; ++k) {
-                want += double(w[r * sh.in + k]) * double(x[t * sh.in + k]);
-              }
-              diff = std::max(diff, std::abs(want - (*got)[t * sh.out + r]));
-            }
-          }
+          const double diff =
+              max_abs_diff(*got, cpu::testing::matmul_ref(m.w.data(), x.data(),
+                                                          with_bias ? m.bias.data() : nullptr,
+                                                          sh.in, sh.out, n_tokens));
           if (with_bias) {
             std::printf("  %-5s in %5lld out %4lld tokens %3lld: max diff %.2e\n",
                         std::string(quant::type_name(type)).c_str(), static_cast<long long>(sh.in),
@@ -110,13 +118,8 @@ TEST(cuda_Matmul, GemvSplitsAndResidualMatchDequantizedDoubleDot) {
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
     for (const Shape& sh :
          {Shape{1024, 16500}, Shape{3584, 4200}, Shape{3584, 300}, Shape{256, 5}}) {
-      model::Weights weights;
-      add_weight(weights, "w", type, sh.out, sh.in, random_floats(sh.in * sh.out, 31));
-      add_weight(weights, "b", TensorType::F32, 1, sh.out, random_floats(sh.out, 32));
-      auto gpu = create_backend(weights, env_options());
-      ASSERT_TRUE(gpu.is_ok()) << gpu.message();
-      const std::vector<float> w = dequantized(weights, "w");
-      const std::vector<float> bias = random_floats(sh.out, 32);
+      WeightAndBias m;
+      ASSERT_NO_FATAL_FAILURE(make_weight_and_bias(type, sh.in, sh.out, 31, m));
       for (int64_t n_tokens : {1, 4}) {
         for (bool residual : {false, true}) {
           const auto x = random_floats(sh.in * n_tokens, 33, 1.0f / std::sqrt(float(sh.in)));
@@ -127,20 +130,14 @@ TEST(cuda_Matmul, GemvSplitsAndResidualMatchDequantizedDoubleDot) {
           n.name = "test.gemv";
           n.inputs = residual ? std::vector<graph::NodeId>{0, 1} : std::vector<graph::NodeId>{0};
           n.meta = graph::MatMulMeta{"w", "b", type, sh.in, sh.out};
-          ASSERT_TRUE((*gpu)->supports_op(n)) << quant::type_name(type);
-          auto got = residual ? run_node(**gpu, n, {bytes_of(x), bytes_of(r)})
-                              : run_node(**gpu, n, {bytes_of(x)});
+          ASSERT_TRUE(m.gpu->supports_op(n)) << quant::type_name(type);
+          auto got = residual ? run_node(*m.gpu, n, {bytes_of(x), bytes_of(r)})
+                              : run_node(*m.gpu, n, {bytes_of(x)});
           ASSERT_TRUE(got.is_ok()) << got.message();
-          double diff = 0;
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            for (int64_t o = 0; o < sh.out; ++o) {
-              double want = bias[o] + (residual ? r[t * sh.out + o] : 0.0);
-              for (int64_t k = 0; k < sh.in; ++k) {
-                want += double(w[o * sh.in + k]) * double(x[t * sh.in + k]);
-              }
-              diff = std::max(diff, std::abs(want - (*got)[t * sh.out + o]));
-            }
-          }
+          std::vector<double> want = cpu::testing::matmul_ref(m.w.data(), x.data(), m.bias.data(),
+                                                              sh.in, sh.out, n_tokens);
+          for (size_t i = 0; residual && i < want.size(); ++i) want[i] += r[i];
+          const double diff = max_abs_diff(*got, want);
           std::printf("  gemv %-5s in %4lld out %5lld tokens %lld residual %d: max diff %.2e\n",
                       std::string(quant::type_name(type)).c_str(), static_cast<long long>(sh.in),
                       static_cast<long long>(sh.out), static_cast<long long>(n_tokens),
@@ -170,20 +167,15 @@ TEST(cuda_Matmul, TensorCorePathMatchesDequantizedDoubleDot) {
   cases.push_back({TensorType::Q6_K, 18944, 256, 512, true});   // 7B down (fewer rows)
   cases.push_back({TensorType::BF16, 896, 896, 200, false});    // bf16 read directly
   for (const Case& c : cases) {
-    model::Weights weights;
-    add_weight(weights, "w", c.type, c.out, c.in, random_floats(c.in * c.out, 41));
-    add_weight(weights, "b", TensorType::F32, 1, c.out, random_floats(c.out, 42));
-    auto gpu = create_backend(weights, env_options());
-    ASSERT_TRUE(gpu.is_ok()) << gpu.message();
-    const std::vector<float> w = dequantized(weights, "w");
-    const std::vector<float> bias = random_floats(c.out, 42);
+    WeightAndBias m;
+    ASSERT_NO_FATAL_FAILURE(make_weight_and_bias(c.type, c.in, c.out, 41, m));
     const auto x = random_floats(c.in * c.n_tokens, 43, 1.0f / std::sqrt(float(c.in)));
     Node n;
     n.op = Op::kMatMul;
     n.shape.ne = {c.out, c.n_tokens};
     n.name = "test.matmul_mma";
     n.meta = graph::MatMulMeta{"w", "b", c.type, c.in, c.out};
-    auto got = run_node(**gpu, n, {bytes_of(x)});
+    auto got = run_node(*m.gpu, n, {bytes_of(x)});
     ASSERT_TRUE(got.is_ok()) << got.message();
     std::vector<std::pair<int64_t, int64_t>> at;  // (token, row)
     if (c.sampled) {
@@ -204,8 +196,10 @@ TEST(cuda_Matmul, TensorCorePathMatchesDequantizedDoubleDot) {
     double diff = 0, sq = 0;
     bool finite = true;
     for (const auto& [t, r] : at) {
-      double want = bias[r];
-      for (int64_t k = 0; k < c.in; ++k) want += double(w[r * c.in + k]) * double(x[t * c.in + k]);
+      double want = m.bias[r];
+      for (int64_t k = 0; k < c.in; ++k) {
+        want += double(m.w[r * c.in + k]) * double(x[t * c.in + k]);
+      }
       const float g = (*got)[t * c.out + r];
       finite = finite && std::isfinite(g);
       diff = std::max(diff, std::abs(want - g));

@@ -26,10 +26,7 @@
 namespace minfer::cuda::testing {
 namespace {
 
-using cpu::testing::random_floats;
 using graph::DType;
-using graph::Node;
-using graph::Op;
 
 constexpr double kTol = 1e-3;
 
@@ -367,7 +364,6 @@ TEST(cuda_Ops, RopeWithoutYarnIgnoresTheYarnFields) {
   EXPECT_EQ(std::memcmp(a->data(), c->data(), a->size() * sizeof(float)), 0);
 }
 
-using quant::TensorType;
 constexpr TensorType kF32 = TensorType::F32, kF16 = TensorType::F16, kQ8 = TensorType::Q8_0;
 
 // FusedQKV's per-head RoPE with YaRN (the one-token decode path): its q and
@@ -378,9 +374,7 @@ TEST(cuda_Ops, FusedQkvAppliesYarn) {
   const int64_t in_dim = 128, n_head = 4, n_head_kv = 2, head_dim = 64, n_ctx = 4100;
   const int64_t q_dim = n_head * head_dim, kv_row = n_head_kv * head_dim;
   Backends b;
-  add_weight(b.weights, "wq", kF32, q_dim, in_dim, random_floats(q_dim * in_dim, 43, 0.1f));
-  add_weight(b.weights, "wk", kF32, kv_row, in_dim, random_floats(kv_row * in_dim, 44, 0.1f));
-  add_weight(b.weights, "wv", kF32, kv_row, in_dim, random_floats(kv_row * in_dim, 45, 0.1f));
+  add_qkv_weights(b.weights, in_dim, q_dim, kv_row, 43);
   b.start();
   graph::FusedQkvMeta m = qkv_meta(in_dim, n_head, head_dim);
   m.rope = yarn_meta(n_head, head_dim, graph::RopeMode::kNeox);
@@ -426,11 +420,7 @@ TEST(cuda_Ops, RefusesWhatItCannotRun) {
   MINFER_SKIP_WITHOUT_CUDA();
   Backends b;
   b.start();
-  graph::AttentionMeta am;
-  am.n_head = 4;
-  am.n_head_kv = 1;
-  am.head_dim = 80;  // no kernel
-  Node attn = make_node(Op::kAttention, 4 * 80, 1, am);
+  Node attn = make_node(Op::kAttention, 4 * 80, 1, attention_meta(4, 1, 80));  // no kernel
   EXPECT_FALSE(b.gpu->supports_op(attn));
   auto r =
       run_node(*b.gpu, attn, {bytes_of(random_floats(320, 1)), {}, bytes_of(iota_positions(1, 0))});
@@ -568,9 +558,7 @@ TEST(cuda_Ops, FusedQkvStoresTheCpuQuantizersBytes) {
   for (int64_t head_dim : {64, 128, 256}) {
     const int64_t q_dim = n_head * head_dim, kv_row = n_head_kv * head_dim;
     Backends b;
-    add_weight(b.weights, "wq", kF32, q_dim, in_dim, random_floats(q_dim * in_dim, 31, 0.1f));
-    add_weight(b.weights, "wk", kF32, kv_row, in_dim, random_floats(kv_row * in_dim, 32, 0.1f));
-    add_weight(b.weights, "wv", kF32, kv_row, in_dim, random_floats(kv_row * in_dim, 33, 0.1f));
+    add_qkv_weights(b.weights, in_dim, q_dim, kv_row, 31);
     b.start();
     graph::FusedQkvMeta m = qkv_meta(in_dim, n_head, head_dim);
     const auto x = random_floats(in_dim, 34, 3.0f);
@@ -614,13 +602,7 @@ TEST(cuda_Ops, KvCacheTypesItRunsAndRefuses) {
     return make_node(Op::kKvStore, 0, 0, graph::KvMeta{0, 1, head_dim, 1, k, v});
   };
   auto attention_with = [](TensorType k, TensorType v) {
-    graph::AttentionMeta am;
-    am.n_head = 2;
-    am.n_head_kv = 1;
-    am.head_dim = 64;
-    am.k_type = k;
-    am.v_type = v;
-    return make_node(Op::kAttention, 2 * 64, 1, am);
+    return make_node(Op::kAttention, 2 * 64, 1, attention_meta(2, 1, 64, k, v));
   };
   auto fused_with = [](TensorType k, TensorType v, int64_t head_dim) {
     graph::FusedQkvMeta m;

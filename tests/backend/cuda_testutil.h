@@ -1,6 +1,8 @@
 // Helpers for the CUDA backend tests: skip without a device, build a weight
-// table from host data, run one graph node on any backend with host inputs,
-// returning its output, and set an environment variable for a scope.
+// table from host data, the metas the tests build nodes from, run one graph
+// node on any backend with host inputs, returning its output, and set an
+// environment variable for a scope. The names every CUDA test uses
+// (random_floats, Node, Op, TensorType) are declared here for them.
 //
 // Every test that needs the GPU starts with MINFER_SKIP_WITHOUT_CUDA(): on a
 // machine without a CUDA device (or a build without CUDA) it is skipped with
@@ -9,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_testutil.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/registry.h"
@@ -35,6 +39,11 @@
   } while (0)
 
 namespace minfer::cuda::testing {
+
+using cpu::testing::random_floats;
+using graph::Node;
+using graph::Op;
+using quant::TensorType;
 
 // The MINFER_* switches as the environment sets them now: the tests switch
 // backend variants with ScopedEnv and hand the result to what they create.
@@ -86,6 +95,21 @@ inline graph::FusedQkvMeta qkv_meta(int64_t in_dim, int64_t n_head, int64_t head
   return m;
 }
 
+// An Attention meta: n_head query heads over n_head_kv K/V heads of head_dim,
+// caches of k_type / v_type, scale 1 / sqrt(head_dim); the rest as defaulted.
+inline graph::AttentionMeta attention_meta(int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                                           TensorType k_type = TensorType::F32,
+                                           TensorType v_type = TensorType::F32) {
+  graph::AttentionMeta am;
+  am.n_head = n_head;
+  am.n_head_kv = n_head_kv;
+  am.head_dim = head_dim;
+  am.k_type = k_type;
+  am.v_type = v_type;
+  am.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  return am;
+}
+
 // Positions first, first + 1, ..., first + n - 1.
 inline std::vector<int32_t> iota_positions(int64_t n, int32_t first) {
   std::vector<int32_t> p(static_cast<size_t>(n));
@@ -122,6 +146,17 @@ inline void add_weight(model::Weights& w, const std::string& name, quant::Tensor
       rows == 1 ? std::vector<int64_t>{row_len} : std::vector<int64_t>{row_len, rows};
   const Status s = w.add_derived(name, type, std::move(dims), std::move(data));
   EXPECT_TRUE(s.is_ok()) << s.message();
+}
+
+// F32 weights "wq" [q_dim][in_dim], "wk" and "wv" [kv_row][in_dim] (qkv_meta's
+// names), random of scale 0.1 from seeds seed, seed + 1, seed + 2.
+inline void add_qkv_weights(model::Weights& w, int64_t in_dim, int64_t q_dim, int64_t kv_row,
+                            uint32_t seed) {
+  add_weight(w, "wq", TensorType::F32, q_dim, in_dim, random_floats(q_dim * in_dim, seed, 0.1f));
+  add_weight(w, "wk", TensorType::F32, kv_row, in_dim,
+             random_floats(kv_row * in_dim, seed + 1, 0.1f));
+  add_weight(w, "wv", TensorType::F32, kv_row, in_dim,
+             random_floats(kv_row * in_dim, seed + 2, 0.1f));
 }
 
 // Tensor `name` of w as the GPU sees it: encoded, then decoded by the
@@ -256,7 +291,9 @@ inline Result<std::vector<float>> run_node(backend::Backend& b, const graph::Nod
   return result;
 }
 
-inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+// max |a[i] - b[i]| in double; b: f32 results or a double reference.
+template <typename T>
+double max_abs_diff(const std::vector<float>& a, const std::vector<T>& b) {
   EXPECT_EQ(a.size(), b.size());
   double m = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {

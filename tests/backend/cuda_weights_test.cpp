@@ -14,10 +14,6 @@
 namespace minfer::cuda::testing {
 namespace {
 
-using graph::Node;
-using graph::Op;
-using quant::TensorType;
-
 constexpr int64_t kRowLen = 32;  // 128-byte rows: odd row counts leave padding after a tensor
 
 // Integer-valued floats (exact in f32) that differ between tensors and rows.

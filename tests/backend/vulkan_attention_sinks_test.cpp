@@ -30,9 +30,6 @@
 namespace minfer::vulkan::testing {
 namespace {
 
-using cpu::testing::random_floats;
-using quant::TensorType;
-
 // Scores stay within about +-8 with these data: 40 is far above every one,
 // -40 far below, the others among them (both branches of the fold run).
 const std::vector<float> kSinks8 = {40.0f, -40.0f, 0.0f, 1.5f, -1.0f, 3.0f, 0.5f, -2.5f};
@@ -120,6 +117,15 @@ void expect_near_cpu(const AttentionCase& c, const Data& d, const std::vector<fl
       << label(c, kernel) << " against the CPU backend";
 }
 
+// `c` with data from `seed` against the reference, and against the CPU's f32
+// paths (its q8_0 path quantizes the query: not comparable here).
+void expect_matches_reference_and_cpu(const AttentionCase& c, uint32_t seed,
+                                      AttentionKernel kernel) {
+  const Data d = make_data(c, seed);
+  const auto got = expect_sinks_match(c, d, kernel);
+  if (c.shape.k_type != TensorType::Q8_0 && !got.empty()) expect_near_cpu(c, d, got, kernel);
+}
+
 struct Types {
   TensorType k, v;
 };
@@ -139,12 +145,7 @@ TEST(VulkanAttentionSinks, DecodeKernelMatchesTheReferenceAndTheCpu) {
                         {},
                         sinks_for(8)};
         c.shape.sliding_window = window;
-        const Data d = make_data(c, seed += 10);
-        const auto got = expect_sinks_match(c, d, AttentionKernel::kDecode);
-        // The CPU's f32 paths (its q8_0 path quantizes the query: not comparable here).
-        if (t.k != TensorType::Q8_0 && !got.empty()) {
-          expect_near_cpu(c, d, got, AttentionKernel::kDecode);
-        }
+        expect_matches_reference_and_cpu(c, seed += 10, AttentionKernel::kDecode);
       }
     }
   }
@@ -154,21 +155,16 @@ TEST(VulkanAttentionSinks, TiledKernelMatchesTheReferenceAndTheCpu) {
   MINFER_SKIP_WITHOUT_VULKAN();
   uint32_t seed = 800;
   for (uint32_t rows : {1u, 2u, 4u}) {
-    shader::force_attention_tiled_rows_for_testing(rows);
+    const ForcedRows forced(rows);
     for (const Types& t : kTypes) {
       for (int64_t window : {int64_t{0}, int64_t{7}}) {
         AttentionCase c = prompt(40, 20, 8, 2, 64, t.k, t.v);
         c.sinks = sinks_for(8);
         c.shape.sliding_window = window;
-        const Data d = make_data(c, seed += 10);
-        const auto got = expect_sinks_match(c, d, AttentionKernel::kTiled);
-        if (t.k != TensorType::Q8_0 && !got.empty()) {
-          expect_near_cpu(c, d, got, AttentionKernel::kTiled);
-        }
+        expect_matches_reference_and_cpu(c, seed += 10, AttentionKernel::kTiled);
       }
     }
   }
-  shader::force_attention_tiled_rows_for_testing(0);
 }
 
 TEST(VulkanAttentionSinks, PagedCacheOfTwoSequences) {

@@ -24,27 +24,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
-#include <random>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "backend/backend_testutil.h"
 #include "backend/cpu/ops.h"
 #include "backend/shader/encode_attention.h"
-#include "backend/shader/kernel_args.h"
 #include "backend/shader/recorder.h"
 #include "backend/vulkan_attention_testutil.h"
-#include "backend/vulkan_testutil.h"
 #include "quant/half.h"
 
 namespace minfer::vulkan::testing {
 namespace {
-
-using cpu::testing::decode;
-using cpu::testing::encode;
-using cpu::testing::random_floats;
-using quant::TensorType;
 
 // ---- rope ----
 
@@ -326,11 +317,7 @@ TEST(VulkanAttention, SlidingWindowKeepsOnlyRecentKeys) {
 
 TEST(VulkanAttention, PagedCacheOfTwoSequencesInShuffledPages) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  expect_matches_reference(paged_case(TensorType::F16, TensorType::F16, 64), 400,
-                           AttentionKernel::kDecode);
-  AttentionCase windowed = paged_case(TensorType::Q8_0, TensorType::F32, 128);
-  windowed.shape.sliding_window = 21;
-  expect_matches_reference(windowed, 410, AttentionKernel::kDecode);
+  expect_paged_cases_match(AttentionKernel::kDecode, 400);
 }
 
 TEST(VulkanAttention, BadPositionsSlotsAndPagesAreSkippedAndReported) {
@@ -393,92 +380,10 @@ TEST(VulkanAttention, LoopBoundStaysFarBelowLavapipesCap) {
 
 TEST(VulkanAttention, RefusesMalformedShapes) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  shader::Device& d = device();
-  auto qb = zeros(d, 1 << 16), ob = zeros(d, 1 << 16), cache = zeros(d, 1 << 16);
-  auto small = zeros(d, 256), err = zeros(d, 16);
-  shader::Recorder rec(d);
-  auto code = [&](shader::AttentionShape s, const std::unique_ptr<shader::Buffer>& q,
-                  const std::unique_ptr<shader::Buffer>& out,
-                  const std::unique_ptr<shader::Buffer>& kc, shader::BufferRange tables = {}) {
-    return shader::encode_attention(rec, whole(q), whole(small), tables, tables, whole(kc),
-                                    whole(cache), {}, whole(out), whole(err), s)
-        .code();
-  };
-  const auto ok_shape = shape_of(2, 8, 2, 64, 16, TensorType::F32, TensorType::F32);
-  EXPECT_EQ(code(ok_shape, qb, ob, cache), StatusCode::kOk);  // the baseline is accepted
-  auto bad = ok_shape;
-  bad.n_head_kv = 3;  // 8 heads over 3 kv heads
-  EXPECT_EQ(code(bad, qb, ob, cache), StatusCode::kInvalidArgument);
-  bad = ok_shape;
-  bad.head_dim = 258;
-  EXPECT_EQ(code(bad, qb, ob, cache), StatusCode::kInvalidArgument);
-  bad.head_dim = 63;
-  EXPECT_EQ(code(bad, qb, ob, cache), StatusCode::kInvalidArgument);
-  bad = ok_shape;
-  bad.head_dim = 48;
-  bad.k_type = TensorType::Q8_0;
-  EXPECT_EQ(code(bad, qb, ob, cache), StatusCode::kInvalidArgument);
-  bad.k_type = TensorType::Q4_0;
-  bad.head_dim = 64;
-  EXPECT_EQ(code(bad, qb, ob, cache), StatusCode::kUnimplemented);
-  EXPECT_EQ(code(ok_shape, qb, qb, cache), StatusCode::kInvalidArgument);  // out aliases q
-  EXPECT_EQ(code(ok_shape, qb, ob, small), StatusCode::kInvalidArgument);  // short K
-  EXPECT_EQ(code(ok_shape, qb, ob, cache, whole(small)),
-            StatusCode::kInvalidArgument);  // tables unpaged
-  bad = ok_shape;
-  bad.page_size = 8;  // paged without tables
-  bad.max_pages = 2;
-  bad.n_slots = 1;
-  EXPECT_EQ(code(bad, qb, ob, cache), StatusCode::kInvalidArgument);
-  bad.page_size = 32;  // a page larger than the cache
-  EXPECT_EQ(code(bad, qb, ob, cache, whole(small)), StatusCode::kInvalidArgument);
-  bad = ok_shape;
-  bad.sliding_window = -1;
-  EXPECT_EQ(code(bad, qb, ob, cache), StatusCode::kInvalidArgument);
-  EXPECT_EQ(rec.pending(), 1u);  // only the baseline was recorded
-  if (d.info().type == "cpu") {  // lavapipe's loop cap
-    bad = ok_shape;
-    bad.n_ctx = 200000;
-    bad.head_dim = 4;
-    bad.n_head = bad.n_head_kv = 1;
-    EXPECT_EQ(code(bad, qb, ob, cache), StatusCode::kUnimplemented);
-  }
+  expect_malformed_shapes_refused(AttentionKernel::kDecode);
 }
 
 // ---- MINFER_ATTENTION_BENCH=1: per-call times on real shapes ----
-
-// Microseconds per call of `c` (GPU timestamps around 100 calls, each after
-// a barrier as in the engine; the best of 3 rounds after a warm-up round),
-// or -1 on a device without timestamps.
-double time_attention(const AttentionCase& c) {
-  shader::Device& d = device();
-  const shader::AttentionShape& s = c.shape;
-  const int64_t row_len = s.n_head_kv * s.head_dim;
-  const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, 71);
-  const HostCache k = make_cache(s.k_type, s.n_ctx, row_len, 72);
-  const HostCache v = make_cache(s.v_type, s.n_ctx, row_len, 73);
-  auto gq = upload_floats(d, q), gp = upload_vec(d, c.positions);
-  auto gk = upload_vec(d, k.bytes), gv = upload_vec(d, v.bytes);
-  auto go = zeros(d, q.size() * 4), err = zeros(d, MINFER_ERR_WORDS * 4);
-  constexpr int kCalls = 100;
-  double best = -1;
-  for (int round = 0; round < 4; ++round) {
-    shader::Recorder rec(d);
-    if (!rec.timestamp().is_ok()) return -1;
-    for (int i = 0; i < kCalls; ++i) {
-      const Status st = shader::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk),
-                                                 whole(gv), {}, whole(go), whole(err), s);
-      EXPECT_TRUE(st.is_ok()) << st.message();
-      if (!st.is_ok()) return -1;
-    }
-    if (!rec.timestamp().is_ok() || !rec.submit_and_wait().is_ok()) return -1;
-    const std::vector<double>& ts = rec.timestamps_s();
-    if (ts.size() != 2) return -1;
-    const double us = (ts[1] - ts[0]) / kCalls * 1e6;
-    if (round > 0 && (best < 0 || us < best)) best = us;
-  }
-  return best;
-}
 
 TEST(VulkanAttention, Speed) {
   MINFER_SKIP_WITHOUT_VULKAN();
@@ -510,7 +415,7 @@ TEST(VulkanAttention, Speed) {
         {},
         {},
         {}};
-    const double us = time_attention(c);
+    const double us = time_attention(c, AttentionKernel::kDecode, 100);
     if (us < 0) GTEST_SKIP() << "no timestamps on " << device().info().name;
     std::printf("attention %-13s %s %3lld tokens, last at %5d: %8.2f us per call\n", b.model,
                 std::string(quant::type_name(b.type)).c_str(), static_cast<long long>(b.n_tokens),

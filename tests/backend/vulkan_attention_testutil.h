@@ -4,7 +4,7 @@
 // them (f16 by quant::f32_to_f16, q8_0 by its quantizer) with their
 // dequantized values, attention cases (shape, positions, paged tables,
 // sinks), the double-precision host attention over the dequantized cache,
-// and a runner for either kernel.
+// and for either kernel a runner, the refusals both share and a timer.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,8 +13,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/backend_testutil.h"
@@ -33,6 +35,31 @@ using cpu::testing::random_floats;
 using quant::TensorType;
 
 enum class AttentionKernel { kDecode, kTiled };
+
+// Rows per invocation forced for a scope (shader::force_attention_tiled_rows_for_testing).
+class ForcedRows {
+ public:
+  explicit ForcedRows(uint32_t rows) { shader::force_attention_tiled_rows_for_testing(rows); }
+  ~ForcedRows() { shader::force_attention_tiled_rows_for_testing(0); }
+  ForcedRows(const ForcedRows&) = delete;
+  ForcedRows& operator=(const ForcedRows&) = delete;
+};
+
+// Encodes `kernel` (shader::encode_attention or encode_attention_tiled, which
+// take the same bindings).
+inline Status encode_attention_with(
+    AttentionKernel kernel, shader::Recorder& rec, const shader::BufferRange& q,
+    const shader::BufferRange& positions, const shader::BufferRange& slots,
+    const shader::BufferRange& table, const shader::BufferRange& k_cache,
+    const shader::BufferRange& v_cache, const shader::BufferRange& sinks,
+    const shader::BufferRange& out, const shader::BufferRange& err,
+    const shader::AttentionShape& s) {
+  return kernel == AttentionKernel::kTiled
+             ? shader::encode_attention_tiled(rec, q, positions, slots, table, k_cache, v_cache,
+                                              sinks, out, err, s)
+             : shader::encode_attention(rec, q, positions, slots, table, k_cache, v_cache, sinks,
+                                        out, err, s);
+}
 
 template <typename T>
 std::unique_ptr<shader::Buffer> upload_vec(shader::Device& d, const std::vector<T>& v) {
@@ -162,7 +189,6 @@ struct AttentionRun {
 // reads out and the error words back.
 inline AttentionRun run_attention(const AttentionCase& c, const std::vector<float>& q,
                                   const HostCache& k, const HostCache& v, AttentionKernel kernel) {
-  const bool tiled = kernel == AttentionKernel::kTiled;
   shader::Device& d = device();
   const bool paged = c.shape.page_size > 0;
   auto gq = upload_floats(d, q), gp = upload_vec(d, c.positions);
@@ -176,11 +202,8 @@ inline AttentionRun run_attention(const AttentionCase& c, const std::vector<floa
   const shader::BufferRange table = paged ? whole(gt) : shader::BufferRange{};
   const shader::BufferRange kc{gk.get(), 0, k.bytes.size()}, vc{gv.get(), 0, v.bytes.size()};
   shader::Recorder rec(d);
-  const Status s = tiled
-                       ? shader::encode_attention_tiled(rec, whole(gq), whole(gp), slots, table, kc,
-                                                        vc, sinks, whole(go), whole(err), c.shape)
-                       : shader::encode_attention(rec, whole(gq), whole(gp), slots, table, kc, vc,
-                                                  sinks, whole(go), whole(err), c.shape);
+  const Status s = encode_attention_with(kernel, rec, whole(gq), whole(gp), slots, table, kc, vc,
+                                         sinks, whole(go), whole(err), c.shape);
   EXPECT_TRUE(s.is_ok()) << s.message();
   if (!s.is_ok()) return {};
   const Status w = rec.submit_and_wait();
@@ -236,6 +259,15 @@ inline AttentionCase paged_case(TensorType k_type, TensorType v_type, int64_t hd
   return c;
 }
 
+// paged_case against the host: f16 caches at head_dim 64 (seed), and q8_0 K
+// with f32 V at head_dim 128 in a window of 21 (seed + 10).
+inline void expect_paged_cases_match(AttentionKernel kernel, uint32_t seed) {
+  expect_matches_reference(paged_case(TensorType::F16, TensorType::F16, 64), seed, kernel);
+  AttentionCase windowed = paged_case(TensorType::Q8_0, TensorType::F32, 128);
+  windowed.shape.sliding_window = 21;
+  expect_matches_reference(windowed, seed + 10, kernel);
+}
+
 // A position past the cache, a slot past the tables and a page past the
 // cache are skipped and reported (MINFER_ERR_POSITION with the value and its
 // bound); the query past the cache keeps its output, the one before it is
@@ -270,6 +302,98 @@ inline void expect_bad_indices_reported(AttentionKernel kernel) {
   const auto want = reference_attention({past.shape, {3, 3}, {}, {}, {}}, q, k, v);
   for (size_t i = 0; i < 128; ++i) EXPECT_NEAR(got.out[i], want[i], 1e-3);
   for (size_t i = 128; i < 256; ++i) EXPECT_EQ(got.out[i], 7.0f);
+}
+
+// What both kernels refuse, each refusal recording nothing: heads that do not
+// divide, head_dim past 256 or odd, q8_0 with head_dim % 32 != 0, a cache
+// type without a kernel (unimplemented), out aliasing q, a short K cache,
+// tables unpaged, paged without tables or with a page larger than the cache,
+// a negative window, and on lavapipe a loop past its cap (unimplemented).
+inline void expect_malformed_shapes_refused(AttentionKernel kernel) {
+  shader::Device& d = device();
+  auto qb = zeros(d, 1 << 16), ob = zeros(d, 1 << 16), cache = zeros(d, 1 << 16);
+  auto small = zeros(d, 256), err = zeros(d, 16);
+  shader::Recorder rec(d);
+  auto code = [&](shader::AttentionShape s, const std::unique_ptr<shader::Buffer>& out,
+                  const std::unique_ptr<shader::Buffer>& kc, shader::BufferRange tables = {}) {
+    return encode_attention_with(kernel, rec, whole(qb), whole(small), tables, tables, whole(kc),
+                                 whole(cache), {}, whole(out), whole(err), s)
+        .code();
+  };
+  const auto ok_shape = shape_of(2, 8, 2, 64, 16, TensorType::F32, TensorType::F32);
+  EXPECT_EQ(code(ok_shape, ob, cache), StatusCode::kOk);  // the baseline is accepted
+  auto bad = ok_shape;
+  bad.n_head_kv = 3;  // 8 heads over 3 kv heads
+  EXPECT_EQ(code(bad, ob, cache), StatusCode::kInvalidArgument);
+  bad = ok_shape;
+  bad.head_dim = 258;
+  EXPECT_EQ(code(bad, ob, cache), StatusCode::kInvalidArgument);
+  bad.head_dim = 63;
+  EXPECT_EQ(code(bad, ob, cache), StatusCode::kInvalidArgument);
+  bad = ok_shape;
+  bad.head_dim = 48;
+  bad.k_type = TensorType::Q8_0;
+  EXPECT_EQ(code(bad, ob, cache), StatusCode::kInvalidArgument);
+  bad.k_type = TensorType::Q4_0;
+  bad.head_dim = 64;
+  EXPECT_EQ(code(bad, ob, cache), StatusCode::kUnimplemented);
+  EXPECT_EQ(code(ok_shape, qb, cache), StatusCode::kInvalidArgument);  // out aliases q
+  EXPECT_EQ(code(ok_shape, ob, small), StatusCode::kInvalidArgument);  // short K
+  EXPECT_EQ(code(ok_shape, ob, cache, whole(small)),
+            StatusCode::kInvalidArgument);  // tables unpaged
+  bad = ok_shape;
+  bad.page_size = 8;  // paged without tables
+  bad.max_pages = 2;
+  bad.n_slots = 1;
+  EXPECT_EQ(code(bad, ob, cache), StatusCode::kInvalidArgument);
+  bad.page_size = 32;  // a page larger than the cache
+  EXPECT_EQ(code(bad, ob, cache, whole(small)), StatusCode::kInvalidArgument);
+  bad = ok_shape;
+  bad.sliding_window = -1;
+  EXPECT_EQ(code(bad, ob, cache), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rec.pending(), 1u);  // only the baseline was recorded
+  if (d.info().type == "cpu") {  // lavapipe's loop cap
+    bad = ok_shape;
+    bad.n_ctx = 200000;
+    bad.head_dim = 4;
+    bad.n_head = bad.n_head_kv = 1;
+    EXPECT_EQ(code(bad, ob, cache), StatusCode::kUnimplemented);
+  }
+}
+
+// Microseconds per call of `kernel` on `c` (GPU timestamps around `calls`
+// calls, each after a barrier as in the engine; the best of 3 rounds after a
+// warm-up round), or -1 on a device without timestamps. `out`, when given,
+// gets the last call's output.
+inline double time_attention(const AttentionCase& c, AttentionKernel kernel, int calls,
+                             std::vector<float>* out = nullptr) {
+  shader::Device& d = device();
+  const shader::AttentionShape& s = c.shape;
+  const int64_t row_len = s.n_head_kv * s.head_dim;
+  const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, 71);
+  const HostCache k = make_cache(s.k_type, s.n_ctx, row_len, 72);
+  const HostCache v = make_cache(s.v_type, s.n_ctx, row_len, 73);
+  auto gq = upload_floats(d, q), gp = upload_vec(d, c.positions);
+  auto gk = upload_vec(d, k.bytes), gv = upload_vec(d, v.bytes);
+  auto go = zeros(d, q.size() * 4), err = zeros(d, MINFER_ERR_WORDS * 4);
+  double best = -1;
+  for (int round = 0; round < 4; ++round) {
+    shader::Recorder rec(d);
+    if (!rec.timestamp().is_ok()) return -1;
+    for (int i = 0; i < calls; ++i) {
+      const Status st = encode_attention_with(kernel, rec, whole(gq), whole(gp), {}, {}, whole(gk),
+                                              whole(gv), {}, whole(go), whole(err), s);
+      EXPECT_TRUE(st.is_ok()) << st.message();
+      if (!st.is_ok()) return -1;
+    }
+    if (!rec.timestamp().is_ok() || !rec.submit_and_wait().is_ok()) return -1;
+    const std::vector<double>& ts = rec.timestamps_s();
+    if (ts.size() != 2) return -1;
+    const double us = (ts[1] - ts[0]) / calls * 1e6;
+    if (round > 0 && (best < 0 || us < best)) best = us;
+  }
+  if (out != nullptr) *out = download_floats(d, *go, q.size());
+  return best;
 }
 
 }  // namespace minfer::vulkan::testing

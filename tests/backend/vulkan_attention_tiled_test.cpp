@@ -13,40 +13,16 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "backend/backend_testutil.h"
 #include "backend/shader/encode_attention.h"
 #include "backend/shader/encode_attention_tiled.h"
-#include "backend/shader/kernel_args.h"
-#include "backend/shader/recorder.h"
 #include "backend/vulkan_attention_testutil.h"
-#include "backend/vulkan_testutil.h"
-#include "quant/half.h"
 
 namespace minfer::vulkan::testing {
 namespace {
-
-using cpu::testing::decode;
-using cpu::testing::encode;
-using cpu::testing::random_floats;
-using quant::TensorType;
-
-// Rows per invocation forced for a scope (shader::force_attention_tiled_rows_for_testing).
-class ForcedRows {
- public:
-  explicit ForcedRows(uint32_t rows) { shader::force_attention_tiled_rows_for_testing(rows); }
-  ~ForcedRows() { shader::force_attention_tiled_rows_for_testing(0); }
-  ForcedRows(const ForcedRows&) = delete;
-  ForcedRows& operator=(const ForcedRows&) = delete;
-};
 
 struct TypeCase {
   TensorType k, v;
@@ -110,11 +86,7 @@ TEST(VulkanAttentionTiled, SlidingWindowKeepsOnlyRecentKeys) {
 
 TEST(VulkanAttentionTiled, PagedCacheOfTwoSequencesInShuffledPages) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  expect_matches_reference(paged_case(TensorType::F16, TensorType::F16, 64), 500,
-                           AttentionKernel::kTiled);
-  AttentionCase windowed = paged_case(TensorType::Q8_0, TensorType::F32, 128);
-  windowed.shape.sliding_window = 21;
-  expect_matches_reference(windowed, 510, AttentionKernel::kTiled);
+  expect_paged_cases_match(AttentionKernel::kTiled, 500);
 }
 
 TEST(VulkanAttentionTiled, BadPositionsSlotsAndPagesAreSkippedAndReported) {
@@ -124,42 +96,7 @@ TEST(VulkanAttentionTiled, BadPositionsSlotsAndPagesAreSkippedAndReported) {
 
 TEST(VulkanAttentionTiled, RefusesWhatEncodeAttentionRefuses) {
   MINFER_SKIP_WITHOUT_VULKAN();
-  shader::Device& d = device();
-  auto qb = zeros(d, 1 << 16), ob = zeros(d, 1 << 16), cache = zeros(d, 1 << 16);
-  auto small = zeros(d, 256), err = zeros(d, 16);
-  shader::Recorder rec(d);
-  auto code = [&](shader::AttentionShape s, const std::unique_ptr<shader::Buffer>& out,
-                  const std::unique_ptr<shader::Buffer>& kc, shader::BufferRange tables = {}) {
-    return shader::encode_attention_tiled(rec, whole(qb), whole(small), tables, tables, whole(kc),
-                                          whole(cache), {}, whole(out), whole(err), s)
-        .code();
-  };
-  const auto ok_shape = shape_of(2, 8, 2, 64, 16, TensorType::F32, TensorType::F32);
-  EXPECT_EQ(code(ok_shape, ob, cache), StatusCode::kOk);
-  auto bad = ok_shape;
-  bad.n_head_kv = 3;
-  EXPECT_EQ(code(bad, ob, cache), StatusCode::kInvalidArgument);
-  bad = ok_shape;
-  bad.head_dim = 258;
-  EXPECT_EQ(code(bad, ob, cache), StatusCode::kInvalidArgument);
-  bad.head_dim = 63;
-  EXPECT_EQ(code(bad, ob, cache), StatusCode::kInvalidArgument);
-  bad = ok_shape;
-  bad.head_dim = 48;
-  bad.k_type = TensorType::Q8_0;
-  EXPECT_EQ(code(bad, ob, cache), StatusCode::kInvalidArgument);
-  bad.k_type = TensorType::Q4_0;
-  bad.head_dim = 64;
-  EXPECT_EQ(code(bad, ob, cache), StatusCode::kUnimplemented);
-  EXPECT_EQ(code(ok_shape, qb, cache), StatusCode::kInvalidArgument);  // out aliases q
-  EXPECT_EQ(code(ok_shape, ob, small), StatusCode::kInvalidArgument);  // short K
-  EXPECT_EQ(code(ok_shape, ob, cache, whole(small)), StatusCode::kInvalidArgument);
-  bad = ok_shape;
-  bad.page_size = 32;  // a page larger than the cache
-  bad.max_pages = 2;
-  bad.n_slots = 1;
-  EXPECT_EQ(code(bad, ob, cache, whole(small)), StatusCode::kInvalidArgument);
-  EXPECT_EQ(rec.pending(), 1u);  // only the baseline was recorded
+  expect_malformed_shapes_refused(AttentionKernel::kTiled);
 }
 
 TEST(VulkanAttentionTiled, AppliesToPromptsOfReadableCaches) {
@@ -186,41 +123,6 @@ TEST(VulkanAttentionTiled, AppliesToPromptsOfReadableCaches) {
 
 // ---- by hand: GPU time per call, the per-query kernel against the tiled one ----
 
-// Microseconds per call (timestamps around `calls` calls, best of 3 rounds
-// after a warm-up), or -1 without timestamps; `out` gets the last output.
-double time_call(const AttentionCase& c, bool tiled, int calls, std::vector<float>* out) {
-  shader::Device& d = device();
-  const shader::AttentionShape& s = c.shape;
-  const int64_t row_len = s.n_head_kv * s.head_dim;
-  const auto q = random_floats(s.n_tokens * s.n_head * s.head_dim, 71);
-  const HostCache k = make_cache(s.k_type, s.n_ctx, row_len, 72);
-  const HostCache v = make_cache(s.v_type, s.n_ctx, row_len, 73);
-  auto gq = upload_floats(d, q), gp = upload_vec(d, c.positions);
-  auto gk = upload_vec(d, k.bytes), gv = upload_vec(d, v.bytes);
-  auto go = zeros(d, q.size() * 4), err = zeros(d, MINFER_ERR_WORDS * 4);
-  double best = -1;
-  for (int round = 0; round < 4; ++round) {
-    shader::Recorder rec(d);
-    if (!rec.timestamp().is_ok()) return -1;
-    for (int i = 0; i < calls; ++i) {
-      const Status st =
-          tiled ? shader::encode_attention_tiled(rec, whole(gq), whole(gp), {}, {}, whole(gk),
-                                                 whole(gv), {}, whole(go), whole(err), s)
-                : shader::encode_attention(rec, whole(gq), whole(gp), {}, {}, whole(gk), whole(gv),
-                                           {}, whole(go), whole(err), s);
-      EXPECT_TRUE(st.is_ok()) << st.message();
-      if (!st.is_ok()) return -1;
-    }
-    if (!rec.timestamp().is_ok() || !rec.submit_and_wait().is_ok()) return -1;
-    const std::vector<double>& ts = rec.timestamps_s();
-    if (ts.size() != 2) return -1;
-    const double us = (ts[1] - ts[0]) / calls * 1e6;
-    if (round > 0 && (best < 0 || us < best)) best = us;
-  }
-  *out = download_floats(d, *go, q.size());
-  return best;
-}
-
 TEST(VulkanAttentionTiled, DISABLED_PromptTiming) {
   MINFER_SKIP_WITHOUT_VULKAN();
   struct Bench {
@@ -242,13 +144,13 @@ TEST(VulkanAttentionTiled, DISABLED_PromptTiming) {
                                    TensorType::F16, TensorType::F16);
     const int calls = b.n_tokens >= 2048 ? 10 : 40;
     std::vector<float> want, got;
-    const double per_query = time_call(c, false, calls, &want);
+    const double per_query = time_attention(c, AttentionKernel::kDecode, calls, &want);
     if (per_query < 0)
       GTEST_SKIP() << "no timing (timestamps, the deadline) on " << device().info().name;
     std::string line;
     for (uint32_t rows : {0u, 4u, 2u, 1u}) {
       const ForcedRows forced(rows);
-      const double tiled = time_call(c, true, calls, &got);
+      const double tiled = time_attention(c, AttentionKernel::kTiled, calls, &got);
       const std::vector<double> ref(want.begin(), want.end());
       char part[96];
       std::snprintf(part, sizeof(part), "  rows/inv %u: %9.1f us (x%.1f, max diff %.1e)", rows,

@@ -21,6 +21,7 @@
 #include "backend/cuda/op_support.h"
 #include "backend/cuda/replay.h"
 #include "backend/cuda/weights.h"
+#include "backend/device_errors.h"
 #include "backend/node_checks.h"
 
 namespace minfer::cuda::detail {
@@ -74,7 +75,7 @@ const OpEntry& entry(Op op) {
 }  // namespace
 
 CudaBackend::CudaBackend(std::shared_ptr<const DeviceWeights> weights, Stream stream, Event done,
-                         DeviceBuffer err, int* err_host, const Options& options)
+                         DeviceBuffer err, uint32_t* err_host, const Options& options)
     : weights_(std::move(weights)),
       stream_(std::move(stream)),
       done_(std::move(done)),
@@ -168,7 +169,7 @@ Status CudaBackend::launched(const Node& n, const char* kernel, cudaError_t err)
 
 Status CudaBackend::synchronize() {
   if (pending_ == 0) return Status::ok();
-  MINFER_CUDA_CHECK(cudaMemcpyAsync(err_host_, err_.data(), kErrWords * sizeof(int),
+  MINFER_CUDA_CHECK(cudaMemcpyAsync(err_host_, err_.data(), kErrWords * sizeof(uint32_t),
                                     cudaMemcpyDeviceToHost, stream_.get()));
   MINFER_CUDA_CHECK(cudaEventRecord(done_.get(), stream_.get()));
   using Clock = std::chrono::steady_clock;
@@ -193,30 +194,12 @@ Status CudaBackend::synchronize() {
     }
   }
   pending_ = 0;
-  if (err_host_[0] != kErrNone) {
-    const int code = err_host_[0], a = err_host_[1], b = err_host_[2];
-    MINFER_CUDA_CHECK(cudaMemsetAsync(err_.data(), 0, kErrWords * sizeof(int), stream_.get()));
+  if (err_host_[0] != MINFER_ERR_NONE) {
+    Status reported = backend::device_error(err_host_, "CUDA", recent_kernels());
+    MINFER_CUDA_CHECK(cudaMemsetAsync(err_.data(), 0, kErrWords * sizeof(uint32_t), stream_.get()));
     MINFER_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-    err_host_[0] = kErrNone;
-    if (code == kErrTokenRange) {
-      return Status::invalid_argument("CUDA: token id " + std::to_string(a) + " outside [0, " +
-                                      std::to_string(b) + "); " + recent_kernels());
-    }
-    if (code == kErrExpertRange) {
-      return Status::invalid_argument("CUDA: expert id " + std::to_string(a) + " outside [0, " +
-                                      std::to_string(b) + "); " + recent_kernels());
-    }
-    if (code == kErrNanRouterLogit) {
-      return Status::invalid_argument("CUDA: the router logits of token " + std::to_string(a) +
-                                      " hold a NaN; " + recent_kernels());
-    }
-    if (code == kErrNonFiniteKv) {
-      return Status::invalid_argument(
-          "CUDA: a non-finite value was stored into the q8_0 KV cache row " + std::to_string(a) +
-          "; " + recent_kernels());
-    }
-    return Status::internal("CUDA: position " + std::to_string(a) + " outside the KV cache of " +
-                            std::to_string(b) + " rows; " + recent_kernels());
+    err_host_[0] = MINFER_ERR_NONE;
+    return reported;
   }
   return Status::ok();
 }
@@ -365,11 +348,11 @@ Result<std::unique_ptr<backend::Backend>> create_backend(const model::Weights& w
   MINFER_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceWeights> dw, DeviceWeights::get(weights));
   MINFER_ASSIGN_OR_RETURN(Stream stream, Stream::create());
   MINFER_ASSIGN_OR_RETURN(Event done, Event::create());
-  MINFER_ASSIGN_OR_RETURN(DeviceBuffer err, DeviceBuffer::allocate(kErrWords * sizeof(int)));
-  MINFER_CUDA_CHECK(cudaMemset(err.data(), 0, kErrWords * sizeof(int)));
-  int* err_host = nullptr;
-  MINFER_CUDA_CHECK(cudaMallocHost(&err_host, kErrWords * sizeof(int)));
-  std::memset(err_host, 0, kErrWords * sizeof(int));
+  MINFER_ASSIGN_OR_RETURN(DeviceBuffer err, DeviceBuffer::allocate(kErrWords * sizeof(uint32_t)));
+  MINFER_CUDA_CHECK(cudaMemset(err.data(), 0, kErrWords * sizeof(uint32_t)));
+  uint32_t* err_host = nullptr;
+  MINFER_CUDA_CHECK(cudaMallocHost(&err_host, kErrWords * sizeof(uint32_t)));
+  std::memset(err_host, 0, kErrWords * sizeof(uint32_t));
   return std::unique_ptr<backend::Backend>(new detail::CudaBackend(
       std::move(dw), std::move(stream), std::move(done), std::move(err), err_host, options));
 }

@@ -6,10 +6,11 @@
 // bandwidth.cu (the device copy behind memory_bandwidth_gbs).
 //
 // Ownership: the backend holds a share of the uploaded weights, its own
-// stream, completion event, device error words (kErrWords ints) and their
-// pinned host mirror (freed in the destructor after the stream drains), its
-// buffers, one scratch allocation for outputs that alias an input, cached
-// device row lists, and the split recorder's graphs.
+// stream, completion event, device error words (kErrWords, the codes of
+// backend/device_errors.h) and their pinned host mirror (freed in the
+// destructor after the stream drains), its buffers, one scratch allocation
+// for outputs that alias an input, cached device row lists, and the split
+// recorder's graphs.
 // Threading: one driving thread, as backend::Backend; nothing is locked.
 // Lifetime: device pointers handed to kernels stay valid until the buffer is
 // freed or the scratch grows, both of which drop every recorded graph first.
@@ -67,9 +68,9 @@ struct Call {
 
 class CudaBackend final : public backend::Backend {
  public:
-  // Takes ownership of err_host (pinned, kErrWords ints, from cudaMallocHost).
+  // Takes ownership of err_host (pinned, kErrWords words, from cudaMallocHost).
   CudaBackend(std::shared_ptr<const DeviceWeights> weights, Stream stream, Event done,
-              DeviceBuffer err, int* err_host, const Options& options);
+              DeviceBuffer err, uint32_t* err_host, const Options& options);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "CUDA"; }
@@ -141,7 +142,8 @@ class CudaBackend final : public backend::Backend {
   // (scratch of quantized_bytes), quantized there unless the node before
   // left the same bytes (quantized_); or, one token the one-token kernel
   // quantizes itself (mmq_quantizes_itself over all the weights' bytes; a
-  // weight named twice counts once), left null with no launch.
+  // weight named twice counts once), left null with no launch. No weights:
+  // always quantized (the expert products).
   Status quantize_for_mmq(const Call& c, Q8Input& in, int8_t* quantized,
                           std::initializer_list<MmqWeight> weights);
   // The int8 GEMV's input for input 0 (one token) with the node's InputNorm.
@@ -196,8 +198,8 @@ class CudaBackend final : public backend::Backend {
   std::shared_ptr<const DeviceWeights> weights_;
   Stream stream_;
   Event done_;
-  DeviceBuffer err_;  // kErrWords ints on the device
-  int* err_host_;     // pinned mirror, filled at every synchronize
+  DeviceBuffer err_;    // kErrWords words on the device
+  uint32_t* err_host_;  // pinned mirror, filled at every synchronize
   double timeout_s_;
   std::vector<Slot> slots_;
   DeviceBuffer scratch_;

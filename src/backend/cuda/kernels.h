@@ -15,18 +15,20 @@
 
 #include <cstdint>
 
+#include "backend/device_errors.h"
 #include "quant/tensor_type.h"
 
 namespace minfer::cuda {
 
-constexpr int kErrWords = 4;
+// The codes are backend/device_errors.h's, shared with the shader kernels.
+constexpr int kErrWords = MINFER_ERR_WORDS;
 enum ErrCode : int {
-  kErrNone = 0,
-  kErrTokenRange = 1,      // err[1] = id, err[2] = rows of the table
-  kErrPositionRange = 2,   // err[1] = position, err[2] = cache rows
-  kErrNonFiniteKv = 3,     // err[1] = position of a q8_0 cache row given inf/NaN
-  kErrExpertRange = 4,     // err[1] = expert id, err[2] = experts of the layer
-  kErrNanRouterLogit = 5,  // err[1] = token whose router logits hold a NaN
+  kErrNone = MINFER_ERR_NONE,
+  kErrTokenRange = MINFER_ERR_ROW_ID,          // err[1] = id, err[2] = rows of the table
+  kErrPositionRange = MINFER_ERR_CACHE_ROW,    // err[1] = position, err[2] = cache rows
+  kErrNonFiniteKv = MINFER_ERR_NONFINITE_KV,   // err[1] = position of a q8_0 row given inf/NaN
+  kErrExpertRange = MINFER_ERR_EXPERT_ID,      // err[1] = expert id, err[2] = experts
+  kErrNanRouterLogit = MINFER_ERR_ROUTER_NAN,  // err[1] = token, err[2] = experts
 };
 
 // --- matmul.cu -------------------------------------------------------------

@@ -67,7 +67,7 @@ inline constexpr int64_t kMaxInPlaceGatherRows = 16384;
 
 // Activation gather: out[i][:] = x[ids[i]][:] * scale for i < n_out, rows of
 // row_len f32; ids i32 [n_out]; x holds n_src rows; err is the error-word
-// buffer (MINFER_ERR_WORDS u32, kernel_args.h), which the caller zeroes
+// buffer (MINFER_ERR_WORDS u32, backend/device_errors.h), which the caller zeroes
 // before the submission and reads after its wait. An id outside [0, n_src)
 // writes nothing for its row and reports MINFER_ERR_ROW_ID (value: the id as
 // u32 bits, bound: n_src); only the first error of a submission is kept.

@@ -16,7 +16,7 @@
 // Indices the host cannot see (positions, cells, slots, page entries) are
 // checked by the kernels: a bad one is skipped (that row is not stored; a
 // query with a bad position or slot keeps its output as it was; keys on a
-// bad page are left out of the softmax) and reported in `err` (kernel_args.h's
+// bad page are left out of the softmax) and reported in `err` (device_errors.h's
 // MINFER_ERR_* words, bound with access `atomic`; MINFER_ERR_WORDS u32 words,
 // zeroed by the caller, read after the wait). Nothing runs until the
 // recorder's submit_and_wait(). Threading: as the Recorder.

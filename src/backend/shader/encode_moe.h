@@ -6,7 +6,7 @@
 // Contract (as encoders.h): shapes checked and refused with invalid_argument
 // naming the op, the value and the limit; every binding sized; nothing runs
 // until the recorder's submit_and_wait(). Values only the device sees are
-// reported through `err`, the error words of kernel_args.h (at least
+// reported through `err`, the error words of backend/device_errors.h (at least
 // MINFER_ERR_WORDS u32, zeroed by the caller; the first error is kept):
 //   - encode_moe_topk: a token with a NaN logit, MINFER_ERR_ROUTER_NAN
 //     (value = the token, bound = n_expert); the token gets ids 0..n_used-1;

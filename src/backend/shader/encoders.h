@@ -142,7 +142,7 @@ Result<uint32_t> get_rows_kernel(const Device& device, quant::TensorType type);
 // each value is bit-exact with quant::dequantize_row times `scale` in f32.
 // An id outside [0, n_rows) writes nothing for that row and reports
 // MINFER_ERR_ROW_ID (value = the id, bound = n_rows) through `err`, the error
-// words of kernel_args.h (at least MINFER_ERR_WORDS u32, zeroed by the
+// words of backend/device_errors.h (at least MINFER_ERR_WORDS u32, zeroed by the
 // caller; the first error is kept). `kernel` is get_rows_kernel(type) or
 // (tests) another available variant of the same type.
 // `range` (a table past one binding): `w` holds rows [first, first + rows)

@@ -16,6 +16,9 @@
 #ifndef MINFER_BACKEND_SHADER_KERNEL_ARGS_H_
 #define MINFER_BACKEND_SHADER_KERNEL_ARGS_H_
 
+// The error words (MINFER_ERR_*), shared with the CUDA kernels.
+#include "backend/device_errors.h"
+
 #ifdef __cplusplus
 #include <cstddef>
 #include <cstdint>
@@ -87,18 +90,9 @@ struct SpinArgs {
   u32 max_iterations;
 };
 
-// Error words (kernels/errors.glsl): kernels that index memory by values
-// computed on the device or written by the host (token ids, cache rows,
-// positions, page tables) check each index and, when one is outside its
-// table, skip the access and report it in a small u32 buffer bound with
-// access `atomic`: word 0 the first error's code, word 1 the offending
-// value, word 2 its bound. The backend reads the words after each wait.
-#define MINFER_ERR_WORDS 4
-#define MINFER_ERR_ROW_ID 1u      // get_rows: an id outside the rows of its table
-#define MINFER_ERR_CACHE_ROW 2u   // kv_store: a position or cell outside the cache
-#define MINFER_ERR_POSITION 3u    // attention: a position or page outside the cache/tables
-#define MINFER_ERR_ROUTER_NAN 4u  // moe_topk: a NaN router logit (value: the token)
-#define MINFER_ERR_EXPERT_ID 5u   // moe_weights, matmul_id: an expert id outside the experts
+// Error words (codes and layout: backend/device_errors.h, included above;
+// kernels/errors.glsl reports them): a kernel that checks an index binds the
+// MINFER_ERR_WORDS u32 words with access `atomic`.
 
 // The argument structs of each kernel family, one header each (same rules;
 // each keeps its own static_asserts under __cplusplus).

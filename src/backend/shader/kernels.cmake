@@ -25,7 +25,11 @@ file(GLOB MINFER_SHADER_MANIFESTS CONFIGURE_DEPENDS ${MINFER_SHADER_DIR}/kernels
 list(SORT MINFER_SHADER_MANIFESTS)
 file(GLOB MINFER_SHADER_INCLUDES CONFIGURE_DEPENDS ${MINFER_SHADER_DIR}/kernels/*.glsl)
 file(GLOB MINFER_SHADER_ARG_HEADERS CONFIGURE_DEPENDS ${MINFER_SHADER_DIR}/kernel_args*.h)
-list(APPEND MINFER_SHADER_INCLUDES ${MINFER_SHADER_ARG_HEADERS})
+# The error codes, shared with the CUDA kernels (kernel_args.h includes them as
+# "backend/device_errors.h", found through -I<src>).
+set(MINFER_SHADER_SRC_ROOT ${CMAKE_CURRENT_SOURCE_DIR}/src)
+list(APPEND MINFER_SHADER_INCLUDES ${MINFER_SHADER_ARG_HEADERS}
+     ${MINFER_SHADER_SRC_ROOT}/backend/device_errors.h)
 
 # Reads one manifest into variables prefixed with `prefix`_.
 function(minfer_read_shader_manifest manifest prefix)
@@ -94,7 +98,8 @@ foreach(manifest IN LISTS MINFER_SHADER_MANIFESTS)
     add_custom_command(
       OUTPUT ${spv}
       COMMAND ${MINFER_GLSLC} --target-env=${MINFER_SHADER_TARGET_ENV} -O -fshader-stage=compute
-              -I${MINFER_SHADER_DIR} -I${MINFER_SHADER_DIR}/kernels ${defines}
+              -I${MINFER_SHADER_SRC_ROOT} -I${MINFER_SHADER_DIR} -I${MINFER_SHADER_DIR}/kernels
+              ${defines}
               -MD -MF ${spv}.d -MT ${spv} -o ${spv}.tmp ${src}
       COMMAND ${MINFER_SPIRV_VAL} --target-env ${MINFER_SHADER_TARGET_ENV} ${spv}.tmp
       COMMAND ${CMAKE_COMMAND} -E rename ${spv}.tmp ${spv}

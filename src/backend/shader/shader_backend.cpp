@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend_options.h"
+#include "backend/device_errors.h"
 #include "backend/shader/encode_activation.h"
 #include "backend/shader/encode_matmul_tiled.h"
 #include "backend/shader/encoders.h"
@@ -43,27 +44,6 @@ std::string mib(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   return buf;
-}
-
-// What the error words say, in words.
-std::string error_text(const uint32_t w[MINFER_ERR_WORDS]) {
-  const std::string value = std::to_string(w[1]), bound = std::to_string(w[2]);
-  switch (w[0]) {
-    case MINFER_ERR_ROW_ID:
-      return "a row id " + value + " outside [0, " + bound + ") (get_rows)";
-    case MINFER_ERR_CACHE_ROW:
-      return "a cache row " + value + " outside the cache of " + bound + " rows (kv_store)";
-    case MINFER_ERR_POSITION:
-      return "a position or page " + value + " outside the cache or page tables (bound " + bound +
-             ") (attention)";
-    case MINFER_ERR_ROUTER_NAN:
-      return "a NaN router logit in token " + value + " of " + bound + " experts (moe_topk)";
-    case MINFER_ERR_EXPERT_ID:  // the id as the i32 it was
-      return "an expert id " + std::to_string(static_cast<int32_t>(w[1])) + " outside [0, " +
-             bound + ") (moe_weights or matmul_id)";
-    default:
-      return "error code " + std::to_string(w[0]) + " (value " + value + ", bound " + bound + ")";
-  }
 }
 
 bool overlap(const BufferRange& a, const BufferRange& b) {
@@ -317,9 +297,7 @@ Status ShaderBackend::synchronize() {
   }
   const std::vector<double>& t = rec_.timestamps_s();
   for (size_t i = 0; i < timed && i + 1 < t.size(); ++i) node_times_.push_back(t[i + 1] - t[i]);
-  Status words = check_error_words();
-  if (!words) return Status::out_of_range(name_ + ": " + words.message() + "; " + trail);
-  return Status::ok();
+  return check_error_words(trail);
 }
 
 Result<std::optional<double>> ShaderBackend::memory_bandwidth_gbs() {
@@ -348,7 +326,7 @@ Result<std::optional<double>> ShaderBackend::memory_bandwidth_gbs() {
   return std::optional<double>(best);
 }
 
-Status ShaderBackend::check_error_words() {
+Status ShaderBackend::check_error_words(const std::string& trail) {
   const Allocation* a = pool_.allocation(err_);
   uint32_t w[MINFER_ERR_WORDS] = {};
   MINFER_RETURN_IF_ERROR(
@@ -356,7 +334,7 @@ Status ShaderBackend::check_error_words() {
   if (w[0] == 0) return Status::ok();
   const std::vector<std::byte> zeros(kErrBytes);
   MINFER_RETURN_IF_ERROR(device_->write_buffer(*a->buffer, a->offset, zeros));
-  return Status::error("a kernel found " + error_text(w));
+  return backend::device_error(w, name_, trail);
 }
 
 }  // namespace detail

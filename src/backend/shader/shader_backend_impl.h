@@ -181,8 +181,9 @@ class ShaderBackend final : public backend::Backend {
     return !invariant && i < tiled_types_.size() && tiled_types_[i] == 1 &&
            n_tokens >= tiled_min_tokens_ && (out_dim > 256 || n_tokens >= 512);
   }
-  // The error words' report, as an error (ok when nothing was reported).
-  Status check_error_words();
+  // The error words' report (backend::device_error, naming `trail`), or ok
+  // when nothing was reported; zeroes the words it found set.
+  Status check_error_words(const std::string& trail);
 
   std::string name_;
   std::shared_ptr<Device> device_;

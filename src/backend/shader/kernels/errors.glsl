@@ -1,6 +1,7 @@
-// The error words of kernel_args.h (MINFER_ERR_*): a kernel that checks a
-// device-side index defines MINFER_ERR_BINDING (its manifest names that
-// binding with access `atomic`) and includes this after kernel_args.h.
+// The error words of backend/device_errors.h (MINFER_ERR_*, through
+// kernel_args.h): a kernel that checks a device-side index defines
+// MINFER_ERR_BINDING (its manifest names that binding with access `atomic`)
+// and includes this after kernel_args.h.
 // report_error keeps the first error only: word 0 goes from 0 to `code`
 // once, and the winner writes the value and the bound.
 layout(std430, binding = MINFER_ERR_BINDING) coherent buffer ErrorWords { uint err_words[]; };
