@@ -8,10 +8,11 @@
 //
 //   1. moe_group_kernel (one block): counts the rows of each expert, lays
 //      the experts' rows out one after another (sorted) and cuts each
-//      expert's run into groups of at most 8 NJ rows (tiles), the number of
-//      groups into n_tiles. The grid of step 2 is sized on the host for the
-//      most groups any routing can give, ceil(rows / 8 NJ) + min(experts,
-//      rows); blocks past n_tiles leave at once.
+//      expert's run into groups of at most 8 NJ rows, their count into
+//      n_groups. The grid of step 2 is sized on the host for the most
+//      groups any routing can give, ceil(rows / 8 NJ) + min(experts, rows)
+//      (a CUDA graph replays it for any routing); blocks past n_groups
+//      leave at once.
 //   2. mmq_id_kernel: grid x the row blocks of one expert's matrix, grid y
 //      the groups.
 //
