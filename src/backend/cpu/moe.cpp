@@ -7,9 +7,12 @@
 #include <string>
 
 #include "backend/cpu/matmul_gemm_vnni.h"
+#include "backend/cpu/matmul_gemv_vnni.h"
+#include "backend/cpu/moe_kquant_vnni.h"
 #include "backend/cpu/moe_mxfp4_vnni.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/quantize_acts.h"
+#include "quant/blocks.h"
 #include "quant/reference.h"
 
 // ggml multiplies and adds the weighted expert rows as separate f32 ops;
@@ -128,82 +131,206 @@ Status run_expert(const ExpertWeights& w, int32_t e, const ExpertRows& rows, Thr
   return Status::ok();
 }
 
-// Weight rows per task of the direct expert kernels: a one-token decode
-// step still splits each expert over the threads, and a task's rows stay in
-// L2 while it walks the expert's tokens.
+// Weight rows per task of the direct expert kernels, the unit of a claim:
+// a one-token decode step still splits each expert over the threads, and
+// the last, single-task claims balance them.
 constexpr int64_t kDirectRowsPerTask = 32;
 
-// Whether `w` takes a direct expert kernel instead of matmul() per expert:
+// An expert with fewer tokens than this takes the K-quant direct kernel (one
+// GEMV per token from rows in L1); from it on, matmul()'s VNNI GEMM, which
+// repacks its rows once for all its tokens, is the faster
+// (docs/PERFORMANCE.md, "Mixture of experts").
+constexpr int32_t kKQuantDirectMaxTokens = 12;
+
+// Input elements up to which the direct kernels prepare their rows on the
+// calling thread rather than over the pool.
+constexpr int64_t kPrepareInlineElements = 16384;
+
+enum class DirectKernel { kNone, kMxfp4, kKQuant };
+
+// Which direct expert kernel `w` takes instead of matmul() per expert:
 // MXFP4 where matmul() would run the AVX2 row kernel whose bits
-// mxfp4_expert_tile reproduces.
-bool takes_direct_kernel(const ExpertWeights& w) {
-  return w.type == quant::TensorType::MXFP4 && active_isa() == Isa::kAvx2 && vnni_gemm_available();
+// mxfp4_expert_tile reproduces (every mode); Q4_K/Q6_K where matmul() would
+// run the VNNI GEMV for a single token (not batch-invariant), for the experts
+// with few tokens.
+DirectKernel direct_kernel(const ExpertWeights& w, MatmulMode mode) {
+  if (active_isa() != Isa::kAvx2 || !vnni_gemm_available()) return DirectKernel::kNone;
+  if (w.type == quant::TensorType::MXFP4) return DirectKernel::kMxfp4;
+  if (!mode.batch_invariant && vnni_gemv_type(w.type) && w.row_len % quant::kQK_K == 0) {
+    return DirectKernel::kKQuant;
+  }
+  return DirectKernel::kNone;
 }
 
-// Quantizes each distinct input row to Q8_0 once (a token's row serves all
-// of its experts), in parallel; an error names the first bad row.
-Status quantize_rows(const float* x, int64_t n_rows, int64_t row_len, size_t row_bytes,
-                     ThreadPool& pool, std::vector<uint8_t>& out) {
-  out.resize(static_cast<size_t>(n_rows) * row_bytes);
+// Bytes of one input row as the direct kernel of `w` reads it: Q8_0 for
+// MXFP4, the VNNI GEMV's layout (64-byte multiples) for K-quants.
+Result<size_t> prepared_row_bytes(const ExpertWeights& w) {
+  if (w.type != quant::TensorType::MXFP4) return vnni_gemv_x_bytes(w.row_len);
+  MINFER_ASSIGN_OR_RETURN(const uint64_t b, quant::row_bytes(quant::TensorType::Q8_0, w.row_len));
+  return static_cast<size_t>(b);
+}
+
+// Row r of x as the direct kernel of `w` reads it, at out; `q8k` is room for
+// a Q8_K row. False on a non-finite input.
+bool prepare_row(const ExpertWeights& w, const float* x, uint8_t* q8k, uint8_t* out) {
+  if (w.type == quant::TensorType::MXFP4) {
+    return quantize_activations(quant::TensorType::Q8_0, x, out, w.row_len).is_ok();
+  }
+  if (!quantize_activations(quant::TensorType::Q8_K, x, q8k, w.row_len).is_ok()) return false;
+  vnni_gemv_prepare_x(w.type, q8k, w.row_len, out);
+  return true;
+}
+
+// Prepares each distinct input row once (a token's row serves all of its
+// experts), in parallel, into s.prepared. The rows the last call prepared
+// for the same layout are kept when x holds the same bits (a layer's gate and
+// up projections read one input). An error names the first bad row.
+Status prepare_rows(const ExpertWeights& w, const float* x, int64_t n_rows, size_t row_bytes,
+                    ThreadPool& pool, MoeScratch& s) {
+  MoeScratch::Prepared& p = s.prepared;
+  const size_t n_floats = static_cast<size_t>(n_rows * w.row_len);
+  if (p.valid && p.layout == w.type && p.row_len == w.row_len && p.source.size() == n_floats &&
+      std::memcmp(p.source.data(), x, n_floats * sizeof(float)) == 0) {
+    return Status::ok();
+  }
+  p.valid = false;
+  p.bytes.resize(static_cast<size_t>(n_rows) * row_bytes + 64);
+  const auto addr = reinterpret_cast<uintptr_t>(p.bytes.data());
+  p.rows = p.bytes.data() + (64 - addr % 64) % 64;
+  // Room for a Q8_K row per thread (K-quants only).
+  const size_t q8k_bytes =
+      w.type == quant::TensorType::MXFP4
+          ? 0
+          : static_cast<size_t>(w.row_len / quant::kQK_K) * sizeof(quant::BlockQ8_K);
+  s.q8k.resize(static_cast<size_t>(pool.num_threads()) * q8k_bytes);
   std::atomic<int64_t> first_bad{n_rows};
-  pool.parallel_for(n_rows, [&](int64_t begin, int64_t end, int) {
+  const auto prepare = [&](int64_t begin, int64_t end, int thread) {
+    uint8_t* q8k = s.q8k.data() + static_cast<size_t>(thread) * q8k_bytes;
     for (int64_t r = begin; r < end; ++r) {
-      if (quantize_activations(quant::TensorType::Q8_0, x + r * row_len, out.data() + r * row_bytes,
-                               row_len)
-              .is_ok()) {
-        continue;
-      }
+      if (prepare_row(w, x + r * w.row_len, q8k, p.rows + r * row_bytes)) continue;
       int64_t cur = first_bad.load();
       while (r < cur && !first_bad.compare_exchange_weak(cur, r)) {
       }
     }
-  });
+  };
+  // A decode step's few rows cost less than waking the pool.
+  if (n_rows * w.row_len <= kPrepareInlineElements) {
+    prepare(0, n_rows, 0);
+  } else {
+    pool.parallel_for(n_rows, prepare);
+  }
   const int64_t bad = first_bad.load();
-  if (bad == n_rows) return Status::ok();
-  return quantize_activations(quant::TensorType::Q8_0, x + bad * row_len, out.data(), row_len)
-      .with_context("activation row " + std::to_string(bad));
+  if (bad != n_rows) {
+    std::vector<uint8_t> row(row_bytes);
+    const quant::TensorType xt =
+        w.type == quant::TensorType::MXFP4 ? quant::TensorType::Q8_0 : quant::TensorType::Q8_K;
+    return quant::quantize_row(xt, x + bad * w.row_len, row.data(), w.row_len)
+        .with_context("activation row " + std::to_string(bad));
+  }
+  p.source.assign(x, x + n_floats);
+  p.layout = w.type;
+  p.row_len = w.row_len;
+  p.valid = true;
+  return Status::ok();
 }
 
-// The direct path: inputs quantized once, then one task list over (expert,
-// block of rows) pairs, each task's tokens read and written in place through
-// row pointers. Each output is the row kernel's, so the split changes no bit.
+// One direct task: rows [r0, r1) of expert e against its tokens, in place.
+void run_direct_task(const ExpertWeights& w, size_t w_row_bytes, const MoeScratch& s, int32_t e,
+                     int64_t r0, int64_t r1) {
+  const int32_t first = s.offsets[e], count = s.offsets[e + 1] - first;
+  const auto* expert =
+      static_cast<const uint8_t*>(w.data) + static_cast<size_t>(e) * w.expert_bytes;
+  if (w.type == quant::TensorType::MXFP4) {
+    const Mxfp4ExpertTile tile{
+        expert, w_row_bytes, w.rows, w.row_len, s.x_rows.data() + first, s.y_rows.data() + first,
+        count};
+    mxfp4_expert_tile(tile, r0, r1);
+  } else {
+    const KQuantExpertTile tile{w.type,
+                                expert,
+                                w_row_bytes,
+                                w.rows,
+                                w.row_len,
+                                s.x_rows.data() + first,
+                                s.y_rows.data() + first,
+                                count};
+    kquant_expert_tile(tile, r0, r1);
+  }
+  if (w.bias == nullptr) return;
+  const float* bias = w.bias + static_cast<int64_t>(e) * w.rows;
+  for (int32_t i = 0; i < count; ++i) {
+    float* dst = s.y_rows[first + i];
+    for (int64_t o = r0; o < r1; ++o) dst[o] = dst[o] + bias[o];
+  }
+}
+
+// The direct path for `experts`: inputs prepared once, then one task list
+// over (expert, block of rows) pairs, each task's tokens read and written in
+// place through row pointers. Each output depends on its row and token only,
+// so the split changes no bit.
 Status run_direct(const ExpertWeights& w, size_t w_row_bytes, const ExpertRows& rows,
-                  int64_t n_rows, ThreadPool& pool, MoeScratch& s) {
+                  int64_t n_rows, const std::vector<int32_t>& experts, ThreadPool& pool,
+                  MoeScratch& s) {
   const int64_t x_rows = rows.per_row_input ? n_rows : n_rows / rows.n_used;
-  MINFER_ASSIGN_OR_RETURN(const uint64_t x_bytes,
-                          quant::row_bytes(quant::TensorType::Q8_0, w.row_len));
-  MINFER_RETURN_IF_ERROR(quantize_rows(rows.x, x_rows, w.row_len, x_bytes, pool, s.xq));
+  MINFER_ASSIGN_OR_RETURN(const size_t x_bytes, prepared_row_bytes(w));
+  MINFER_RETURN_IF_ERROR(prepare_rows(w, rows.x, x_rows, x_bytes, pool, s));
   s.x_rows.resize(static_cast<size_t>(n_rows));
   s.y_rows.resize(static_cast<size_t>(n_rows));
   for (int64_t i = 0; i < n_rows; ++i) {
     const int64_t r = s.order[i], src = rows.per_row_input ? r : r / rows.n_used;
-    s.x_rows[i] = s.xq.data() + src * x_bytes;
+    s.x_rows[i] = s.prepared.rows + src * x_bytes;
     s.y_rows[i] = rows.y + r * w.rows;
   }
   const int64_t blocks = (w.rows + kDirectRowsPerTask - 1) / kDirectRowsPerTask;
-  const auto n_tasks = static_cast<int64_t>(s.active.size()) * blocks;
-  pool.parallel_for(n_tasks, [&](int64_t begin, int64_t end, int) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int32_t e = s.active[task / blocks];
-      const int32_t first = s.offsets[e], count = s.offsets[e + 1] - first;
-      const int64_t r0 = (task % blocks) * kDirectRowsPerTask;
-      const int64_t r1 = std::min(w.rows, r0 + kDirectRowsPerTask);
-      const Mxfp4ExpertTile tile{
-          static_cast<const uint8_t*>(w.data) + static_cast<size_t>(e) * w.expert_bytes,
-          w_row_bytes,
-          w.row_len,
-          s.x_rows.data() + first,
-          s.y_rows.data() + first,
-          count};
-      mxfp4_expert_tile(tile, r0, r1);
-      if (w.bias == nullptr) continue;
-      const float* bias = w.bias + static_cast<int64_t>(e) * w.rows;
-      for (int32_t i = 0; i < count; ++i) {
-        float* dst = s.y_rows[first + i];
-        for (int64_t o = r0; o < r1; ++o) dst[o] = dst[o] + bias[o];
+  const auto n_tasks = static_cast<int64_t>(experts.size()) * blocks;
+  // Guided self-scheduling: each claim takes a share of what is left, so a
+  // thread streams long runs of rows first and the last claims are single
+  // tasks (a thread that loses its core holds up the call by one task).
+  const int64_t n_threads = pool.num_threads();
+  std::atomic<int64_t> next{0};
+  pool.parallel_for(n_threads, [&](int64_t, int64_t, int) {
+    for (;;) {
+      int64_t begin = next.load(std::memory_order_relaxed), take = 0;
+      do {
+        if (begin >= n_tasks) return;
+        take = std::max<int64_t>(1, (n_tasks - begin) / (2 * n_threads));
+      } while (!next.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed));
+      // The claim's tasks of one expert are adjacent rows: one tile for
+      // them all, so its prefetch runs on from one task into the next.
+      for (int64_t task = begin; task < begin + take;) {
+        const int64_t e = task / blocks, last = std::min(begin + take, (e + 1) * blocks) - 1;
+        run_direct_task(w, w_row_bytes, s, experts[e], (task % blocks) * kDirectRowsPerTask,
+                        std::min(w.rows, (last % blocks + 1) * kDirectRowsPerTask));
+        task = last + 1;
       }
     }
   });
+  return Status::ok();
+}
+
+// matmul() per expert for `experts`: one after another over the whole pool,
+// or, when there are many, spread over the threads, each expert's matmul on
+// one.
+Status run_per_expert(const ExpertWeights& w, const ExpertRows& rows,
+                      const std::vector<int32_t>& experts, ThreadPool& pool, MoeScratch& s,
+                      MatmulMode mode) {
+  const int n_threads = pool.num_threads();
+  s.per_thread.resize(static_cast<size_t>(n_threads));
+  const auto n_active = static_cast<int64_t>(experts.size());
+  if (n_threads == 1 || n_active < kExpertsPerThread * n_threads) {
+    for (int32_t e : experts) {
+      MINFER_RETURN_IF_ERROR(run_expert(w, e, rows, pool, s, s.per_thread[0], mode));
+    }
+    return Status::ok();
+  }
+  std::vector<Status> status(static_cast<size_t>(n_active));
+  pool.parallel_for(n_active, [&](int64_t begin, int64_t end, int thread) {
+    for (int64_t i = begin; i < end; ++i) {
+      status[i] =
+          run_expert(w, experts[i], rows, pool, s, s.per_thread[static_cast<size_t>(thread)], mode);
+    }
+  });
+  for (Status& st : status) MINFER_RETURN_IF_ERROR(std::move(st));
   return Status::ok();
 }
 
@@ -259,28 +386,27 @@ Status matmul_id(const ExpertWeights& w, const float* x, bool per_row_input, con
   MINFER_RETURN_IF_ERROR(check_ids(ids, n_rows, w.n_expert));
   group_by_expert(ids, n_rows, w.n_expert, scratch);
   const ExpertRows rows{x, per_row_input, n_used, y};
-  if (takes_direct_kernel(w)) {
-    return run_direct(w, static_cast<size_t>(row_bytes), rows, n_rows, pool, scratch);
+  const DirectKernel direct = direct_kernel(w, mode);
+  if (direct == DirectKernel::kMxfp4) {
+    return run_direct(w, static_cast<size_t>(row_bytes), rows, n_rows, scratch.active, pool,
+                      scratch);
   }
-  const int n_threads = pool.num_threads();
-  scratch.per_thread.resize(static_cast<size_t>(n_threads));
-  const auto n_active = static_cast<int64_t>(scratch.active.size());
-  if (n_threads == 1 || n_active < kExpertsPerThread * n_threads) {
-    for (int32_t e : scratch.active) {
-      MINFER_RETURN_IF_ERROR(run_expert(w, e, rows, pool, scratch, scratch.per_thread[0], mode));
-    }
-    return Status::ok();
+  if (direct == DirectKernel::kNone) {
+    return run_per_expert(w, rows, scratch.active, pool, scratch, mode);
   }
-  // Many experts: one task each, its matmul inline on the thread that takes it.
-  std::vector<Status> status(static_cast<size_t>(n_active));
-  pool.parallel_for(n_active, [&](int64_t begin, int64_t end, int thread) {
-    for (int64_t i = begin; i < end; ++i) {
-      status[i] = run_expert(w, scratch.active[i], rows, pool, scratch,
-                             scratch.per_thread[static_cast<size_t>(thread)], mode);
-    }
-  });
-  for (Status& s : status) MINFER_RETURN_IF_ERROR(std::move(s));
-  return Status::ok();
+  // K-quants: the experts with few tokens direct, the others through matmul().
+  scratch.direct.clear();
+  scratch.batched.clear();
+  for (int32_t e : scratch.active) {
+    const int32_t count = scratch.offsets[e + 1] - scratch.offsets[e];
+    (count < kKQuantDirectMaxTokens ? scratch.direct : scratch.batched).push_back(e);
+  }
+  if (!scratch.direct.empty()) {
+    MINFER_RETURN_IF_ERROR(
+        run_direct(w, static_cast<size_t>(row_bytes), rows, n_rows, scratch.direct, pool, scratch));
+  }
+  if (scratch.batched.empty()) return Status::ok();
+  return run_per_expert(w, rows, scratch.batched, pool, scratch, mode);
 }
 
 void moe_sum(const float* y, const float* weights, int64_t n_tokens, int64_t n_used, int64_t dim,

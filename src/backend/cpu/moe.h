@@ -18,16 +18,24 @@
 //     backend/cpu/matmul.h's matmul() (activations quantized to the weight's
 //     vec_dot_type as for a dense matmul) and scattered back, so a batch
 //     reads each selected expert's weights once and a token reads only its
-//     n_used experts. MXFP4 weights on AVX-512 VNNI CPUs take a direct path
-//     instead (backend/cpu/moe_mxfp4_vnni.h): each input row quantized to
-//     Q8_0 once, one task list over (expert, row block) pairs, outputs equal
-//     to the per-expert matmul() bit for bit. With mode.batch_invariant
-//     each row's result does not depend on which other rows share its
-//     expert. Where the batch uses
-//     many experts (at least 4 per pool thread) the experts are spread over
-//     the threads, each expert's matmul on one; else they run one after
-//     another, each over the whole pool. The results are the same bits
-//     either way (matmul() splits its work independently of the threads).
+//     n_used experts. On AVX-512 VNNI CPUs two direct paths read the
+//     experts in place instead: each distinct input row is prepared once
+//     (not once per expert it visits), then one task list over (expert,
+//     block of rows) pairs splits all the experts' rows over the pool, each
+//     task reading its tokens' rows and writing their outputs through row
+//     pointers. MXFP4 (every mode; backend/cpu/moe_mxfp4_vnni.h): Q8_0 rows,
+//     outputs equal to the per-expert matmul() bit for bit. Q4_K/Q6_K
+//     without mode.batch_invariant, for the experts with fewer than 12 rows
+//     (backend/cpu/moe_kquant_vnni.h): the VNNI GEMV's integers, its f32
+//     order up to rounding, one GEMV per row, so those rows do not depend
+//     on the batch either; the prepared rows of the previous call are
+//     reused when the input holds the same bits (gate then up). With
+//     mode.batch_invariant each row's result does not depend on which other
+//     rows share its expert. Where the batch uses many experts (at least 4
+//     per pool thread) the matmul() experts are spread over the threads,
+//     each expert's matmul on one; else they run one after another, each
+//     over the whole pool. The results are the same bits either way
+//     (matmul() splits its work independently of the threads).
 //   - moe_sum: out [n_tokens][dim], row t = y[t*k] * w[t][0] + y[t*k+1] *
 //     w[t][1] + ... in f32, each product rounded, added in order of j.
 // Errors (Status naming the values): sizes out of range, an id outside
@@ -74,12 +82,24 @@ struct MoeScratch {
     std::vector<float> x, y;    // one expert's gathered inputs and outputs
     std::vector<uint8_t> acts;  // matmul()'s quantized activations
   };
-  std::vector<int32_t> order, offsets;  // output rows grouped by expert
-  std::vector<int32_t> active;          // experts with rows, ascending
-  std::vector<Expert> per_thread;       // one per pool thread
-  // The direct kernels' inputs quantized once, and each grouped row's input
-  // and output row.
-  std::vector<uint8_t> xq;
+  std::vector<int32_t> order, offsets;   // output rows grouped by expert
+  std::vector<int32_t> active;           // experts with rows, ascending
+  std::vector<Expert> per_thread;        // one per pool thread
+  std::vector<int32_t> direct, batched;  // K-quants: experts of few and of many rows
+  // The direct kernels' input rows, prepared once for the layout of the
+  // weight type `layout`, and the f32 rows they came from: a call whose input
+  // holds the same bits for the same layout reuses them.
+  struct Prepared {
+    bool valid = false;
+    quant::TensorType layout = quant::TensorType::F32;
+    int64_t row_len = 0;
+    std::vector<float> source;
+    std::vector<uint8_t> bytes;  // the rows start at `rows`, 64-byte aligned
+    uint8_t* rows = nullptr;
+  };
+  Prepared prepared;
+  std::vector<uint8_t> q8k;  // one Q8_K row per pool thread
+  // Each grouped row's input and output row.
   std::vector<const uint8_t*> x_rows;
   std::vector<float*> y_rows;
 };

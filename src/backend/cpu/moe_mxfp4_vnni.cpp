@@ -10,6 +10,7 @@
 #include <bit>
 #include <cstring>
 
+#include "backend/cpu/moe_prefetch.h"
 #include "backend/cpu/vnni_target.h"
 #include "quant/blocks.h"
 
@@ -76,7 +77,7 @@ MINFER_VNNI_INLINE void load_w(const uint8_t* pw, __m256i table, __m256i& q, __m
 // loaded once for the R rows and each row's nibbles unpacked once for the T
 // tokens; every (row, token) keeps its own accumulator in block order.
 template <int R, int T>
-MINFER_VNNI void pass(const Mxfp4ExpertTile& p, int64_t r0, int64_t t0) {
+MINFER_VNNI void pass(const Mxfp4ExpertTile& p, int64_t r0, int64_t t0, ExpertPrefetch& pf) {
   const __m256i table = _mm256_broadcastsi128_si256(
       _mm_load_si128(reinterpret_cast<const __m128i*>(kOffsetValues.data())));
   const uint8_t* w0 = p.w + static_cast<size_t>(r0) * p.w_stride;
@@ -85,7 +86,9 @@ MINFER_VNNI void pass(const Mxfp4ExpertTile& p, int64_t r0, int64_t t0) {
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   const int64_t n_blocks = p.row_len / 32;
+  const auto base = reinterpret_cast<uintptr_t>(w0);
   for (int64_t b = 0; b < n_blocks; ++b) {
+    if (t0 == 0) pf.upto(base + static_cast<size_t>(b + 1) * R * kWBlock);
     XBlock x[T];
     for (int t = 0; t < T; ++t) x[t] = load_x(p.x[t0 + t] + b * kXBlock);
     for (int r = 0; r < R; ++r) {
@@ -104,19 +107,21 @@ MINFER_VNNI void pass(const Mxfp4ExpertTile& p, int64_t r0, int64_t t0) {
 }
 
 template <int R>
-void rows_times_tokens(const Mxfp4ExpertTile& p, int64_t r0) {
+void rows_times_tokens(const Mxfp4ExpertTile& p, int64_t r0, ExpertPrefetch& pf) {
   int64_t t = 0;
-  for (; t + kTokens <= p.n_tokens; t += kTokens) pass<R, kTokens>(p, r0, t);
-  if (p.n_tokens - t == 2) pass<R, 2>(p, r0, t);
-  if (p.n_tokens - t == 1) pass<R, 1>(p, r0, t);
+  for (; t + kTokens <= p.n_tokens; t += kTokens) pass<R, kTokens>(p, r0, t, pf);
+  if (p.n_tokens - t == 2) pass<R, 2>(p, r0, t, pf);
+  if (p.n_tokens - t == 1) pass<R, 1>(p, r0, t, pf);
 }
 
 }  // namespace
 
 void mxfp4_expert_tile(const Mxfp4ExpertTile& p, int64_t r_begin, int64_t r_end) {
+  ExpertPrefetch pf = ExpertPrefetch::start(p.w + static_cast<size_t>(r_begin) * p.w_stride,
+                                            p.w + static_cast<size_t>(p.rows) * p.w_stride);
   int64_t r = r_begin;
-  for (; r + kRows <= r_end; r += kRows) rows_times_tokens<kRows>(p, r);
-  for (; r < r_end; ++r) rows_times_tokens<1>(p, r);
+  for (; r + kRows <= r_end; r += kRows) rows_times_tokens<kRows>(p, r, pf);
+  for (; r < r_end; ++r) rows_times_tokens<1>(p, r, pf);
 }
 
 }  // namespace minfer::cpu

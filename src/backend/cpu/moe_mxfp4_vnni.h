@@ -14,7 +14,8 @@
 // nibbles' doubled E2M1 values offset by +12 (so they are unsigned), started
 // from -12 times the activation's lane sums: exact, as no lane can exceed
 // 2^15. Tiles of 4 rows by up to 3 tokens share each block's activation loads
-// and each row's unpacked nibbles.
+// and each row's unpacked nibbles; the expert's bytes are prefetched ahead
+// of the reading (backend/cpu/moe_prefetch.h).
 // Preconditions: vnni_gemm_available() (backend/cpu/matmul_gemm_vnni.h) is
 // true; row_len is a multiple of 32; x rows are quant::quantize_row's Q8_0 of
 // row_len elements; out rows hold at least r_end floats. Nothing is checked.
@@ -30,6 +31,7 @@ namespace minfer::cpu {
 struct Mxfp4ExpertTile {
   const uint8_t* w = nullptr;         // the expert's first MXFP4 weight row
   size_t w_stride = 0;                // bytes between weight rows
+  int64_t rows = 0;                   // the expert's rows (the prefetch stays inside)
   int64_t row_len = 0;                // elements per row
   const uint8_t* const* x = nullptr;  // n_tokens Q8_0 activation rows
   float* const* out = nullptr;        // n_tokens output rows, indexed by weight row
